@@ -1,0 +1,38 @@
+/*
+ * kernel.h — how the executor calls a kernel, on any backend.
+ *
+ * A kernel sees the node it implements (op and attributes, read through the graph), its input
+ * and output tensors with concrete shapes, and the run's mode. Kernels never allocate in the
+ * steady state and never print; they return a status and fill the diag.
+ */
+#ifndef DPC_RUNTIME_KERNEL_H
+#define DPC_RUNTIME_KERNEL_H
+
+#include "ir/graph.h"
+#include "runtime/tensor.h"
+
+typedef struct dpc_run_info {
+  bool training; /* dropout drops, batch_norm uses batch statistics */
+  uint64_t step; /* counts runs of a session from 0; seeds dropout masks */
+} dpc_run_info;
+
+typedef struct dpc_kernel_args {
+  const dpc_graph *g;
+  uint32_t node;
+  const dpc_tensor *in;
+  uint32_t n_in;
+  dpc_tensor *out;
+  uint32_t n_out;
+  const dpc_run_info *run;
+} dpc_kernel_args;
+
+typedef dpc_status (*dpc_kernel_fn)(const dpc_kernel_args *a, dpc_diag *d);
+
+/* The reference backend: plain C loops for every op, the oracle other backends are tested
+ * against. Indexed by op; a test checks every row is filled. */
+extern const dpc_kernel_fn dpc_ref_kernels[DPC_OP_COUNT];
+
+/* Whether a node runs in training mode: its `training` attribute if given, else the run's. */
+bool dpc_kernel_training(const dpc_kernel_args *a);
+
+#endif

@@ -1,0 +1,248 @@
+/*
+ * session.c — the executor: one buffer per device, one pass over each device's step list.
+ *
+ * Everything a step needs (its input and output tensors) is prepared when the session is made,
+ * so a run only walks arrays. Devices run in order on this thread for now; with several devices
+ * each gets a worker and cross-device steps wait on events (plan.h has the step kinds).
+ */
+#include "runtime/session.h"
+#include "runtime/device.h"
+#include "runtime/init.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct step_args {
+  dpc_kernel_args a;
+  dpc_kernel_fn fn;
+} step_args;
+
+struct dpc_session {
+  const dpc_plan *plan;
+  dpc_device **devs;
+  unsigned char **mem; /* per device buffer */
+  step_args **steps;   /* per device, per step (kernel steps only) */
+  dpc_tensor *tensors; /* per value: view into its slot */
+  dpc_tensor *targs;   /* argument tensors, gathered per step */
+  bool *given;         /* per value: input set at least once */
+  dpc_run_info run;
+  const dpc_kernel_fn *kernels;
+};
+
+void dpc_session_free(dpc_session *s) {
+  if (!s) return;
+  const dpc_plan *p = s->plan;
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    if (s->devs && s->devs[i]) {
+      if (s->mem && s->mem[i]) s->devs[i]->ops->release(s->devs[i], s->mem[i]);
+      dpc_device_close(s->devs[i]);
+    }
+    if (s->steps) free(s->steps[i]);
+  }
+  free(s->devs);
+  free(s->mem);
+  free(s->steps);
+  free(s->tensors);
+  free(s->targs);
+  free(s->given);
+  free(s);
+}
+
+static dpc_status fill_sources(dpc_session *s, dpc_diag *d) {
+  const dpc_graph *g = s->plan->g;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    const dpc_node *n = &g->nodes[i];
+    dpc_tensor *t = &s->tensors[n->out];
+    if (n->op == DPC_OP_PARAM || n->op == DPC_OP_STATE) {
+      dpc_status st = dpc_init_fill(g, i, t, d);
+      if (st) return st;
+    } else if (n->op == DPC_OP_CONSTANT) {
+      const dpc_attr *v = dpc_attrs_get(dpc_node_attrs(g, i), "value");
+      for (uint32_t k = 0; k < v->n; k++) dpc_tstore(t, k, g->reals[v->u.off + k]);
+    }
+  }
+  return DPC_OK;
+}
+
+dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,
+                           dpc_diag *d) {
+  *out = NULL;
+  const dpc_graph *g = plan->g;
+  dpc_session *s = calloc(1, sizeof *s);
+  if (!s) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
+  s->plan = plan;
+  s->run.training = o && o->training;
+  s->kernels = o && o->kernels ? o->kernels : dpc_ref_kernels;
+  size_t nv = g->n_values ? g->n_values : 1;
+  s->devs = calloc(plan->n_devs, sizeof *s->devs);
+  s->mem = calloc(plan->n_devs, sizeof *s->mem);
+  s->steps = calloc(plan->n_devs, sizeof *s->steps);
+  s->tensors = calloc(nv, sizeof *s->tensors);
+  s->given = calloc(nv, sizeof *s->given);
+  uint32_t total_args = 0;
+  for (uint32_t i = 0; i < g->n_nodes; i++) total_args += g->nodes[i].n_in + g->nodes[i].n_out;
+  s->targs = calloc(total_args ? total_args : 1, sizeof *s->targs);
+  dpc_status st = DPC_OK;
+  if (!s->devs || !s->mem || !s->steps || !s->tensors || !s->given || !s->targs) {
+    st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
+    goto fail;
+  }
+  for (uint32_t i = 0; i < plan->n_devs; i++) {
+    if ((st = dpc_device_open(plan->devs[i].name, &s->devs[i], d))) goto fail;
+    if ((st = s->devs[i]->ops->alloc(s->devs[i], plan->devs[i].bytes, (void **)&s->mem[i], d)))
+      goto fail;
+  }
+  for (uint32_t v = 0; v < g->n_values; v++) {
+    const dpc_slot *sl = &plan->slots[v];
+    s->tensors[v] =
+        (dpc_tensor){s->mem[sl->device] + sl->offset, g->values[v].dtype, g->values[v].shape};
+  }
+  /* Argument tensors are copies of the value views, laid out per node: inputs then outputs. */
+  uint32_t *base = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *base);
+  if (!base) {
+    st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
+    goto fail;
+  }
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    const dpc_node *n = &g->nodes[i];
+    base[i] = k;
+    for (uint32_t j = 0; j < n->n_in; j++) s->targs[k++] = s->tensors[g->ids[n->in + j]];
+    for (uint32_t j = 0; j < n->n_out; j++) s->targs[k++] = s->tensors[n->out + j];
+  }
+  for (uint32_t i = 0; i < plan->n_devs && !st; i++) {
+    const dpc_plan_device *pd = &plan->devs[i];
+    s->steps[i] = calloc(pd->n_steps ? pd->n_steps : 1, sizeof *s->steps[i]);
+    if (!s->steps[i]) {
+      st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
+      break;
+    }
+    for (uint32_t j = 0; j < pd->n_steps; j++) {
+      const dpc_step *sp = &pd->steps[j];
+      if (sp->kind == DPC_STEP_COPY) continue;
+      if (sp->kind != DPC_STEP_KERNEL) {
+        st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                           "%s: step kind %d needs the multi-device executor", pd->name,
+                           (int)sp->kind);
+        break;
+      }
+      const dpc_node *n = &g->nodes[sp->node];
+      dpc_kernel_fn fn = s->kernels[n->op];
+      if (!fn) {
+        st = dpc_graph_fail_node(g, sp->node, d, DPC_ERR_UNSUPPORTED,
+                                 "this backend has no kernel for %s", dpc_op_name(n->op));
+        break;
+      }
+      step_args *sa = &s->steps[i][j];
+      sa->fn = fn;
+      sa->a = (dpc_kernel_args){g,
+                                sp->node,
+                                &s->targs[base[sp->node]],
+                                n->n_in,
+                                &s->targs[base[sp->node] + n->n_in],
+                                n->n_out,
+                                &s->run};
+    }
+  }
+  free(base);
+  if (st || (st = fill_sources(s, d))) goto fail;
+  *out = s;
+  return DPC_OK;
+fail:
+  dpc_session_free(s);
+  return st;
+}
+
+static dpc_status find(const dpc_session *s, const char *name, uint32_t *v, dpc_diag *d) {
+  *v = dpc_graph_find(s->plan->g, name);
+  if (*v == DPC_NONE)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the model has no value named '%s' (or it is not needed)", name);
+  return DPC_OK;
+}
+
+dpc_status dpc_session_set(dpc_session *s, const char *name, const dpc_tensor *t, dpc_diag *d) {
+  uint32_t v;
+  dpc_status st = find(s, name, &v, d);
+  if (st) return st;
+  const dpc_graph *g = s->plan->g;
+  dpc_op op = g->nodes[g->values[v].node].op;
+  if (op != DPC_OP_INPUT && op != DPC_OP_PARAM && op != DPC_OP_STATE)
+    return dpc_diag_fail(
+        d, DPC_ERR_INVALID,
+        "'%s' is computed by the model (a %s); only inputs, params and state can be set", name,
+        dpc_op_name(op));
+  dpc_tensor *dst = &s->tensors[v];
+  if (!dpc_shape_eq(&dst->shape, &t->shape)) {
+    char want[160], have[160];
+    dpc_graph_format_type(g, dst->dtype, &dst->shape, want, sizeof want);
+    dpc_graph_format_type(g, t->dtype, &t->shape, have, sizeof have);
+    return dpc_diag_fail(d, DPC_ERR_SHAPE, "'%s' is %s in the model, but the data given is %s",
+                         name, want, have);
+  }
+  bool fl = dpc_dtype_is_float(dst->dtype), tf = dpc_dtype_is_float(t->dtype);
+  if (fl != tf || (dst->dtype == DPC_BOOL) != (t->dtype == DPC_BOOL))
+    return dpc_diag_fail(d, DPC_ERR_SHAPE, "'%s' is %s in the model, but the data given is %s",
+                         name, dpc_dtype_name(dst->dtype), dpc_dtype_name(t->dtype));
+  int64_t n = dpc_tensor_numel(dst);
+  if (dst->dtype == t->dtype) {
+    memcpy(dst->data, t->data, dpc_tensor_bytes(dst));
+  } else if (fl) {
+    for (int64_t i = 0; i < n; i++) dpc_tstore(dst, i, dpc_tload(t, i));
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      int64_t x = dpc_tload_i64(t, i);
+      if (dst->dtype == DPC_I32 && (x < INT32_MIN || x > INT32_MAX))
+        return dpc_diag_fail(d, DPC_ERR_INVALID, "'%s': element %lld (%lld) does not fit in i32",
+                             name, (long long)i, (long long)x);
+      dpc_tstore_i64(dst, i, x);
+    }
+  }
+  s->given[v] = true;
+  return DPC_OK;
+}
+
+dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
+  const dpc_plan *p = s->plan;
+  const dpc_graph *g = p->g;
+  for (uint32_t i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == DPC_OP_INPUT && !s->given[g->nodes[i].out]) {
+      char lbl[96];
+      dpc_graph_value_label(g, g->nodes[i].out, lbl, sizeof lbl);
+      return dpc_diag_fail(d, DPC_ERR_INVALID, "input '%s' was not given", lbl);
+    }
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    dpc_device *dev = s->devs[i];
+    const dpc_plan_device *pd = &p->devs[i];
+    for (uint32_t j = 0; j < pd->n_steps; j++) {
+      const dpc_step *sp = &pd->steps[j];
+      dpc_status st;
+      if (sp->kind == DPC_STEP_COPY) {
+        memcpy(s->tensors[sp->dst].data, s->tensors[sp->src].data,
+               dpc_tensor_bytes(&s->tensors[sp->dst]));
+        continue;
+      }
+      const step_args *sa = &s->steps[i][j];
+      st = dev->ops->launch ? dev->ops->launch(dev, sa->fn, &sa->a, d) : sa->fn(&sa->a, d);
+      if (st) return st;
+    }
+  }
+  s->run.step++;
+  return DPC_OK;
+}
+
+dpc_status dpc_session_get(const dpc_session *s, const char *name, dpc_tensor *view, dpc_diag *d) {
+  uint32_t v;
+  dpc_status st = find(s, name, &v, d);
+  if (st) return st;
+  *view = s->tensors[v];
+  return DPC_OK;
+}
+
+dpc_tensor dpc_session_value(const dpc_session *s, uint32_t value) {
+  return s->tensors[value];
+}
+
+uint64_t dpc_session_steps(const dpc_session *s) {
+  return s->run.step;
+}

@@ -1,0 +1,44 @@
+/*
+ * session.h — running a plan: the executor.
+ *
+ * A session opens the plan's devices, allocates each device's one buffer (planned once, touched
+ * once), fills params, state and constants, and then runs the plan's steps as often as asked,
+ * with no allocation per run. The plan must outlive the session.
+ *
+ *   dpc_session *s;
+ *   dpc_session_new(plan, &(dpc_session_opts){0}, &s, &d);
+ *   dpc_session_set_input(s, "x", &x, &d);
+ *   dpc_session_run(s, &d);
+ *   dpc_tensor y; dpc_session_get(s, "logits", &y, &d);   // a view into the session's memory
+ */
+#ifndef DPC_RUNTIME_SESSION_H
+#define DPC_RUNTIME_SESSION_H
+
+#include "ir/plan.h"
+#include "runtime/kernel.h"
+
+typedef struct dpc_session dpc_session;
+
+typedef struct dpc_session_opts {
+  bool training;                /* dropout and batch_norm in training mode */
+  const dpc_kernel_fn *kernels; /* backend kernel table, NULL for the reference backend */
+} dpc_session_opts;
+
+dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,
+                           dpc_diag *d);
+void dpc_session_free(dpc_session *s);
+
+/* Copy an input (or, to load weights, a param or state) into the session. Float data converts
+ * to the model's float dtype and integer data to its integer dtype; the shape must be the
+ * model's. */
+dpc_status dpc_session_set(dpc_session *s, const char *name, const dpc_tensor *t, dpc_diag *d);
+/* Run every step once. Fails if an input was never set. */
+dpc_status dpc_session_run(dpc_session *s, dpc_diag *d);
+/* A view of any named value's current contents (valid until the session is freed). */
+dpc_status dpc_session_get(const dpc_session *s, const char *name, dpc_tensor *view, dpc_diag *d);
+/* The same by value id. */
+dpc_tensor dpc_session_value(const dpc_session *s, uint32_t value);
+/* How many times run has completed. */
+uint64_t dpc_session_steps(const dpc_session *s);
+
+#endif

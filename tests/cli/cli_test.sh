@@ -1,0 +1,90 @@
+#!/bin/sh
+# The dpc command as a user meets it: every subcommand's --help, exit codes (0 ok, 1 bad input,
+# 2 bad command line), what check/print/run print, and `dpc run` on the MLP against NumPy.
+#   cli_test.sh DPC NPYCMP SOURCE_DIR WORK_DIR
+dpc=$1
+npycmp=$2
+src=$3
+work=$4
+fails=0
+rm -rf "$work" && mkdir -p "$work"
+
+expect() { # expect STATUS DESCRIPTION -- command...
+  want=$1
+  what=$2
+  shift 3
+  "$@" >"$work/out" 2>"$work/err"
+  got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL $what: exit $got, expected $want"
+    sed 's/^/    /' "$work/out" "$work/err" | head -20
+    fails=$((fails + 1))
+  else
+    echo "ok   $what"
+  fi
+}
+contains() { # contains FILE TEXT DESCRIPTION
+  if grep -q -- "$2" "$1"; then echo "ok   $3"; else
+    echo "FAIL $3: '$2' not in output:"
+    sed 's/^/    /' "$1" | head -20
+    fails=$((fails + 1))
+  fi
+}
+
+expect 2 "no arguments is a usage error" -- "$dpc"
+expect 0 "dpc --help" -- "$dpc" --help
+contains "$work/out" "Commands:" "dpc --help lists the commands"
+expect 0 "dpc help run" -- "$dpc" help run
+contains "$work/out" "Usage: dpc run" "dpc help run shows run's help"
+for cmd in check print run ops version; do
+  expect 0 "dpc $cmd --help" -- "$dpc" $cmd --help
+  contains "$work/out" "Usage: dpc $cmd" "dpc $cmd --help shows usage"
+done
+expect 2 "unknown command" -- "$dpc" frobnicate
+expect 2 "unknown option" -- "$dpc" check --bogus "$src/examples/fashion_mlp.graph"
+expect 2 "check without a file" -- "$dpc" check
+expect 0 "dpc version" -- "$dpc" version
+contains "$work/out" "^dpc [0-9]" "version prints dpc and a number"
+expect 0 "dpc ops" -- "$dpc" ops
+contains "$work/out" "conv2d" "dpc ops lists conv2d"
+
+for ex in fashion_mlp fashion_cnn inception_block transformer_block wide_mlp; do
+  expect 0 "check $ex" -- "$dpc" check --verify-each "$src/examples/$ex.graph"
+  contains "$work/out" ": ok: model $ex" "check $ex says ok"
+  expect 0 "print $ex" -- "$dpc" print "$src/examples/$ex.graph" --output "$work/$ex.1.graph"
+  expect 0 "print printed $ex" -- "$dpc" print "$work/$ex.1.graph" --output "$work/$ex.2.graph"
+  if cmp -s "$work/$ex.1.graph" "$work/$ex.2.graph"; then echo "ok   $ex: print -> parse -> print is stable"; else
+    echo "FAIL $ex: second print differs"
+    diff "$work/$ex.1.graph" "$work/$ex.2.graph" | head
+    fails=$((fails + 1))
+  fi
+  expect 0 "print --dot $ex" -- "$dpc" print --dot "$src/examples/$ex.graph" --output "$work/$ex.dot"
+  if command -v dot >/dev/null; then
+    expect 0 "dot -Tsvg accepts the $ex dump" -- dot -Tsvg "$work/$ex.dot" -o "$work/$ex.svg"
+  fi
+done
+
+expect 1 "check a missing file" -- "$dpc" check "$work/nope.graph"
+contains "$work/err" "cannot open" "a missing file is named"
+expect 1 "unknown pass in --print-after" -- "$dpc" check --print-after=bogus "$src/examples/fashion_mlp.graph"
+contains "$work/err" "passes: infer" "the known passes are listed"
+expect 0 "--print-after=dce" -- "$dpc" print --print-after=dce "$src/examples/fashion_mlp.graph"
+contains "$work/out" "after dce" "the dump is labelled with its pass"
+
+# dpc run against NumPy (tests/cli/gen_mlp_case.py)
+expect 0 "run fashion_mlp" -- "$dpc" run "$src/examples/fashion_mlp.graph" --input "x=$src/tests/cli/mlp/x.npy" --output-dir "$work/mlp"
+contains "$work/out" "logits: f32\[8, 10\]" "run reports the output's type"
+expect 0 "fashion_mlp logits match NumPy" -- "$npycmp" "$work/mlp/logits.npy" "$src/tests/cli/mlp/expect_logits.npy" 1e-5 1e-6
+expect 1 "run without the input" -- "$dpc" run "$src/examples/fashion_mlp.graph"
+contains "$work/err" "no data given for input 'x' (f32\[N, 784\])" "the missing input is named with its type"
+expect 2 "run with a malformed --input" -- "$dpc" run "$src/examples/fashion_mlp.graph" --input x
+expect 1 "run with an input of the wrong width" -- "$dpc" run "$src/examples/fashion_cnn.graph" --input "x=$src/tests/fuzz/corpus/npy/f32_2x3.npy"
+contains "$work/err" "f32\[N, 784\]" "the shape error names both shapes"
+expect 1 "run with a name the model lacks" -- "$dpc" run "$src/examples/fashion_mlp.graph" --input "q=$src/tests/cli/mlp/x.npy"
+contains "$work/err" "no input named 'q'" "the unknown name is reported"
+
+if [ "$fails" -ne 0 ]; then
+  echo "$fails checks failed"
+  exit 1
+fi
+echo "all checks passed"

@@ -1,0 +1,175 @@
+/*
+ * test_runtime.c — the runtime's own pieces: .npy files, initializers, the session and the
+ * driver path (symbolic batch bound from data, inputs only the loss needs left out).
+ */
+#include "frontend/frontend.h"
+#include "runtime/init.h"
+#include "runtime/npy.h"
+#include "runtime/rng.h"
+#include "runtime/session.h"
+#include "tests/unit/unit.h"
+#include "tools/dpc/driver.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+static void npy_roundtrip(void) {
+  char path[] = "/tmp/dpc_npy_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  close(fd);
+  for (int t = 0; t < DPC_DTYPE_COUNT; t++) {
+    double vals[6] = {1, -2, 3.5, 0, 1, 65504};
+    dpc_tensor a = {malloc(48), (dpc_dtype)t, {2, {2, 3}}};
+    for (int i = 0; i < 6; i++) dpc_tstore(&a, i, vals[i]);
+    dpc_diag d;
+    dpc_diag_init(&d);
+    CHECK(dpc_npy_write(path, &a, &d) == DPC_OK);
+    dpc_tensor b;
+    CHECK_MSG(dpc_npy_read(path, &b, &d) == DPC_OK, "%s", d.msg);
+    CHECK(b.shape.rank == 2 && b.shape.d[0] == 2 && b.shape.d[1] == 3);
+    CHECK(b.dtype == (t == DPC_BF16 ? DPC_F32 : (dpc_dtype)t));
+    for (int i = 0; i < 6; i++) CHECK(dpc_tload(&b, i) == dpc_tload(&a, i));
+    free(a.data);
+    free(b.data);
+    dpc_diag_free(&d);
+  }
+  unlink(path);
+}
+
+/* An .npy image with the given header text and `extra` bytes of data after it. */
+static size_t make_npy(unsigned char *buf, unsigned version, const char *header, size_t extra) {
+  size_t h = strlen(header);
+  memcpy(buf, "\x93NUMPY", 6);
+  buf[6] = (unsigned char)version;
+  buf[7] = 0;
+  buf[8] = (unsigned char)(h & 0xff);
+  buf[9] = (unsigned char)(h >> 8);
+  memcpy(buf + 10, header, h);
+  memset(buf + 10 + h, 0, extra);
+  return 10 + h + extra;
+}
+
+static void npy_rejects_garbage(void) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_tensor t;
+  unsigned char buf[512];
+  struct {
+    unsigned version;
+    const char *header;
+    size_t extra;
+    const char *want;
+  } cases[] = {
+      {1, "{'descr': '<f4'", 0, "not a valid .npy header"},
+      {1, "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", 16, "not supported"},
+      {1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", 8, "big-endian"},
+      {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 7, "truncated"},
+      {1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", 16, "Fortran"},
+      {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }", 16, "not a number"},
+      {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999, 99999999), }", 0,
+       "too large"},
+      {1, "{'descr': '<f4', 'fortran_order': False}", 0, "missing"},
+      {9, "{}", 0, "version"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    size_t n = make_npy(buf, cases[i].version, cases[i].header, cases[i].extra);
+    CHECK_MSG(dpc_npy_parse(buf, n, "f.npy", &t, &d) != DPC_OK, "case %zu parsed", i);
+    CHECK_MSG(d.msg && strstr(d.msg, cases[i].want), "case %zu: %s", i, d.msg ? d.msg : "");
+  }
+  CHECK(dpc_npy_parse("not npy at all", 14, "f.npy", &t, &d) == DPC_ERR_SYNTAX);
+  /* a header length that runs past the end */
+  size_t n = make_npy(buf, 1, "{}", 0);
+  buf[8] = 0xff;
+  CHECK(dpc_npy_parse(buf, n, "f.npy", &t, &d) == DPC_ERR_SYNTAX && strstr(d.msg, "truncated"));
+  dpc_diag_free(&d);
+}
+
+static void initializers(void) {
+  dpc_graph *g;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  const char *src = "param a: f32[256, 256] = he_normal(seed=1)\n"
+                    "param b: f32[256, 128] = xavier_uniform(seed=2)\n"
+                    "param c: f32[64, 64] = uniform(low=-2, high=3)\n"
+                    "param e: f32[64, 64] = uniform(low=-2, high=3)\n"
+                    "state s: f32[4] = constant(0.25)\n";
+  CHECK(dpc_parse_graph("init", src, strlen(src), &g, &d) == DPC_OK);
+  if (!g) return;
+  float *buf = malloc(256 * 256 * sizeof *buf);
+  dpc_tensor t = {buf, DPC_F32, {2, {256, 256}}};
+  CHECK(dpc_init_fill(g, 0, &t, &d) == DPC_OK);
+  double sum = 0, sq = 0;
+  for (int i = 0; i < 65536; i++) sum += buf[i], sq += (double)buf[i] * buf[i];
+  double mean = sum / 65536, std = sqrt(sq / 65536 - mean * mean);
+  CHECK_NEAR(mean, 0, 0.003);
+  CHECK_NEAR(std, sqrt(2.0 / 256), 0.02 * sqrt(2.0 / 256)); /* kaiming: gain sqrt(2), fan_in 256 */
+  t.shape.d[1] = 128;
+  CHECK(dpc_init_fill(g, 1, &t, &d) == DPC_OK);
+  double bound = sqrt(6.0 / (256 + 128)), mx = 0;
+  for (int i = 0; i < 256 * 128; i++) mx = fmax(mx, fabs(buf[i]));
+  CHECK(mx <= bound && mx > 0.99 * bound);
+  /* no seed: the seed is the name's hash, so two params with one initializer differ */
+  t.shape = (dpc_shape){2, {64, 64}};
+  float *c2 = malloc(64 * 64 * sizeof *c2);
+  dpc_tensor t2 = {c2, DPC_F32, t.shape};
+  CHECK(dpc_init_fill(g, 2, &t, &d) == DPC_OK && dpc_init_fill(g, 3, &t2, &d) == DPC_OK);
+  CHECK(memcmp(buf, c2, 64 * 64 * sizeof *c2) != 0);
+  double lo = 1e9, hi = -1e9;
+  for (int i = 0; i < 64 * 64; i++) lo = fmin(lo, buf[i]), hi = fmax(hi, buf[i]);
+  CHECK(lo >= -2 && hi < 3 && lo < -1.9 && hi > 2.9);
+  /* and it is reproducible */
+  CHECK(dpc_init_fill(g, 3, &t, &d) == DPC_OK && !memcmp(buf, c2, 64 * 64 * sizeof *c2));
+  t.shape = (dpc_shape){1, {4}};
+  CHECK(dpc_init_fill(g, 4, &t, &d) == DPC_OK && buf[0] == 0.25f && buf[3] == 0.25f);
+  /* the generator's first values, pinned so the Python mirror in tests/ops stays in step */
+  CHECK(dpc_rng_bits(0, 0) == dpc_mix64(dpc_mix64(0)));
+  CHECK(dpc_rng_uniform(7, 3) >= 0 && dpc_rng_uniform(7, 3) < 1);
+  free(buf);
+  free(c2);
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+}
+
+/* The MLP's labels input is only needed by the loss: inference runs without it, with the batch
+ * size bound from x. */
+static void driver_binds_batch(void) {
+  const char *src = "input x: f32[N, 3]\ninput y: i32[N]\nparam w: f32[3, 2] = ones\n"
+                    "logits = matmul(x, w) * 0.5\nloss = softmax_cross_entropy(logits, y)\n"
+                    "output logits\nminimize loss with sgd(lr=0.1)\n";
+  dpc_graph *g;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  CHECK(dpc_parse_graph("m", src, strlen(src), &g, &d) == DPC_OK);
+  if (!g) return;
+  float xs[5 * 3];
+  for (int i = 0; i < 15; i++) xs[i] = (float)i;
+  dpc_named feed = {"x", {xs, DPC_F32, {2, {5, 3}}}};
+  dpc_named *outs;
+  uint32_t n;
+  CHECK_MSG(dpc_driver_infer(g, NULL, &feed, 1, false, &outs, &n, &d) == DPC_OK, "%s", d.msg);
+  if (d.status == DPC_OK) {
+    CHECK(n == 1 && !strcmp(outs[0].name, "logits") && outs[0].t.shape.d[0] == 5);
+    const float *o = outs[0].t.data;
+    for (int r = 0; r < 5; r++) CHECK(o[2 * r] == 0.5f * (float)(3 * r + 3 * r + 1 + 3 * r + 2));
+    dpc_named_free(outs, n);
+  }
+  /* a wrong feature size names the input and both shapes */
+  feed.t.shape = (dpc_shape){2, {3, 5}};
+  CHECK(dpc_driver_infer(g, NULL, &feed, 1, false, &outs, &n, &d) == DPC_ERR_SHAPE);
+  CHECK_MSG(d.msg && strstr(d.msg, "f32[N, 3]") && strstr(d.msg, "f32[3, 5]"), "%s", d.msg);
+  /* an unknown feed is refused with the inputs listed */
+  dpc_named bogus = {"q", {xs, DPC_F32, {1, {3}}}};
+  CHECK(dpc_driver_infer(g, NULL, &bogus, 1, false, &outs, &n, &d) == DPC_ERR_INVALID);
+  CHECK_MSG(d.msg && strstr(d.msg, "inputs: x, y"), "%s", d.msg);
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+}
+
+const unit_test unit_tests[] = {
+    {"npy_roundtrip", npy_roundtrip},
+    {"npy_rejects_garbage", npy_rejects_garbage},
+    {"initializers", initializers},
+    {"driver_binds_batch", driver_binds_batch},
+    {NULL, NULL},
+};

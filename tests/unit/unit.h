@@ -1,0 +1,52 @@
+/*
+ * unit.h — a very small unit-test harness.
+ *
+ * Each test file defines `const unit_test unit_tests[]` ending with {NULL, NULL}; unit_main.c
+ * runs them all (or the ones named on the command line) and prints one line per test. CHECK
+ * records a failure and carries on, so one run shows every broken expectation.
+ */
+#ifndef DPC_TESTS_UNIT_H
+#define DPC_TESTS_UNIT_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct unit_test {
+  const char *name;
+  void (*fn)(void);
+} unit_test;
+
+extern const unit_test unit_tests[];
+extern int unit_failures;
+
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      printf("    %s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                          \
+      unit_failures++;                                                                             \
+    }                                                                                              \
+  } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                       \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      printf("    %s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);                          \
+      printf(__VA_ARGS__);                                                                         \
+      printf("\n");                                                                                \
+      unit_failures++;                                                                             \
+    }                                                                                              \
+  } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                                      \
+  do {                                                                                             \
+    double a_ = (a), b_ = (b);                                                                     \
+    if (!(fabs(a_ - b_) <= (tol))) {                                                               \
+      printf("    %s:%d: CHECK_NEAR failed: %s = %.10g, %s = %.10g\n", __FILE__, __LINE__, #a, a_, \
+             #b, b_);                                                                              \
+      unit_failures++;                                                                             \
+    }                                                                                              \
+  } while (0)
+
+#endif

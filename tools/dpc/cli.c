@@ -1,0 +1,118 @@
+/*
+ * cli.c — option parsing and error reporting for the dpc command.
+ */
+#include "tools/dpc/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int find_opt(const cli_opt *opts, int nopts, const char *name, size_t n) {
+  for (int i = 0; i < nopts; i++)
+    if (strlen(opts[i].name) == n && !strncmp(opts[i].name, name, n)) return i;
+  return -1;
+}
+
+bool cli_parse(const char *cmd, const cli_opt *opts, int nopts, int argc, char **argv, int first,
+               cli_parsed *out) {
+  memset(out, 0, sizeof *out);
+  bool only_pos = false;
+  for (int i = first; i < argc; i++) {
+    const char *a = argv[i];
+    if (!only_pos && !strcmp(a, "--")) {
+      only_pos = true;
+      continue;
+    }
+    if (!only_pos && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
+      out->help = true;
+      continue;
+    }
+    if (!only_pos && a[0] == '-' && a[1] == '-') {
+      const char *name = a + 2, *eq = strchr(name, '=');
+      size_t n = eq ? (size_t)(eq - name) : strlen(name);
+      int k = find_opt(opts, nopts, name, n);
+      if (k < 0) {
+        cli_usage_error(cmd, "unknown option '--%.*s' (see dpc %s --help)", (int)n, name, cmd);
+        return false;
+      }
+      const char *val = NULL;
+      if (opts[k].takes_value) {
+        if (eq)
+          val = eq + 1;
+        else if (i + 1 < argc)
+          val = argv[++i];
+        else {
+          cli_usage_error(cmd, "option '--%s' needs a value", opts[k].name);
+          return false;
+        }
+      } else if (eq) {
+        cli_usage_error(cmd, "option '--%s' takes no value", opts[k].name);
+        return false;
+      } else {
+        val = "1";
+      }
+      if (out->count[k] >= CLI_MAX_VALUES) {
+        cli_usage_error(cmd, "option '--%s' given too many times", opts[k].name);
+        return false;
+      }
+      if (!opts[k].repeat) out->count[k] = 0;
+      out->values[k][out->count[k]++] = val;
+      continue;
+    }
+    if (!only_pos && a[0] == '-' && a[1] != 0) {
+      cli_usage_error(cmd, "unknown option '%s' (see dpc %s --help)", a, cmd);
+      return false;
+    }
+    if (out->npos >= 64) {
+      cli_usage_error(cmd, "too many arguments");
+      return false;
+    }
+    out->pos[out->npos++] = a;
+  }
+  return true;
+}
+
+const char *cli_get(const cli_opt *opts, int nopts, const cli_parsed *p, const char *name) {
+  int k = find_opt(opts, nopts, name, strlen(name));
+  return k >= 0 && p->count[k] ? p->values[k][p->count[k] - 1] : NULL;
+}
+
+int cli_count(const cli_opt *opts, int nopts, const cli_parsed *p, const char *name) {
+  int k = find_opt(opts, nopts, name, strlen(name));
+  return k >= 0 ? p->count[k] : 0;
+}
+
+const char *cli_value(const cli_opt *opts, int nopts, const cli_parsed *p, const char *name,
+                      int i) {
+  int k = find_opt(opts, nopts, name, strlen(name));
+  return k >= 0 && i < p->count[k] ? p->values[k][i] : NULL;
+}
+
+void cli_print_options(const cli_opt *opts, int nopts) {
+  printf("\nOptions:\n");
+  for (int i = 0; i < nopts; i++) {
+    if (!opts[i].help[0]) continue;
+    char left[64];
+    snprintf(left, sizeof left, "--%s%s", opts[i].name, opts[i].takes_value ? "=VALUE" : "");
+    printf("  %-26s %s\n", left, opts[i].help);
+  }
+  printf("  %-26s %s\n", "--help", "show this help");
+}
+
+int cli_report(const char *cmd, const dpc_diag *d) {
+  char *m = dpc_diag_render(d);
+  if (!d->file) fprintf(stderr, "dpc %s: ", cmd);
+  fputs(m ? m : "error (and out of memory describing it)\n", stderr);
+  free(m);
+  return d->status == DPC_ERR_INTERNAL ? 3 : DPC_EXIT_ERROR;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "dpc %s: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return DPC_EXIT_USAGE;
+}

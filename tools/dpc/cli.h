@@ -1,0 +1,52 @@
+/*
+ * cli.h — shared pieces of the dpc command: option parsing and error reporting.
+ *
+ * tools/dpc is the only code in dpc that prints for a person or exits. Exit codes: 0 success,
+ * 1 the input was wrong (a model, data, a file), 2 the command line was wrong.
+ */
+#ifndef DPC_TOOLS_CLI_H
+#define DPC_TOOLS_CLI_H
+
+#include "ir/base.h"
+
+#define DPC_EXIT_OK    0
+#define DPC_EXIT_ERROR 1
+#define DPC_EXIT_USAGE 2
+
+typedef struct cli_opt {
+  const char *name; /* without the leading dashes */
+  bool takes_value;
+  bool repeat;      /* may be given several times (values collected) */
+  const char *help; /* one line; "" hides the option from --help */
+} cli_opt;
+
+#define CLI_MAX_VALUES 256
+
+typedef struct cli_parsed {
+  const char *values[32][CLI_MAX_VALUES]; /* per option: values in order */
+  int count[32];
+  const char *pos[64]; /* positional arguments */
+  int npos;
+  bool help;
+} cli_parsed;
+
+/* Parse argv[first..] against opts (at most 32). Unknown options and missing values print a
+ * message naming the command and return false. */
+bool cli_parse(const char *cmd, const cli_opt *opts, int nopts, int argc, char **argv, int first,
+               cli_parsed *out);
+/* The value of option `name` (last one given), or NULL. */
+const char *cli_get(const cli_opt *opts, int nopts, const cli_parsed *p, const char *name);
+int cli_count(const cli_opt *opts, int nopts, const cli_parsed *p, const char *name);
+const char *cli_value(const cli_opt *opts, int nopts, const cli_parsed *p, const char *name, int i);
+void cli_print_options(const cli_opt *opts, int nopts);
+
+/* Print a diagnostic for a person (stderr) and return the exit code that goes with it. */
+int cli_report(const char *cmd, const dpc_diag *d);
+int cli_usage_error(const char *cmd, const char *fmt, ...) DPC_PRINTF(2, 3);
+
+int dpc_cmd_check(int argc, char **argv);
+int dpc_cmd_print(int argc, char **argv);
+int dpc_cmd_run(int argc, char **argv);
+int dpc_cmd_ops(int argc, char **argv);
+
+#endif

@@ -1,0 +1,119 @@
+/*
+ * cmd_run.c — `dpc run`: a model's forward pass on .npy data, outputs written as .npy.
+ */
+#include "runtime/npy.h"
+#include "tools/dpc/cli.h"
+#include "tools/dpc/driver.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void print_dump(void *user, const char *pass, const char *text) {
+  (void)user;
+  fprintf(stderr, "# ---- after %s ----\n%s", pass, text);
+}
+
+static const cli_opt run_opts[] = {
+    {"input", true, true, "NAME=FILE.npy: data for an input (repeat for each input)"},
+    {"param", true, true, "NAME=FILE.npy: a value for a param or state (repeat as needed)"},
+    {"output-dir", true, false,
+     "write each output as DIR/NAME.npy (default: print a summary only)"},
+    {"training-mode", false, false, "run dropout and batch_norm as in training"},
+    {"verify-each", false, false, "run the verifier after every pass"},
+    {"print-after", true, false, "print the graph after PASS to stderr (comma-separated, or all)"},
+};
+#define NRUN (int)(sizeof run_opts / sizeof *run_opts)
+
+/* Load NAME=PATH pairs into feeds. */
+static int load_feeds(cli_parsed *p, const char *opt, dpc_named *feeds, uint32_t *n, dpc_diag *d) {
+  for (int i = 0; i < cli_count(run_opts, NRUN, p, opt); i++) {
+    const char *arg = cli_value(run_opts, NRUN, p, opt, i);
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || !eq[1])
+      return cli_usage_error("run", "--%s expects NAME=FILE.npy, got '%s'", opt, arg);
+    dpc_named *f = &feeds[(*n)++];
+    f->name = malloc((size_t)(eq - arg) + 1);
+    if (!f->name) return cli_usage_error("run", "out of memory");
+    memcpy(f->name, arg, (size_t)(eq - arg));
+    f->name[eq - arg] = 0;
+    for (uint32_t k = 0; k + 1 < *n; k++)
+      if (!strcmp(feeds[k].name, f->name))
+        return cli_usage_error("run", "'%s' is given twice", f->name);
+    if (dpc_npy_read(eq + 1, &f->t, d)) return cli_report("run", d);
+  }
+  return DPC_EXIT_OK;
+}
+
+int dpc_cmd_run(int argc, char **argv) {
+  cli_parsed p;
+  if (!cli_parse("run", run_opts, NRUN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
+  if (p.help) {
+    printf("Usage: dpc run FILE.graph --input NAME=FILE.npy ... [--output-dir DIR]\n\n"
+           "Run a model's forward pass once on the reference backend and write every output\n"
+           "named in the model's 'output' statement as DIR/NAME.npy. Symbolic dimensions (the\n"
+           "batch N) take their size from the data. Inputs only the loss needs (labels) may be\n"
+           "left out. Params start from their initializers unless --param gives a value.\n");
+    cli_print_options(run_opts, NRUN);
+    return DPC_EXIT_OK;
+  }
+  if (p.npos != 1) return cli_usage_error("run", "expects one model file (see dpc run --help)");
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_graph *g = NULL;
+  dpc_named feeds[2 * CLI_MAX_VALUES] = {{0}};
+  uint32_t nfeeds = 0, nouts = 0;
+  dpc_named *outs = NULL;
+  int rc;
+  dpc_pass_opts po = {.verify_each = cli_get(run_opts, NRUN, &p, "verify-each") != NULL,
+                      .print_after = cli_get(run_opts, NRUN, &p, "print-after"),
+                      .dump = print_dump};
+  if ((rc = load_feeds(&p, "input", feeds, &nfeeds, &d)) ||
+      (rc = load_feeds(&p, "param", feeds, &nfeeds, &d)))
+    goto done;
+  if (dpc_driver_load(p.pos[0], &g, &d) ||
+      dpc_driver_infer(g, &po, feeds, nfeeds, cli_get(run_opts, NRUN, &p, "training-mode") != NULL,
+                       &outs, &nouts, &d)) {
+    rc = cli_report("run", &d);
+    goto done;
+  }
+  const char *dir = cli_get(run_opts, NRUN, &p, "output-dir");
+  if (dir && mkdir(dir, 0777) && errno != EEXIST) {
+    dpc_diag_fail(&d, DPC_ERR_IO, "cannot create directory '%s': %s", dir, strerror(errno));
+    rc = cli_report("run", &d);
+    goto done;
+  }
+  for (uint32_t i = 0; i < nouts; i++) {
+    char shape[160] = "";
+    size_t k = 0;
+    for (uint32_t j = 0; j < outs[i].t.shape.rank; j++)
+      k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%lld", j ? ", " : "",
+                            (long long)outs[i].t.shape.d[j]);
+    if (dir) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%s.npy", dir, outs[i].name);
+      if (dpc_npy_write(path, &outs[i].t, &d)) {
+        rc = cli_report("run", &d);
+        goto done;
+      }
+      printf("%s: %s[%s] -> %s\n", outs[i].name, dpc_dtype_name(outs[i].t.dtype), shape, path);
+    } else {
+      double sum = 0;
+      int64_t n = dpc_tensor_numel(&outs[i].t);
+      for (int64_t j = 0; j < n; j++) sum += dpc_tload(&outs[i].t, j);
+      printf("%s: %s[%s] sum %.9g\n", outs[i].name, dpc_dtype_name(outs[i].t.dtype), shape, sum);
+    }
+  }
+  rc = DPC_EXIT_OK;
+done:
+  for (uint32_t i = 0; i < nfeeds; i++) {
+    free(feeds[i].name);
+    free(feeds[i].t.data);
+  }
+  dpc_named_free(outs, nouts);
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+  return rc;
+}

@@ -1,0 +1,153 @@
+/*
+ * driver.c — load, bind, plan and run: the path shared by `dpc run` and the op tests.
+ */
+#include "tools/dpc/driver.h"
+#include "frontend/frontend.h"
+#include "ir/print.h"
+#include "partitioner/partitioner.h"
+#include "runtime/session.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void dpc_named_free(dpc_named *v, uint32_t n) {
+  if (!v) return;
+  for (uint32_t i = 0; i < n; i++) {
+    free(v[i].name);
+    free(v[i].t.data);
+  }
+  free(v);
+}
+
+dpc_status dpc_driver_load(const char *path, dpc_graph **out, dpc_diag *d) {
+  dpc_status st = dpc_parse_file(path, out, d);
+  if (st) return st;
+  if ((st = dpc_verify(*out, d))) {
+    dpc_graph_free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+/* Fix the value of each symbol from the shapes of the data given for the inputs. */
+static dpc_status bind_symbols(const dpc_graph *g, const dpc_named *feeds, uint32_t n_feeds,
+                               int64_t *vals, dpc_diag *d) {
+  const char **from = calloc(g->n_syms ? g->n_syms : 1, sizeof *from);
+  if (!from) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t k = 0; k < g->n_syms; k++) vals[k] = -1;
+  dpc_status st = DPC_OK;
+  for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
+    const dpc_node *n = &g->nodes[i];
+    if (n->op != DPC_OP_INPUT) continue;
+    const dpc_value *v = &g->values[n->out];
+    char name[96], ty[160];
+    dpc_graph_value_label(g, n->out, name, sizeof name);
+    dpc_graph_format_type(g, v->dtype, &v->shape, ty, sizeof ty);
+    const dpc_named *f = NULL;
+    for (uint32_t j = 0; j < n_feeds; j++)
+      if (!strcmp(feeds[j].name, name)) f = &feeds[j];
+    if (!f) {
+      st = dpc_diag_fail(d, DPC_ERR_INVALID, "no data given for input '%s' (%s)", name, ty);
+      break;
+    }
+    const dpc_shape *have = &f->t.shape;
+    char hs[160];
+    dpc_graph_format_type(g, f->t.dtype, have, hs, sizeof hs);
+    if (have->rank != v->shape.rank) {
+      st = dpc_diag_fail(d, DPC_ERR_SHAPE, "input '%s' is %s in the model, but the data is %s",
+                         name, ty, hs);
+      break;
+    }
+    for (uint32_t k = 0; k < have->rank && !st; k++) {
+      int64_t want = v->shape.d[k];
+      if (!DPC_DIM_IS_SYM(want)) {
+        if (want != have->d[k])
+          st = dpc_diag_fail(d, DPC_ERR_SHAPE, "input '%s' is %s in the model, but the data is %s",
+                             name, ty, hs);
+        continue;
+      }
+      uint32_t s = DPC_DIM_SYM_NO(want);
+      if (vals[s] < 0) {
+        vals[s] = have->d[k];
+        from[s] = f->name;
+      } else if (vals[s] != have->d[k]) {
+        st = dpc_diag_fail(d, DPC_ERR_SHAPE,
+                           "%s is %lld in the data for '%s' but %lld in the data for '%s'",
+                           dpc_graph_str(g, g->syms[s]), (long long)vals[s], from[s],
+                           (long long)have->d[k], f->name);
+      }
+    }
+  }
+  free(from);
+  return st;
+}
+
+dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const dpc_named *feeds,
+                            uint32_t n_feeds, bool training, dpc_named **outs, uint32_t *n_outs,
+                            dpc_diag *d) {
+  *outs = NULL;
+  *n_outs = 0;
+  dpc_graph *g = dpc_graph_clone(src);
+  if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_pass_opts o = po ? *po : (dpc_pass_opts){0};
+  o.training = false;
+  dpc_plan *plan = NULL;
+  dpc_session *s = NULL;
+  int64_t *vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
+  dpc_status st = vals ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (!st) st = dpc_passes_run(g, &o, d);
+  for (uint32_t j = 0; j < n_feeds && !st; j++) {
+    uint32_t v = dpc_graph_find(src, feeds[j].name);
+    if (v == DPC_NONE) {
+      dpc_buf b = {0};
+      for (uint32_t i = 0; i < src->n_nodes; i++)
+        if (src->nodes[i].op == DPC_OP_INPUT)
+          dpc_buf_printf(&b, "%s%s", b.len ? ", " : "",
+                         dpc_graph_str(src, src->values[src->nodes[i].out].name));
+      st = dpc_diag_fail(d, DPC_ERR_INVALID, "the model has no input named '%s' (its inputs: %s)",
+                         feeds[j].name, b.data ? b.data : "none");
+      dpc_buf_free(&b);
+    }
+  }
+  if (!st) st = bind_symbols(g, feeds, n_feeds, vals, d);
+  if (!st) st = dpc_graph_bind(g, vals, d);
+  if (!st) st = dpc_plan_single(g, "cpu:0", false, &plan, d);
+  if (!st) st = dpc_session_new(plan, &(dpc_session_opts){.training = training}, &s, d);
+  for (uint32_t j = 0; j < n_feeds && !st; j++) {
+    /* Data for values the pipeline removed (labels, in inference) is not needed. */
+    if (dpc_graph_find(plan->g, feeds[j].name) == DPC_NONE) continue;
+    st = dpc_session_set(s, feeds[j].name, &feeds[j].t, d);
+  }
+  if (!st) st = dpc_session_run(s, d);
+  if (!st) {
+    const dpc_graph *pg = plan->g;
+    *outs = calloc(pg->n_outputs ? pg->n_outputs : 1, sizeof **outs);
+    if (!*outs) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; !st && i < pg->n_outputs; i++) {
+      char name[128];
+      dpc_graph_value_label(pg, pg->outputs[i], name, sizeof name);
+      dpc_tensor t = dpc_session_value(s, pg->outputs[i]);
+      size_t bytes = dpc_tensor_bytes(&t);
+      dpc_named *o2 = &(*outs)[i];
+      o2->name = dpc_strdup(name);
+      o2->t = t;
+      o2->t.data = malloc(bytes ? bytes : 1);
+      *n_outs = i + 1;
+      if (!o2->name || !o2->t.data) {
+        st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+        break;
+      }
+      memcpy(o2->t.data, t.data, bytes);
+    }
+    if (st) {
+      dpc_named_free(*outs, *n_outs);
+      *outs = NULL;
+      *n_outs = 0;
+    }
+  }
+  dpc_session_free(s);
+  dpc_plan_free(plan);
+  dpc_graph_free(g);
+  free(vals);
+  return st;
+}

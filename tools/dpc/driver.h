@@ -1,0 +1,30 @@
+/*
+ * driver.h — the steps every command shares: load a model, bind its batch size from the data,
+ * plan, run. Used by tools/dpc and by tests, so both exercise the same path.
+ */
+#ifndef DPC_TOOLS_DRIVER_H
+#define DPC_TOOLS_DRIVER_H
+
+#include "ir/graph.h"
+#include "passes/pass.h"
+#include "runtime/tensor.h"
+
+/* A tensor with a name; data is malloc'd and owned. */
+typedef struct dpc_named {
+  char *name;
+  dpc_tensor t;
+} dpc_named;
+
+void dpc_named_free(dpc_named *v, uint32_t n);
+
+/* Parse and verify a model file. */
+dpc_status dpc_driver_load(const char *path, dpc_graph **out, dpc_diag *d);
+
+/* Run the inference pipeline on a copy of g, bind its symbols from `feeds` (inputs, and params
+ * or state to override), run once on the reference backend and return every output, named.
+ * `training` runs dropout and batch_norm in training mode. */
+dpc_status dpc_driver_infer(const dpc_graph *g, const dpc_pass_opts *po, const dpc_named *feeds,
+                            uint32_t n_feeds, bool training, dpc_named **outs, uint32_t *n_outs,
+                            dpc_diag *d);
+
+#endif

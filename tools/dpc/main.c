@@ -1,0 +1,57 @@
+/*
+ * main.c — the dpc command: dispatch to subcommands.
+ */
+#include "tools/dpc/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "dpc %s — dataflow graph compiler and scheduler\n"
+          "\n"
+          "Usage: dpc COMMAND [OPTIONS] ...\n"
+          "\n"
+          "Commands:\n"
+          "  check FILE       check a .graph model: syntax, names, shapes (exit 0 if valid)\n"
+          "  print FILE       print a model in canonical .graph form, or as Graphviz (--dot)\n"
+          "  run FILE         run a model on .npy inputs and write its outputs as .npy\n"
+          "  ops              list the ops a .graph model can use\n"
+          "  version          print the version\n"
+          "  help [COMMAND]   show help\n"
+          "\n"
+          "Run 'dpc COMMAND --help' for a command's options. The .graph language is described in\n"
+          "docs/graph-format.md.\n",
+          DPC_VERSION_STRING);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return DPC_EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+    if (argc > 2 && strcmp(cmd, "help") == 0) {
+      char *sub[] = {argv[0], argv[2], "--help"};
+      return main(3, sub);
+    }
+    usage(stdout);
+    return DPC_EXIT_OK;
+  }
+  if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+    if (argc > 2 && !strcmp(argv[2], "--help")) {
+      printf("Usage: dpc version\n\nPrint dpc's version.\n");
+      return DPC_EXIT_OK;
+    }
+    printf("dpc %s\n", DPC_VERSION_STRING);
+    return DPC_EXIT_OK;
+  }
+  if (!strcmp(cmd, "check")) return dpc_cmd_check(argc, argv);
+  if (!strcmp(cmd, "print")) return dpc_cmd_print(argc, argv);
+  if (!strcmp(cmd, "run")) return dpc_cmd_run(argc, argv);
+  if (!strcmp(cmd, "ops")) return dpc_cmd_ops(argc, argv);
+  fprintf(stderr, "dpc: unknown command '%s'\n\n", cmd);
+  usage(stderr);
+  return DPC_EXIT_USAGE;
+}
