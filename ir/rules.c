@@ -79,8 +79,10 @@ static dpc_status same_dtype(dpc_graph *g, uint32_t node, uint32_t i, uint32_t j
 static dpc_status get_axis(dpc_graph *g, uint32_t node, const char *attr, uint32_t rank,
                            bool allow_end, uint32_t *out, dpc_diag *d) {
   int64_t ax = dpc_attrs_int(dpc_node_attrs(g, node), attr);
+  /* Negative axes count from the end (-1 is the last dimension); allow_end admits `rank`
+   * itself, as flatten does (ONNX: axis in [-r, r]). */
   int64_t lim = allow_end ? rank + 1 : rank;
-  int64_t a = ax < 0 ? ax + lim : ax;
+  int64_t a = ax < 0 ? ax + rank : ax;
   if (a < 0 || a >= lim)
     return fail(g, node, d, "%s %lld is out of range for rank %u", attr, (long long)ax, rank);
   *out = (uint32_t)a;
