@@ -13,7 +13,8 @@ const dpc_op_info dpc_op_table[DPC_OP_COUNT] = {
 };
 
 #define LR_SCHEDULE                                                                                \
-  "schedule:str=constant warmup:int=0 step_size:int=0 gamma:float=0.1 min_lr:float=0"
+  "schedule:str=constant warmup:int=0 step_size:int=0 gamma:float=0.1 min_lr:float=0 "             \
+  "total_steps:int=0"
 
 const dpc_callspec dpc_optimizer_specs[] = {
     {"sgd", "lr:float=0.01 momentum:float=0 nesterov:int=0 weight_decay:float=0 " LR_SCHEDULE},

@@ -160,8 +160,8 @@ static dpc_status rule_binary(dpc_graph *g, uint32_t node, dpc_diag *d) {
 
 static dpc_status rule_unary(dpc_graph *g, uint32_t node, dpc_diag *d) {
   dpc_op op = g->nodes[node].op;
-  dpc_status st = (op == DPC_OP_NEG || op == DPC_OP_ABS) ? need_numeric(g, node, 0, d)
-                                                         : need_float(g, node, 0, d);
+  bool numeric = op == DPC_OP_NEG || op == DPC_OP_ABS || op == DPC_OP_SIGN;
+  dpc_status st = numeric ? need_numeric(g, node, 0, d) : need_float(g, node, 0, d);
   if (st) return st;
   if (op == DPC_OP_CLIP) {
     dpc_attrs a = dpc_node_attrs(g, node);
@@ -171,6 +171,57 @@ static dpc_status rule_unary(dpc_graph *g, uint32_t node, dpc_diag *d) {
                   dpc_attrs_float(a, "max"));
   }
   set_out(g, node, 0, IN(0)->dtype, &IN(0)->shape);
+  return DPC_OK;
+}
+
+/* Broadcast inputs [0, n) together, or fail naming all of them. */
+static dpc_status broadcast_inputs(dpc_graph *g, uint32_t node, uint32_t n, dpc_shape *out,
+                                   dpc_diag *d) {
+  *out = IN(0)->shape;
+  bool ok = true;
+  for (uint32_t i = 1; i < n && ok; i++) {
+    dpc_shape so_far = *out; /* broadcast() must not write over an operand */
+    ok = broadcast(&so_far, &IN(i)->shape, out);
+  }
+  if (ok) return DPC_OK;
+  char t[3][160];
+  for (uint32_t i = 0; i < n; i++) ty(g, IN(i), t[i], sizeof t[i]);
+  if (n == 2) return fail(g, node, d, "cannot broadcast %s and %s", t[0], t[1]);
+  return fail(g, node, d, "cannot broadcast %s, %s and %s", t[0], t[1], t[2]);
+}
+
+static dpc_status need_bool(dpc_graph *g, uint32_t node, uint32_t i, dpc_diag *d) {
+  if (IN(i)->dtype == DPC_BOOL) return DPC_OK;
+  char t[160], nm[32];
+  ty(g, IN(i), t, sizeof t);
+  dpc_op_input_name(g->nodes[node].op, i, nm, sizeof nm);
+  return fail(g, node, d, "input '%s' must be bool, got %s", nm, t);
+}
+
+/* equal, less, greater: any dtype for equal, numbers for the orderings; the result is bool. */
+static dpc_status rule_compare(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_status st;
+  if ((st = same_dtype(g, node, 0, 1, d))) return st;
+  if (g->nodes[node].op != DPC_OP_EQUAL && (st = need_numeric(g, node, 0, d))) return st;
+  dpc_shape s;
+  if ((st = broadcast_inputs(g, node, 2, &s, d))) return st;
+  set_out(g, node, 0, DPC_BOOL, &s);
+  return DPC_OK;
+}
+
+static dpc_status rule_not(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_status st = need_bool(g, node, 0, d);
+  if (st) return st;
+  set_out(g, node, 0, DPC_BOOL, &IN(0)->shape);
+  return DPC_OK;
+}
+
+static dpc_status rule_where(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_status st;
+  if ((st = need_bool(g, node, 0, d)) || (st = same_dtype(g, node, 1, 2, d))) return st;
+  dpc_shape s;
+  if ((st = broadcast_inputs(g, node, 3, &s, d))) return st;
+  set_out(g, node, 0, IN(1)->dtype, &s);
   return DPC_OK;
 }
 
@@ -184,18 +235,62 @@ static dpc_status rule_softmax(dpc_graph *g, uint32_t node, dpc_diag *d) {
   return DPC_OK;
 }
 
-static dpc_status rule_sce(dpc_graph *g, uint32_t node, dpc_diag *d) {
+/* logits [N, C] (input li) and labels [N] (input li + 1) of softmax_cross_entropy or its
+ * gradient. */
+static dpc_status sce_inputs(dpc_graph *g, uint32_t node, uint32_t li, dpc_diag *d) {
   dpc_status st;
-  if ((st = need_float(g, node, 0, d)) || (st = need_int(g, node, 1, d))) return st;
-  const dpc_shape *l = &IN(0)->shape, *y = &IN(1)->shape;
+  if ((st = need_float(g, node, li, d)) || (st = need_int(g, node, li + 1, d))) return st;
+  const dpc_shape *l = &IN(li)->shape, *y = &IN(li + 1)->shape;
   char a[160], b[160];
-  ty(g, IN(0), a, sizeof a);
-  ty(g, IN(1), b, sizeof b);
+  ty(g, IN(li), a, sizeof a);
+  ty(g, IN(li + 1), b, sizeof b);
   if (l->rank != 2) return fail(g, node, d, "logits must be [batch, classes], got %s", a);
   if (y->rank != 1 || y->d[0] != l->d[0])
     return fail(g, node, d, "labels must be [batch] matching logits %s, got %s", a, b);
+  return DPC_OK;
+}
+
+static dpc_status rule_sce(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_status st = sce_inputs(g, node, 0, d);
+  if (st) return st;
   dpc_shape s = {0};
   set_out(g, node, 0, IN(0)->dtype, &s);
+  return DPC_OK;
+}
+
+/* dloss: the scalar gradient of the loss, of the logits' dtype. */
+static dpc_status rule_sce_grad(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_status st;
+  if ((st = sce_inputs(g, node, 1, d)) || (st = same_dtype(g, node, 0, 1, d))) return st;
+  if (IN(0)->shape.rank != 0) {
+    char t[160];
+    ty(g, IN(0), t, sizeof t);
+    return fail(g, node, d, "dloss must be a scalar (the loss is one), got %s", t);
+  }
+  set_out(g, node, 0, IN(1)->dtype, &IN(1)->shape);
+  return DPC_OK;
+}
+
+/* dy and the tensor it is the gradient of (input i) must have the same dtype and shape. */
+static dpc_status same_type(dpc_graph *g, uint32_t node, uint32_t i, uint32_t j, dpc_diag *d) {
+  dpc_status st = same_dtype(g, node, i, j, d);
+  if (st || dpc_shape_eq(&IN(i)->shape, &IN(j)->shape)) return st;
+  char a[160], b[160], na[32], nb[32];
+  ty(g, IN(i), a, sizeof a);
+  ty(g, IN(j), b, sizeof b);
+  dpc_op_input_name(g->nodes[node].op, i, na, sizeof na);
+  dpc_op_input_name(g->nodes[node].op, j, nb, sizeof nb);
+  return fail(g, node, d, "'%s' %s and '%s' %s must have the same shape", na, a, nb, b);
+}
+
+/* softmax_grad, log_softmax_grad: dy and the forward output y, same type; dx like them. */
+static dpc_status rule_softmax_grad(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_status st;
+  uint32_t ax;
+  if ((st = need_float(g, node, 0, d)) || (st = same_type(g, node, 0, 1, d))) return st;
+  if (IN(0)->shape.rank == 0) return fail(g, node, d, "needs at least one dimension");
+  if ((st = get_axis(g, node, "axis", IN(0)->shape.rank, false, &ax, d))) return st;
+  set_out(g, node, 0, IN(0)->dtype, &IN(0)->shape);
   return DPC_OK;
 }
 
@@ -244,6 +339,89 @@ static dpc_status rule_reduce(dpc_graph *g, uint32_t node, dpc_diag *d) {
       s.d[s.rank++] = 1;
   }
   set_out(g, node, 0, IN(0)->dtype, &s);
+  return DPC_OK;
+}
+
+/* ---- gradients of broadcasting and reducing ---------------------------------------------- */
+
+/* sum_to(x, like): like must broadcast to exactly x's shape; x is summed over its leading extra
+ * dims and over the dims where like has 1 and x does not. A symbolic dim matches only the same
+ * symbol (or a 1 in like), since nothing else is known to be equal to it before binding. */
+static dpc_status rule_sum_to(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_status st = need_numeric(g, node, 0, d);
+  if (st) return st;
+  const dpc_shape *x = &IN(0)->shape, *l = &IN(1)->shape;
+  bool ok = l->rank <= x->rank;
+  for (uint32_t i = 0; ok && i < l->rank; i++) {
+    int64_t ld = l->d[i], xd = x->d[x->rank - l->rank + i];
+    ok = ld == xd || ld == 1;
+  }
+  if (!ok) {
+    char a[160], b[160];
+    ty(g, IN(0), a, sizeof a);
+    ty(g, IN(1), b, sizeof b);
+    return fail(g, node, d, "cannot sum %s to the shape of %s: %s does not broadcast to %s", a, b,
+                b, a);
+  }
+  set_out(g, node, 0, IN(0)->dtype, l);
+  return DPC_OK;
+}
+
+/* The axes of expand, normalised against like's rank; all of them when absent. */
+static dpc_status expand_axes(dpc_graph *g, uint32_t node, uint32_t rank, bool in_a[DPC_MAX_RANK],
+                              uint32_t *n_a, dpc_diag *d) {
+  dpc_attrs a = dpc_node_attrs(g, node);
+  memset(in_a, 0, DPC_MAX_RANK * sizeof *in_a);
+  *n_a = 0;
+  if (!dpc_attrs_get(a, "axes")) {
+    for (uint32_t i = 0; i < rank; i++) in_a[i] = true;
+    *n_a = rank;
+    return DPC_OK;
+  }
+  int64_t axes[DPC_MAX_RANK + 1];
+  uint32_t n = dpc_attrs_ints(a, "axes", axes, DPC_MAX_RANK + 1, 0);
+  if (n > rank) return fail(g, node, d, "%u axes for like of rank %u", n, rank);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t ax;
+    if (!dpc_axis_norm(axes[i], rank, &ax))
+      return fail(g, node, d, "axis %lld is out of range for rank %u", (long long)axes[i], rank);
+    if (in_a[ax]) return fail(g, node, d, "axis %lld is listed twice", (long long)axes[i]);
+    in_a[ax] = true;
+  }
+  *n_a = n;
+  return DPC_OK;
+}
+
+/* expand(x, like): x is like without the axes A (rank r - |A|) or with 1s there (rank r). */
+static dpc_status rule_expand(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_status st;
+  const dpc_shape *x = &IN(0)->shape, *l = &IN(1)->shape;
+  bool in_a[DPC_MAX_RANK];
+  uint32_t n_a;
+  if ((st = expand_axes(g, node, l->rank, in_a, &n_a, d))) return st;
+  if (dpc_attrs_int(dpc_node_attrs(g, node), "mean") && (st = need_float(g, node, 0, d))) return st;
+  bool ok = x->rank == l->rank || x->rank == l->rank - n_a;
+  bool kept = x->rank == l->rank;
+  for (uint32_t i = 0, j = 0; ok && i < l->rank; i++) {
+    if (in_a[i] && !kept) continue;
+    ok = x->d[j++] == (in_a[i] ? 1 : l->d[i]);
+  }
+  if (!ok) {
+    char a[160], b[160];
+    ty(g, IN(0), a, sizeof a);
+    ty(g, IN(1), b, sizeof b);
+    return fail(g, node, d,
+                "cannot expand %s to %s: it must have like's dims outside the expanded axes, "
+                "with those axes absent or of size 1",
+                a, b);
+  }
+  set_out(g, node, 0, IN(0)->dtype, l);
+  return DPC_OK;
+}
+
+static dpc_status rule_zeros_like(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  (void)d;
+  set_out(g, node, 0, IN(0)->dtype, &IN(0)->shape);
   return DPC_OK;
 }
 
@@ -459,8 +637,10 @@ void dpc_slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64
   }
 }
 
-static dpc_status rule_slice(dpc_graph *g, uint32_t node, dpc_diag *d) {
-  const dpc_shape *x = &IN(0)->shape;
+/* The shape slice() takes from x under the node's starts/ends/axes/steps (slice and slice_grad
+ * share the attributes). */
+static dpc_status slice_shape(dpc_graph *g, uint32_t node, const dpc_shape *x, dpc_shape *s,
+                              dpc_diag *d) {
   dpc_attrs a = dpc_node_attrs(g, node);
   int64_t st[DPC_MAX_RANK + 1], en[DPC_MAX_RANK + 1], ax[DPC_MAX_RANK + 1], sp[DPC_MAX_RANK + 1];
   uint32_t n = dpc_attrs_ints(a, "starts", st, DPC_MAX_RANK + 1, 0);
@@ -479,7 +659,7 @@ static dpc_status rule_slice(dpc_graph *g, uint32_t node, dpc_diag *d) {
   } else {
     for (uint32_t i = 0; i < n; i++) sp[i] = 1;
   }
-  dpc_shape s = *x;
+  *s = *x;
   bool seen[DPC_MAX_RANK] = {0};
   for (uint32_t i = 0; i < n; i++) {
     uint32_t k;
@@ -491,26 +671,74 @@ static dpc_status rule_slice(dpc_graph *g, uint32_t node, dpc_diag *d) {
     if (DPC_DIM_IS_SYM(x->d[k])) return fail(g, node, d, "cannot slice a symbolic dimension");
     int64_t first, count;
     dpc_slice_axis(x->d[k], st[i], en[i], sp[i], &first, &count);
-    s.d[k] = count;
+    s->d[k] = count;
   }
+  return DPC_OK;
+}
+
+static dpc_status rule_slice(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_shape s;
+  dpc_status st = slice_shape(g, node, &IN(0)->shape, &s, d);
+  if (st) return st;
   set_out(g, node, 0, IN(0)->dtype, &s);
   return DPC_OK;
 }
 
-static dpc_status rule_gather(dpc_graph *g, uint32_t node, dpc_diag *d) {
+/* dy (input 0) must be what the forward op produced from its input: `want`. */
+static dpc_status dy_is(dpc_graph *g, uint32_t node, const dpc_shape *want, const char *what,
+                        dpc_diag *d) {
+  if (dpc_shape_eq(&IN(0)->shape, want)) return DPC_OK;
+  char a[160], b[160];
+  ty(g, IN(0), a, sizeof a);
+  dpc_graph_format_type(g, IN(0)->dtype, want, b, sizeof b);
+  return fail(g, node, d, "dy must be %s (the shape of the %s output), got %s", b, what, a);
+}
+
+/* slice_grad(dy, x): dx shaped like x. dy and x share the dtype, as a gradient and its value. */
+static dpc_status rule_slice_grad(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_shape s;
   dpc_status st;
-  if ((st = need_int(g, node, 1, d))) return st;
-  const dpc_shape *x = &IN(0)->shape, *idx = &IN(1)->shape;
+  if ((st = same_dtype(g, node, 0, 1, d))) return st;
+  if ((st = slice_shape(g, node, &IN(1)->shape, &s, d))) return st;
+  if ((st = dy_is(g, node, &s, "slice", d))) return st;
+  set_out(g, node, 0, IN(0)->dtype, &IN(1)->shape);
+  return DPC_OK;
+}
+
+/* The result shape of gather(data, indices) along the node's axis; data is input di. */
+static dpc_status gather_shape(dpc_graph *g, uint32_t node, uint32_t di, dpc_shape *s,
+                               dpc_diag *d) {
+  dpc_status st;
+  if ((st = need_int(g, node, di + 1, d))) return st;
+  const dpc_shape *x = &IN(di)->shape, *idx = &IN(di + 1)->shape;
   uint32_t ax;
   if (x->rank == 0) return fail(g, node, d, "data must have at least one dimension");
   if ((st = get_axis(g, node, "axis", x->rank, false, &ax, d))) return st;
   if (x->rank - 1 + idx->rank > DPC_MAX_RANK)
     return fail(g, node, d, "the result's rank is above dpc's limit of %d", DPC_MAX_RANK);
-  dpc_shape s = {0};
-  for (uint32_t i = 0; i < ax; i++) s.d[s.rank++] = x->d[i];
-  for (uint32_t i = 0; i < idx->rank; i++) s.d[s.rank++] = idx->d[i];
-  for (uint32_t i = ax + 1; i < x->rank; i++) s.d[s.rank++] = x->d[i];
+  memset(s, 0, sizeof *s);
+  for (uint32_t i = 0; i < ax; i++) s->d[s->rank++] = x->d[i];
+  for (uint32_t i = 0; i < idx->rank; i++) s->d[s->rank++] = idx->d[i];
+  for (uint32_t i = ax + 1; i < x->rank; i++) s->d[s->rank++] = x->d[i];
+  return DPC_OK;
+}
+
+static dpc_status rule_gather(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_shape s;
+  dpc_status st = gather_shape(g, node, 0, &s, d);
+  if (st) return st;
   set_out(g, node, 0, IN(0)->dtype, &s);
+  return DPC_OK;
+}
+
+/* gather_grad(dy, data, indices): ddata shaped like data; it sums, so floating point only. */
+static dpc_status rule_gather_grad(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_shape s;
+  dpc_status st;
+  if ((st = need_float(g, node, 0, d)) || (st = same_dtype(g, node, 0, 1, d))) return st;
+  if ((st = gather_shape(g, node, 1, &s, d))) return st;
+  if ((st = dy_is(g, node, &s, "gather", d))) return st;
+  set_out(g, node, 0, IN(0)->dtype, &IN(1)->shape);
   return DPC_OK;
 }
 
@@ -607,14 +835,15 @@ static bool windows_touch(int64_t out, int64_t stride, int64_t pad, int64_t k, i
   return true;
 }
 
-dpc_status dpc_window_of(const dpc_graph *g, uint32_t node, dpc_window *w, dpc_diag *d) {
+dpc_status dpc_window_from(const dpc_graph *g, uint32_t node, dpc_op kind, uint32_t xv, uint32_t wv,
+                           dpc_window *w, dpc_diag *d) {
+  DPC_ASSERT(kind == DPC_OP_CONV2D || kind == DPC_OP_MAX_POOL2D || kind == DPC_OP_AVG_POOL2D);
   dpc_graph *mg = (dpc_graph *)g; /* fail() only reads */
-  const dpc_node *nd = &g->nodes[node];
   dpc_attrs a = dpc_node_attrs(g, node);
-  const dpc_shape *x = &g->values[g->ids[nd->in]].shape;
+  const dpc_shape *x = &g->values[xv].shape;
   memset(w, 0, sizeof *w);
   char sx[160];
-  dpc_graph_format_type(g, g->values[g->ids[nd->in]].dtype, x, sx, sizeof sx);
+  dpc_graph_format_type(g, g->values[xv].dtype, x, sx, sizeof sx);
   if (x->rank != 4) return fail(mg, node, d, "input must be [N, C, H, W], got %s", sx);
   for (int i = 1; i < 4; i++)
     if (DPC_DIM_IS_SYM(x->d[i]))
@@ -626,13 +855,13 @@ dpc_status dpc_window_of(const dpc_graph *g, uint32_t node, dpc_window *w, dpc_d
     return fail(mg, node, d, "pad must be p, [ph, pw] or [top, left, bottom, right], all >= 0");
   w->pt = p[0], w->pl = p[1], w->pb = p[2], w->pr = p[3];
   w->dh = w->dw = 1;
-  if (nd->op != DPC_OP_AVG_POOL2D && !pair(a, "dilation", &w->dh, &w->dw))
+  if (kind != DPC_OP_AVG_POOL2D && !pair(a, "dilation", &w->dh, &w->dw))
     return fail(mg, node, d, "dilation must be d or [dh, dw]");
   bool ceil_mode = false;
-  if (nd->op == DPC_OP_CONV2D) {
-    const dpc_shape *ws = &g->values[g->ids[nd->in + 1]].shape;
+  if (kind == DPC_OP_CONV2D) {
+    const dpc_shape *ws = &g->values[wv].shape;
     char swt[160];
-    dpc_graph_format_type(g, g->values[g->ids[nd->in + 1]].dtype, ws, swt, sizeof swt);
+    dpc_graph_format_type(g, g->values[wv].dtype, ws, swt, sizeof swt);
     if (ws->rank != 4 || !dpc_shape_is_concrete(ws))
       return fail(mg, node, d, "weights must be [out_channels, in_channels/groups, kh, kw], got %s",
                   swt);
@@ -666,7 +895,7 @@ dpc_status dpc_window_of(const dpc_graph *g, uint32_t node, dpc_window *w, dpc_d
   if (w->kh < 1 || w->kw < 1) return fail(mg, node, d, "kernel size must be at least 1");
   if (w->sh < 1 || w->sw < 1) return fail(mg, node, d, "stride must be at least 1");
   if (w->dh < 1 || w->dw < 1) return fail(mg, node, d, "dilation must be at least 1");
-  if (nd->op != DPC_OP_CONV2D &&
+  if (kind != DPC_OP_CONV2D &&
       (w->pt >= w->kh || w->pb >= w->kh || w->pl >= w->kw || w->pr >= w->kw))
     return fail(mg, node, d, "padding must be smaller than the kernel");
   int64_t eh = w->h + w->pt + w->pb - w->dh * (w->kh - 1) - 1;
@@ -681,10 +910,36 @@ dpc_status dpc_window_of(const dpc_graph *g, uint32_t node, dpc_window *w, dpc_d
   if (ceil_mode && (w->ow - 1) * w->sw >= w->w + w->pl) w->ow--;
   /* A pooling window that sees only padding has no value to take; with dilation that can
    * happen even when the padding is smaller than the kernel. */
-  if (nd->op != DPC_OP_CONV2D && (!windows_touch(w->oh, w->sh, w->pt, w->kh, w->dh, w->h) ||
-                                  !windows_touch(w->ow, w->sw, w->pl, w->kw, w->dw, w->w)))
+  if (kind != DPC_OP_CONV2D && (!windows_touch(w->oh, w->sh, w->pt, w->kh, w->dh, w->h) ||
+                                !windows_touch(w->ow, w->sw, w->pl, w->kw, w->dw, w->w)))
     return fail(mg, node, d, "a pooling window falls entirely in the padding of %s", sx);
   return DPC_OK;
+}
+
+/* Which forward geometry a window op follows and which of its inputs are x and w (-1: none). */
+static void window_inputs(dpc_op op, dpc_op *kind, int *xi, int *wi) {
+  switch (op) {
+  case DPC_OP_CONV2D: *kind = DPC_OP_CONV2D, *xi = 0, *wi = 1; return;
+  case DPC_OP_CONV2D_GRAD_INPUT: *kind = DPC_OP_CONV2D, *xi = 2, *wi = 1; return;
+  case DPC_OP_CONV2D_GRAD_WEIGHT: *kind = DPC_OP_CONV2D, *xi = 1, *wi = 2; return;
+  case DPC_OP_MAX_POOL2D: *kind = DPC_OP_MAX_POOL2D, *xi = 0, *wi = -1; return;
+  case DPC_OP_AVG_POOL2D: *kind = DPC_OP_AVG_POOL2D, *xi = 0, *wi = -1; return;
+  case DPC_OP_MAX_POOL2D_GRAD: *kind = DPC_OP_MAX_POOL2D, *xi = 1, *wi = -1; return;
+  case DPC_OP_AVG_POOL2D_GRAD: *kind = DPC_OP_AVG_POOL2D, *xi = 1, *wi = -1; return;
+  default:
+    DPC_ASSERT(!"not a window op");
+    *kind = op, *xi = 0, *wi = -1;
+    return;
+  }
+}
+
+dpc_status dpc_window_of(const dpc_graph *g, uint32_t node, dpc_window *w, dpc_diag *d) {
+  const dpc_node *nd = &g->nodes[node];
+  dpc_op kind;
+  int xi, wi;
+  window_inputs(nd->op, &kind, &xi, &wi);
+  return dpc_window_from(g, node, kind, g->ids[nd->in + (uint32_t)xi],
+                         wi < 0 ? DPC_NONE : g->ids[nd->in + (uint32_t)wi], w, d);
 }
 
 static dpc_status rule_window(dpc_graph *g, uint32_t node, dpc_diag *d) {
@@ -695,6 +950,26 @@ static dpc_status rule_window(dpc_graph *g, uint32_t node, dpc_diag *d) {
   if ((st = dpc_window_of(g, node, &w, d))) return st;
   dpc_shape s = {.rank = 4, .d = {IN(0)->shape.d[0], w.oc, w.oh, w.ow}};
   set_out(g, node, 0, IN(0)->dtype, &s);
+  return DPC_OK;
+}
+
+/* The gradients of conv2d and the pools: dy first, then the forward's inputs in some order;
+ * dy must have the forward output's shape, and the result takes x's (or w's) shape. */
+static dpc_status rule_window_grad(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_status st;
+  dpc_op op = g->nodes[node].op, kind;
+  int xi, wi;
+  window_inputs(op, &kind, &xi, &wi);
+  if ((st = need_float(g, node, 0, d))) return st;
+  for (uint32_t i = 1; i < NIN; i++)
+    if ((st = same_dtype(g, node, 0, i, d))) return st;
+  dpc_window w;
+  if ((st = dpc_window_of(g, node, &w, d))) return st;
+  const dpc_value *x = IN((uint32_t)xi);
+  dpc_shape want = {.rank = 4, .d = {x->shape.d[0], w.oc, w.oh, w.ow}};
+  if ((st = dy_is(g, node, &want, dpc_op_name(kind), d))) return st;
+  const dpc_value *like = op == DPC_OP_CONV2D_GRAD_WEIGHT ? IN((uint32_t)wi) : x;
+  set_out(g, node, 0, IN(0)->dtype, &like->shape);
   return DPC_OK;
 }
 
@@ -750,6 +1025,54 @@ static dpc_status rule_layer_norm(dpc_graph *g, uint32_t node, dpc_diag *d) {
   return DPC_OK;
 }
 
+/* batch_norm_grad(dy, x, scale, mean, var) -> dx like x, dscale and dbias like scale. */
+static dpc_status rule_batch_norm_grad(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_status st;
+  if ((st = need_float(g, node, 1, d)) || (st = same_type(g, node, 0, 1, d))) return st;
+  const dpc_shape *x = &IN(1)->shape;
+  char sx[160];
+  ty(g, IN(1), sx, sizeof sx);
+  if (x->rank < 2) return fail(g, node, d, "input must be [N, C, ...], got %s", sx);
+  if (DPC_DIM_IS_SYM(x->d[1]))
+    return fail(g, node, d, "the channel dimension of %s must be concrete", sx);
+  for (uint32_t i = 2; i < 5; i++) {
+    char nm[32], si[160];
+    dpc_op_input_name(DPC_OP_BATCH_NORM_GRAD, i, nm, sizeof nm);
+    ty(g, IN(i), si, sizeof si);
+    if ((st = same_dtype(g, node, 1, i, d))) return st;
+    if (IN(i)->shape.rank != 1 || IN(i)->shape.d[0] != x->d[1])
+      return fail(g, node, d, "'%s' must be [%lld] (one per channel of %s), got %s", nm,
+                  (long long)x->d[1], sx, si);
+  }
+  set_out(g, node, 0, IN(1)->dtype, x);
+  set_out(g, node, 1, IN(2)->dtype, &IN(2)->shape);
+  set_out(g, node, 2, IN(2)->dtype, &IN(2)->shape);
+  return DPC_OK;
+}
+
+/* layer_norm_grad(dy, x, scale) -> dx like x, dscale and dbias shaped x.shape[axis:]. */
+static dpc_status rule_layer_norm_grad(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  dpc_status st;
+  if ((st = need_float(g, node, 1, d)) || (st = same_type(g, node, 0, 1, d))) return st;
+  const dpc_shape *x = &IN(1)->shape;
+  uint32_t ax;
+  if (x->rank == 0) return fail(g, node, d, "needs at least one dimension");
+  if ((st = get_axis(g, node, "axis", x->rank, false, &ax, d))) return st;
+  dpc_shape want = {.rank = x->rank - ax};
+  memcpy(want.d, x->d + ax, want.rank * sizeof(int64_t));
+  if ((st = same_dtype(g, node, 1, 2, d))) return st;
+  if (!dpc_shape_eq(&IN(2)->shape, &want)) {
+    char si[160], sw[160];
+    ty(g, IN(2), si, sizeof si);
+    dpc_graph_format_type(g, IN(1)->dtype, &want, sw, sizeof sw);
+    return fail(g, node, d, "'scale' must be %s (the normalised dimensions), got %s", sw, si);
+  }
+  set_out(g, node, 0, IN(1)->dtype, x);
+  set_out(g, node, 1, IN(1)->dtype, &want);
+  set_out(g, node, 2, IN(1)->dtype, &want);
+  return DPC_OK;
+}
+
 static dpc_status rule_dropout(dpc_graph *g, uint32_t node, dpc_diag *d) {
   dpc_status st;
   if ((st = need_float(g, node, 0, d))) return st;
@@ -785,6 +1108,15 @@ const dpc_shape_rule dpc_shape_rules[DPC_OP_COUNT] = {
     [DPC_OP_SQRT] = rule_unary,
     [DPC_OP_RSQRT] = rule_unary,
     [DPC_OP_ERF] = rule_unary,
+    [DPC_OP_FLOOR] = rule_unary,
+    [DPC_OP_SIGN] = rule_unary,
+    [DPC_OP_COS] = rule_unary,
+    [DPC_OP_SIN] = rule_unary,
+    [DPC_OP_EQUAL] = rule_compare,
+    [DPC_OP_LESS] = rule_compare,
+    [DPC_OP_GREATER] = rule_compare,
+    [DPC_OP_NOT] = rule_not,
+    [DPC_OP_WHERE] = rule_where,
     [DPC_OP_SOFTMAX] = rule_softmax,
     [DPC_OP_LOG_SOFTMAX] = rule_softmax,
     [DPC_OP_SOFTMAX_CROSS_ENTROPY] = rule_sce,
@@ -807,4 +1139,18 @@ const dpc_shape_rule dpc_shape_rules[DPC_OP_COUNT] = {
     [DPC_OP_BATCH_NORM] = rule_batch_norm,
     [DPC_OP_LAYER_NORM] = rule_layer_norm,
     [DPC_OP_DROPOUT] = rule_dropout,
+    [DPC_OP_SUM_TO] = rule_sum_to,
+    [DPC_OP_EXPAND] = rule_expand,
+    [DPC_OP_ZEROS_LIKE] = rule_zeros_like,
+    [DPC_OP_SOFTMAX_GRAD] = rule_softmax_grad,
+    [DPC_OP_LOG_SOFTMAX_GRAD] = rule_softmax_grad,
+    [DPC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = rule_sce_grad,
+    [DPC_OP_SLICE_GRAD] = rule_slice_grad,
+    [DPC_OP_GATHER_GRAD] = rule_gather_grad,
+    [DPC_OP_CONV2D_GRAD_INPUT] = rule_window_grad,
+    [DPC_OP_CONV2D_GRAD_WEIGHT] = rule_window_grad,
+    [DPC_OP_MAX_POOL2D_GRAD] = rule_window_grad,
+    [DPC_OP_AVG_POOL2D_GRAD] = rule_window_grad,
+    [DPC_OP_BATCH_NORM_GRAD] = rule_batch_norm_grad,
+    [DPC_OP_LAYER_NORM_GRAD] = rule_layer_norm_grad,
 };

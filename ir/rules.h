@@ -31,8 +31,15 @@ typedef struct dpc_window {
   int64_t groups;         /* conv2d only, 1 otherwise */
 } dpc_window;
 
-/* Fill a window from a conv2d or pool node of a graph whose shapes are known. */
+/* Fill a window from a conv2d or pool node, or from one of their gradient ops, of a graph whose
+ * shapes are known. Errors name `node`. */
 dpc_status dpc_window_of(const dpc_graph *g, uint32_t node, dpc_window *win, dpc_diag *d);
+
+/* The same from explicit values: the geometry of forward op `kind` (conv2d, max_pool2d or
+ * avg_pool2d) applied to input value x and, for conv2d, weight value w (DPC_NONE for pools),
+ * with the attributes of `node`, which errors name. */
+dpc_status dpc_window_from(const dpc_graph *g, uint32_t node, dpc_op kind, uint32_t x, uint32_t w,
+                           dpc_window *win, dpc_diag *d);
 
 /* Padding attribute in any of its forms (p, [ph, pw], [t, l, b, r]) as t, l, b, r. */
 bool dpc_pads4(dpc_attrs a, int64_t out[4]);

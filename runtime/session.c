@@ -25,6 +25,7 @@ struct dpc_session {
   dpc_tensor *tensors; /* per value: view into its slot */
   dpc_tensor *targs;   /* argument tensors, gathered per step */
   bool *given;         /* per value: input set at least once */
+  bool *shared;        /* per value: memory belongs to another session (opts.share) */
   dpc_run_info run;
   const dpc_kernel_fn *kernels;
 };
@@ -45,6 +46,7 @@ void dpc_session_free(dpc_session *s) {
   free(s->tensors);
   free(s->targs);
   free(s->given);
+  free(s->shared);
   free(s);
 }
 
@@ -53,7 +55,7 @@ static dpc_status fill_sources(dpc_session *s, dpc_diag *d) {
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     const dpc_node *n = &g->nodes[i];
     dpc_tensor *t = &s->tensors[n->out];
-    if (n->op == DPC_OP_PARAM || n->op == DPC_OP_STATE) {
+    if ((n->op == DPC_OP_PARAM || n->op == DPC_OP_STATE) && !s->shared[n->out]) {
       dpc_status st = dpc_init_fill(g, i, t, d);
       if (st) return st;
     } else if (n->op == DPC_OP_CONSTANT) {
@@ -62,6 +64,22 @@ static dpc_status fill_sources(dpc_session *s, dpc_diag *d) {
     }
   }
   return DPC_OK;
+}
+
+/* Point this session's params and state at another session's, where name, dtype and shape
+ * agree. */
+static void share_persistent(dpc_session *s, const dpc_session *other) {
+  const dpc_graph *g = s->plan->g, *og = other->plan->g;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    const dpc_node *n = &g->nodes[i];
+    if (!dpc_op_has(n->op, DPC_OPF_PERSIST) || g->values[n->out].name == DPC_NONE) continue;
+    uint32_t v = dpc_graph_find(og, dpc_graph_str(g, g->values[n->out].name));
+    if (v == DPC_NONE || !dpc_op_has(og->nodes[og->values[v].node].op, DPC_OPF_PERSIST)) continue;
+    const dpc_tensor *t = &other->tensors[v];
+    if (t->dtype != s->tensors[n->out].dtype || !dpc_shape_eq(&t->shape, &s->tensors[n->out].shape)) continue;
+    s->tensors[n->out] = *t;
+    s->shared[n->out] = true;
+  }
 }
 
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,
@@ -79,11 +97,12 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   s->steps = calloc(plan->n_devs, sizeof *s->steps);
   s->tensors = calloc(nv, sizeof *s->tensors);
   s->given = calloc(nv, sizeof *s->given);
+  s->shared = calloc(nv, sizeof *s->shared);
   uint32_t total_args = 0;
   for (uint32_t i = 0; i < g->n_nodes; i++) total_args += g->nodes[i].n_in + g->nodes[i].n_out;
   s->targs = calloc(total_args ? total_args : 1, sizeof *s->targs);
   dpc_status st = DPC_OK;
-  if (!s->devs || !s->mem || !s->steps || !s->tensors || !s->given || !s->targs) {
+  if (!s->devs || !s->mem || !s->steps || !s->tensors || !s->given || !s->shared || !s->targs) {
     st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
     goto fail;
   }
@@ -97,6 +116,7 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
     s->tensors[v] =
         (dpc_tensor){s->mem[sl->device] + sl->offset, g->values[v].dtype, g->values[v].shape};
   }
+  if (o && o->share) share_persistent(s, o->share);
   /* Argument tensors are copies of the value views, laid out per node: inputs then outputs. */
   uint32_t *base = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *base);
   if (!base) {
@@ -245,4 +265,13 @@ dpc_tensor dpc_session_value(const dpc_session *s, uint32_t value) {
 
 uint64_t dpc_session_steps(const dpc_session *s) {
   return s->run.step;
+}
+
+void dpc_session_set_step(dpc_session *s, uint64_t step) {
+  s->run.step = step;
+}
+
+dpc_tensor dpc_session_input(dpc_session *s, uint32_t value) {
+  s->given[value] = true;
+  return s->tensors[value];
 }

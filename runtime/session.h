@@ -22,6 +22,10 @@ typedef struct dpc_session dpc_session;
 typedef struct dpc_session_opts {
   bool training;                /* dropout and batch_norm in training mode */
   const dpc_kernel_fn *kernels; /* backend kernel table, NULL for the reference backend */
+  /* Another session whose params and state this one uses in place of its own (matched by name,
+   * dtype and shape): plans for other batch sizes, or an evaluation plan, then train and read
+   * the same weights. It must outlive this session. */
+  const dpc_session *share;
 } dpc_session_opts;
 
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,
@@ -32,6 +36,8 @@ void dpc_session_free(dpc_session *s);
  * to the model's float dtype and integer data to its integer dtype; the shape must be the
  * model's. */
 dpc_status dpc_session_set(dpc_session *s, const char *name, const dpc_tensor *t, dpc_diag *d);
+/* The memory of input `value`, to fill in place (no copy); the input counts as given. */
+dpc_tensor dpc_session_input(dpc_session *s, uint32_t value);
 /* Run every step once. Fails if an input was never set. */
 dpc_status dpc_session_run(dpc_session *s, dpc_diag *d);
 /* A view of any named value's current contents (valid until the session is freed). */
@@ -40,5 +46,7 @@ dpc_status dpc_session_get(const dpc_session *s, const char *name, dpc_tensor *v
 dpc_tensor dpc_session_value(const dpc_session *s, uint32_t value);
 /* How many times run has completed. */
 uint64_t dpc_session_steps(const dpc_session *s);
+/* Set the step counter (it seeds dropout masks): to resume a run, or to repeat a step exactly. */
+void dpc_session_set_step(dpc_session *s, uint64_t step);
 
 #endif

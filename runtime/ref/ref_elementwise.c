@@ -1,6 +1,7 @@
 /*
- * ref_elementwise.c — reference kernels for sources, constants, the elementwise binary ops
- * (NumPy broadcasting), the elementwise unary ops, cast and dropout.
+ * ref_elementwise.c — reference kernels for sources, constants and zeros_like, the elementwise
+ * binary ops (NumPy broadcasting), the elementwise unary ops, the comparisons, not and where,
+ * cast and dropout.
  *
  * These are the oracle other backends are tested against, so each element is computed the
  * obvious way: floats in double through dpc_tload/dpc_tstore, integers exactly in int64 with
@@ -37,6 +38,12 @@ dpc_status dpc_ref_constant(const dpc_kernel_args *a, dpc_diag *d) {
   int64_t n = dpc_tensor_numel(y);
   DPC_ASSERT(n == (int64_t)v->n);
   for (int64_t i = 0; i < n; i++) dpc_tstore(y, i, a->g->reals[v->u.off + (uint32_t)i]);
+  return DPC_OK;
+}
+
+dpc_status dpc_ref_zeros_like(const dpc_kernel_args *a, dpc_diag *d) {
+  (void)d;
+  dpc_ref_zero(&a->out[0]);
   return DPC_OK;
 }
 
@@ -144,6 +151,11 @@ static double unary_float(dpc_op op, const unary_params *p, double x) {
   case DPC_OP_SQRT: return sqrt(x);
   case DPC_OP_RSQRT: return 1.0 / sqrt(x);
   case DPC_OP_ERF: return erf(x);
+  case DPC_OP_FLOOR: return floor(x);
+  /* NaN compares false both ways and comes back unchanged; so do 0 and -0. */
+  case DPC_OP_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+  case DPC_OP_COS: return cos(x);
+  case DPC_OP_SIN: return sin(x);
   default: DPC_ASSERT(!"not a unary op"); return 0;
   }
 }
@@ -159,10 +171,14 @@ static dpc_status unary(const dpc_kernel_args *a, dpc_op op) {
   }
   if (op == DPC_OP_LEAKY_RELU) p.alpha = dpc_attrs_float(at, "alpha");
   int64_t n = dpc_tensor_numel(y);
-  /* neg and abs are the only unary ops the rules allow on integers. */
-  if (dpc_dtype_is_int(x->dtype) && (op == DPC_OP_NEG || op == DPC_OP_ABS)) {
+  /* neg, abs and sign are the only unary ops the rules allow on integers. */
+  if (dpc_dtype_is_int(x->dtype)) {
     for (int64_t i = 0; i < n; i++) {
       int64_t v = dpc_tload_i64(x, i);
+      if (op == DPC_OP_SIGN) {
+        dpc_tstore_i64(y, i, v > 0 ? 1 : v < 0 ? -1 : 0);
+        continue;
+      }
       bool flip = op == DPC_OP_NEG || v < 0;
       dpc_tstore_i64(y, i, flip ? dpc_ref_wrap(y->dtype, 0 - (uint64_t)v) : v);
     }
@@ -227,6 +243,98 @@ dpc_status dpc_ref_rsqrt(const dpc_kernel_args *a, dpc_diag *d) {
 dpc_status dpc_ref_erf(const dpc_kernel_args *a, dpc_diag *d) {
   (void)d;
   return unary(a, DPC_OP_ERF);
+}
+
+dpc_status dpc_ref_floor(const dpc_kernel_args *a, dpc_diag *d) {
+  (void)d;
+  return unary(a, DPC_OP_FLOOR);
+}
+dpc_status dpc_ref_sign(const dpc_kernel_args *a, dpc_diag *d) {
+  (void)d;
+  return unary(a, DPC_OP_SIGN);
+}
+dpc_status dpc_ref_cos(const dpc_kernel_args *a, dpc_diag *d) {
+  (void)d;
+  return unary(a, DPC_OP_COS);
+}
+dpc_status dpc_ref_sin(const dpc_kernel_args *a, dpc_diag *d) {
+  (void)d;
+  return unary(a, DPC_OP_SIN);
+}
+
+/* ---- comparison and selection ------------------------------------------------------------- */
+
+/* equal, less, greater with broadcasting, into bool. Integers are compared exactly in int64
+ * (through double, neighbours above 2^53 would compare equal); everything else in double, where
+ * every comparison with NaN is false, NaN == NaN included. */
+static void compare(const dpc_kernel_args *a, dpc_op op) {
+  const dpc_tensor *x = &a->in[0], *y = &a->in[1];
+  dpc_tensor *out = &a->out[0];
+  dpc_ref_iter it;
+  dpc_ref_iter_init(&it, &out->shape, 0, 0);
+  dpc_ref_bcast_strides(&x->shape, &out->shape, it.stride[0]);
+  dpc_ref_bcast_strides(&y->shape, &out->shape, it.stride[1]);
+  bool ints = dpc_dtype_is_int(x->dtype);
+  int64_t n = dpc_tensor_numel(out);
+  for (int64_t i = 0; i < n; i++, dpc_ref_iter_next(&it)) {
+    int order; /* -1, 0, 1, or 2 when unordered (a NaN) */
+    if (ints) {
+      int64_t u = dpc_tload_i64(x, it.off[0]), v = dpc_tload_i64(y, it.off[1]);
+      order = u < v ? -1 : u > v ? 1 : 0;
+    } else {
+      double u = dpc_tload(x, it.off[0]), v = dpc_tload(y, it.off[1]);
+      order = u < v ? -1 : u > v ? 1 : u == v ? 0 : 2;
+    }
+    bool r = op == DPC_OP_EQUAL ? order == 0 : op == DPC_OP_LESS ? order == -1 : order == 1;
+    dpc_tstore(out, i, r ? 1.0 : 0.0);
+  }
+}
+
+dpc_status dpc_ref_equal(const dpc_kernel_args *a, dpc_diag *d) {
+  (void)d;
+  compare(a, DPC_OP_EQUAL);
+  return DPC_OK;
+}
+dpc_status dpc_ref_less(const dpc_kernel_args *a, dpc_diag *d) {
+  (void)d;
+  compare(a, DPC_OP_LESS);
+  return DPC_OK;
+}
+dpc_status dpc_ref_greater(const dpc_kernel_args *a, dpc_diag *d) {
+  (void)d;
+  compare(a, DPC_OP_GREATER);
+  return DPC_OK;
+}
+
+dpc_status dpc_ref_not(const dpc_kernel_args *a, dpc_diag *d) {
+  (void)d;
+  const dpc_tensor *x = &a->in[0];
+  dpc_tensor *y = &a->out[0];
+  int64_t n = dpc_tensor_numel(y);
+  for (int64_t i = 0; i < n; i++) dpc_tstore(y, i, dpc_tload(x, i) != 0 ? 0.0 : 1.0);
+  return DPC_OK;
+}
+
+/* The picked element is moved as bytes, so every dtype comes through exactly. */
+dpc_status dpc_ref_where(const dpc_kernel_args *a, dpc_diag *d) {
+  (void)d;
+  const dpc_tensor *c = &a->in[0], *x = &a->in[1], *y = &a->in[2];
+  dpc_tensor *out = &a->out[0];
+  /* An iterator follows two operands: one walks cond and a, a second in step with it walks b. */
+  dpc_ref_iter ca, b;
+  dpc_ref_iter_init(&ca, &out->shape, 0, 0);
+  dpc_ref_bcast_strides(&c->shape, &out->shape, ca.stride[0]);
+  dpc_ref_bcast_strides(&x->shape, &out->shape, ca.stride[1]);
+  dpc_ref_iter_init(&b, &out->shape, 0, 0);
+  dpc_ref_bcast_strides(&y->shape, &out->shape, b.stride[0]);
+  int64_t n = dpc_tensor_numel(out);
+  for (int64_t i = 0; i < n; i++, dpc_ref_iter_next(&ca), dpc_ref_iter_next(&b)) {
+    if (dpc_tload(c, ca.off[0]) != 0)
+      dpc_ref_move(out, i, x, ca.off[1], 1);
+    else
+      dpc_ref_move(out, i, y, b.off[0], 1);
+  }
+  return DPC_OK;
 }
 
 /* ---- cast and dropout --------------------------------------------------------------------- */

@@ -51,6 +51,12 @@ static inline void dpc_ref_move(dpc_tensor *dst, int64_t di, const dpc_tensor *s
           (const unsigned char *)src->data + (size_t)si * es, (size_t)count * es);
 }
 
+/* Set every element to zero: all-zero bytes are 0 (or false) in every dtype dpc has. */
+static inline void dpc_ref_zero(dpc_tensor *t) {
+  size_t n = dpc_tensor_bytes(t);
+  if (n) memset(t->data, 0, n);
+}
+
 /* "[1, 0, 3]": the position of flat element `flat` in a row-major shape, for messages. */
 static inline void dpc_ref_format_index(const dpc_shape *s, int64_t flat, char *buf, size_t n) {
   int64_t idx[DPC_MAX_RANK];
@@ -157,6 +163,16 @@ dpc_status dpc_ref_log(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_sqrt(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_rsqrt(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_erf(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_floor(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_sign(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_cos(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_sin(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_equal(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_less(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_greater(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_not(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_where(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_zeros_like(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_cast(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_dropout(const dpc_kernel_args *a, dpc_diag *d);
 
@@ -168,6 +184,11 @@ dpc_status dpc_ref_mse(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_reduce_sum(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_reduce_mean(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_reduce_max(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_sum_to(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_expand(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_softmax_grad(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_log_softmax_grad(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_softmax_cross_entropy_grad(const dpc_kernel_args *a, dpc_diag *d);
 
 /* ref_layout.c */
 dpc_status dpc_ref_transpose(const dpc_kernel_args *a, dpc_diag *d);
@@ -177,6 +198,8 @@ dpc_status dpc_ref_concat(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_split(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_slice(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_gather(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_slice_grad(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_gather_grad(const dpc_kernel_args *a, dpc_diag *d);
 
 /* ref_nn.c */
 dpc_status dpc_ref_matmul(const dpc_kernel_args *a, dpc_diag *d);
@@ -185,5 +208,13 @@ dpc_status dpc_ref_max_pool2d(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_avg_pool2d(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_batch_norm(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_layer_norm(const dpc_kernel_args *a, dpc_diag *d);
+
+/* ref_nn_grad.c */
+dpc_status dpc_ref_conv2d_grad_input(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_conv2d_grad_weight(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_max_pool2d_grad(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_avg_pool2d_grad(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_batch_norm_grad(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_layer_norm_grad(const dpc_kernel_args *a, dpc_diag *d);
 
 #endif

@@ -6,9 +6,13 @@ the values its outputs must have (expect_<name>.npy); tests/ops/run_cases.c runs
 through dpc's reference kernels and compares. The expected values are computed here with
 NumPy alone, in float64 from the stored (already rounded) inputs, straight from the op's
 definition (docs of the op table, ir/rules.c for shapes): nothing here calls or copies dpc's
-C code, so a wrong kernel cannot make its own test pass. The one place that mirrors C code
-is the counter-based random generator (runtime/rng.h), re-implemented with uint64 arithmetic
-so that initializers and dropout masks can be checked bit for bit.
+C code, so a wrong kernel cannot make its own test pass. The gradient ops' expected values are
+computed from their definitions (conv and pool gradients by explicit loops, as the adjoints of
+the forward loops here) and, where a gradient has a forward here, asserted against central
+finite differences of that forward (check_grad), so they are known to be true gradients.
+The one place that mirrors C code is the counter-based random generator (runtime/rng.h),
+re-implemented with uint64 arithmetic so that initializers and dropout masks can be checked
+bit for bit.
 
 Deterministic: every random number comes from np.random.default_rng with a fixed seed per
 op family. Run with Debian's python3 (NumPy): /usr/bin/python3 tests/ops/gen_cases.py
@@ -1204,6 +1208,698 @@ def gen_norm():
     dropout("training_f16_p09", (3, 6), 0.9, 2, True, "p=0.9, seed=2", dtype=f16, test="training=1")
 
 
+# ---- floor, sign, cos, sin -------------------------------------------------------------------------
+
+def gen_unary_more():
+    rng = np.random.default_rng(310)
+
+    def unary(op, fn, x, name, sym=None):
+        with np.errstate(all="ignore"):
+            want = fn(up(x))
+        case(op, name, f"input x: {ty(x, sym)}\ny = {op}(x)\noutput y", {"x": x},
+             {"y": want.astype(x.dtype)})
+
+    specials = np.array([NAN, -INF, INF, -0.0, 0.0], f32)
+    x = np.concatenate([specials, [-2.5, -2.0, -0.5, -1e-30, 0.5, 1.999, 2.0, 2.5, 1e30, -8388609]]).astype(f32)
+    unary("floor", np.floor, x, "specials")
+    unary("floor", np.floor, randn(rng, (3, 4), f64, 5), "f64")
+    unary("floor", np.floor, randn(rng, (2, 5), f16, 4), "f16")
+    unary("floor", np.floor, randn(rng, (4, 3), f32, 3), "symbolic", sym="N")
+    x = randint(rng, -5, 5, (2, 3), i32)
+    case("floor", "i32_error", f"input x: {ty(x)}\ny = floor(x)\noutput y", {"x": x},
+         test="error=must be floating point")
+
+    # sign: -1 / 0 / 1; NaN stays NaN (np.sign agrees), and on integers
+    x = np.concatenate([specials, [-3.5, -1e-30, 1e-30, 7]]).astype(f32)
+    unary("sign", np.sign, x, "specials")
+    unary("sign", np.sign, randint(rng, -3, 4, (3, 4), i32), "i32")
+    info = np.iinfo(i64)
+    unary("sign", np.sign, np.array([info.min, -1, 0, 1, info.max], i64), "i64_extremes")
+    unary("sign", np.sign, randn(rng, (2, 3), f64), "f64")
+    unary("sign", np.sign, np.array([NAN, -2, 0, 3, -INF], f16), "f16_nan")
+    unary("sign", np.sign, randn(rng, (4, 2)), "symbolic", sym="N")
+    x = np.array([True, False])
+    case("sign", "bool_error", f"input x: {ty(x)}\ny = sign(x)\noutput y", {"x": x},
+         test="error=must be a number type")
+
+    for op, fn in (("cos", np.cos), ("sin", np.sin)):
+        x = np.concatenate([specials, [-math.pi, -1, 0.5, math.pi / 2, 3, 100, 1e4]]).astype(f32)
+        unary(op, fn, x, "specials")
+        unary(op, fn, randn(rng, (3, 4), f64, 10), "f64")
+        unary(op, fn, randn(rng, (2, 4), f16, 3), "f16")
+        unary(op, fn, randn(rng, (4, 3), f32, 3), "symbolic", sym="N")
+        x = randint(rng, -5, 5, (3,), i64)
+        case(op, "i64_error", f"input x: {ty(x)}\ny = {op}(x)\noutput y", {"x": x},
+             test="error=must be floating point")
+
+
+# ---- comparisons, not, where --------------------------------------------------------------------
+
+def gen_compare():
+    rng = np.random.default_rng(320)
+    ops = {"equal": np.equal, "less": np.less, "greater": np.greater}
+
+    def cmp(op, name, a, b, sa=None, sb=None, call=None):
+        call = call or f"{op}(a, b)"
+        with np.errstate(all="ignore"):
+            want = ops[op](up(a), up(b))
+        case(op, name, f"input a: {ty(a, sa)}\ninput b: {ty(b, sb)}\ny = {call}\noutput y",
+             {"a": a, "b": b}, {"y": np.asarray(want, b1)})
+
+    for op in ops:
+        # small integers stored as floats, so equal elements are common
+        a = randint(rng, -2, 3, (2, 3, 4), i32).astype(f32)
+        b = randint(rng, -2, 3, (3, 1), i32).astype(f32)
+        cmp(op, "f32_broadcast", a, b)
+        a, b = randint(rng, -2, 3, (2, 1, 4), i32).astype(f32), randint(rng, -2, 3, (3, 1), i32).astype(f32)
+        cmp(op, "broadcast_both", a, b)
+        # every comparison with NaN is false, NaN == NaN included; -0 == 0
+        a = np.array([NAN, 1, NAN, -INF, INF, 0.0, -0.0, 2], f32)
+        b = np.array([1, NAN, NAN, -INF, 2, -0.0, 0.0, INF], f32)
+        cmp(op, "nan_inf_zero", a, b)
+        cmp(op, "i32", randint(rng, -3, 3, (3, 4), i32), randint(rng, -3, 3, (4,), i32))
+        # neighbours above 2^53 differ only when compared as integers
+        a = np.array([2**53, 2**53 + 1, -2**62, 2**63 - 1, -2**63], i64)
+        b = np.array([2**53 + 1, 2**53 + 1, -2**62 + 1, 2**63 - 2, -2**63], i64)
+        cmp(op, "i64_exact", a, b)
+        a = randint(rng, -2, 3, (4, 3), i32).astype(f64)
+        cmp(op, "f64_symbolic", a, randint(rng, -2, 3, (3,), i32).astype(f64), sa="N")
+        cmp(op, "f16", randint(rng, -2, 3, (2, 3), i32).astype(f16), np.array([0, NAN, 1], f16))
+        a = randn(rng, (2, 3))
+        case(op, "number_operand", f"input a: {ty(a)}\ny = {op}(a, 0.25)\noutput y", {"a": a},
+             {"y": ops[op](up(a), 0.25)})
+        a, b = randn(rng, (2,)), randn(rng, (2,), f64)
+        case(op, "dtype_mismatch_error", f"input a: {ty(a)}\ninput b: {ty(b)}\ny = {op}(a, b)\noutput y",
+             {"a": a, "b": b}, test="error=different dtypes")
+        a, b = randn(rng, (2, 3)), randn(rng, (4, 1, 2))
+        case(op, "broadcast_error", f"input a: {ty(a)}\ninput b: {ty(b)}\ny = {op}(a, b)\noutput y",
+             {"a": a, "b": b}, test="error=cannot broadcast")
+    a, b = rng.random((3, 4)) < 0.5, rng.random((4,)) < 0.5
+    cmp("equal", "bool", a, b)
+    for op in ("less", "greater"):
+        case(op, "bool_error", f"input a: {ty(a)}\ninput b: {ty(b)}\ny = {op}(a, b)\noutput y",
+             {"a": a, "b": b}, test="error=must be a number type")
+
+    x = rng.random((2, 3)) < 0.5
+    case("not", "bool", f"input x: {ty(x)}\ny = not(x)\noutput y", {"x": x}, {"y": ~x})
+    x = rng.random((4, 2)) < 0.5
+    case("not", "symbolic", f"input x: {ty(x, 'N')}\ny = not(x)\noutput y", {"x": x}, {"y": ~x})
+    a, b = randn(rng, (2, 3)), randn(rng, (3,))
+    case("not", "of_less", f"input a: {ty(a)}\ninput b: {ty(b)}\ny = not(less(a, b))\noutput y",
+         {"a": a, "b": b}, {"y": ~(up(a) < up(b))})
+    x = np.array([NAN, 0.0, 1.0], f32)
+    case("not", "f32_error", f"input x: {ty(x)}\ny = not(x)\noutput y", {"x": x}, test="error=must be bool")
+
+    def where(name, c, a, b, sc=None, sa=None, sb=None):
+        case("where", name, f"input c: {ty(c, sc)}\ninput a: {ty(a, sa)}\ninput b: {ty(b, sb)}\n"
+             "y = where(c, a, b)\noutput y", {"c": c, "a": a, "b": b},
+             {"y": np.where(c, a, b).astype(a.dtype)})
+
+    where("broadcast_all_three", rng.random((2, 1, 4)) < 0.5, randn(rng, (3, 1)), randn(rng, (4,)))
+    where("same_shape_f64", rng.random((3, 4)) < 0.5, randn(rng, (3, 4), f64), randn(rng, (3, 4), f64))
+    # the unpicked side may hold anything, NaN included
+    where("nan_not_picked", np.array([True, False, True, False]), np.array([1, NAN, 3, NAN], f32),
+          np.array([NAN, 2, NAN, 4], f32))
+    info = np.iinfo(i64)
+    where("i64_exact", np.array([[True], [False]]), np.array([info.max, 2**53 + 1], i64),
+          np.array([info.min, -(2**53) - 1], i64))
+    where("bool_values", rng.random((2, 3)) < 0.5, rng.random((3,)) < 0.5, rng.random((2, 1)) < 0.5)
+    where("scalar_cond", np.array(False), randn(rng, (2, 2)), randn(rng, (2, 2)))
+    where("symbolic", rng.random((4, 1)) < 0.5, randn(rng, (4, 3)), randn(rng, (3,)), sc="N", sa="N")
+    x = randn(rng, (3, 4))
+    case("where", "relu_from_greater", f"input x: {ty(x)}\nz = zeros_like(x)\n"
+         "y = where(greater(x, 0), x, z)\noutput y", {"x": x}, {"y": np.where(x > 0, x, 0).astype(f32)})
+    c = randn(rng, (2,))
+    case("where", "cond_not_bool_error", f"input c: {ty(c)}\ninput a: {ty(c)}\ny = where(c, a, a)\noutput y",
+         {"c": c, "a": c}, test="error=must be bool")
+    c, a, b = rng.random((2,)) < 0.5, randn(rng, (2,)), randn(rng, (2,), f64)
+    case("where", "value_dtypes_differ_error", f"input c: {ty(c)}\ninput a: {ty(a)}\ninput b: {ty(b)}\n"
+         "y = where(c, a, b)\noutput y", {"c": c, "a": a, "b": b}, test="error=different dtypes")
+
+
+# ---- gradient checks --------------------------------------------------------------------------------
+
+def numeric_grad(f, x, eps=1e-6):
+    """Central finite differences of the scalar function f at the float64 array x."""
+    x = np.array(x, dtype=f64)
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        old = x[i]
+        x[i] = old + eps
+        fp = f(x)
+        x[i] = old - eps
+        fm = f(x)
+        x[i] = old
+        g[i] = (fp - fm) / (2 * eps)
+    return g
+
+
+def check_grad(what, f, x, analytic, tol=1e-6):
+    """Assert that `analytic` is the gradient of f at x, to tol relative to its largest entry:
+    the expected values written below are then known to be true gradients, not just what a
+    formula says."""
+    num = numeric_grad(f, x)
+    analytic = np.asarray(analytic, dtype=f64)
+    assert num.shape == analytic.shape, f"{what}: shapes {num.shape} vs {analytic.shape}"
+    err = float(np.max(np.abs(num - analytic))) if num.size else 0.0
+    scale = max(1.0, float(np.max(np.abs(analytic))) if num.size else 1.0)
+    assert err <= tol * scale, f"{what}: analytic and finite-difference gradients differ by {err:.3g}"
+
+
+# ---- sum_to, expand, zeros_like ---------------------------------------------------------------------
+
+def sum_to(x, shape):
+    """x summed over its leading extra dims and where `shape` has 1 and x does not."""
+    x = up(x)
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and x.shape[lead + i] != 1)
+    return x.sum(axis=axes).reshape(shape)
+
+
+def expand(x, shape, axes=None, mean=0):
+    """x repeated along `axes` of `shape` (absent from x or of size 1 there)."""
+    r = len(shape)
+    a = sorted(ax % r for ax in axes) if axes is not None else list(range(r))
+    x = up(x)
+    if x.ndim != r:
+        x = np.expand_dims(x, tuple(a))
+    y = np.broadcast_to(x, shape)
+    return y / float(np.prod([shape[i] for i in a])) if mean else y
+
+
+def gen_broadcast_grads():
+    rng = np.random.default_rng(1000)
+
+    def st(name, x, like, sx=None, sl=None, test=None):
+        case("sum_to", name, f"input x: {ty(x, sx)}\ninput like: {ty(like, sl)}\ny = sum_to(x, like)\noutput y",
+             {"x": x, "like": like}, {"y": sum_to(x, like.shape).astype(x.dtype)}, test)
+
+    st("leading_dims", randn(rng, (2, 3, 4)), randn(rng, (4,)))
+    st("leading_and_size1", randn(rng, (2, 3, 4)), randn(rng, (3, 1)))
+    st("size1_only", randn(rng, (4, 3)), randn(rng, (1, 3)))
+    st("size1_both_ends", randn(rng, (3, 2, 5)), randn(rng, (1, 2, 1)))
+    st("to_scalar", randn(rng, (2, 3)), np.array(0.5, f32))
+    st("identity", randn(rng, (2, 3)), randn(rng, (2, 3)))
+    # a symbolic batch: summed away when like lacks it, kept when like has the same symbol
+    st("symbolic_batch_summed", randn(rng, (4, 3)), randn(rng, (3,)), sx="N")
+    st("symbolic_batch_kept", randn(rng, (4, 3)), randn(rng, (4, 1)), sx="N", sl="N")
+    st("like_other_dtype", randn(rng, (3, 2), f64), randint(rng, 0, 5, (1, 2), i64))
+    st("i32", randint(rng, -50, 50, (4, 3), i32), randint(rng, 0, 2, (3,), i32))
+    st("f16", randn(rng, (5, 4), f16), randn(rng, (1, 4), f16))
+    x, like = randn(rng, (3, 4)), randn(rng, (2,))
+    case("sum_to", "not_broadcastable_error", f"input x: {ty(x)}\ninput like: {ty(like)}\ny = sum_to(x, like)\noutput y",
+         {"x": x, "like": like}, test="error=does not broadcast")
+    x, like = randn(rng, (4, 3)), randn(rng, (3, 3))
+    case("sum_to", "symbol_vs_constant_error", f"input x: {ty(x, 'N')}\ninput like: {ty(like)}\ny = sum_to(x, like)\noutput y",
+         {"x": x, "like": like}, test="error=does not broadcast")
+
+    def ex(name, x, like, axes=None, mean=0, sx=None, sl=None):
+        attrs = (f", axes={list(axes)}" if axes is not None else "") + (", mean=1" if mean else "")
+        case("expand", name, f"input x: {ty(x, sx)}\ninput like: {ty(like, sl)}\ny = expand(x, like{attrs})\noutput y",
+             {"x": x, "like": like}, {"y": expand(x, like.shape, axes, mean).astype(x.dtype)})
+
+    ex("dropped_axis0", randn(rng, (3,)), randn(rng, (2, 3)), [0])
+    ex("kept_axis1", randn(rng, (2, 1, 4)), randn(rng, (2, 3, 4)), [1])
+    ex("dropped_two_axes_mean", randn(rng, (3,)), randn(rng, (2, 3, 4)), [0, 2], mean=1)
+    ex("kept_two_axes_mean", randn(rng, (1, 3, 1)), randn(rng, (2, 3, 4)), [2, 0], mean=1)
+    ex("negative_axis", randn(rng, (2, 3)), randn(rng, (2, 3, 4)), [-1])
+    ex("all_axes_scalar_mean", np.array(1.5, f32), randn(rng, (2, 3)), mean=1)
+    ex("all_axes_kept", randn(rng, (1, 1)), randn(rng, (2, 3)))
+    ex("symbolic_mean", randn(rng, (3,)), randn(rng, (4, 3)), [0], mean=1, sl="N")
+    ex("symbolic_kept_batch", randn(rng, (4, 1)), randn(rng, (4, 5)), [1], sx="N", sl="N")
+    ex("i32", randint(rng, -9, 9, (3,), i32), randn(rng, (2, 3)), [0])
+    ex("f64_middle", randn(rng, (2, 4), f64), randn(rng, (2, 3, 4), f64), [1], mean=1)
+    x, like = randn(rng, (4,)), randn(rng, (2, 3))
+    case("expand", "shape_mismatch_error", f"input x: {ty(x)}\ninput like: {ty(like)}\ny = expand(x, like, axes=[0])\noutput y",
+         {"x": x, "like": like}, test="error=cannot expand")
+    x, like = randn(rng, (3,)), randn(rng, (2, 3))
+    case("expand", "axis_out_of_range_error", f"input x: {ty(x)}\ninput like: {ty(like)}\ny = expand(x, like, axes=[2])\noutput y",
+         {"x": x, "like": like}, test="error=out of range")
+
+    for name, x, sym in (("f32", randn(rng, (2, 3)), None), ("i64", randint(rng, -9, 9, (3, 2), i64), None),
+                         ("bool", rng.random((2, 2)) < 0.5, None), ("symbolic_f64", randn(rng, (4, 2), f64), "N"),
+                         ("scalar", np.array(2.0, f32), None)):
+        case("zeros_like", name, f"input x: {ty(x, sym)}\ny = zeros_like(x)\noutput y", {"x": x},
+             {"y": np.zeros_like(x)})
+
+
+# ---- softmax_grad, log_softmax_grad, softmax_cross_entropy_grad -------------------------------------
+
+def softmax_grad(dy, y, axis):
+    return y * (dy - (dy * y).sum(axis=axis, keepdims=True))
+
+
+def log_softmax_grad(dy, y, axis):
+    return dy - np.exp(y) * dy.sum(axis=axis, keepdims=True)
+
+
+def sce_loss(lg, lb):
+    m = lg.max(axis=1, keepdims=True)
+    lse = (m + np.log(np.exp(lg - m).sum(axis=1, keepdims=True)))[:, 0]
+    return np.mean(lse - lg[np.arange(len(lb)), lb])
+
+
+def sce_grad(dloss, lg, lb):
+    onehot = np.zeros_like(lg)
+    onehot[np.arange(len(lb)), lb] = 1
+    return (softmax(lg, 1) - onehot) * dloss / len(lb)
+
+
+def gen_softmax_grads():
+    rng = np.random.default_rng(1100)
+    fwd = {"softmax_grad": (softmax, softmax_grad), "log_softmax_grad": (log_softmax, log_softmax_grad)}
+    for op, (forward, backward) in fwd.items():
+        def sg(name, shape, axis, attrs="", dtype=f32, sym=None):
+            x, dy = randn(rng, shape, f64, 2), randn(rng, shape, dtype)
+            check_grad(f"{op}/{name}", lambda v: np.sum(up(dy) * forward(v, axis)), x,
+                       backward(up(dy), forward(x, axis), axis))
+            y = forward(x, axis).astype(dtype)  # the stored forward output the op is given
+            call = f"{op}(dy, y{', ' + attrs if attrs else ''})"
+            case(op, name, f"input dy: {ty(dy, sym)}\ninput y: {ty(y, sym)}\ndx = {call}\noutput dx",
+                 {"dy": dy, "y": y}, {"dx": backward(up(dy), up(y), axis).astype(dtype)})
+
+        sg("default_axis", (3, 5), -1)
+        sg("axis0_symbolic", (4, 3), 0, "axis=0", sym="N")
+        sg("axis1_rank3", (2, 3, 4), 1, "axis=1")
+        sg("axis_neg2_rank3", (2, 3, 4), -2, "axis=-2")
+        sg("f64", (2, 6), 1, "axis=1", dtype=f64)
+        sg("f16", (2, 4), -1, dtype=f16)
+        sg("single_class", (3, 1), -1)
+        dy, y = randn(rng, (2, 3)), randn(rng, (3, 2))
+        case(op, "shape_mismatch_error", f"input dy: {ty(dy)}\ninput y: {ty(y)}\ndx = {op}(dy, y)\noutput dx",
+             {"dy": dy, "y": y}, test="error=must have the same shape")
+
+    op = "softmax_cross_entropy_grad"
+
+    def sce(name, lg, lb, dloss, sym=None):
+        LG = up(lg)
+        check_grad(f"{op}/{name}", lambda v: float(dloss) * sce_loss(v, lb), LG, sce_grad(float(dloss), LG, lb))
+        dl = np.array(dloss, lg.dtype)
+        case(op, name, f"input dloss: {ty(dl)}\ninput logits: {ty(lg, sym)}\ninput labels: {ty(lb, sym)}\n"
+             "dlogits = softmax_cross_entropy_grad(dloss, logits, labels)\noutput dlogits",
+             {"dloss": dl, "logits": lg, "labels": lb}, {"dlogits": sce_grad(up(dl), LG, lb).astype(lg.dtype)})
+
+    sce("labels_i32_symbolic", randn(rng, (4, 5), f32, 2), randint(rng, 0, 5, (4,), i32), 1.0, sym="N")
+    sce("labels_i64_dloss", randn(rng, (3, 4), f32, 2), randint(rng, 0, 4, (3,), i64), 2.5)
+    sce("f64", randn(rng, (5, 3), f64), randint(rng, 0, 3, (5,), i64), -0.75)
+    sce("large_logits", np.array([[1000, 0, -1000], [-500, 500, 499]], f32), np.array([0, 2], i32), 1.0)
+    sce("batch_of_one", randn(rng, (1, 6)), np.array([5], i32), 1.0)
+    lg, lb, dl = randn(rng, (3, 5)), np.array([0, 5, 1], i32), np.array(1.0, f32)
+    body = "dlogits = softmax_cross_entropy_grad(dloss, logits, labels)\noutput dlogits"
+    case(op, "label_too_big_error", f"input dloss: f32[]\ninput logits: {ty(lg)}\ninput labels: {ty(lb)}\n{body}",
+         {"dloss": dl, "logits": lg, "labels": lb}, test="error=label 5 of sample 1 is outside [0, 5)")
+    lb = np.array([0, 1, -1], i32)
+    case(op, "label_negative_error", f"input dloss: f32[]\ninput logits: {ty(lg)}\ninput labels: {ty(lb)}\n{body}",
+         {"dloss": dl, "logits": lg, "labels": lb}, test="error=outside [0, 5)")
+    dl = np.ones((1,), f32)
+    case(op, "dloss_not_scalar_error", f"input dloss: f32[1]\ninput logits: {ty(lg)}\ninput labels: {ty(lb)}\n{body}",
+         {"dloss": dl, "logits": lg, "labels": lb}, test="error=dloss must be a scalar")
+
+
+# ---- slice_grad, gather_grad ------------------------------------------------------------------------
+
+def slice_grad(dy, xshape, starts, ends, axes=None, steps=None):
+    """Zeros shaped like x with dy written at the positions slice() takes (its index lists)."""
+    axes = list(range(len(starts))) if axes is None else [a % len(xshape) for a in axes]
+    steps = [1] * len(starts) if steps is None else steps
+    idx = [np.arange(d) for d in xshape]
+    for s, e, a, stp in zip(starts, ends, axes, steps):
+        idx[a] = onnx_slice_index(xshape[a], s, e, stp)
+    dx = np.zeros(xshape, dtype=np.asarray(dy).dtype)
+    dx[np.ix_(*idx)] = dy
+    return dx
+
+
+def gather_grad(dy, dshape, idx, axis):
+    """Zeros shaped like data; dy's slice for each position of indices added at that row."""
+    axis %= len(dshape)
+    dd = np.zeros(dshape)
+    idx = np.asarray(idx)
+    lead = (slice(None),) * axis
+    for pos in np.ndindex(idx.shape):
+        k = int(idx[pos])
+        k += dshape[axis] if k < 0 else 0
+        dd[lead + (k,)] += up(dy)[lead + pos]
+    return dd
+
+
+def gen_layout_grads():
+    rng = np.random.default_rng(1200)
+    x = randn(rng, (4, 6))
+    for name, st, en, ax, sp in (
+            ("basic", [1, 2], [3, 5], None, None),
+            ("negative_starts", [-3, -4], [4, -1], None, None),
+            ("steps2", [0, 1], [4, 6], None, [2, 2]),
+            ("negative_step_reverse", [-1], [-1000000], [1], [-1]),
+            ("negative_step2", [5, 3], [0, -1000000], [1, 0], [-2, -1]),
+            ("negative_axis", [1], [3], [-1], None),
+            ("whole", [0], [1000000], [0], None),
+            ("empty", [3], [1], [1], None)):
+        attrs = f"starts={st}, ends={en}" + (f", axes={ax}" if ax else "") + (f", steps={sp}" if sp else "")
+        dy = randn(rng, onnx_slice(x, st, en, ax, sp).shape)
+        case("slice_grad", name, f"input dy: {ty(dy)}\ninput x: {ty(x)}\ndx = slice_grad(dy, x, {attrs})\noutput dx",
+             {"dy": dy, "x": x}, {"dx": slice_grad(dy, x.shape, st, en, ax, sp)})
+    x = randn(rng, (2, 3, 5), f64)
+    dy = randn(rng, (2, 2, 5), f64)
+    case("slice_grad", "rank3_f64", f"input dy: {ty(dy)}\ninput x: {ty(x)}\n"
+         "dx = slice_grad(dy, x, starts=[1, -1], ends=[3, -1000000], axes=[1, 2], steps=[1, -1])\noutput dx",
+         {"dy": dy, "x": x}, {"dx": slice_grad(dy, x.shape, [1, -1], [3, -1000000], [1, 2], [1, -1])})
+    x, dy = randn(rng, (4, 5)), randn(rng, (4, 3))
+    case("slice_grad", "symbolic_other_axis", f"input dy: {ty(dy, 'N')}\ninput x: {ty(x, 'N')}\n"
+         "dx = slice_grad(dy, x, starts=[1], ends=[4], axes=[1])\noutput dx",
+         {"dy": dy, "x": x}, {"dx": slice_grad(dy, x.shape, [1], [4], [1])})
+    x, dy = randint(rng, -9, 9, (7,), i32), randint(rng, -9, 9, (3,), i32)
+    case("slice_grad", "i32", f"input dy: {ty(dy)}\ninput x: {ty(x)}\n"
+         "dx = slice_grad(dy, x, starts=[6], ends=[-1000000], steps=[-3])\noutput dx",
+         {"dy": dy, "x": x}, {"dx": slice_grad(dy, x.shape, [6], [-1000000], None, [-3])})
+    x, dy = randn(rng, (4, 6)), randn(rng, (2, 2))
+    case("slice_grad", "dy_shape_error", f"input dy: {ty(dy)}\ninput x: {ty(x)}\n"
+         "dx = slice_grad(dy, x, starts=[1, 2], ends=[3, 5])\noutput dx",
+         {"dy": dy, "x": x}, test="error=dy must be f32[2, 3]")
+
+    def gg(name, data, idx, axis, dtype=f32, sym=None, attrs=None):
+        dshape = np.take(data, np.zeros(idx.shape, i64), axis=axis).shape
+        dy = randn(rng, dshape, dtype)
+        attrs = f", axis={axis}" if attrs is None else attrs
+        case("gather_grad", name, f"input dy: {ty(dy, sym)}\ninput data: {ty(data)}\ninput idx: {ty(idx, sym)}\n"
+             f"dd = gather_grad(dy, data, idx{attrs})\noutput dd",
+             {"dy": dy, "data": data, "idx": idx}, {"dd": gather_grad(dy, data.shape, idx, axis).astype(dtype)})
+
+    gg("axis0_repeated", randn(rng, (5, 3)), np.array([[0, 4], [2, 2]], i32), 0, attrs="")
+    gg("negative_and_repeated", randn(rng, (5, 3)), np.array([-1, 4, 0, -5, 3, 4], i64), 0)
+    gg("axis1_rank3", randn(rng, (2, 4, 3)), np.array([[3, 0], [-1, 2], [1, 1]], i64), 1)
+    gg("axis_neg1", randn(rng, (3, 4)), np.array([1, 1, -4], i32), -1)
+    gg("scalar_index", randn(rng, (5, 3)), np.array(3, i32), 0)
+    gg("f64_unused_rows", randn(rng, (6, 2), f64), np.array([[5, 0]], i64), 0, dtype=f64)
+    gg("symbolic_indices", randn(rng, (6, 2)), randint(rng, -6, 6, (4, 2), i64), 0, sym="N")
+    # rows longer than the kernel's column chunk
+    gg("long_rows", randn(rng, (4, 300)), np.array([1, 3, 1, -3, 0], i32), 0)
+    data, idx = randn(rng, (5, 3)), np.array([0, 5], i32)
+    dy = randn(rng, (2, 3))
+    case("gather_grad", "index_out_of_range_error", f"input dy: {ty(dy)}\ninput data: {ty(data)}\ninput idx: {ty(idx)}\n"
+         "dd = gather_grad(dy, data, idx)\noutput dd", {"dy": dy, "data": data, "idx": idx},
+         test="error=index 5 at indices[1] is outside [-5, 5)")
+    idx = np.array([-6, 1], i64)
+    case("gather_grad", "index_too_negative_error", f"input dy: {ty(dy)}\ninput data: {ty(data)}\ninput idx: {ty(idx)}\n"
+         "dd = gather_grad(dy, data, idx)\noutput dd", {"dy": dy, "data": data, "idx": idx},
+         test="error=outside [-5, 5)")
+    dy = randn(rng, (3, 3))
+    idx = np.array([0, 1], i32)
+    case("gather_grad", "dy_shape_error", f"input dy: {ty(dy)}\ninput data: {ty(data)}\ninput idx: {ty(idx)}\n"
+         "dd = gather_grad(dy, data, idx)\noutput dd", {"dy": dy, "data": data, "idx": idx},
+         test="error=dy must be f32[2, 3]")
+
+
+# ---- conv2d and pool gradients ----------------------------------------------------------------------
+
+def conv2d_grad_input(dy, w, xshape, stride=1, pad=0, dilation=1, groups=1):
+    """The adjoint of conv2d()'s loops: every output position sends dy * w back to the (padded)
+    input positions its window read; the padding is cut off at the end."""
+    dy, w = up(dy), up(w)
+    n, c, h, wd = xshape
+    o, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = pair(stride), pair(dilation), pads4(pad)
+    oh, ow = dy.shape[2:]
+    dxp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
+    per_group = o // groups
+    for oc in range(o):
+        g = oc // per_group
+        for i in range(oh):
+            for j in range(ow):
+                dxp[:, g * cg:(g + 1) * cg,
+                    i * sh:i * sh + dh * (kh - 1) + 1:dh,
+                    j * sw:j * sw + dw * (kw - 1) + 1:dw] += dy[:, oc, i, j][:, None, None, None] * w[oc]
+    return dxp[:, :, pt:pt + h, pl:pl + wd]
+
+
+def conv2d_grad_weight(dy, x, wshape, stride=1, pad=0, dilation=1, groups=1):
+    """The adjoint of conv2d()'s loops with respect to w: each window's patch times dy."""
+    dy, x = up(dy), up(x)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = wshape
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = pair(stride), pair(dilation), pads4(pad)
+    oh, ow = dy.shape[2:]
+    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
+    xp[:, :, pt:pt + h, pl:pl + wd] = x
+    dwt = np.zeros(wshape)
+    per_group = o // groups
+    for oc in range(o):
+        g = oc // per_group
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp[:, g * cg:(g + 1) * cg,
+                           i * sh:i * sh + dh * (kh - 1) + 1:dh,
+                           j * sw:j * sw + dw * (kw - 1) + 1:dw]
+                dwt[oc] += np.tensordot(dy[:, oc, i, j], patch, axes=(0, 0))
+    return dwt
+
+
+def pool2d_grad(dy, x, kind, kernel, stride=None, pad=0, dilation=1, ceil_mode=0, count_include_pad=0):
+    """The adjoint of pool2d()'s loops: max sends each window's dy to the first position holding
+    its maximum (the first NaN if it holds one); avg spreads dy / divisor over the window's
+    input positions."""
+    x, dy = up(x), up(dy)
+    n, c, h, w = x.shape
+    kh, kw = pair(kernel)
+    sh, sw = pair(stride) if stride is not None else (kh, kw)
+    dh, dw = pair(dilation)
+    pt, pl, pb, pr = pads4(pad)
+    oh, ow = dy.shape[2:]
+    dx = np.zeros_like(x)
+    nn, cc = np.meshgrid(np.arange(n), np.arange(c), indexing="ij")
+    for i in range(oh):
+        rows = [i * sh - pt + a * dh for a in range(kh)]
+        r_in = [r for r in rows if 0 <= r < h]
+        r_pad = [r for r in rows if -pt <= r < h + pb]
+        for j in range(ow):
+            cols = [j * sw - pl + b * dw for b in range(kw)]
+            c_in = [q for q in cols if 0 <= q < w]
+            c_pad = [q for q in cols if -pl <= q < w + pr]
+            if kind == "max":
+                win = x[:, :, r_in][:, :, :, c_in].reshape(n, c, -1)  # row-major over (ky, kx)
+                nan = np.isnan(win)
+                first = np.where(nan.any(axis=2), nan.argmax(axis=2), win.argmax(axis=2))
+                rr = np.array(r_in)[first // len(c_in)]
+                qq = np.array(c_in)[first % len(c_in)]
+                np.add.at(dx, (nn, cc, rr, qq), dy[:, :, i, j])
+            else:
+                div = len(r_pad) * len(c_pad) if count_include_pad else len(r_in) * len(c_in)
+                dx[np.ix_(range(n), range(c), r_in, c_in)] += (dy[:, :, i, j] / div)[:, :, None, None]
+    return dx
+
+
+def gen_conv_pool_grads():
+    rng = np.random.default_rng(1300)
+
+    def conv(name, xs, ws, attrs="", sym=None, dtype=f32, **kw):
+        x, w = randn(rng, xs, dtype), randn(rng, ws, dtype, 0.5)
+        y = conv2d(x, w, **kw)
+        dy = randn(rng, y.shape, dtype)
+        dx = conv2d_grad_input(dy, w, x.shape, **kw)
+        dwt = conv2d_grad_weight(dy, x, w.shape, **kw)
+        check_grad(f"conv2d_grad_input/{name}", lambda v: np.sum(up(dy) * conv2d(v, w, **kw)), up(x), dx)
+        check_grad(f"conv2d_grad_weight/{name}", lambda v: np.sum(up(dy) * conv2d(x, v, **kw)), up(w), dwt)
+        a = f", {attrs}" if attrs else ""
+        decl = f"input dy: {ty(dy, sym)}\ninput w: {ty(w)}\ninput x: {ty(x, sym)}"
+        case("conv2d_grad_input", name, f"{decl}\ndx = conv2d_grad_input(dy, w, x{a})\noutput dx",
+             {"dy": dy, "w": w, "x": x}, {"dx": dx.astype(dtype)})
+        case("conv2d_grad_weight", name, f"{decl}\ndw = conv2d_grad_weight(dy, x, w{a})\noutput dw",
+             {"dy": dy, "w": w, "x": x}, {"dw": dwt.astype(dtype)})
+
+    conv("basic_3x3", (1, 2, 5, 5), (3, 2, 3, 3))
+    conv("stride2_asym_pad_dilation_groups", (2, 4, 9, 8), (6, 2, 3, 2),
+         "stride=2, pad=[1, 2, 0, 1], dilation=[2, 1], groups=2",
+         stride=2, pad=[1, 2, 0, 1], dilation=[2, 1], groups=2)
+    conv("stride3_skips_inputs", (1, 1, 7, 8), (2, 1, 2, 2), "stride=3", stride=3)
+    conv("pad1", (2, 2, 4, 4), (2, 2, 3, 3), "pad=1", pad=1)
+    conv("depthwise", (2, 3, 5, 5), (3, 1, 3, 3), "pad=1, groups=3", pad=1, groups=3)
+    conv("depthwise_multiplier", (1, 2, 4, 4), (4, 1, 2, 2), "stride=2, groups=2", stride=2, groups=2)
+    conv("1x1", (2, 3, 3, 3), (4, 3, 1, 1))
+    conv("f64_all_options", (1, 4, 8, 7), (2, 2, 3, 2), "stride=[2, 3], pad=[1, 2, 0, 1], dilation=2, groups=2",
+         dtype=f64, stride=[2, 3], pad=[1, 2, 0, 1], dilation=2, groups=2)
+    conv("pad_larger_than_kernel", (1, 1, 3, 3), (1, 1, 2, 2), "pad=2", pad=2)
+    conv("symbolic_batch", (3, 1, 4, 4), (2, 1, 3, 3), "pad=1", sym="N", pad=1)
+    conv("f16", (1, 2, 4, 4), (2, 2, 3, 3), "pad=1", dtype=f16, pad=1)
+    x, w, dy = randn(rng, (1, 2, 5, 5)), randn(rng, (3, 2, 3, 3)), randn(rng, (1, 3, 4, 3))
+    decl = f"input dy: {ty(dy)}\ninput w: {ty(w)}\ninput x: {ty(x)}"
+    case("conv2d_grad_input", "dy_shape_error", f"{decl}\ndx = conv2d_grad_input(dy, w, x)\noutput dx",
+         {"dy": dy, "w": w, "x": x}, test="error=dy must be f32[1, 3, 3, 3] (the shape of the conv2d output)")
+    case("conv2d_grad_weight", "dy_shape_error", f"{decl}\ndw = conv2d_grad_weight(dy, x, w)\noutput dw",
+         {"dy": dy, "w": w, "x": x}, test="error=dy must be f32[1, 3, 3, 3]")
+    x, w, dy = randn(rng, (1, 3, 5, 5)), randn(rng, (2, 2, 3, 3)), randn(rng, (1, 2, 3, 3))
+    decl = f"input dy: {ty(dy)}\ninput w: {ty(w)}\ninput x: {ty(x)}"
+    case("conv2d_grad_weight", "groups_error", f"{decl}\ndw = conv2d_grad_weight(dy, x, w, groups=2)\noutput dw",
+         {"dy": dy, "w": w, "x": x}, test="error=groups=2 must divide input channels 3")
+
+    def pool(op, name, xs, attrs, sym=None, dtype=f32, x=None, fd=True, **kw):
+        kind = "max" if op == "max_pool2d_grad" else "avg"
+        x = randn(rng, xs, dtype) if x is None else x
+        y = pool2d(x, kind, **kw)
+        dy = randn(rng, y.shape, dtype)
+        dx = pool2d_grad(dy, x, kind, **kw)
+        if fd:  # max pooling is differentiable where the window maxima are unique, as here
+            check_grad(f"{op}/{name}", lambda v: np.sum(up(dy) * pool2d(v, kind, **kw)), up(x), dx)
+        case(op, name, f"input dy: {ty(dy, sym)}\ninput x: {ty(x, sym)}\ndx = {op}(dy, x, {attrs})\noutput dx",
+             {"dy": dy, "x": x}, {"dx": dx.astype(x.dtype)})
+
+    for op in ("max_pool2d_grad", "avg_pool2d_grad"):
+        pool(op, "k2_default_stride", (2, 3, 4, 6), "kernel=2", kernel=2)
+        pool(op, "k3_s2_pad1", (1, 2, 7, 7), "kernel=3, stride=2, pad=1", kernel=3, stride=2, pad=1)
+        pool(op, "overlapping_s1", (1, 1, 5, 5), "kernel=3, stride=1", kernel=3, stride=1)
+        pool(op, "ceil_mode", (1, 2, 5, 5), "kernel=2, ceil_mode=1", kernel=2, ceil_mode=1)
+        pool(op, "ceil_mode_pad", (1, 1, 6, 6), "kernel=3, stride=2, pad=1, ceil_mode=1",
+             kernel=3, stride=2, pad=1, ceil_mode=1)
+        pool(op, "ceil_mode_drop_last", (1, 1, 5, 5), "kernel=3, stride=3, pad=[0, 0, 2, 2], ceil_mode=1",
+             kernel=3, stride=3, pad=[0, 0, 2, 2], ceil_mode=1)
+        pool(op, "non_square", (1, 2, 5, 8), "kernel=[2, 3], stride=[1, 2]", kernel=[2, 3], stride=[1, 2])
+        pool(op, "pad_asymmetric", (1, 1, 5, 6), "kernel=3, stride=2, pad=[2, 0, 1, 2]",
+             kernel=3, stride=2, pad=[2, 0, 1, 2])
+        pool(op, "stride_skips_inputs", (1, 1, 7, 7), "kernel=2, stride=3", kernel=2, stride=3)
+        pool(op, "symbolic_batch", (3, 2, 4, 4), "kernel=2, stride=1", sym="N", kernel=2, stride=1)
+        pool(op, "f64_global", (2, 3, 3, 4), "kernel=[3, 4]", dtype=f64, kernel=[3, 4])
+        pool(op, "f16", (1, 2, 4, 4), "kernel=2", dtype=f16, kernel=2)
+        x, dy = randn(rng, (1, 1, 4, 4)), randn(rng, (1, 1, 3, 3))
+        case(op, "dy_shape_error", f"input dy: {ty(dy)}\ninput x: {ty(x)}\ndx = {op}(dy, x, kernel=2)\noutput dx",
+             {"dy": dy, "x": x}, test="error=dy must be f32[1, 1, 2, 2]")
+    op = "max_pool2d_grad"
+    pool(op, "dilation2", (1, 2, 7, 7), "kernel=3, dilation=2, stride=1", kernel=3, dilation=2, stride=1)
+    pool(op, "dilation_ceil_pad", (1, 1, 8, 7), "kernel=2, stride=2, pad=1, dilation=[2, 3], ceil_mode=1",
+         kernel=2, stride=2, pad=1, dilation=[2, 3], ceil_mode=1)
+    x = (-np.abs(randn(rng, (1, 1, 4, 4))) - 1).astype(f32)
+    pool(op, "negative_inputs_pad", None, "kernel=3, stride=1, pad=1", x=x, kernel=3, stride=1, pad=1)
+    # ties: the first position (row-major in the window) holding the maximum takes all of dy
+    x = randint(rng, 0, 3, (2, 2, 5, 5), i32).astype(f32)
+    pool(op, "ties_first_wins", None, "kernel=3, stride=1", x=x, fd=False, kernel=3, stride=1)
+    x = np.array([[[[1, 1, 0, 2], [1, 1, 2, 2], [-INF, -INF, 5, 5], [-INF, -INF, 5, 5]]]], f32)
+    pool(op, "ties_and_minus_inf", None, "kernel=2", x=x, fd=False, kernel=2)
+    # a NaN is the window's maximum: the first NaN takes dy
+    x = np.array([[[[1, NAN, 3, 0], [NAN, 2, 1, NAN], [0, 1, 9, 9], [2, 2, NAN, 9]]]], f32)
+    pool(op, "nan_first_wins", None, "kernel=2, stride=1", x=x, fd=False, kernel=2, stride=1)
+    op = "avg_pool2d_grad"
+    for cip in (0, 1):
+        pool(op, f"pad1_count_include_pad{cip}", (1, 2, 5, 5), f"kernel=3, stride=1, pad=1, count_include_pad={cip}",
+             kernel=3, stride=1, pad=1, count_include_pad=cip)
+        pool(op, f"ceil_pad_count_include_pad{cip}", (1, 1, 6, 5),
+             f"kernel=3, stride=2, pad=1, ceil_mode=1, count_include_pad={cip}",
+             kernel=3, stride=2, pad=1, ceil_mode=1, count_include_pad=cip)
+        pool(op, f"asym_pad_count_include_pad{cip}", (1, 1, 4, 5),
+             f"kernel=[2, 3], stride=[2, 1], pad=[1, 0, 0, 2], count_include_pad={cip}",
+             kernel=[2, 3], stride=[2, 1], pad=[1, 0, 0, 2], count_include_pad=cip)
+
+
+# ---- batch_norm_grad, layer_norm_grad ---------------------------------------------------------------
+
+def bn_forward(x, sc, bi, mu, var, eps, training):
+    axes = (0,) + tuple(range(2, x.ndim))
+    b = (1, -1) + (1,) * (x.ndim - 2)
+    if training:
+        mu, var = x.mean(axis=axes), x.var(axis=axes)  # biased variance
+    return sc.reshape(b) * (x - mu.reshape(b)) / np.sqrt(var.reshape(b) + eps) + bi.reshape(b)
+
+
+def bn_grad(dy, x, sc, mu, var, eps, training):
+    """dx, dscale, dbias of batch_norm from their definitions (see docs/ir.md)."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    b = (1, -1) + (1,) * (x.ndim - 2)
+    if training:
+        mu, var = x.mean(axis=axes), x.var(axis=axes)
+    m = x.size // x.shape[1]
+    rstd = 1.0 / np.sqrt(var + eps)
+    xhat = (x - mu.reshape(b)) * rstd.reshape(b)
+    dbias, dscale = dy.sum(axis=axes), (dy * xhat).sum(axis=axes)
+    k = (sc * rstd).reshape(b)
+    if training:
+        dx = k * (dy - dbias.reshape(b) / m - xhat * dscale.reshape(b) / m)
+    else:
+        dx = k * dy
+    return dx, dscale, dbias
+
+
+def ln_forward(x, sc, bi, ax, eps):
+    axes = tuple(range(ax, x.ndim))
+    return (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + eps) * sc + bi
+
+
+def ln_grad(dy, x, sc, ax, eps):
+    axes, lead = tuple(range(ax, x.ndim)), tuple(range(ax))
+    rstd = 1.0 / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
+    xhat = (x - x.mean(axis=axes, keepdims=True)) * rstd
+    g = dy * sc
+    dx = rstd * (g - g.mean(axis=axes, keepdims=True) - xhat * (g * xhat).mean(axis=axes, keepdims=True))
+    return dx, (dy * xhat).sum(axis=lead), dy.sum(axis=lead)
+
+
+def gen_norm_grads():
+    rng = np.random.default_rng(1400)
+
+    def bn(name, shape, training, attrs="", eps=1e-5, dtype=f32, sym=None, test=None):
+        c = shape[1]
+        x = (randn(rng, shape, dtype, 2) + 1).astype(dtype)
+        sc, bi = (randn(rng, (c,), dtype) + 1).astype(dtype), randn(rng, (c,), dtype)
+        mu, var = randn(rng, (c,), dtype), (np.abs(randn(rng, (c,), dtype)) + 0.5).astype(dtype)
+        dy = randn(rng, shape, dtype)
+        X, SC, BI, MU, VAR, DY = (up(v) for v in (x, sc, bi, mu, var, dy))
+        dx, ds, db = bn_grad(DY, X, SC, MU, VAR, eps, training)
+        check_grad(f"batch_norm_grad/{name}/x",
+                   lambda v: np.sum(DY * bn_forward(v, SC, BI, MU, VAR, eps, training)), X, dx)
+        check_grad(f"batch_norm_grad/{name}/scale",
+                   lambda v: np.sum(DY * bn_forward(X, v, BI, MU, VAR, eps, training)), SC, ds)
+        check_grad(f"batch_norm_grad/{name}/bias",
+                   lambda v: np.sum(DY * bn_forward(X, SC, v, MU, VAR, eps, training)), BI, db)
+        decl = "\n".join(f"input {n}: {ty(v, sym if n in ('dy', 'x') else None)}"
+                         for n, v in (("dy", dy), ("x", x), ("scale", sc), ("mean", mu), ("var", var)))
+        call = f"batch_norm_grad(dy, x, scale, mean, var{', ' + attrs if attrs else ''})"
+        case("batch_norm_grad", name, f"{decl}\ndx, ds, db = {call}\noutput dx, ds, db",
+             {"dy": dy, "x": x, "scale": sc, "mean": mu, "var": var},
+             {"dx": dx.astype(dtype), "ds": ds.astype(dtype), "db": db.astype(dtype)}, test)
+
+    bn("training_nchw", (3, 2, 3, 4), True, test="training=1")
+    bn("training_nc", (6, 3), True, test="training=1")
+    bn("training_rank3", (2, 2, 5), True, test="training=1")
+    bn("training_eps", (2, 3, 2, 2), True, "epsilon=0.001", eps=1e-3, test="training=1")
+    bn("training_f64", (4, 2, 3, 3), True, dtype=f64, test="training=1")
+    bn("training_symbolic", (4, 3, 2, 2), True, sym="N", test="training=1")
+    bn("pinned_training", (3, 2, 2, 2), True, "training=1")  # the node says training: no run flag
+    bn("inference_nchw", (2, 3, 4, 4), False)
+    bn("inference_nc_eps", (5, 4), False, "epsilon=0.1", eps=0.1)
+    bn("pinned_inference", (3, 2, 2, 2), False, "training=0", test="training=1")
+    x, dy, s3, s2 = randn(rng, (2, 3, 2, 2)), randn(rng, (2, 3, 2, 2)), randn(rng, (3,)), randn(rng, (2,))
+    case("batch_norm_grad", "scale_shape_error",
+         f"input dy: {ty(dy)}\ninput x: {ty(x)}\ninput scale: {ty(s2)}\ninput mean: {ty(s3)}\ninput var: {ty(s3)}\n"
+         "dx, ds, db = batch_norm_grad(dy, x, scale, mean, var)\noutput dx, ds, db",
+         {"dy": dy, "x": x, "scale": s2, "mean": s3, "var": s3}, test="error='scale' must be [3]")
+
+    def ln(name, shape, axis, attrs="", eps=1e-5, dtype=f32, sym=None):
+        ax = axis % len(shape)
+        x = (randn(rng, shape, dtype, 2) + 0.5).astype(dtype)
+        sc, bi = (randn(rng, shape[ax:], dtype) + 1).astype(dtype), randn(rng, shape[ax:], dtype)
+        dy = randn(rng, shape, dtype)
+        X, SC, BI, DY = (up(v) for v in (x, sc, bi, dy))
+        dx, ds, db = ln_grad(DY, X, SC, ax, eps)
+        if x.size <= 64:  # the long-row case is checked by the same formula at smaller sizes
+            check_grad(f"layer_norm_grad/{name}/x", lambda v: np.sum(DY * ln_forward(v, SC, BI, ax, eps)), X, dx)
+            check_grad(f"layer_norm_grad/{name}/scale", lambda v: np.sum(DY * ln_forward(X, v, BI, ax, eps)), SC, ds)
+            check_grad(f"layer_norm_grad/{name}/bias", lambda v: np.sum(DY * ln_forward(X, SC, v, ax, eps)), BI, db)
+        call = f"layer_norm_grad(dy, x, scale{', ' + attrs if attrs else ''})"
+        case("layer_norm_grad", name,
+             f"input dy: {ty(dy, sym)}\ninput x: {ty(x, sym)}\ninput scale: {ty(sc)}\ndx, ds, db = {call}\noutput dx, ds, db",
+             {"dy": dy, "x": x, "scale": sc}, {"dx": dx.astype(dtype), "ds": ds.astype(dtype), "db": db.astype(dtype)})
+
+    ln("last_axis", (3, 5), -1)
+    ln("last_two_axes", (2, 3, 4), -2, "axis=-2")
+    ln("last_two_positive_axis", (2, 3, 4), 1, "axis=1")
+    ln("symbolic_batch", (4, 6), -1, sym="N")
+    ln("epsilon", (2, 4), -1, "epsilon=0.5", eps=0.5)
+    ln("f64_all_axes", (2, 3), 0, "axis=0", dtype=f64)
+    ln("f16", (2, 8), -1, dtype=f16)
+    ln("rows_longer_than_chunk", (3, 300), -1)  # more columns than the kernel sums at once
+    x, dy, sc = randn(rng, (2, 3)), randn(rng, (2, 3)), randn(rng, (2,))
+    case("layer_norm_grad", "scale_shape_error",
+         f"input dy: {ty(dy)}\ninput x: {ty(x)}\ninput scale: {ty(sc)}\n"
+         "dx, ds, db = layer_norm_grad(dy, x, scale)\noutput dx, ds, db",
+         {"dy": dy, "x": x, "scale": sc}, test="error='scale' must be f32[3]")
+
+
 # ---- main ------------------------------------------------------------------------------------------
 
 def op_names():
@@ -1230,6 +1926,13 @@ def main():
         gen_matmul()
         gen_conv_pool()
         gen_norm()
+        gen_unary_more()
+        gen_compare()
+        gen_broadcast_grads()
+        gen_softmax_grads()
+        gen_layout_grads()
+        gen_conv_pool_grads()
+        gen_norm_grads()
     missing = [op for op in op_names() if op not in written]
     extra = [op for op in written if op not in op_names()]
     size = sum(f.stat().st_size for f in CASES.rglob("*") if f.is_file())

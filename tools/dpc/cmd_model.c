@@ -69,7 +69,8 @@ int dpc_cmd_check(int argc, char **argv) {
       rc = cli_report("check", &d);
       goto done;
     }
-    dpc_status st = dpc_passes_run(c, &po, &d);
+    dpc_status st = po.training ? dpc_driver_default_horizon(c, &d) : DPC_OK;
+    if (!st) st = dpc_passes_run(c, &po, &d);
     dpc_graph_free(c);
     if (st) {
       rc = cli_report("check", &d);
@@ -134,7 +135,7 @@ int dpc_cmd_print(int argc, char **argv) {
                         .verify_each = cli_get(print_opts, NPRINT, &p, "verify-each") != NULL,
                         .print_after = after,
                         .dump = print_dump};
-    if (dpc_passes_run(g, &po, &d)) {
+    if ((po.training && dpc_driver_default_horizon(g, &d)) || dpc_passes_run(g, &po, &d)) {
       rc = cli_report("print", &d);
       goto done;
     }

@@ -17,6 +17,10 @@ typedef struct dpc_named {
 
 void dpc_named_free(dpc_named *v, uint32_t n);
 
+/* Give a schedule that needs a horizon (cosine, linear) a stand-in one when the model sets
+ * none, so the training pipeline can be checked or printed without a run's length. */
+dpc_status dpc_driver_default_horizon(dpc_graph *g, dpc_diag *d);
+
 /* Parse and verify a model file. */
 dpc_status dpc_driver_load(const char *path, dpc_graph **out, dpc_diag *d);
 

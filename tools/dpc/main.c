@@ -16,6 +16,7 @@ static void usage(FILE *f) {
           "  check FILE       check a .graph model: syntax, names, shapes (exit 0 if valid)\n"
           "  print FILE       print a model in canonical .graph form, or as Graphviz (--dot)\n"
           "  run FILE         run a model on .npy inputs and write its outputs as .npy\n"
+          "  train FILE       train a model on a dataset (Fashion-MNIST by default)\n"
           "  ops              list the ops a .graph model can use\n"
           "  version          print the version\n"
           "  help [COMMAND]   show help\n"
@@ -50,6 +51,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "check")) return dpc_cmd_check(argc, argv);
   if (!strcmp(cmd, "print")) return dpc_cmd_print(argc, argv);
   if (!strcmp(cmd, "run")) return dpc_cmd_run(argc, argv);
+  if (!strcmp(cmd, "train")) return dpc_cmd_train(argc, argv);
   if (!strcmp(cmd, "ops")) return dpc_cmd_ops(argc, argv);
   fprintf(stderr, "dpc: unknown command '%s'\n\n", cmd);
   usage(stderr);

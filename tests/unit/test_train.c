@@ -1,0 +1,247 @@
+/*
+ * test_train.c — training end to end: per-step losses against PyTorch, bit-identical resume,
+ * and the errors a user meets (labels out of range, data that does not fit, no objective).
+ *
+ * The PyTorch numbers come from tests/train/torch_mlp_oracle.py (run once, output committed).
+ */
+#include "frontend/frontend.h"
+#include "runtime/npy.h"
+#include "runtime/rng.h"
+#include "runtime/safetensors.h"
+#include "tests/unit/unit.h"
+#include "tools/dpc/train.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#ifndef DPC_SOURCE_DIR
+#error "DPC_SOURCE_DIR must point at the repository"
+#endif
+
+static char tmpdir[64];
+
+static void path_in(char *out, size_t n, const char *name) {
+  snprintf(out, n, "%s/%s", tmpdir, name);
+}
+
+static dpc_graph *load(const char *path) {
+  dpc_graph *g = NULL;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  CHECK_MSG(dpc_parse_file(path, &g, &d) == DPC_OK, "%s", d.msg);
+  dpc_diag_free(&d);
+  return g;
+}
+
+static dpc_graph *parse(const char *text) {
+  dpc_graph *g = NULL;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  CHECK_MSG(dpc_parse_graph("model.graph", text, strlen(text), &g, &d) == DPC_OK, "%s", d.msg);
+  dpc_diag_free(&d);
+  return g;
+}
+
+/* Losses from a --log file, in step order. */
+static int read_losses(const char *path, double *out, int max) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[1024];
+  int n = 0;
+  while (fgets(line, sizeof line, f) && n < max) {
+    const char *p = strstr(line, "\"loss\": ");
+    if (strncmp(line, "{\"step\"", 7) || !p) continue;
+    out[n++] = strtod(p + 8, NULL);
+  }
+  fclose(f);
+  return n;
+}
+
+static void quiet_opts(dpc_train_opts *o) {
+  dpc_train_defaults(o);
+}
+
+/* 10 steps of SGD on the first 320 Fashion-MNIST images match PyTorch (oracle committed). */
+static void matches_pytorch(void) {
+  char oracle[1024], model[1024];
+  snprintf(oracle, sizeof oracle, "%s/tests/train/torch_mlp_losses.txt", DPC_SOURCE_DIR);
+  snprintf(model, sizeof model, "%s/examples/fashion_mlp.graph", DPC_SOURCE_DIR);
+  double want[2][10];
+  int have[2] = {0, 0};
+  FILE *f = fopen(oracle, "r");
+  CHECK_MSG(f != NULL, "cannot open %s", oracle);
+  if (!f) return;
+  char kind[32];
+  int step;
+  double loss;
+  char line[256];
+  while (fgets(line, sizeof line, f)) {
+    if (line[0] == '#' || sscanf(line, "%31s %d %lf", kind, &step, &loss) != 3 || step < 0 || step > 9) continue;
+    int k = !strcmp(kind, "momentum");
+    want[k][step] = loss;
+    have[k]++;
+  }
+  fclose(f);
+  CHECK(have[0] == 10 && have[1] == 10);
+  dpc_graph *g = load(model);
+  if (!g) return;
+  for (int k = 0; k < 2; k++) {
+    dpc_train_opts o;
+    quiet_opts(&o);
+    char log[256];
+    path_in(log, sizeof log, k ? "momentum.jsonl" : "sgd.jsonl");
+    o.batch = 32, o.steps = 10, o.shuffle = false, o.lr = 0.1, o.momentum = k ? 0.9 : 0;
+    o.schedule = "constant"; /* the example decays its rate; PyTorch's run does not */
+    o.log_path = log;
+    dpc_diag d;
+    dpc_diag_init(&d);
+    CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s (is dataset-fashion-mnist installed? scripts/setup)", d.msg);
+    double got[10];
+    CHECK(read_losses(log, got, 10) == 10);
+    for (int s = 0; s < 10; s++)
+      CHECK_MSG(fabs(got[s] - want[k][s]) <= 1e-5 * fabs(want[k][s]), "%s step %d: dpc %.9g, PyTorch %.9g (rel %.2g)",
+                k ? "momentum" : "sgd", s, got[s], want[k][s], fabs(got[s] - want[k][s]) / fabs(want[k][s]));
+    dpc_diag_free(&d);
+  }
+  dpc_graph_free(g);
+}
+
+/* A small dataset of n samples of `width` values in [0, 1) and labels below `classes`. */
+static void write_data(const char *xs, const char *ys, int64_t n, int64_t width, int64_t classes, int64_t bad_label) {
+  float *x = malloc((size_t)(n * width) * sizeof *x);
+  int32_t *y = malloc((size_t)n * sizeof *y);
+  for (int64_t i = 0; i < n * width; i++) x[i] = (float)dpc_rng_uniform(11, (uint64_t)i);
+  for (int64_t i = 0; i < n; i++) y[i] = (int32_t)(dpc_rng_bits(12, (uint64_t)i) % (uint64_t)classes);
+  if (bad_label >= 0) y[n / 2] = (int32_t)bad_label;
+  dpc_tensor tx = {x, DPC_F32, {2, {n, width}}}, ty = {y, DPC_I32, {1, {n}}};
+  dpc_diag d;
+  dpc_diag_init(&d);
+  CHECK(dpc_npy_write(xs, &tx, &d) == DPC_OK && dpc_npy_write(ys, &ty, &d) == DPC_OK);
+  dpc_diag_free(&d);
+  free(x);
+  free(y);
+}
+
+static const char *small_model =
+    "model small\ninput x: f32[N, 16]\ninput y: i32[N]\n"
+    "param w1: f32[16, 32] = he_normal(seed=1)\nparam b1: f32[32] = zeros\n"
+    "param w2: f32[32, 5] = xavier_uniform(seed=2)\nparam b2: f32[5] = zeros\n"
+    "h = dropout(relu(matmul(x, w1) + b1), p=0.2, seed=3)\nlogits = matmul(h, w2) + b2\n"
+    "loss = softmax_cross_entropy(logits, y)\noutput logits\n"
+    "minimize loss with adam(lr=0.01, schedule=cosine, warmup=3)\n";
+
+static bool same_file(const char *a, const char *b) {
+  FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+  bool same = fa && fb;
+  while (same) {
+    int ca = fgetc(fa), cb = fgetc(fb);
+    same = ca == cb;
+    if (ca == EOF) break;
+  }
+  if (fa) fclose(fa);
+  if (fb) fclose(fb);
+  return same;
+}
+
+/* Two epochs in one run equal one epoch, a checkpoint, and a resumed second epoch: params,
+ * Adam moments, schedule, data order and dropout masks all continue exactly. */
+static void resume_is_bit_identical(void) {
+  char xs[256], ys[256], data[600], a_save[256], b_save[256], ck[256], a_log[256], b_log[256];
+  path_in(xs, sizeof xs, "x.npy");
+  path_in(ys, sizeof ys, "y.npy");
+  write_data(xs, ys, 150, 16, 5, -1);
+  snprintf(data, sizeof data, "%s,%s", xs, ys);
+  path_in(a_save, sizeof a_save, "a.safetensors");
+  path_in(b_save, sizeof b_save, "b.safetensors");
+  path_in(ck, sizeof ck, "ck.safetensors");
+  path_in(a_log, sizeof a_log, "a.jsonl");
+  path_in(b_log, sizeof b_log, "b.jsonl");
+  dpc_graph *g = parse(small_model);
+  if (!g) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_train_opts o;
+  quiet_opts(&o);
+  o.data = data, o.epochs = 2, o.batch = 32, o.seed = 5; /* 5 batches an epoch, the last of 22 */
+  o.save_path = a_save, o.log_path = a_log;
+  CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s", d.msg);
+  /* the same run, stopped after one epoch with a checkpoint, then resumed */
+  o.save_path = NULL, o.log_path = b_log, o.steps = 5, o.checkpoint_path = ck;
+  CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s", d.msg);
+  o.steps = 0, o.checkpoint_path = NULL, o.resume_path = ck, o.save_path = b_save;
+  CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s", d.msg);
+  CHECK_MSG(same_file(a_save, b_save), "params after resume differ from an uninterrupted run");
+  double la[16], lb[16];
+  int na = read_losses(a_log, la, 16), nb = read_losses(b_log, lb, 16);
+  CHECK(na == 10 && nb == 10);
+  for (int i = 0; i < na && i < nb; i++) CHECK_MSG(la[i] == lb[i], "step %d: %.9g vs %.9g", i + 1, la[i], lb[i]);
+  /* a checkpoint of another model is refused by name */
+  dpc_graph *other = parse("input x: f32[N, 16]\ninput y: i32[N]\nparam q: f32[16, 5] = zeros\n"
+                           "logits = matmul(x, q)\nloss = softmax_cross_entropy(logits, y)\noutput logits\n"
+                           "minimize loss with adam(lr=0.01, schedule=cosine, warmup=3)\n");
+  if (other) {
+    CHECK(dpc_train(other, &o, &d) == DPC_ERR_INVALID && strstr(d.msg, "has no 'q'"));
+    dpc_graph_free(other);
+  }
+  /* and so is a resume with another batch size */
+  o.batch = 16;
+  CHECK(dpc_train(g, &o, &d) == DPC_ERR_INVALID && strstr(d.msg, "--batch 32"));
+  dpc_diag_free(&d);
+  dpc_graph_free(g);
+}
+
+static void clear_errors(void) {
+  char xs[256], ys[256], data[600], folder[300];
+  path_in(xs, sizeof xs, "bx.npy");
+  path_in(ys, sizeof ys, "by.npy");
+  snprintf(data, sizeof data, "%s,%s", xs, ys);
+  dpc_graph *g = parse(small_model);
+  if (!g) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_train_opts o;
+  quiet_opts(&o);
+  o.data = data;
+  /* a label the logits cannot hold */
+  write_data(xs, ys, 40, 16, 5, 7);
+  CHECK(dpc_train(g, &o, &d) == DPC_ERR_SHAPE && strstr(d.msg, "labels up to 7") && strstr(d.msg, "5 classes"));
+  /* samples of the wrong width */
+  write_data(xs, ys, 40, 12, 5, -1);
+  CHECK(dpc_train(g, &o, &d) == DPC_ERR_SHAPE && strstr(d.msg, "12 values") && strstr(d.msg, "f32[N, 16]"));
+  /* a folder without the IDX files */
+  snprintf(folder, sizeof folder, "%s", tmpdir);
+  o.data = folder;
+  CHECK(dpc_train(g, &o, &d) != DPC_OK && d.msg && strstr(d.msg, "train-images-idx3-ubyte"));
+  dpc_graph_free(g);
+  /* a model with nothing to minimize */
+  g = parse("input x: f32[N, 16]\ninput y: i32[N]\nparam w: f32[16, 5] = zeros\nlogits = matmul(x, w)\noutput logits\n");
+  o.data = data;
+  CHECK(g && dpc_train(g, &o, &d) == DPC_ERR_INVALID && strstr(d.msg, "nothing to minimize"));
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+}
+
+static void setup_tmp(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/dpc_train_XXXXXX");
+  CHECK(mkdtemp(tmpdir) != NULL);
+}
+
+static void cleanup_tmp(void) {
+  const char *names[] = {"sgd.jsonl", "momentum.jsonl", "x.npy", "y.npy", "a.safetensors", "b.safetensors",
+                         "ck.safetensors", "a.jsonl", "b.jsonl", "bx.npy", "by.npy"};
+  char p[256];
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    path_in(p, sizeof p, names[i]);
+    unlink(p);
+  }
+  rmdir(tmpdir);
+}
+
+const unit_test unit_tests[] = {
+    {"setup", setup_tmp},
+    {"matches_pytorch", matches_pytorch},
+    {"resume_is_bit_identical", resume_is_bit_identical},
+    {"clear_errors", clear_errors},
+    {"cleanup", cleanup_tmp},
+    {NULL, NULL},
+};

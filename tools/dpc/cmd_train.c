@@ -1,0 +1,186 @@
+/*
+ * cmd_train.c — `dpc train`: options, and progress for a person (a bar on a terminal, a line per
+ * epoch otherwise). The training itself is tools/dpc/train.c.
+ */
+#include "tools/dpc/cli.h"
+#include "tools/dpc/driver.h"
+#include "tools/dpc/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const cli_opt train_opts[] = {
+    {"data", true, false, "fashion-mnist (default), a folder of IDX files, or INPUTS.npy,LABELS.npy"},
+    {"test-data", true, false, "data to evaluate on after each epoch (default: the test split of --data)"},
+    {"epochs", true, false, "passes over the data (default 1)"},
+    {"steps", true, false, "stop after this many optimizer steps in all"},
+    {"batch", true, false, "samples per optimizer step (default 64)"},
+    {"seed", true, false, "seed of the data order (default 0)"},
+    {"no-shuffle", false, false, "visit samples in file order"},
+    {"optimizer", true, false, "sgd, adam or adamw (default: the model's)"},
+    {"lr", true, false, "learning rate (default: the model's)"},
+    {"momentum", true, false, "SGD momentum (default: the model's)"},
+    {"weight-decay", true, false, "weight decay (default: the model's)"},
+    {"schedule", true, false, "learning-rate schedule: constant, step, cosine or linear (default: the model's)"},
+    {"init", true, false, "FILE.safetensors: start from these params (names as in the model)"},
+    {"save", true, false, "FILE.safetensors: write the final params (and model state) there"},
+    {"checkpoint", true, false, "FILE.safetensors: where checkpoints go (written at the end too)"},
+    {"checkpoint-every", true, false, "write a checkpoint every N steps (needs --checkpoint)"},
+    {"resume", true, false, "FILE.safetensors: continue a run from its checkpoint"},
+    {"log", true, false, "FILE.jsonl: one JSON object per step (and per epoch)"},
+    {"quiet", false, false, "print only errors and the final summary"},
+    {"verify-each", false, false, "run the verifier after every pass"},
+    {"print-after", true, false, "print the training graph after PASS (comma-separated, or all)"},
+};
+#define NTRAIN (int)(sizeof train_opts / sizeof *train_opts)
+
+typedef struct progress {
+  bool tty, quiet;
+  uint64_t epochs;
+  double last_draw;
+  double last_test_accuracy;
+} progress;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void on_start(void *user, const char *what) {
+  progress *p = user;
+  if (!p->quiet) fprintf(stderr, "dpc train: %s\n", what);
+}
+
+static void on_step(void *user, const dpc_train_step *s) {
+  progress *p = user;
+  if (!p->tty || p->quiet) return;
+  double t = now_s();
+  if (t - p->last_draw < 0.1 && s->batch != s->batches) return;
+  p->last_draw = t;
+  int width = 24, done = (int)(width * s->batch / (s->batches ? s->batches : 1));
+  char bar[32];
+  for (int i = 0; i < width; i++) bar[i] = i < done ? '#' : '.';
+  bar[width] = 0;
+  fprintf(stderr, "\repoch %llu/%llu [%s] %llu/%llu  loss %.4f  lr %.4g  %.0f samples/s   ",
+          (unsigned long long)s->epoch + 1, (unsigned long long)p->epochs, bar, (unsigned long long)s->batch,
+          (unsigned long long)s->batches, s->loss, s->lr, s->samples_per_s);
+  fflush(stderr);
+}
+
+static void on_epoch(void *user, const dpc_train_epoch *e) {
+  progress *p = user;
+  if (p->tty && !p->quiet) fprintf(stderr, "\r%*s\r", 110, "");
+  if (p->quiet) return;
+  printf("epoch %llu/%llu: train loss %.4f", (unsigned long long)e->epoch + 1, (unsigned long long)p->epochs,
+         e->train_loss);
+  if (e->evaluated) {
+    printf(", test loss %.4f, test accuracy %.2f%%", e->test_loss, 100 * e->test_accuracy);
+    p->last_test_accuracy = e->test_accuracy;
+  }
+  printf(", %.1f s, %.0f samples/s\n", e->seconds, e->samples_per_s);
+  fflush(stdout);
+}
+
+/* Parse a non-negative integer option; false with a usage error printed. */
+static bool get_u64(const cli_parsed *p, const char *name, uint64_t *out, uint64_t min) {
+  const char *v = cli_get(train_opts, NTRAIN, p, name);
+  if (!v) return true;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno || end == v || *end || v[0] == '-' || x < min) {
+    cli_usage_error("train", "--%s expects a whole number >= %llu, got '%s'", name, (unsigned long long)min, v);
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+static bool get_double(const cli_parsed *p, const char *name, double *out) {
+  const char *v = cli_get(train_opts, NTRAIN, p, name);
+  if (!v) return true;
+  char *end;
+  double x = strtod(v, &end);
+  if (end == v || *end || !isfinite(x) || x < 0) {
+    cli_usage_error("train", "--%s expects a number >= 0, got '%s'", name, v);
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+static void print_dump(void *user, const char *pass, const char *text) {
+  (void)user;
+  printf("# ---- after %s ----\n%s", pass, text);
+}
+
+int dpc_cmd_train(int argc, char **argv) {
+  cli_parsed p;
+  if (!cli_parse("train", train_opts, NTRAIN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
+  if (p.help) {
+    printf("Usage: dpc train FILE.graph [OPTIONS]\n\n"
+           "Train a model on a dataset: the model's 'minimize LOSS with OPTIMIZER(...)' says what\n"
+           "to minimise and how; its one floating-point input takes the data and its one integer\n"
+           "input the labels. After each epoch the model is evaluated on the test split (loss and\n"
+           "accuracy of its first output). See docs/training.md.\n");
+    cli_print_options(train_opts, NTRAIN);
+    return DPC_EXIT_OK;
+  }
+  if (p.npos != 1) return cli_usage_error("train", "expects one model file (see dpc train --help)");
+  dpc_train_opts o;
+  dpc_train_defaults(&o);
+  uint64_t batch = o.batch;
+  if (!get_u64(&p, "epochs", &o.epochs, 1) || !get_u64(&p, "steps", &o.steps, 1) || !get_u64(&p, "batch", &batch, 1) ||
+      !get_u64(&p, "seed", &o.seed, 0) || !get_u64(&p, "checkpoint-every", &o.checkpoint_every, 1) ||
+      !get_double(&p, "lr", &o.lr) || !get_double(&p, "momentum", &o.momentum) ||
+      !get_double(&p, "weight-decay", &o.weight_decay))
+    return DPC_EXIT_USAGE;
+  if (batch > (1u << 24)) return cli_usage_error("train", "--batch is limited to %u", 1u << 24);
+  o.batch = (uint32_t)batch;
+  o.data = cli_get(train_opts, NTRAIN, &p, "data");
+  o.test_data = cli_get(train_opts, NTRAIN, &p, "test-data");
+  o.shuffle = !cli_get(train_opts, NTRAIN, &p, "no-shuffle");
+  o.optimizer = cli_get(train_opts, NTRAIN, &p, "optimizer");
+  o.schedule = cli_get(train_opts, NTRAIN, &p, "schedule");
+  o.init_path = cli_get(train_opts, NTRAIN, &p, "init");
+  o.save_path = cli_get(train_opts, NTRAIN, &p, "save");
+  o.checkpoint_path = cli_get(train_opts, NTRAIN, &p, "checkpoint");
+  o.resume_path = cli_get(train_opts, NTRAIN, &p, "resume");
+  o.log_path = cli_get(train_opts, NTRAIN, &p, "log");
+  if (o.checkpoint_every && !o.checkpoint_path)
+    return cli_usage_error("train", "--checkpoint-every needs --checkpoint FILE.safetensors");
+  if (o.resume_path && o.init_path) return cli_usage_error("train", "--resume and --init do not go together");
+  o.passes.verify_each = cli_get(train_opts, NTRAIN, &p, "verify-each") != NULL;
+  o.passes.print_after = cli_get(train_opts, NTRAIN, &p, "print-after");
+  o.passes.dump = print_dump;
+  progress prog = {isatty(STDERR_FILENO) != 0, cli_get(train_opts, NTRAIN, &p, "quiet") != NULL, o.epochs, 0, NAN};
+  o.on_start = on_start;
+  o.on_step = on_step;
+  o.on_epoch = on_epoch;
+  o.user = &prog;
+
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_graph *g = NULL;
+  int rc = DPC_EXIT_OK;
+  double t0 = now_s();
+  if (dpc_passes_check_names(o.passes.print_after, &d) || dpc_driver_load(p.pos[0], &g, &d) || dpc_train(g, &o, &d)) {
+    if (prog.tty) fprintf(stderr, "\n");
+    rc = cli_report("train", &d);
+  } else {
+    printf("trained %s in %.1f s", p.pos[0], now_s() - t0);
+    if (!isnan(prog.last_test_accuracy)) printf(": test accuracy %.2f%%", 100 * prog.last_test_accuracy);
+    printf("\n");
+    if (o.save_path) printf("params saved to %s\n", o.save_path);
+    if (o.checkpoint_path) printf("checkpoint written to %s\n", o.checkpoint_path);
+  }
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+  return rc;
+}

@@ -1,0 +1,382 @@
+/*
+ * train.c — the training loop (see train.h): compile, plan per batch size, run, evaluate,
+ * checkpoint. Checkpoint and parameter files are in train_io.c.
+ */
+#include "tools/dpc/train.h"
+#include "tools/dpc/train_internal.h"
+
+#include "partitioner/partitioner.h"
+#include "runtime/data.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void dpc_train_defaults(dpc_train_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->epochs = 1;
+  o->batch = 64;
+  o->shuffle = true;
+  o->lr = o->momentum = o->weight_decay = NAN;
+}
+
+double dpc_train_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- the model: inputs, objective overrides ------------------------------------------------- */
+
+/* The data input is the model's one floating-point input, the labels its one integer input. */
+static dpc_status pick_inputs(trainer *t, dpc_diag *d) {
+  const dpc_graph *g = t->model;
+  uint32_t nf = 0, ni = 0;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].op != DPC_OP_INPUT) continue;
+    const dpc_value *v = &g->values[g->nodes[i].out];
+    const char *name = dpc_graph_str(g, v->name);
+    if (dpc_dtype_is_float(v->dtype)) nf++, snprintf(t->x_name, sizeof t->x_name, "%s", name);
+    else if (dpc_dtype_is_int(v->dtype)) ni++, snprintf(t->y_name, sizeof t->y_name, "%s", name);
+    else nf = 99;
+  }
+  if (nf != 1 || ni != 1)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                         "dpc train needs a model with one floating-point input (the data) and one "
+                         "integer input (the labels); this one has %u and %u",
+                         nf > 1 ? nf : nf, ni);
+  const dpc_value *x = &g->values[dpc_graph_find(g, t->x_name)];
+  const dpc_value *y = &g->values[dpc_graph_find(g, t->y_name)];
+  if (x->shape.rank < 1 || !DPC_DIM_IS_SYM(x->shape.d[0]) || y->shape.rank != 1 || y->shape.d[0] != x->shape.d[0])
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                         "dpc train needs the batch as the first, symbolic dimension of both inputs "
+                         "(input %s: f32[N, ...], input %s: i32[N])", t->x_name, t->y_name);
+  for (uint32_t k = 1; k < x->shape.rank; k++)
+    if (x->shape.d[k] < 0)
+      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "input '%s': only its first dimension may be symbolic", t->x_name);
+  t->batch_sym = DPC_DIM_SYM_NO(x->shape.d[0]);
+  return DPC_OK;
+}
+
+static const char *optimizer_spec(const char *name) {
+  for (uint32_t i = 0; i < dpc_optimizer_count; i++)
+    if (!strcmp(dpc_optimizer_specs[i].name, name)) return dpc_optimizer_specs[i].attrs;
+  return NULL;
+}
+
+/* Replace the objective's optimizer settings with the command line's, and fix the horizon of
+ * schedules that need one. */
+static dpc_status apply_overrides(trainer *t, uint64_t total_steps, dpc_diag *d) {
+  dpc_graph *g = t->model;
+  const dpc_train_opts *o = t->o;
+  const char *old = dpc_graph_str(g, g->obj.optimizer);
+  const char *name = o->optimizer ? o->optimizer : old;
+  const char *spec = optimizer_spec(name);
+  if (!spec) return dpc_diag_fail(d, DPC_ERR_INVALID, "unknown optimizer '%s' (sgd, adam, adamw)", name);
+  if (!isnan(o->momentum) && strcmp(name, "sgd"))
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "--momentum applies to sgd, and the optimizer is %s", name);
+  uint32_t old_off = g->obj.attr, old_n = g->obj.n_attr;
+  uint32_t mark = dpc_graph_attr_mark(g);
+  dpc_status st = DPC_OK;
+  for (uint32_t i = 0; i < old_n && !st; i++) {
+    /* keep the model's settings the new optimizer also takes */
+    dpc_attr a = g->attrs[old_off + i];
+    const char *an = dpc_graph_str(g, a.name);
+    dpc_attr_spec sp;
+    if (!dpc_spec_find(spec, an, &sp)) continue;
+    if ((!strcmp(an, "lr") && !isnan(o->lr)) || (!strcmp(an, "momentum") && !isnan(o->momentum)) ||
+        (!strcmp(an, "weight_decay") && !isnan(o->weight_decay)))
+      continue;
+    if (!strcmp(an, "total_steps") || (!strcmp(an, "schedule") && o->schedule)) continue;
+    st = dpc_graph_attr_copy(g, g, &g->attrs[old_off + i]);
+  }
+  if (!st && !isnan(o->lr)) st = dpc_graph_attr_float(g, "lr", o->lr);
+  if (!st && !isnan(o->momentum)) st = dpc_graph_attr_float(g, "momentum", o->momentum);
+  if (!st && !isnan(o->weight_decay)) st = dpc_graph_attr_float(g, "weight_decay", o->weight_decay);
+  if (!st && o->schedule) st = dpc_graph_attr_str(g, "schedule", o->schedule);
+  if (!st) st = dpc_graph_attr_int(g, "total_steps", (int64_t)total_steps);
+  if (st) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  uint32_t id = dpc_graph_intern(g, name, strlen(name));
+  if (id == DPC_NONE) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  g->obj.optimizer = id;
+  g->obj.attr = mark;
+  g->obj.n_attr = dpc_graph_attr_mark(g) - mark;
+  return DPC_OK;
+}
+
+/* ---- plans and sessions ---------------------------------------------------------------------- */
+
+/* Plan and open a session of graph `src` for batch size n, sharing persistent values with
+ * `share` (or owning them when it is NULL). */
+static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool training,
+                           const dpc_session *share, run_t *r, dpc_diag *d) {
+  dpc_graph *g = dpc_graph_clone(src);
+  if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  int64_t *vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
+  dpc_status st = vals ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = k == t->batch_sym ? (int64_t)n : -1;
+  if (!st) st = dpc_graph_bind(g, vals, d);
+  if (!st) st = dpc_plan_single(g, "cpu:0", training, &r->plan, d);
+  dpc_session_opts so = {.training = training, .share = share};
+  if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
+  free(vals);
+  dpc_graph_free(g);
+  if (st) return st;
+  r->n = n;
+  const dpc_graph *pg = r->plan->g;
+  r->x = dpc_graph_find(pg, t->x_name);
+  r->y = dpc_graph_find(pg, t->y_name);
+  r->loss = pg->obj.loss != DPC_NONE ? pg->obj.loss : dpc_graph_find(pg, t->loss_name);
+  r->lr = dpc_graph_find(pg, "opt.lr");
+  r->logits = pg->n_outputs ? pg->outputs[0] : DPC_NONE;
+  return DPC_OK;
+}
+
+static void close_run(run_t *r) {
+  dpc_session_free(r->s);
+  dpc_plan_free(r->plan);
+  memset(r, 0, sizeof *r);
+}
+
+/* The session for a batch of n: the full one, or the one for the partial last batch. */
+static dpc_status run_for(trainer *t, bool training, uint32_t n, run_t **out, dpc_diag *d) {
+  run_t *full = training ? &t->train_full : &t->eval_full, *tail = training ? &t->train_tail : &t->eval_tail;
+  const dpc_graph *g = training ? t->train_g : t->eval_g;
+  if (n == full->n) {
+    *out = full;
+    return DPC_OK;
+  }
+  if (tail->s && tail->n != n) close_run(tail);
+  if (!tail->s) {
+    dpc_status st = open_run(t, g, n, training, t->train_full.s, tail, d);
+    if (st) return st;
+  }
+  *out = tail;
+  return DPC_OK;
+}
+
+/* Copy batch `idx` straight into the run's input memory. */
+static dpc_status feed(run_t *r, const dpc_dataset *ds, const uint64_t *idx, uint32_t n, dpc_diag *d) {
+  dpc_tensor x = dpc_session_input(r->s, r->x), y = dpc_session_input(r->s, r->y);
+  return dpc_dataset_fill(ds, idx, n, &x, &y, d);
+}
+
+static double scalar(const run_t *r, uint32_t v) {
+  if (v == DPC_NONE) return NAN;
+  dpc_tensor s = dpc_session_value(r->s, v);
+  return dpc_tload(&s, 0);
+}
+
+/* ---- evaluation ------------------------------------------------------------------------------ */
+
+static dpc_status evaluate(trainer *t, dpc_train_epoch *ep, dpc_diag *d) {
+  const dpc_dataset *ds = t->test_ds;
+  uint64_t n = dpc_dataset_size(ds), correct = 0;
+  double loss_sum = 0;
+  uint64_t *idx = malloc((t->o->batch ? t->o->batch : 1) * sizeof *idx);
+  if (!idx) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_status st = DPC_OK;
+  for (uint64_t start = 0; start < n && !st; start += t->o->batch) {
+    uint32_t m = (uint32_t)(n - start < t->o->batch ? n - start : t->o->batch);
+    for (uint32_t i = 0; i < m; i++) idx[i] = start + i;
+    run_t *r;
+    if ((st = run_for(t, false, m, &r, d)) || (st = feed(r, ds, idx, m, d)) || (st = dpc_session_run(r->s, d))) break;
+    loss_sum += scalar(r, r->loss) * m;
+    dpc_tensor lg = dpc_session_value(r->s, r->logits), y = dpc_session_value(r->s, r->y);
+    int64_t c = lg.shape.rank == 2 ? lg.shape.d[1] : 1;
+    for (uint32_t i = 0; i < m; i++) {
+      int64_t best = 0;
+      for (int64_t k = 1; k < c; k++)
+        if (dpc_tload(&lg, i * c + k) > dpc_tload(&lg, i * c + best)) best = k;
+      correct += best == dpc_tload_i64(&y, i);
+    }
+  }
+  free(idx);
+  if (st) {
+    dpc_diag_prefix(d, "evaluating on %s: ", dpc_dataset_name(ds));
+    return st;
+  }
+  ep->evaluated = true;
+  ep->test_samples = n;
+  ep->test_loss = n ? loss_sum / (double)n : NAN;
+  ep->test_accuracy = n ? (double)correct / (double)n : NAN;
+  return DPC_OK;
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+
+/* Data shapes against the model: samples must hold as many values as the input's row, and
+ * labels must index the logits. */
+static dpc_status check_data(trainer *t, const dpc_dataset *ds, dpc_diag *d) {
+  const dpc_graph *g = t->model;
+  const dpc_value *x = &g->values[dpc_graph_find(g, t->x_name)];
+  int64_t row = 1;
+  for (uint32_t k = 1; k < x->shape.rank; k++) row *= x->shape.d[k];
+  const dpc_shape *s = dpc_dataset_sample_shape(ds);
+  if (dpc_shape_numel(s) != row) {
+    char want[160], have[160] = "";
+    dpc_graph_format_type(g, x->dtype, &x->shape, want, sizeof want);
+    for (uint32_t k = 0, o = 0; k < s->rank; k++)
+      o += (uint32_t)snprintf(have + o, sizeof have - o, "%s%lld", k ? ", " : "", (long long)s->d[k]);
+    return dpc_diag_fail(d, DPC_ERR_SHAPE,
+                         "%s has samples of shape [%s] (%lld values), but input '%s' is %s (%lld values a sample)",
+                         dpc_dataset_name(ds), have, (long long)dpc_shape_numel(s), t->x_name, want, (long long)row);
+  }
+  /* the labels feed softmax_cross_entropy: its logits have the class count */
+  uint32_t yv = dpc_graph_find(g, t->y_name);
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    const dpc_node *n = &g->nodes[i];
+    if (n->op != DPC_OP_SOFTMAX_CROSS_ENTROPY || g->ids[n->in + 1] != yv) continue;
+    int64_t classes = g->values[g->ids[n->in]].shape.d[1];
+    if (classes >= 0 && dpc_dataset_classes(ds) > classes)
+      return dpc_diag_fail(d, DPC_ERR_SHAPE, "%s has labels up to %lld, but the model's logits have %lld classes",
+                           dpc_dataset_name(ds), (long long)dpc_dataset_classes(ds) - 1, (long long)classes);
+  }
+  return DPC_OK;
+}
+
+static void trainer_free(trainer *t) {
+  close_run(&t->train_tail);
+  close_run(&t->eval_tail);
+  close_run(&t->eval_full);
+  close_run(&t->train_full);
+  dpc_graph_free(t->model);
+  dpc_graph_free(t->train_g);
+  dpc_graph_free(t->eval_g);
+  dpc_dataset_close(t->train_ds);
+  dpc_dataset_close(t->test_ds);
+  dpc_order_free(&t->order);
+  if (t->log) fclose(t->log);
+}
+
+static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
+  const dpc_train_opts *o = t->o;
+  dpc_status st;
+  if (src->obj.loss == DPC_NONE)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s has nothing to minimize: add a line such as "
+                                             "'minimize loss with sgd(lr=0.05, momentum=0.9)'",
+                         src->src_name ? src->src_name : "the model");
+  if (o->epochs < 1 || o->batch < 1) return dpc_diag_fail(d, DPC_ERR_INVALID, "--epochs and --batch must be at least 1");
+  if (!(t->model = dpc_graph_clone(src))) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  snprintf(t->loss_name, sizeof t->loss_name, "%s",
+           src->values[src->obj.loss].name != DPC_NONE ? dpc_graph_str(src, src->values[src->obj.loss].name) : "");
+  if ((st = pick_inputs(t, d))) return st;
+  if (o->on_start) o->on_start(o->user, "opening the data");
+  const char *spec = o->data ? o->data : "fashion-mnist";
+  if ((st = dpc_dataset_open(spec, DPC_SPLIT_TRAIN, &t->train_ds, d))) return st;
+  if ((st = check_data(t, t->train_ds, d))) return st;
+  /* test data: given, or the test split of a named dataset or folder (not of an npy pair) */
+  bool npy_pair = strchr(spec, ',') != NULL;
+  if (o->test_data || !npy_pair) {
+    if ((st = dpc_dataset_open(o->test_data ? o->test_data : spec, DPC_SPLIT_TEST, &t->test_ds, d))) return st;
+    if ((st = check_data(t, t->test_ds, d))) return st;
+  }
+  if ((st = dpc_order_init(&t->order, dpc_dataset_size(t->train_ds), o->seed, o->shuffle, d))) return st;
+  t->batches = dpc_order_batches(&t->order, o->batch);
+  /* The schedule's horizon is the planned run, --epochs of batches, unless the model fixes it;
+   * --steps only stops early, so a run stopped and resumed follows the same schedule. */
+  const char *ospec = optimizer_spec(dpc_graph_str(t->model, t->model->obj.optimizer));
+  dpc_attrs oa = {t->model, t->model->obj.attr, t->model->obj.n_attr, ospec ? ospec : ""};
+  int64_t fixed = ospec && dpc_attrs_get(oa, "total_steps") ? dpc_attrs_int(oa, "total_steps") : 0;
+  t->total_steps = fixed > 0 ? (uint64_t)fixed : o->epochs * t->batches;
+  if (o->resume_path && (st = dpc_train_peek_checkpoint(t, d))) return st;
+  if ((st = apply_overrides(t, t->total_steps, d))) return st;
+
+  if (o->on_start) o->on_start(o->user, "compiling the training graph");
+  t->train_g = dpc_graph_clone(t->model);
+  t->eval_g = dpc_graph_clone(t->model);
+  if (!t->train_g || !t->eval_g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_pass_opts po = o->passes;
+  po.training = true;
+  if ((st = dpc_passes_run(t->train_g, &po, d))) return st;
+  /* evaluation keeps the loss as a second output */
+  if ((st = dpc_graph_add_output(t->eval_g, t->eval_g->obj.loss, d))) return st;
+  po.training = false;
+  po.print_after = NULL;
+  if ((st = dpc_passes_run(t->eval_g, &po, d))) return st;
+  if (t->eval_g->n_outputs < 2)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "the model needs an 'output' (its logits) to be evaluated");
+
+  uint32_t first = (uint32_t)(dpc_dataset_size(t->train_ds) < o->batch ? dpc_dataset_size(t->train_ds) : o->batch);
+  if ((st = open_run(t, t->train_g, first, true, NULL, &t->train_full, d))) return st;
+  if (t->test_ds) {
+    uint64_t tn = dpc_dataset_size(t->test_ds);
+    uint32_t ef = (uint32_t)(tn < o->batch ? tn : o->batch);
+    if (ef && (st = open_run(t, t->eval_g, ef, false, t->train_full.s, &t->eval_full, d))) return st;
+  }
+  if (o->init_path && (st = dpc_train_load_params(t, o->init_path, d))) return st;
+  if (o->resume_path && (st = dpc_train_load_checkpoint(t, d))) return st;
+  if (o->log_path && !(t->log = fopen(o->log_path, t->resumed ? "a" : "w")))
+    return dpc_diag_fail(d, DPC_ERR_IO, "cannot write the log '%s'", o->log_path);
+  return DPC_OK;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------- */
+
+dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d) {
+  trainer t;
+  memset(&t, 0, sizeof t);
+  t.o = o;
+  dpc_status st = setup(&t, src, d);
+  while (!st && t.epoch < o->epochs && (!o->steps || t.step < o->steps)) {
+    dpc_order_epoch(&t.order, t.epoch);
+    dpc_train_epoch ep = {.epoch = t.epoch};
+    double epoch_time = 0, loss_sum = 0;
+    uint64_t samples = 0;
+    for (; t.batch_pos < t.batches && (!o->steps || t.step < o->steps); t.batch_pos++) {
+      uint32_t n;
+      const uint64_t *idx = dpc_order_batch(&t.order, o->batch, t.batch_pos, &n);
+      run_t *r;
+      double t0 = dpc_train_now();
+      if ((st = run_for(&t, true, n, &r, d)) || (st = feed(r, t.train_ds, idx, n, d))) break;
+      /* the step counter seeds dropout: the same step draws the same mask after a resume */
+      dpc_session_set_step(r->s, t.step);
+      if ((st = dpc_session_run(r->s, d))) {
+        dpc_diag_prefix(d, "step %llu: ", (unsigned long long)t.step + 1);
+        break;
+      }
+      double dt = dpc_train_now() - t0;
+      t.step++;
+      dpc_train_step s = {t.step, t.epoch, t.batch_pos + 1, t.batches, scalar(r, r->loss), scalar(r, r->lr),
+                          dt > 0 ? n / dt : 0, n};
+      if (isnan(s.loss) || isinf(s.loss)) {
+        st = dpc_diag_fail(d, DPC_ERR_RUNTIME, "the loss became %s at step %llu (epoch %llu): the learning rate may be too high",
+                           isnan(s.loss) ? "NaN" : "infinite", (unsigned long long)t.step, (unsigned long long)t.epoch + 1);
+        break;
+      }
+      epoch_time += dt;
+      loss_sum += s.loss * n;
+      samples += n;
+      if (t.log) dpc_train_log_step(&t, &s);
+      if (o->on_step) o->on_step(o->user, &s);
+      bool last = t.batch_pos + 1 == t.batches;
+      if (o->checkpoint_every && o->checkpoint_path && t.step % o->checkpoint_every == 0) {
+        /* position after this batch */
+        uint64_t e = t.epoch, b = t.batch_pos + 1;
+        if (last) e++, b = 0;
+        if ((st = dpc_train_save_checkpoint(&t, e, b, d))) break;
+      }
+    }
+    if (st) break;
+    bool finished = t.batch_pos == t.batches;
+    ep.step = t.step;
+    ep.train_loss = samples ? loss_sum / (double)samples : NAN;
+    ep.seconds = epoch_time;
+    ep.samples_per_s = epoch_time > 0 ? (double)samples / epoch_time : 0;
+    if (finished && t.test_ds && t.eval_full.s && (st = evaluate(&t, &ep, d))) break;
+    if (finished || samples) {
+      if (t.log) dpc_train_log_epoch(&t, &ep);
+      if (o->on_epoch) o->on_epoch(o->user, &ep);
+    }
+    if (finished) {
+      t.epoch++;
+      t.batch_pos = 0;
+    }
+  }
+  if (!st && o->checkpoint_path) st = dpc_train_save_checkpoint(&t, t.epoch, t.batch_pos, d);
+  if (!st && o->save_path) st = dpc_train_save_params(&t, o->save_path, d);
+  trainer_free(&t);
+  return st;
+}

@@ -1,0 +1,67 @@
+/*
+ * train.h — training a model on a dataset: the loop behind `dpc train`, as library code.
+ *
+ * It compiles the model's training graph (autodiff and optimizer passes), plans it for the batch
+ * size (and once more for a partial last batch), runs it over the dataset epoch by epoch, and
+ * evaluates on the test split after each epoch. Params, optimizer state and batch_norm statistics
+ * live in one session; the other plans' sessions share them by name. Checkpoints (safetensors)
+ * hold every param and state value plus the step, epoch, batch and data-order seed, so a
+ * resumed run continues bit-identically. Nothing here prints: progress goes to callbacks.
+ */
+#ifndef DPC_TOOLS_TRAIN_H
+#define DPC_TOOLS_TRAIN_H
+
+#include "ir/graph.h"
+#include "passes/pass.h"
+
+typedef struct dpc_train_step {
+  uint64_t step;       /* steps done, this one included */
+  uint64_t epoch;      /* 0-based */
+  uint64_t batch, batches; /* position in the epoch, 1-based, and batches per epoch */
+  double loss, lr;
+  double samples_per_s; /* over this step */
+  uint32_t batch_size;
+} dpc_train_step;
+
+typedef struct dpc_train_epoch {
+  uint64_t epoch; /* 0-based, the epoch just finished */
+  uint64_t step;
+  double train_loss;   /* mean over the epoch's steps, weighted by batch size */
+  double seconds;      /* wall time of the epoch's training steps */
+  double samples_per_s;
+  bool evaluated;      /* false when there is no test data */
+  double test_loss, test_accuracy;
+  uint64_t test_samples;
+} dpc_train_epoch;
+
+typedef struct dpc_train_opts {
+  const char *data;       /* --data; NULL means fashion-mnist */
+  const char *test_data;  /* --test-data; NULL: the test split of --data when it has one */
+  uint64_t epochs;        /* >= 1 */
+  uint64_t steps;         /* stop after this many steps in all; 0: no limit */
+  uint32_t batch;         /* global batch of one optimizer step */
+  uint64_t seed;          /* data order */
+  bool shuffle;
+  const char *optimizer;  /* overrides of the model's objective; NULL / NAN when not given */
+  double lr, momentum, weight_decay;
+  const char *schedule;   /* constant, step, cosine, linear; NULL: the model's */
+  const char *init_path;  /* safetensors of initial params */
+  const char *save_path;  /* final params, named as in the model */
+  const char *checkpoint_path;   /* where checkpoints go */
+  uint64_t checkpoint_every;     /* steps; 0: only at the end when checkpoint_path is set */
+  const char *resume_path;
+  const char *log_path;   /* JSON lines, one per step */
+  dpc_pass_opts passes;   /* verify_each, print_after, dump */
+  void (*on_start)(void *user, const char *what);
+  void (*on_step)(void *user, const dpc_train_step *s);
+  void (*on_epoch)(void *user, const dpc_train_epoch *e);
+  void *user;
+} dpc_train_opts;
+
+/* Fill in the defaults: fashion-mnist, 1 epoch, batch 64, seed 0, shuffle, no overrides. */
+void dpc_train_defaults(dpc_train_opts *o);
+
+/* Train model g (a parsed, verified graph; not modified). */
+dpc_status dpc_train(const dpc_graph *g, const dpc_train_opts *o, dpc_diag *d);
+
+#endif

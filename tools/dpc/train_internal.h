@@ -1,0 +1,49 @@
+/*
+ * train_internal.h — the trainer's state, shared by train.c (the loop) and train_io.c (files).
+ */
+#ifndef DPC_TOOLS_TRAIN_INTERNAL_H
+#define DPC_TOOLS_TRAIN_INTERNAL_H
+
+#include "ir/plan.h"
+#include "runtime/data.h"
+#include "runtime/session.h"
+#include "tools/dpc/train.h"
+
+#include <stdio.h>
+
+/* A plan for one batch size and its session, with the values the loop reads. */
+typedef struct run_t {
+  uint32_t n;
+  dpc_plan *plan;
+  dpc_session *s;
+  uint32_t x, y, loss, lr, logits; /* value ids in plan->g */
+} run_t;
+
+typedef struct trainer {
+  const dpc_train_opts *o;
+  dpc_graph *model;   /* the model with the command line's optimizer settings */
+  dpc_graph *train_g; /* after the training passes, batch symbolic */
+  dpc_graph *eval_g;  /* after the inference passes; outputs: the model's first, then the loss */
+  char x_name[256], y_name[256], loss_name[256];
+  uint32_t batch_sym;
+  dpc_dataset *train_ds, *test_ds;
+  dpc_order order;
+  uint64_t batches, total_steps;
+  run_t train_full, train_tail, eval_full, eval_tail; /* train_full owns params and state */
+  uint64_t step, epoch, batch_pos; /* where the run is: steps done, epoch, next batch */
+  bool resumed;
+  FILE *log;
+} trainer;
+
+double dpc_train_now(void);
+
+/* train_io.c */
+dpc_status dpc_train_peek_checkpoint(trainer *t, dpc_diag *d);  /* settings the graph needs */
+dpc_status dpc_train_load_checkpoint(trainer *t, dpc_diag *d);  /* values and position */
+dpc_status dpc_train_save_checkpoint(trainer *t, uint64_t epoch, uint64_t batch, dpc_diag *d);
+dpc_status dpc_train_load_params(trainer *t, const char *path, dpc_diag *d);
+dpc_status dpc_train_save_params(trainer *t, const char *path, dpc_diag *d);
+void dpc_train_log_step(trainer *t, const dpc_train_step *s);
+void dpc_train_log_epoch(trainer *t, const dpc_train_epoch *e);
+
+#endif

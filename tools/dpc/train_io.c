@@ -1,0 +1,192 @@
+/*
+ * train_io.c — the trainer's files: checkpoints (every param and state value plus where the run
+ * stands), parameter files for --init and --save, and the JSON-lines step log.
+ *
+ * Checkpoints are safetensors written atomically (runtime/safetensors.c); the run's position
+ * goes in the metadata as decimal strings under "dpc.*" keys.
+ */
+#include "runtime/safetensors.h"
+#include "tools/dpc/train_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FORMAT "dpc-checkpoint-1"
+
+/* ---- reading metadata ----------------------------------------------------------------------- */
+
+static dpc_status meta_u64(const dpc_st_file *f, const char *path, const char *key, uint64_t *out, dpc_diag *d) {
+  const char *v = dpc_st_meta_get(f, key);
+  if (!v) return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: not a dpc checkpoint (no '%s' in its metadata)", path, key);
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno || end == v || *end || v[0] == '-')
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: metadata '%s' is '%s', not a count", path, key, v);
+  *out = x;
+  return DPC_OK;
+}
+
+dpc_status dpc_train_peek_checkpoint(trainer *t, dpc_diag *d) {
+  const char *path = t->o->resume_path;
+  dpc_st_file *f;
+  dpc_status st = dpc_safetensors_read(path, &f, d);
+  if (st) return st;
+  const char *fmt = dpc_st_meta_get(f, "dpc.format");
+  uint64_t batch, seed, shuffle, total;
+  if (!fmt || strcmp(fmt, FORMAT)) {
+    st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s: not a dpc checkpoint (use --init to start from a file of params)", path);
+  } else if (!(st = meta_u64(f, path, "dpc.batch_size", &batch, d)) && !(st = meta_u64(f, path, "dpc.seed", &seed, d)) &&
+             !(st = meta_u64(f, path, "dpc.shuffle", &shuffle, d)) && !(st = meta_u64(f, path, "dpc.total_steps", &total, d))) {
+    if (batch != t->o->batch)
+      st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s was made with --batch %llu; resume with the same batch size", path,
+                         (unsigned long long)batch);
+    /* The data order and the schedule's horizon are part of the run being resumed. */
+    dpc_order_free(&t->order);
+    if (!st) st = dpc_order_init(&t->order, dpc_dataset_size(t->train_ds), seed, shuffle != 0, d);
+    t->total_steps = total;
+  }
+  dpc_st_free(f);
+  return st;
+}
+
+dpc_status dpc_train_load_checkpoint(trainer *t, dpc_diag *d) {
+  const char *path = t->o->resume_path;
+  dpc_st_file *f;
+  dpc_status st = dpc_safetensors_read(path, &f, d);
+  if (st) return st;
+  const dpc_graph *g = t->train_full.plan->g;
+  /* every param and state of the training graph comes from the file, and nothing else is in it */
+  uint32_t found = 0;
+  for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
+    if (!dpc_op_has(g->nodes[i].op, DPC_OPF_PERSIST)) continue;
+    const char *name = dpc_graph_str(g, g->values[g->nodes[i].out].name);
+    const dpc_tensor *tt = dpc_st_find(f, name);
+    if (!tt) {
+      st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s has no '%s' (was it made from another model or optimizer?)", path, name);
+      break;
+    }
+    found++;
+    if ((st = dpc_session_set(t->train_full.s, name, tt, d))) dpc_diag_prefix(d, "%s: ", path);
+  }
+  if (!st && found != dpc_st_count(f)) {
+    for (uint32_t i = 0; i < dpc_st_count(f); i++)
+      if (dpc_graph_find(g, dpc_st_at(f, i)->name) == DPC_NONE) {
+        st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s holds '%s', which this model does not have", path, dpc_st_at(f, i)->name);
+        break;
+      }
+  }
+  if (!st && !(st = meta_u64(f, path, "dpc.step", &t->step, d)) && !(st = meta_u64(f, path, "dpc.epoch", &t->epoch, d)))
+    st = meta_u64(f, path, "dpc.batch", &t->batch_pos, d);
+  if (!st && t->batch_pos > t->batches)
+    st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s: it stopped at batch %llu of an epoch of %llu: is the data the same?", path,
+                       (unsigned long long)t->batch_pos, (unsigned long long)t->batches);
+  t->resumed = !st;
+  dpc_st_free(f);
+  dpc_safetensors_clean(path, NULL);
+  return st;
+}
+
+/* ---- writing ------------------------------------------------------------------------------- */
+
+/* The named persistent values of the training graph; params only when `params_only`, and then
+ * also the state the model itself declares (batch_norm statistics), not the optimizer's. */
+static uint32_t collect(trainer *t, bool params_only, dpc_st_tensor *out) {
+  const dpc_graph *g = t->train_full.plan->g;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    dpc_op op = g->nodes[i].op;
+    if (!dpc_op_has(op, DPC_OPF_PERSIST)) continue;
+    uint32_t v = g->nodes[i].out;
+    const char *name = dpc_graph_str(g, g->values[v].name);
+    if (params_only && op == DPC_OP_STATE && dpc_graph_find(t->model, name) == DPC_NONE) continue;
+    if (out) out[n] = (dpc_st_tensor){name, dpc_session_value(t->train_full.s, v)};
+    n++;
+  }
+  return n;
+}
+
+dpc_status dpc_train_save_checkpoint(trainer *t, uint64_t epoch, uint64_t batch, dpc_diag *d) {
+  uint32_t n = collect(t, false, NULL);
+  dpc_st_tensor *ts = calloc(n ? n : 1, sizeof *ts);
+  if (!ts) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  collect(t, false, ts);
+  char step[32], ep[32], b[32], bs[32], seed[32], shuf[8], total[32];
+  snprintf(step, sizeof step, "%llu", (unsigned long long)t->step);
+  snprintf(ep, sizeof ep, "%llu", (unsigned long long)epoch);
+  snprintf(b, sizeof b, "%llu", (unsigned long long)batch);
+  snprintf(bs, sizeof bs, "%u", t->o->batch);
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->order.seed);
+  snprintf(shuf, sizeof shuf, "%d", t->order.shuffle ? 1 : 0);
+  snprintf(total, sizeof total, "%llu", (unsigned long long)t->total_steps);
+  const dpc_graph *g = t->model;
+  dpc_st_meta meta[] = {
+      {"dpc.format", FORMAT},   {"dpc.model", g->name != DPC_NONE ? dpc_graph_str(g, g->name) : ""},
+      {"dpc.version", DPC_VERSION_STRING}, {"dpc.step", step}, {"dpc.epoch", ep}, {"dpc.batch", b},
+      {"dpc.batch_size", bs},   {"dpc.seed", seed}, {"dpc.shuffle", shuf}, {"dpc.total_steps", total},
+  };
+  dpc_status st = dpc_safetensors_write(t->o->checkpoint_path, ts, n, meta, sizeof meta / sizeof *meta, d);
+  free(ts);
+  return st;
+}
+
+dpc_status dpc_train_save_params(trainer *t, const char *path, dpc_diag *d) {
+  uint32_t n = collect(t, true, NULL);
+  dpc_st_tensor *ts = calloc(n ? n : 1, sizeof *ts);
+  if (!ts) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  collect(t, true, ts);
+  const dpc_graph *g = t->model;
+  dpc_st_meta meta[] = {{"dpc.model", g->name != DPC_NONE ? dpc_graph_str(g, g->name) : ""}};
+  dpc_status st = dpc_safetensors_write(path, ts, n, meta, 1, d);
+  free(ts);
+  return st;
+}
+
+dpc_status dpc_train_load_params(trainer *t, const char *path, dpc_diag *d) {
+  dpc_st_file *f;
+  dpc_status st = dpc_safetensors_read(path, &f, d);
+  if (st) return st;
+  const dpc_graph *g = t->model;
+  for (uint32_t i = 0; i < dpc_st_count(f) && !st; i++) {
+    const dpc_st_tensor *e = dpc_st_at(f, i);
+    uint32_t v = dpc_graph_find(g, e->name);
+    if (v == DPC_NONE || !dpc_op_has(g->nodes[g->values[v].node].op, DPC_OPF_PERSIST)) {
+      st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s holds '%s', which is not a param or state of the model", path, e->name);
+      break;
+    }
+    if ((st = dpc_session_set(t->train_full.s, e->name, &e->t, d))) dpc_diag_prefix(d, "%s: ", path);
+  }
+  dpc_st_free(f);
+  return st;
+}
+
+/* ---- the log ----------------------------------------------------------------------------- */
+
+static void num(FILE *f, const char *key, double v) {
+  if (isfinite(v)) fprintf(f, ", \"%s\": %.9g", key, v);
+  else fprintf(f, ", \"%s\": null", key);
+}
+
+void dpc_train_log_step(trainer *t, const dpc_train_step *s) {
+  fprintf(t->log, "{\"step\": %llu, \"epoch\": %llu, \"batch\": %llu", (unsigned long long)s->step,
+          (unsigned long long)s->epoch, (unsigned long long)s->batch);
+  num(t->log, "loss", s->loss);
+  num(t->log, "lr", s->lr);
+  num(t->log, "samples_per_s", s->samples_per_s);
+  fprintf(t->log, "}\n");
+}
+
+void dpc_train_log_epoch(trainer *t, const dpc_train_epoch *e) {
+  fprintf(t->log, "{\"epoch_end\": %llu, \"step\": %llu", (unsigned long long)e->epoch, (unsigned long long)e->step);
+  num(t->log, "train_loss", e->train_loss);
+  num(t->log, "seconds", e->seconds);
+  num(t->log, "samples_per_s", e->samples_per_s);
+  if (e->evaluated) {
+    num(t->log, "test_loss", e->test_loss);
+    num(t->log, "test_accuracy", e->test_accuracy);
+  }
+  fprintf(t->log, "}\n");
+  fflush(t->log);
+}
