@@ -51,6 +51,31 @@ static inline void dpc_ref_move(dpc_tensor *dst, int64_t di, const dpc_tensor *s
           (const unsigned char *)src->data + (size_t)si * es, (size_t)count * es);
 }
 
+/* n elements of t from offset `off`, `stride` apart, as doubles; the dtype switch sits outside
+ * the loop for the common float types, so row loops vectorise. */
+static inline void dpc_ref_load(const dpc_tensor *t, int64_t off, int64_t n, int64_t stride,
+                                double *out) {
+  if (t->dtype == DPC_F32) {
+    const float *p = (const float *)t->data + off;
+    for (int64_t j = 0; j < n; j++) out[j] = p[j * stride];
+  } else if (t->dtype == DPC_F64) {
+    const double *p = (const double *)t->data + off;
+    for (int64_t j = 0; j < n; j++) out[j] = p[j * stride];
+  } else {
+    for (int64_t j = 0; j < n; j++) out[j] = dpc_tload(t, off + j * stride);
+  }
+}
+
+/* n consecutive doubles stored into t from offset `off` (rounded as dpc_tstore rounds). */
+static inline void dpc_ref_store(dpc_tensor *t, int64_t off, int64_t n, const double *in) {
+  if (t->dtype == DPC_F32) {
+    float *p = (float *)t->data + off;
+    for (int64_t j = 0; j < n; j++) p[j] = (float)in[j];
+  } else {
+    for (int64_t j = 0; j < n; j++) dpc_tstore(t, off + j, in[j]);
+  }
+}
+
 /* Set every element to zero: all-zero bytes are 0 (or false) in every dtype dpc has. */
 static inline void dpc_ref_zero(dpc_tensor *t) {
   size_t n = dpc_tensor_bytes(t);

@@ -1,5 +1,5 @@
 /*
- * ref_nn.c — reference kernels for the layers: matmul, conv2d, max_pool2d, avg_pool2d,
+ * ref_nn.c — reference kernels for the layers: matmul, max_pool2d, avg_pool2d,
  * batch_norm and layer_norm.
  *
  * Every sum is accumulated in double. Window geometry (output size, padding, stride, dilation,
@@ -13,20 +13,6 @@
 /* ---- matmul ------------------------------------------------------------------------------- */
 
 #define MM_CHUNK 256 /* output columns accumulated at once; 4 KiB of doubles on the stack */
-
-/* n consecutive elements from offset off into buf, with the dtype switch hoisted out of the
- * loop for the common float types. */
-static void load_run(const dpc_tensor *t, int64_t off, int64_t n, double *buf) {
-  if (t->dtype == DPC_F32) {
-    const float *p = (const float *)t->data + off;
-    for (int64_t j = 0; j < n; j++) buf[j] = p[j];
-  } else if (t->dtype == DPC_F64) {
-    const double *p = (const double *)t->data + off;
-    for (int64_t j = 0; j < n; j++) buf[j] = p[j];
-  } else {
-    for (int64_t j = 0; j < n; j++) buf[j] = dpc_tload(t, off + j);
-  }
-}
 
 /* One [m, k] x [k, n] product. a is stored [m, k], or [k, m] when ta; b is stored [k, n], or
  * [n, k] when tb; the result is stored [m, n] at yoff. */
@@ -46,7 +32,7 @@ static void gemm(const mm_geom *g, const dpc_tensor *a, int64_t aoff, const dpc_
       for (int64_t p = 0; p < g->k; p++) {
         double av = dpc_tload(a, aoff + (g->ta ? p * g->m + i : i * g->k + p));
         if (!g->tb)
-          load_run(b, boff + p * g->n + j0, jn, row);
+          dpc_ref_load(b, boff + p * g->n + j0, jn, 1, row);
         else
           for (int64_t j = 0; j < jn; j++) row[j] = dpc_tload(b, boff + (j0 + j) * g->k + p);
         for (int64_t j = 0; j < jn; j++) acc[j] += av * row[j];
@@ -99,41 +85,8 @@ dpc_status dpc_ref_matmul(const dpc_kernel_args *a, dpc_diag *d) {
   return DPC_OK;
 }
 
-/* ---- conv2d and pools --------------------------------------------------------------------- */
-
-dpc_status dpc_ref_conv2d(const dpc_kernel_args *a, dpc_diag *d) {
-  dpc_window w;
-  dpc_status st = dpc_window_of(a->g, a->node, &w, d);
-  if (st) return st;
-  const dpc_tensor *x = &a->in[0], *k = &a->in[1];
-  dpc_tensor *y = &a->out[0];
-  int64_t n = x->shape.d[0], cpg = w.c / w.groups, opg = w.oc / w.groups;
-  for (int64_t b = 0; b < n; b++) {
-    for (int64_t o = 0; o < w.oc; o++) {
-      int64_t c0 = (o / opg) * cpg; /* first input channel of o's group */
-      for (int64_t oy = 0; oy < w.oh; oy++) {
-        for (int64_t ox = 0; ox < w.ow; ox++) {
-          double acc = 0;
-          for (int64_t ci = 0; ci < cpg; ci++) {
-            int64_t xbase = (b * w.c + c0 + ci) * w.h, kbase = (o * cpg + ci) * w.kh;
-            for (int64_t ky = 0; ky < w.kh; ky++) {
-              int64_t iy = oy * w.sh - w.pt + ky * w.dh;
-              if (iy < 0 || iy >= w.h) continue; /* zero padding adds nothing */
-              for (int64_t kx = 0; kx < w.kw; kx++) {
-                int64_t ix = ox * w.sw - w.pl + kx * w.dw;
-                if (ix < 0 || ix >= w.w) continue;
-                acc +=
-                    dpc_tload(x, (xbase + iy) * w.w + ix) * dpc_tload(k, (kbase + ky) * w.kw + kx);
-              }
-            }
-          }
-          dpc_tstore(y, ((b * w.oc + o) * w.oh + oy) * w.ow + ox, acc);
-        }
-      }
-    }
-  }
-  return DPC_OK;
-}
+/* ---- pools (conv2d is in ref_conv.c) ----------------------------------------------------------
+ */
 
 /* Both pools: for each output position, visit the window positions that fall inside the input
  * (padding is never a candidate for max and never a summand for avg). */

@@ -1,6 +1,6 @@
 /*
- * ref_nn_grad.c — reference kernels for the gradients of the layers: conv2d_grad_input,
- * conv2d_grad_weight, max_pool2d_grad, avg_pool2d_grad, batch_norm_grad and layer_norm_grad.
+ * ref_nn_grad.c — reference kernels for the gradients of the layers: max_pool2d_grad,
+ * avg_pool2d_grad, batch_norm_grad and layer_norm_grad (the conv2d gradients are in ref_conv.c).
  *
  * Each is written straight from the adjoint of the forward loops in ref_nn.c, with the same
  * window geometry (dpc_window_of, which also reads the gradient ops), so forward and backward
@@ -12,81 +12,6 @@
  * which is fine for the oracle. Must not allocate, keep state or print.
  */
 #include "runtime/ref/ref_internal.h"
-
-/* ---- conv2d ---------------------------------------------------------------------------------- */
-
-/* dx[b, c, iy, ix] = sum of dy[b, o, oy, ox] * w[o, c mod cpg, ky, kx] over the outputs o of c's
- * group and the taps with oy*sh - pt + ky*dh == iy and ox*sw - pl + kx*dw == ix. */
-dpc_status dpc_ref_conv2d_grad_input(const dpc_kernel_args *a, dpc_diag *d) {
-  dpc_window w;
-  dpc_status st = dpc_window_of(a->g, a->node, &w, d);
-  if (st) return st;
-  const dpc_tensor *dy = &a->in[0], *k = &a->in[1];
-  dpc_tensor *dx = &a->out[0];
-  int64_t n = dx->shape.d[0], cpg = w.c / w.groups, opg = w.oc / w.groups;
-  for (int64_t b = 0; b < n; b++) {
-    for (int64_t c = 0; c < w.c; c++) {
-      int64_t o0 = (c / cpg) * opg, ci = c % cpg; /* c's group's outputs, c's place in it */
-      for (int64_t iy = 0; iy < w.h; iy++) {
-        for (int64_t ix = 0; ix < w.w; ix++) {
-          double acc = 0;
-          for (int64_t o = o0; o < o0 + opg; o++) {
-            int64_t dybase = (b * w.oc + o) * w.oh, kbase = (o * cpg + ci) * w.kh;
-            for (int64_t ky = 0; ky < w.kh; ky++) {
-              /* the output row whose tap ky lands on iy, if the stride hits it exactly */
-              int64_t ty = iy + w.pt - ky * w.dh;
-              if (ty < 0 || ty % w.sh || ty / w.sh >= w.oh) continue;
-              for (int64_t kx = 0; kx < w.kw; kx++) {
-                int64_t tx = ix + w.pl - kx * w.dw;
-                if (tx < 0 || tx % w.sw || tx / w.sw >= w.ow) continue;
-                acc += dpc_tload(dy, (dybase + ty / w.sh) * w.ow + tx / w.sw) *
-                       dpc_tload(k, (kbase + ky) * w.kw + kx);
-              }
-            }
-          }
-          dpc_tstore(dx, ((b * w.c + c) * w.h + iy) * w.w + ix, acc);
-        }
-      }
-    }
-  }
-  return DPC_OK;
-}
-
-/* dw[o, ci, ky, kx] = sum over b, oy, ox of dy[b, o, oy, ox] * x[b, c0 + ci, iy, ix] for the
- * input positions the tap sees (padding contributes nothing, as in the forward). */
-dpc_status dpc_ref_conv2d_grad_weight(const dpc_kernel_args *a, dpc_diag *d) {
-  dpc_window w;
-  dpc_status st = dpc_window_of(a->g, a->node, &w, d);
-  if (st) return st;
-  const dpc_tensor *dy = &a->in[0], *x = &a->in[1];
-  dpc_tensor *dw = &a->out[0];
-  int64_t n = x->shape.d[0], cpg = w.c / w.groups, opg = w.oc / w.groups;
-  for (int64_t o = 0; o < w.oc; o++) {
-    int64_t c0 = (o / opg) * cpg; /* first input channel of o's group */
-    for (int64_t ci = 0; ci < cpg; ci++) {
-      for (int64_t ky = 0; ky < w.kh; ky++) {
-        for (int64_t kx = 0; kx < w.kw; kx++) {
-          double acc = 0;
-          for (int64_t b = 0; b < n; b++) {
-            int64_t xbase = (b * w.c + c0 + ci) * w.h, dybase = (b * w.oc + o) * w.oh;
-            for (int64_t oy = 0; oy < w.oh; oy++) {
-              int64_t iy = oy * w.sh - w.pt + ky * w.dh;
-              if (iy < 0 || iy >= w.h) continue;
-              for (int64_t ox = 0; ox < w.ow; ox++) {
-                int64_t ix = ox * w.sw - w.pl + kx * w.dw;
-                if (ix < 0 || ix >= w.w) continue;
-                acc += dpc_tload(dy, (dybase + oy) * w.ow + ox) *
-                       dpc_tload(x, (xbase + iy) * w.w + ix);
-              }
-            }
-          }
-          dpc_tstore(dw, ((o * cpg + ci) * w.kh + ky) * w.kw + kx, acc);
-        }
-      }
-    }
-  }
-  return DPC_OK;
-}
 
 /* ---- pools ----------------------------------------------------------------------------------- */
 
