@@ -241,8 +241,9 @@ static void g_transpose(const dpc_grad_args *a) {
 }
 
 /* v reshaped to the (possibly symbolic) shape of `like`. */
-static uint32_t reshape_like(const dpc_grad_args *a, uint32_t v, const dpc_shape *s) {
+static uint32_t reshape_like(const dpc_grad_args *a, uint32_t v, const dpc_shape *shape) {
   if (v == DPC_NONE || E->st) return DPC_NONE;
+  const dpc_shape copy = *shape, *s = &copy;
   if (dpc_shape_eq(&G->values[v].shape, s)) return v;
   dpc_emit_begin(E);
   dpc_emit_shape(E, "shape", s->d, s->rank);
@@ -254,8 +255,11 @@ static void g_reshape(const dpc_grad_args *a) {
   if (a->want[0]) a->dx[0] = reshape_like(a, a->dy[0], &G->values[in(a, 0)].shape);
 }
 
+/* Rules build nodes, which can move g->nodes, g->values and the string pool: they copy what
+ * they need from them first rather than keep pointers. */
+
 static void g_concat(const dpc_grad_args *a) {
-  const dpc_node *nd = &G->nodes[a->node];
+  const dpc_node nd_copy = G->nodes[a->node], *nd = &nd_copy;
   uint32_t rank = G->values[in(a, 0)].shape.rank, ax;
   dpc_axis_norm(dpc_attrs_int(dpc_node_attrs(G, a->node), "axis"), rank, &ax);
   int64_t off = 0;
@@ -276,7 +280,7 @@ static void g_concat(const dpc_grad_args *a) {
 
 static void g_split(const dpc_grad_args *a) {
   if (!a->want[0]) return;
-  const dpc_node *nd = &G->nodes[a->node];
+  const dpc_node nd_copy = G->nodes[a->node], *nd = &nd_copy;
   uint32_t parts[DPC_MAX_RANK * 8], n_out = nd->n_out;
   if (n_out > sizeof parts / sizeof *parts) {
     if (!E->st)
@@ -335,7 +339,8 @@ static uint32_t mm(const dpc_grad_args *a, uint32_t p, uint32_t q, bool tp, bool
 static void g_matmul(const dpc_grad_args *a) {
   uint32_t p = in(a, 0), q = in(a, 1), dy = a->dy[0];
   dpc_attrs at = dpc_node_attrs(G, a->node);
-  const dpc_shape *sp = &G->values[p].shape, *sq = &G->values[q].shape;
+  const dpc_shape sp_copy = G->values[p].shape, sq_copy = G->values[q].shape;
+  const dpc_shape *sp = &sp_copy, *sq = &sq_copy;
   bool tp = dpc_attrs_int(at, "transpose_a") && sp->rank > 1,
        tq = dpc_attrs_int(at, "transpose_b") && sq->rank > 1;
   /* Vectors take part as [1, K] (left) or [K, 1] (right); dy gets the dropped dimension back. */

@@ -140,8 +140,8 @@ static uint32_t update_param(dpc_emit *e, const opt_cfg *c, uint32_t p, uint32_t
   dpc_graph *g = e->g;
   dpc_dtype ty = g->values[p].dtype;
   dpc_shape shape = g->values[p].shape;
-  const char *pn = dpc_graph_str(g, g->values[p].name);
-  char name[300];
+  char pn[256], name[300]; /* a copy: naming new state grows the string pool */
+  snprintf(pn, sizeof pn, "%s", dpc_graph_str(g, g->values[p].name));
   uint32_t lr = as_dtype(e, lr_f32, ty);
 #define K(v) dpc_emit_scalar(e, (v), ty)
   bool adamw = !strcmp(c->name, "adamw");

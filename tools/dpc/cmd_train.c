@@ -15,8 +15,10 @@
 #include <unistd.h>
 
 static const cli_opt train_opts[] = {
-    {"data", true, false, "fashion-mnist (default), a folder of IDX files, or INPUTS.npy,LABELS.npy"},
-    {"test-data", true, false, "data to evaluate on after each epoch (default: the test split of --data)"},
+    {"data", true, false,
+     "fashion-mnist (default), a folder of IDX files, or INPUTS.npy,LABELS.npy"},
+    {"test-data", true, false,
+     "data to evaluate on after each epoch (default: the test split of --data)"},
     {"epochs", true, false, "passes over the data (default 1)"},
     {"steps", true, false, "stop after this many optimizer steps in all"},
     {"batch", true, false, "samples per optimizer step (default 64)"},
@@ -26,7 +28,8 @@ static const cli_opt train_opts[] = {
     {"lr", true, false, "learning rate (default: the model's)"},
     {"momentum", true, false, "SGD momentum (default: the model's)"},
     {"weight-decay", true, false, "weight decay (default: the model's)"},
-    {"schedule", true, false, "learning-rate schedule: constant, step, cosine or linear (default: the model's)"},
+    {"schedule", true, false,
+     "learning-rate schedule: constant, step, cosine or linear (default: the model's)"},
     {"init", true, false, "FILE.safetensors: start from these params (names as in the model)"},
     {"save", true, false, "FILE.safetensors: write the final params (and model state) there"},
     {"checkpoint", true, false, "FILE.safetensors: where checkpoints go (written at the end too)"},
@@ -68,8 +71,9 @@ static void on_step(void *user, const dpc_train_step *s) {
   for (int i = 0; i < width; i++) bar[i] = i < done ? '#' : '.';
   bar[width] = 0;
   fprintf(stderr, "\repoch %llu/%llu [%s] %llu/%llu  loss %.4f  lr %.4g  %.0f samples/s   ",
-          (unsigned long long)s->epoch + 1, (unsigned long long)p->epochs, bar, (unsigned long long)s->batch,
-          (unsigned long long)s->batches, s->loss, s->lr, s->samples_per_s);
+          (unsigned long long)s->epoch + 1, (unsigned long long)p->epochs, bar,
+          (unsigned long long)s->batch, (unsigned long long)s->batches, s->loss, s->lr,
+          s->samples_per_s);
   fflush(stderr);
 }
 
@@ -77,8 +81,8 @@ static void on_epoch(void *user, const dpc_train_epoch *e) {
   progress *p = user;
   if (p->tty && !p->quiet) fprintf(stderr, "\r%*s\r", 110, "");
   if (p->quiet) return;
-  printf("epoch %llu/%llu: train loss %.4f", (unsigned long long)e->epoch + 1, (unsigned long long)p->epochs,
-         e->train_loss);
+  printf("epoch %llu/%llu: train loss %.4f", (unsigned long long)e->epoch + 1,
+         (unsigned long long)p->epochs, e->train_loss);
   if (e->evaluated) {
     printf(", test loss %.4f, test accuracy %.2f%%", e->test_loss, 100 * e->test_accuracy);
     p->last_test_accuracy = e->test_accuracy;
@@ -95,7 +99,8 @@ static bool get_u64(const cli_parsed *p, const char *name, uint64_t *out, uint64
   errno = 0;
   unsigned long long x = strtoull(v, &end, 10);
   if (errno || end == v || *end || v[0] == '-' || x < min) {
-    cli_usage_error("train", "--%s expects a whole number >= %llu, got '%s'", name, (unsigned long long)min, v);
+    cli_usage_error("train", "--%s expects a whole number >= %llu, got '%s'", name,
+                    (unsigned long long)min, v);
     return false;
   }
   *out = x;
@@ -136,10 +141,10 @@ int dpc_cmd_train(int argc, char **argv) {
   dpc_train_opts o;
   dpc_train_defaults(&o);
   uint64_t batch = o.batch;
-  if (!get_u64(&p, "epochs", &o.epochs, 1) || !get_u64(&p, "steps", &o.steps, 1) || !get_u64(&p, "batch", &batch, 1) ||
-      !get_u64(&p, "seed", &o.seed, 0) || !get_u64(&p, "checkpoint-every", &o.checkpoint_every, 1) ||
-      !get_double(&p, "lr", &o.lr) || !get_double(&p, "momentum", &o.momentum) ||
-      !get_double(&p, "weight-decay", &o.weight_decay))
+  if (!get_u64(&p, "epochs", &o.epochs, 1) || !get_u64(&p, "steps", &o.steps, 1) ||
+      !get_u64(&p, "batch", &batch, 1) || !get_u64(&p, "seed", &o.seed, 0) ||
+      !get_u64(&p, "checkpoint-every", &o.checkpoint_every, 1) || !get_double(&p, "lr", &o.lr) ||
+      !get_double(&p, "momentum", &o.momentum) || !get_double(&p, "weight-decay", &o.weight_decay))
     return DPC_EXIT_USAGE;
   if (batch > (1u << 24)) return cli_usage_error("train", "--batch is limited to %u", 1u << 24);
   o.batch = (uint32_t)batch;
@@ -155,11 +160,13 @@ int dpc_cmd_train(int argc, char **argv) {
   o.log_path = cli_get(train_opts, NTRAIN, &p, "log");
   if (o.checkpoint_every && !o.checkpoint_path)
     return cli_usage_error("train", "--checkpoint-every needs --checkpoint FILE.safetensors");
-  if (o.resume_path && o.init_path) return cli_usage_error("train", "--resume and --init do not go together");
+  if (o.resume_path && o.init_path)
+    return cli_usage_error("train", "--resume and --init do not go together");
   o.passes.verify_each = cli_get(train_opts, NTRAIN, &p, "verify-each") != NULL;
   o.passes.print_after = cli_get(train_opts, NTRAIN, &p, "print-after");
   o.passes.dump = print_dump;
-  progress prog = {isatty(STDERR_FILENO) != 0, cli_get(train_opts, NTRAIN, &p, "quiet") != NULL, o.epochs, 0, NAN};
+  progress prog = {isatty(STDERR_FILENO) != 0, cli_get(train_opts, NTRAIN, &p, "quiet") != NULL,
+                   o.epochs, 0, NAN};
   o.on_start = on_start;
   o.on_step = on_step;
   o.on_epoch = on_epoch;
@@ -170,12 +177,14 @@ int dpc_cmd_train(int argc, char **argv) {
   dpc_graph *g = NULL;
   int rc = DPC_EXIT_OK;
   double t0 = now_s();
-  if (dpc_passes_check_names(o.passes.print_after, &d) || dpc_driver_load(p.pos[0], &g, &d) || dpc_train(g, &o, &d)) {
+  if (dpc_passes_check_names(o.passes.print_after, &d) || dpc_driver_load(p.pos[0], &g, &d) ||
+      dpc_train(g, &o, &d)) {
     if (prog.tty) fprintf(stderr, "\n");
     rc = cli_report("train", &d);
   } else {
     printf("trained %s in %.1f s", p.pos[0], now_s() - t0);
-    if (!isnan(prog.last_test_accuracy)) printf(": test accuracy %.2f%%", 100 * prog.last_test_accuracy);
+    if (!isnan(prog.last_test_accuracy))
+      printf(": test accuracy %.2f%%", 100 * prog.last_test_accuracy);
     printf("\n");
     if (o.save_path) printf("params saved to %s\n", o.save_path);
     if (o.checkpoint_path) printf("checkpoint written to %s\n", o.checkpoint_path);

@@ -38,9 +38,12 @@ static dpc_status pick_inputs(trainer *t, dpc_diag *d) {
     if (g->nodes[i].op != DPC_OP_INPUT) continue;
     const dpc_value *v = &g->values[g->nodes[i].out];
     const char *name = dpc_graph_str(g, v->name);
-    if (dpc_dtype_is_float(v->dtype)) nf++, snprintf(t->x_name, sizeof t->x_name, "%s", name);
-    else if (dpc_dtype_is_int(v->dtype)) ni++, snprintf(t->y_name, sizeof t->y_name, "%s", name);
-    else nf = 99;
+    if (dpc_dtype_is_float(v->dtype))
+      nf++, snprintf(t->x_name, sizeof t->x_name, "%s", name);
+    else if (dpc_dtype_is_int(v->dtype))
+      ni++, snprintf(t->y_name, sizeof t->y_name, "%s", name);
+    else
+      nf = 99;
   }
   if (nf != 1 || ni != 1)
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
@@ -49,13 +52,17 @@ static dpc_status pick_inputs(trainer *t, dpc_diag *d) {
                          nf > 1 ? nf : nf, ni);
   const dpc_value *x = &g->values[dpc_graph_find(g, t->x_name)];
   const dpc_value *y = &g->values[dpc_graph_find(g, t->y_name)];
-  if (x->shape.rank < 1 || !DPC_DIM_IS_SYM(x->shape.d[0]) || y->shape.rank != 1 || y->shape.d[0] != x->shape.d[0])
-    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                         "dpc train needs the batch as the first, symbolic dimension of both inputs "
-                         "(input %s: f32[N, ...], input %s: i32[N])", t->x_name, t->y_name);
+  if (x->shape.rank < 1 || !DPC_DIM_IS_SYM(x->shape.d[0]) || y->shape.rank != 1 ||
+      y->shape.d[0] != x->shape.d[0])
+    return dpc_diag_fail(
+        d, DPC_ERR_UNSUPPORTED,
+        "dpc train needs the batch as the first, symbolic dimension of both inputs "
+        "(input %s: f32[N, ...], input %s: i32[N])",
+        t->x_name, t->y_name);
   for (uint32_t k = 1; k < x->shape.rank; k++)
     if (x->shape.d[k] < 0)
-      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "input '%s': only its first dimension may be symbolic", t->x_name);
+      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                           "input '%s': only its first dimension may be symbolic", t->x_name);
   t->batch_sym = DPC_DIM_SYM_NO(x->shape.d[0]);
   return DPC_OK;
 }
@@ -71,12 +78,15 @@ static const char *optimizer_spec(const char *name) {
 static dpc_status apply_overrides(trainer *t, uint64_t total_steps, dpc_diag *d) {
   dpc_graph *g = t->model;
   const dpc_train_opts *o = t->o;
-  const char *old = dpc_graph_str(g, g->obj.optimizer);
+  char old[64]; /* a copy: adding attributes may grow the string pool */
+  snprintf(old, sizeof old, "%s", dpc_graph_str(g, g->obj.optimizer));
   const char *name = o->optimizer ? o->optimizer : old;
   const char *spec = optimizer_spec(name);
-  if (!spec) return dpc_diag_fail(d, DPC_ERR_INVALID, "unknown optimizer '%s' (sgd, adam, adamw)", name);
+  if (!spec)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "unknown optimizer '%s' (sgd, adam, adamw)", name);
   if (!isnan(o->momentum) && strcmp(name, "sgd"))
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "--momentum applies to sgd, and the optimizer is %s", name);
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "--momentum applies to sgd, and the optimizer is %s",
+                         name);
   uint32_t old_off = g->obj.attr, old_n = g->obj.n_attr;
   uint32_t mark = dpc_graph_attr_mark(g);
   dpc_status st = DPC_OK;
@@ -142,7 +152,8 @@ static void close_run(run_t *r) {
 
 /* The session for a batch of n: the full one, or the one for the partial last batch. */
 static dpc_status run_for(trainer *t, bool training, uint32_t n, run_t **out, dpc_diag *d) {
-  run_t *full = training ? &t->train_full : &t->eval_full, *tail = training ? &t->train_tail : &t->eval_tail;
+  run_t *full = training ? &t->train_full : &t->eval_full,
+        *tail = training ? &t->train_tail : &t->eval_tail;
   const dpc_graph *g = training ? t->train_g : t->eval_g;
   if (n == full->n) {
     *out = full;
@@ -158,7 +169,8 @@ static dpc_status run_for(trainer *t, bool training, uint32_t n, run_t **out, dp
 }
 
 /* Copy batch `idx` straight into the run's input memory. */
-static dpc_status feed(run_t *r, const dpc_dataset *ds, const uint64_t *idx, uint32_t n, dpc_diag *d) {
+static dpc_status feed(run_t *r, const dpc_dataset *ds, const uint64_t *idx, uint32_t n,
+                       dpc_diag *d) {
   dpc_tensor x = dpc_session_input(r->s, r->x), y = dpc_session_input(r->s, r->y);
   return dpc_dataset_fill(ds, idx, n, &x, &y, d);
 }
@@ -182,7 +194,9 @@ static dpc_status evaluate(trainer *t, dpc_train_epoch *ep, dpc_diag *d) {
     uint32_t m = (uint32_t)(n - start < t->o->batch ? n - start : t->o->batch);
     for (uint32_t i = 0; i < m; i++) idx[i] = start + i;
     run_t *r;
-    if ((st = run_for(t, false, m, &r, d)) || (st = feed(r, ds, idx, m, d)) || (st = dpc_session_run(r->s, d))) break;
+    if ((st = run_for(t, false, m, &r, d)) || (st = feed(r, ds, idx, m, d)) ||
+        (st = dpc_session_run(r->s, d)))
+      break;
     loss_sum += scalar(r, r->loss) * m;
     dpc_tensor lg = dpc_session_value(r->s, r->logits), y = dpc_session_value(r->s, r->y);
     int64_t c = lg.shape.rank == 2 ? lg.shape.d[1] : 1;
@@ -219,10 +233,12 @@ static dpc_status check_data(trainer *t, const dpc_dataset *ds, dpc_diag *d) {
     char want[160], have[160] = "";
     dpc_graph_format_type(g, x->dtype, &x->shape, want, sizeof want);
     for (uint32_t k = 0, o = 0; k < s->rank; k++)
-      o += (uint32_t)snprintf(have + o, sizeof have - o, "%s%lld", k ? ", " : "", (long long)s->d[k]);
-    return dpc_diag_fail(d, DPC_ERR_SHAPE,
-                         "%s has samples of shape [%s] (%lld values), but input '%s' is %s (%lld values a sample)",
-                         dpc_dataset_name(ds), have, (long long)dpc_shape_numel(s), t->x_name, want, (long long)row);
+      o += (uint32_t)snprintf(have + o, sizeof have - o, "%s%lld", k ? ", " : "",
+                              (long long)s->d[k]);
+    return dpc_diag_fail(
+        d, DPC_ERR_SHAPE,
+        "%s has samples of shape [%s] (%lld values), but input '%s' is %s (%lld values a sample)",
+        dpc_dataset_name(ds), have, (long long)dpc_shape_numel(s), t->x_name, want, (long long)row);
   }
   /* the labels feed softmax_cross_entropy: its logits have the class count */
   uint32_t yv = dpc_graph_find(g, t->y_name);
@@ -231,8 +247,9 @@ static dpc_status check_data(trainer *t, const dpc_dataset *ds, dpc_diag *d) {
     if (n->op != DPC_OP_SOFTMAX_CROSS_ENTROPY || g->ids[n->in + 1] != yv) continue;
     int64_t classes = g->values[g->ids[n->in]].shape.d[1];
     if (classes >= 0 && dpc_dataset_classes(ds) > classes)
-      return dpc_diag_fail(d, DPC_ERR_SHAPE, "%s has labels up to %lld, but the model's logits have %lld classes",
-                           dpc_dataset_name(ds), (long long)dpc_dataset_classes(ds) - 1, (long long)classes);
+      return dpc_diag_fail(
+          d, DPC_ERR_SHAPE, "%s has labels up to %lld, but the model's logits have %lld classes",
+          dpc_dataset_name(ds), (long long)dpc_dataset_classes(ds) - 1, (long long)classes);
   }
   return DPC_OK;
 }
@@ -255,13 +272,17 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   const dpc_train_opts *o = t->o;
   dpc_status st;
   if (src->obj.loss == DPC_NONE)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s has nothing to minimize: add a line such as "
-                                             "'minimize loss with sgd(lr=0.05, momentum=0.9)'",
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "%s has nothing to minimize: add a line such as "
+                         "'minimize loss with sgd(lr=0.05, momentum=0.9)'",
                          src->src_name ? src->src_name : "the model");
-  if (o->epochs < 1 || o->batch < 1) return dpc_diag_fail(d, DPC_ERR_INVALID, "--epochs and --batch must be at least 1");
+  if (o->epochs < 1 || o->batch < 1)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "--epochs and --batch must be at least 1");
   if (!(t->model = dpc_graph_clone(src))) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   snprintf(t->loss_name, sizeof t->loss_name, "%s",
-           src->values[src->obj.loss].name != DPC_NONE ? dpc_graph_str(src, src->values[src->obj.loss].name) : "");
+           src->values[src->obj.loss].name != DPC_NONE
+               ? dpc_graph_str(src, src->values[src->obj.loss].name)
+               : "");
   if ((st = pick_inputs(t, d))) return st;
   if (o->on_start) o->on_start(o->user, "opening the data");
   const char *spec = o->data ? o->data : "fashion-mnist";
@@ -270,10 +291,12 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   /* test data: given, or the test split of a named dataset or folder (not of an npy pair) */
   bool npy_pair = strchr(spec, ',') != NULL;
   if (o->test_data || !npy_pair) {
-    if ((st = dpc_dataset_open(o->test_data ? o->test_data : spec, DPC_SPLIT_TEST, &t->test_ds, d))) return st;
+    if ((st = dpc_dataset_open(o->test_data ? o->test_data : spec, DPC_SPLIT_TEST, &t->test_ds, d)))
+      return st;
     if ((st = check_data(t, t->test_ds, d))) return st;
   }
-  if ((st = dpc_order_init(&t->order, dpc_dataset_size(t->train_ds), o->seed, o->shuffle, d))) return st;
+  if ((st = dpc_order_init(&t->order, dpc_dataset_size(t->train_ds), o->seed, o->shuffle, d)))
+    return st;
   t->batches = dpc_order_batches(&t->order, o->batch);
   /* The schedule's horizon is the planned run, --epochs of batches, unless the model fixes it;
    * --steps only stops early, so a run stopped and resumed follows the same schedule. */
@@ -297,14 +320,18 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   po.print_after = NULL;
   if ((st = dpc_passes_run(t->eval_g, &po, d))) return st;
   if (t->eval_g->n_outputs < 2)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "the model needs an 'output' (its logits) to be evaluated");
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the model needs an 'output' (its logits) to be evaluated");
 
-  uint32_t first = (uint32_t)(dpc_dataset_size(t->train_ds) < o->batch ? dpc_dataset_size(t->train_ds) : o->batch);
+  uint32_t first =
+      (uint32_t)(dpc_dataset_size(t->train_ds) < o->batch ? dpc_dataset_size(t->train_ds)
+                                                          : o->batch);
   if ((st = open_run(t, t->train_g, first, true, NULL, &t->train_full, d))) return st;
   if (t->test_ds) {
     uint64_t tn = dpc_dataset_size(t->test_ds);
     uint32_t ef = (uint32_t)(tn < o->batch ? tn : o->batch);
-    if (ef && (st = open_run(t, t->eval_g, ef, false, t->train_full.s, &t->eval_full, d))) return st;
+    if (ef && (st = open_run(t, t->eval_g, ef, false, t->train_full.s, &t->eval_full, d)))
+      return st;
   }
   if (o->init_path && (st = dpc_train_load_params(t, o->init_path, d))) return st;
   if (o->resume_path && (st = dpc_train_load_checkpoint(t, d))) return st;
@@ -339,11 +366,20 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
       }
       double dt = dpc_train_now() - t0;
       t.step++;
-      dpc_train_step s = {t.step, t.epoch, t.batch_pos + 1, t.batches, scalar(r, r->loss), scalar(r, r->lr),
-                          dt > 0 ? n / dt : 0, n};
+      dpc_train_step s = {t.step,
+                          t.epoch,
+                          t.batch_pos + 1,
+                          t.batches,
+                          scalar(r, r->loss),
+                          scalar(r, r->lr),
+                          dt > 0 ? n / dt : 0,
+                          n};
       if (isnan(s.loss) || isinf(s.loss)) {
-        st = dpc_diag_fail(d, DPC_ERR_RUNTIME, "the loss became %s at step %llu (epoch %llu): the learning rate may be too high",
-                           isnan(s.loss) ? "NaN" : "infinite", (unsigned long long)t.step, (unsigned long long)t.epoch + 1);
+        st = dpc_diag_fail(
+            d, DPC_ERR_RUNTIME,
+            "the loss became %s at step %llu (epoch %llu): the learning rate may be too high",
+            isnan(s.loss) ? "NaN" : "infinite", (unsigned long long)t.step,
+            (unsigned long long)t.epoch + 1);
         break;
       }
       epoch_time += dt;

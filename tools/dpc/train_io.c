@@ -17,14 +17,18 @@
 
 /* ---- reading metadata ----------------------------------------------------------------------- */
 
-static dpc_status meta_u64(const dpc_st_file *f, const char *path, const char *key, uint64_t *out, dpc_diag *d) {
+static dpc_status meta_u64(const dpc_st_file *f, const char *path, const char *key, uint64_t *out,
+                           dpc_diag *d) {
   const char *v = dpc_st_meta_get(f, key);
-  if (!v) return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: not a dpc checkpoint (no '%s' in its metadata)", path, key);
+  if (!v)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: not a dpc checkpoint (no '%s' in its metadata)",
+                         path, key);
   char *end;
   errno = 0;
   unsigned long long x = strtoull(v, &end, 10);
   if (errno || end == v || *end || v[0] == '-')
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: metadata '%s' is '%s', not a count", path, key, v);
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: metadata '%s' is '%s', not a count", path, key,
+                         v);
   *out = x;
   return DPC_OK;
 }
@@ -37,11 +41,16 @@ dpc_status dpc_train_peek_checkpoint(trainer *t, dpc_diag *d) {
   const char *fmt = dpc_st_meta_get(f, "dpc.format");
   uint64_t batch, seed, shuffle, total;
   if (!fmt || strcmp(fmt, FORMAT)) {
-    st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s: not a dpc checkpoint (use --init to start from a file of params)", path);
-  } else if (!(st = meta_u64(f, path, "dpc.batch_size", &batch, d)) && !(st = meta_u64(f, path, "dpc.seed", &seed, d)) &&
-             !(st = meta_u64(f, path, "dpc.shuffle", &shuffle, d)) && !(st = meta_u64(f, path, "dpc.total_steps", &total, d))) {
+    st =
+        dpc_diag_fail(d, DPC_ERR_INVALID,
+                      "%s: not a dpc checkpoint (use --init to start from a file of params)", path);
+  } else if (!(st = meta_u64(f, path, "dpc.batch_size", &batch, d)) &&
+             !(st = meta_u64(f, path, "dpc.seed", &seed, d)) &&
+             !(st = meta_u64(f, path, "dpc.shuffle", &shuffle, d)) &&
+             !(st = meta_u64(f, path, "dpc.total_steps", &total, d))) {
     if (batch != t->o->batch)
-      st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s was made with --batch %llu; resume with the same batch size", path,
+      st = dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "%s was made with --batch %llu; resume with the same batch size", path,
                          (unsigned long long)batch);
     /* The data order and the schedule's horizon are part of the run being resumed. */
     dpc_order_free(&t->order);
@@ -65,7 +74,9 @@ dpc_status dpc_train_load_checkpoint(trainer *t, dpc_diag *d) {
     const char *name = dpc_graph_str(g, g->values[g->nodes[i].out].name);
     const dpc_tensor *tt = dpc_st_find(f, name);
     if (!tt) {
-      st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s has no '%s' (was it made from another model or optimizer?)", path, name);
+      st = dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "%s has no '%s' (was it made from another model or optimizer?)", path,
+                         name);
       break;
     }
     found++;
@@ -74,15 +85,18 @@ dpc_status dpc_train_load_checkpoint(trainer *t, dpc_diag *d) {
   if (!st && found != dpc_st_count(f)) {
     for (uint32_t i = 0; i < dpc_st_count(f); i++)
       if (dpc_graph_find(g, dpc_st_at(f, i)->name) == DPC_NONE) {
-        st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s holds '%s', which this model does not have", path, dpc_st_at(f, i)->name);
+        st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s holds '%s', which this model does not have",
+                           path, dpc_st_at(f, i)->name);
         break;
       }
   }
-  if (!st && !(st = meta_u64(f, path, "dpc.step", &t->step, d)) && !(st = meta_u64(f, path, "dpc.epoch", &t->epoch, d)))
+  if (!st && !(st = meta_u64(f, path, "dpc.step", &t->step, d)) &&
+      !(st = meta_u64(f, path, "dpc.epoch", &t->epoch, d)))
     st = meta_u64(f, path, "dpc.batch", &t->batch_pos, d);
   if (!st && t->batch_pos > t->batches)
-    st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s: it stopped at batch %llu of an epoch of %llu: is the data the same?", path,
-                       (unsigned long long)t->batch_pos, (unsigned long long)t->batches);
+    st = dpc_diag_fail(d, DPC_ERR_INVALID,
+                       "%s: it stopped at batch %llu of an epoch of %llu: is the data the same?",
+                       path, (unsigned long long)t->batch_pos, (unsigned long long)t->batches);
   t->resumed = !st;
   dpc_st_free(f);
   dpc_safetensors_clean(path, NULL);
@@ -123,11 +137,19 @@ dpc_status dpc_train_save_checkpoint(trainer *t, uint64_t epoch, uint64_t batch,
   snprintf(total, sizeof total, "%llu", (unsigned long long)t->total_steps);
   const dpc_graph *g = t->model;
   dpc_st_meta meta[] = {
-      {"dpc.format", FORMAT},   {"dpc.model", g->name != DPC_NONE ? dpc_graph_str(g, g->name) : ""},
-      {"dpc.version", DPC_VERSION_STRING}, {"dpc.step", step}, {"dpc.epoch", ep}, {"dpc.batch", b},
-      {"dpc.batch_size", bs},   {"dpc.seed", seed}, {"dpc.shuffle", shuf}, {"dpc.total_steps", total},
+      {"dpc.format", FORMAT},
+      {"dpc.model", g->name != DPC_NONE ? dpc_graph_str(g, g->name) : ""},
+      {"dpc.version", DPC_VERSION_STRING},
+      {"dpc.step", step},
+      {"dpc.epoch", ep},
+      {"dpc.batch", b},
+      {"dpc.batch_size", bs},
+      {"dpc.seed", seed},
+      {"dpc.shuffle", shuf},
+      {"dpc.total_steps", total},
   };
-  dpc_status st = dpc_safetensors_write(t->o->checkpoint_path, ts, n, meta, sizeof meta / sizeof *meta, d);
+  dpc_status st =
+      dpc_safetensors_write(t->o->checkpoint_path, ts, n, meta, sizeof meta / sizeof *meta, d);
   free(ts);
   return st;
 }
@@ -153,10 +175,13 @@ dpc_status dpc_train_load_params(trainer *t, const char *path, dpc_diag *d) {
     const dpc_st_tensor *e = dpc_st_at(f, i);
     uint32_t v = dpc_graph_find(g, e->name);
     if (v == DPC_NONE || !dpc_op_has(g->nodes[g->values[v].node].op, DPC_OPF_PERSIST)) {
-      st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s holds '%s', which is not a param or state of the model", path, e->name);
+      st =
+          dpc_diag_fail(d, DPC_ERR_INVALID,
+                        "%s holds '%s', which is not a param or state of the model", path, e->name);
       break;
     }
-    if ((st = dpc_session_set(t->train_full.s, e->name, &e->t, d))) dpc_diag_prefix(d, "%s: ", path);
+    if ((st = dpc_session_set(t->train_full.s, e->name, &e->t, d)))
+      dpc_diag_prefix(d, "%s: ", path);
   }
   dpc_st_free(f);
   return st;
@@ -165,8 +190,10 @@ dpc_status dpc_train_load_params(trainer *t, const char *path, dpc_diag *d) {
 /* ---- the log ----------------------------------------------------------------------------- */
 
 static void num(FILE *f, const char *key, double v) {
-  if (isfinite(v)) fprintf(f, ", \"%s\": %.9g", key, v);
-  else fprintf(f, ", \"%s\": null", key);
+  if (isfinite(v))
+    fprintf(f, ", \"%s\": %.9g", key, v);
+  else
+    fprintf(f, ", \"%s\": null", key);
 }
 
 void dpc_train_log_step(trainer *t, const dpc_train_step *s) {
@@ -179,7 +206,8 @@ void dpc_train_log_step(trainer *t, const dpc_train_step *s) {
 }
 
 void dpc_train_log_epoch(trainer *t, const dpc_train_epoch *e) {
-  fprintf(t->log, "{\"epoch_end\": %llu, \"step\": %llu", (unsigned long long)e->epoch, (unsigned long long)e->step);
+  fprintf(t->log, "{\"epoch_end\": %llu, \"step\": %llu", (unsigned long long)e->epoch,
+          (unsigned long long)e->step);
   num(t->log, "train_loss", e->train_loss);
   num(t->log, "seconds", e->seconds);
   num(t->log, "samples_per_s", e->samples_per_s);
