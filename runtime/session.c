@@ -76,7 +76,8 @@ static void share_persistent(dpc_session *s, const dpc_session *other) {
     uint32_t v = dpc_graph_find(og, dpc_graph_str(g, g->values[n->out].name));
     if (v == DPC_NONE || !dpc_op_has(og->nodes[og->values[v].node].op, DPC_OPF_PERSIST)) continue;
     const dpc_tensor *t = &other->tensors[v];
-    if (t->dtype != s->tensors[n->out].dtype || !dpc_shape_eq(&t->shape, &s->tensors[n->out].shape)) continue;
+    if (t->dtype != s->tensors[n->out].dtype || !dpc_shape_eq(&t->shape, &s->tensors[n->out].shape))
+      continue;
     s->tensors[n->out] = *t;
     s->shared[n->out] = true;
   }

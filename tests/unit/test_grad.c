@@ -31,12 +31,17 @@ static const recipe recipes[] = {
     {"add", P("a", "[3, 4]", -1, 1, 1) P("b", "[4]", -1, 1, 2) "y = a + b\n" LOSS("y", "[3, 4]")},
     {"add", /* reuse: a reaches y three times */
      P("a", "[2, 3]", -1, 1, 1) "y = a * a + a\n" LOSS("y", "[2, 3]")},
-    {"sub", P("a", "[3, 1]", -1, 1, 1) P("b", "[1, 4]", -1, 1, 2) "y = a - b\n" LOSS("y", "[3, 4]")},
-    {"mul", P("a", "[2, 3, 4]", -1, 1, 1) P("b", "[3, 1]", -1, 1, 2) "y = a * b\n" LOSS("y", "[2, 3, 4]")},
+    {"sub",
+     P("a", "[3, 1]", -1, 1, 1) P("b", "[1, 4]", -1, 1, 2) "y = a - b\n" LOSS("y", "[3, 4]")},
+    {"mul",
+     P("a", "[2, 3, 4]", -1, 1, 1) P("b", "[3, 1]", -1, 1, 2) "y = a * b\n" LOSS("y", "[2, 3, 4]")},
     {"div", P("a", "[3, 4]", -1, 1, 1) P("b", "[4]", 0.5, 2, 2) "y = a / b\n" LOSS("y", "[3, 4]")},
-    {"pow", P("a", "[3, 4]", 0.5, 2, 1) P("b", "[3, 4]", -1, 2, 2) "y = pow(a, b)\n" LOSS("y", "[3, 4]")},
-    {"max", P("a", "[3, 4]", -1, 1, 1) P("b", "[4]", -1, 1, 2) "y = max(a, b)\n" LOSS("y", "[3, 4]")},
-    {"min", P("a", "[3, 4]", -1, 1, 1) P("b", "[3, 4]", -1, 1, 2) "y = min(a, b)\n" LOSS("y", "[3, 4]")},
+    {"pow",
+     P("a", "[3, 4]", 0.5, 2, 1) P("b", "[3, 4]", -1, 2, 2) "y = pow(a, b)\n" LOSS("y", "[3, 4]")},
+    {"max",
+     P("a", "[3, 4]", -1, 1, 1) P("b", "[4]", -1, 1, 2) "y = max(a, b)\n" LOSS("y", "[3, 4]")},
+    {"min",
+     P("a", "[3, 4]", -1, 1, 1) P("b", "[3, 4]", -1, 1, 2) "y = min(a, b)\n" LOSS("y", "[3, 4]")},
     {"neg", P("a", "[5]", -1, 1, 1) "y = -a\n" LOSS("y", "[5]")},
     {"abs", P("a", "[6]", -1, 1, 1) "y = abs(a)\n" LOSS("y", "[6]")},
     {"relu", P("a", "[8]", -1, 1, 1) "y = relu(a)\n" LOSS("y", "[8]")},
@@ -53,53 +58,83 @@ static const recipe recipes[] = {
     {"erf", P("a", "[8]", -2, 2, 1) "y = erf(a)\n" LOSS("y", "[8]")},
     {"cos", P("a", "[8]", -3, 3, 1) "y = cos(a)\n" LOSS("y", "[8]")},
     {"sin", P("a", "[8]", -3, 3, 1) "y = sin(a)\n" LOSS("y", "[8]")},
-    {"where", P("a", "[3, 4]", -1, 1, 1) P("b", "[4]", -1, 1, 2)
-              "y = where(constant([[1], [0], [1]], dtype=bool), a, b)\n" LOSS("y", "[3, 4]")},
+    {"where",
+     P("a", "[3, 4]", -1, 1, 1)
+         P("b", "[4]", -1, 1,
+           2) "y = where(constant([[1], [0], [1]], dtype=bool), a, b)\n" LOSS("y", "[3, 4]")},
     {"softmax", P("a", "[3, 5]", -2, 2, 1) "y = softmax(a, axis=0)\n" LOSS("y", "[3, 5]")},
     {"log_softmax", P("a", "[3, 5]", -2, 2, 1) "y = log_softmax(a)\n" LOSS("y", "[3, 5]")},
     {"softmax_cross_entropy",
-     P("a", "[4, 5]", -2, 2, 1) "loss = softmax_cross_entropy(a, constant([0, 4, 2, 2], dtype=i64))\n"},
+     P("a", "[4, 5]", -2, 2,
+       1) "loss = softmax_cross_entropy(a, constant([0, 4, 2, 2], dtype=i64))\n"},
     {"mse", P("a", "[3, 4]", -1, 1, 1) P("b", "[3, 4]", -1, 1, 2) "loss = mse(a, b)\n"},
-    {"reduce_sum", P("a", "[2, 3, 4]", -1, 1, 1) "y = reduce_sum(a, axes=[0, 2])\n" LOSS("y", "[3]")},
-    {"reduce_sum", P("a", "[2, 3]", -1, 1, 1) "y = reduce_sum(a, axes=[-1], keepdims=1)\n" LOSS("y", "[2, 1]")},
-    {"reduce_mean", P("a", "[2, 3, 4]", -1, 1, 1) "y = reduce_mean(a, axes=[1])\n" LOSS("y", "[2, 4]")},
+    {"reduce_sum",
+     P("a", "[2, 3, 4]", -1, 1, 1) "y = reduce_sum(a, axes=[0, 2])\n" LOSS("y", "[3]")},
+    {"reduce_sum",
+     P("a", "[2, 3]", -1, 1, 1) "y = reduce_sum(a, axes=[-1], keepdims=1)\n" LOSS("y", "[2, 1]")},
+    {"reduce_mean",
+     P("a", "[2, 3, 4]", -1, 1, 1) "y = reduce_mean(a, axes=[1])\n" LOSS("y", "[2, 4]")},
     {"reduce_mean", P("a", "[2, 3]", -1, 1, 1) "loss = reduce_mean(a) * 3\n"},
-    {"reduce_max", P("a", "[3, 4]", -1, 1, 1) "y = reduce_max(a, axes=[1], keepdims=1)\n" LOSS("y", "[3, 1]")},
-    {"transpose", P("a", "[2, 3, 4]", -1, 1, 1) "y = transpose(a, perm=[2, 0, 1])\n" LOSS("y", "[4, 2, 3]")},
+    {"reduce_max",
+     P("a", "[3, 4]", -1, 1, 1) "y = reduce_max(a, axes=[1], keepdims=1)\n" LOSS("y", "[3, 1]")},
+    {"transpose",
+     P("a", "[2, 3, 4]", -1, 1, 1) "y = transpose(a, perm=[2, 0, 1])\n" LOSS("y", "[4, 2, 3]")},
     {"reshape", P("a", "[2, 6]", -1, 1, 1) "y = reshape(a, shape=[3, -1])\n" LOSS("y", "[3, 4]")},
     {"flatten", P("a", "[2, 3, 2]", -1, 1, 1) "y = flatten(a, axis=2)\n" LOSS("y", "[6, 2]")},
-    {"concat", P("a", "[2, 3]", -1, 1, 1) P("b", "[2, 2]", -1, 1, 2) "y = concat(a, b, a, axis=1)\n" LOSS("y", "[2, 8]")},
-    {"split", P("a", "[2, 5]", -1, 1, 1) "p, q, s = split(a, axis=1, sizes=[1, 3, 1])\n" P("r", "[2, 3]", -1, 1, 99)
-              "loss = reduce_sum(q * r) + reduce_sum(p)\n"},
-    {"slice", P("a", "[4, 5]", -1, 1, 1) "y = slice(a, starts=[3, 0], ends=[-100, 5], steps=[-2, 2])\n" LOSS("y", "[2, 3]")},
-    {"gather", P("a", "[4, 3]", -1, 1, 1) "y = gather(a, constant([[1, 3], [1, -4]], dtype=i32))\n" LOSS("y", "[2, 2, 3]")},
-    {"gather", P("a", "[2, 4]", -1, 1, 1) "y = gather(a, constant([3, 0, 3], dtype=i64), axis=1)\n" LOSS("y", "[2, 3]")},
+    {"concat", P("a", "[2, 3]", -1, 1, 1)
+                   P("b", "[2, 2]", -1, 1, 2) "y = concat(a, b, a, axis=1)\n" LOSS("y", "[2, 8]")},
+    {"split", P("a", "[2, 5]", -1, 1, 1) "p, q, s = split(a, axis=1, sizes=[1, 3, 1])\n" P(
+                  "r", "[2, 3]", -1, 1, 99) "loss = reduce_sum(q * r) + reduce_sum(p)\n"},
+    {"slice",
+     P("a", "[4, 5]", -1, 1,
+       1) "y = slice(a, starts=[3, 0], ends=[-100, 5], steps=[-2, 2])\n" LOSS("y", "[2, 3]")},
+    {"gather",
+     P("a", "[4, 3]", -1, 1,
+       1) "y = gather(a, constant([[1, 3], [1, -4]], dtype=i32))\n" LOSS("y", "[2, 2, 3]")},
+    {"gather", P("a", "[2, 4]", -1, 1,
+                 1) "y = gather(a, constant([3, 0, 3], dtype=i64), axis=1)\n" LOSS("y", "[2, 3]")},
     /* through f32 the finite difference would see f32 rounding: cast within f64 */
     {"cast", P("a", "[5]", -1, 1, 1) "y = cast(a, dtype=f64)\n" LOSS("y", "[5]")},
-    {"matmul", P("a", "[3, 4]", -1, 1, 1) P("b", "[4, 2]", -1, 1, 2) "y = matmul(a, b)\n" LOSS("y", "[3, 2]")},
-    {"matmul", P("a", "[4, 3]", -1, 1, 1) P("b", "[2, 4]", -1, 1, 2)
-               "y = matmul(a, b, transpose_a=1, transpose_b=1)\n" LOSS("y", "[3, 2]")},
-    {"matmul", P("a", "[2, 1, 3, 4]", -1, 1, 1) P("b", "[3, 4, 2]", -1, 1, 2) "y = matmul(a, b)\n" LOSS("y", "[2, 3, 3, 2]")},
-    {"matmul", P("a", "[4]", -1, 1, 1) P("b", "[2, 4, 3]", -1, 1, 2) "y = matmul(a, b)\n" LOSS("y", "[2, 3]")},
-    {"matmul", P("a", "[2, 3, 4]", -1, 1, 1) P("b", "[4]", -1, 1, 2) "y = matmul(a, b)\n" LOSS("y", "[2, 3]")},
-    {"conv2d", P("x", "[2, 4, 7, 6]", -1, 1, 1) P("w", "[6, 2, 3, 2]", -1, 1, 2)
-               "y = conv2d(x, w, stride=[2, 1], pad=[1, 0, 2, 1], dilation=[1, 2], groups=2)\n" LOSS("y", "[2, 6, 4, 5]")},
-    {"max_pool2d", P("x", "[2, 2, 5, 5]", -1, 1, 1) "y = max_pool2d(x, kernel=3, stride=2, pad=1, ceil_mode=1)\n"
-                   LOSS("y", "[2, 2, 3, 3]")},
-    {"avg_pool2d", P("x", "[2, 2, 5, 5]", -1, 1, 1) "y = avg_pool2d(x, kernel=[2, 3], stride=2, pad=1)\n"
-                   LOSS("y", "[2, 2, 3, 3]")},
-    {"avg_pool2d", P("x", "[1, 2, 5, 5]", -1, 1, 1)
-                   "y = avg_pool2d(x, kernel=3, stride=2, pad=1, count_include_pad=1, ceil_mode=1)\n" LOSS("y", "[1, 2, 3, 3]")},
-    {"batch_norm", P("x", "[4, 3, 2, 2]", -1, 1, 1) P("g", "[3]", 0.5, 2, 2) P("b", "[3]", -1, 1, 3)
-                   "state m: f64[3] = zeros\nstate v: f64[3] = ones\n"
-                   "y = batch_norm(x, g, b, m, v, training=1)\n" LOSS("y", "[4, 3, 2, 2]")},
-    {"batch_norm", P("x", "[4, 3]", -1, 1, 1) P("g", "[3]", 0.5, 2, 2) P("b", "[3]", -1, 1, 3)
-                   "state m: f64[3] = uniform(low=-1, high=1, seed=5)\nstate v: f64[3] = uniform(low=0.5, high=2, seed=6)\n"
-                   "y = batch_norm(x, g, b, m, v, training=0)\n" LOSS("y", "[4, 3]")},
-    {"layer_norm", P("x", "[3, 2, 4]", -1, 1, 1) P("g", "[2, 4]", 0.5, 2, 2) P("b", "[2, 4]", -1, 1, 3)
-                   "y = layer_norm(x, g, b, axis=1)\n" LOSS("y", "[3, 2, 4]")},
-    {"layer_norm", P("x", "[3, 5]", -1, 1, 1) P("g", "[5]", 0.5, 2, 2) "y = layer_norm(x, g)\n" LOSS("y", "[3, 5]")},
-    {"dropout", P("a", "[40]", -1, 1, 1) "y = dropout(a, p=0.3, seed=7, training=1)\n" LOSS("y", "[40]")},
+    {"matmul", P("a", "[3, 4]", -1, 1, 1)
+                   P("b", "[4, 2]", -1, 1, 2) "y = matmul(a, b)\n" LOSS("y", "[3, 2]")},
+    {"matmul", P("a", "[4, 3]", -1, 1, 1)
+                   P("b", "[2, 4]", -1, 1,
+                     2) "y = matmul(a, b, transpose_a=1, transpose_b=1)\n" LOSS("y", "[3, 2]")},
+    {"matmul", P("a", "[2, 1, 3, 4]", -1, 1, 1)
+                   P("b", "[3, 4, 2]", -1, 1, 2) "y = matmul(a, b)\n" LOSS("y", "[2, 3, 3, 2]")},
+    {"matmul", P("a", "[4]", -1, 1, 1)
+                   P("b", "[2, 4, 3]", -1, 1, 2) "y = matmul(a, b)\n" LOSS("y", "[2, 3]")},
+    {"matmul", P("a", "[2, 3, 4]", -1, 1, 1)
+                   P("b", "[4]", -1, 1, 2) "y = matmul(a, b)\n" LOSS("y", "[2, 3]")},
+    {"conv2d",
+     P("x", "[2, 4, 7, 6]", -1, 1, 1)
+         P("w", "[6, 2, 3, 2]", -1, 1, 2) "y = conv2d(x, w, stride=[2, 1], pad=[1, 0, 2, 1], "
+                                          "dilation=[1, 2], groups=2)\n" LOSS("y", "[2, 6, 4, 5]")},
+    {"max_pool2d",
+     P("x", "[2, 2, 5, 5]", -1, 1,
+       1) "y = max_pool2d(x, kernel=3, stride=2, pad=1, ceil_mode=1)\n" LOSS("y", "[2, 2, 3, 3]")},
+    {"avg_pool2d",
+     P("x", "[2, 2, 5, 5]", -1, 1,
+       1) "y = avg_pool2d(x, kernel=[2, 3], stride=2, pad=1)\n" LOSS("y", "[2, 2, 3, 3]")},
+    {"avg_pool2d", P("x", "[1, 2, 5, 5]", -1, 1,
+                     1) "y = avg_pool2d(x, kernel=3, stride=2, pad=1, count_include_pad=1, "
+                        "ceil_mode=1)\n" LOSS("y", "[1, 2, 3, 3]")},
+    {"batch_norm", P("x", "[4, 3, 2, 2]", -1, 1, 1) P("g", "[3]", 0.5, 2, 2)
+                       P("b", "[3]", -1, 1, 3) "state m: f64[3] = zeros\nstate v: f64[3] = ones\n"
+                                               "y = batch_norm(x, g, b, m, v, training=1)\n" LOSS(
+                                                   "y", "[4, 3, 2, 2]")},
+    {"batch_norm",
+     P("x", "[4, 3]", -1, 1, 1) P("g", "[3]", 0.5, 2, 2)
+         P("b", "[3]", -1, 1, 3) "state m: f64[3] = uniform(low=-1, high=1, seed=5)\nstate v: "
+                                 "f64[3] = uniform(low=0.5, high=2, seed=6)\n"
+                                 "y = batch_norm(x, g, b, m, v, training=0)\n" LOSS("y", "[4, 3]")},
+    {"layer_norm",
+     P("x", "[3, 2, 4]", -1, 1, 1) P("g", "[2, 4]", 0.5, 2, 2)
+         P("b", "[2, 4]", -1, 1, 3) "y = layer_norm(x, g, b, axis=1)\n" LOSS("y", "[3, 2, 4]")},
+    {"layer_norm", P("x", "[3, 5]", -1, 1, 1)
+                       P("g", "[5]", 0.5, 2, 2) "y = layer_norm(x, g)\n" LOSS("y", "[3, 5]")},
+    {"dropout",
+     P("a", "[40]", -1, 1, 1) "y = dropout(a, p=0.3, seed=7, training=1)\n" LOSS("y", "[40]")},
 };
 
 #define NRECIPES (sizeof recipes / sizeof recipes[0])
@@ -176,8 +211,9 @@ static int check_recipe(const recipe *r) {
       dpc_tstore(&pt, k, x);
       double fd = (lp - lm) / (2 * h), an = dpc_tload(&gt, k);
       double scale = fabs(fd) > fabs(an) ? fabs(fd) : fabs(an);
-      CHECK_MSG(fabs(fd - an) <= 1e-6 * (scale > 1 ? scale : 1), "%s: d loss / d %s[%lld]: autodiff %.10g, finite difference %.10g",
-                r->op, pn, (long long)k, an, fd);
+      CHECK_MSG(fabs(fd - an) <= 1e-6 * (scale > 1 ? scale : 1),
+                "%s: d loss / d %s[%lld]: autodiff %.10g, finite difference %.10g", r->op, pn,
+                (long long)k, an, fd);
       compared++;
     }
   }
@@ -198,11 +234,14 @@ static void table_complete(void) {
   for (int op = 0; op < DPC_OP_COUNT; op++) {
     bool diff = dpc_op_has((dpc_op)op, DPC_OPF_DIFF);
     CHECK_MSG((dpc_grad_rules[op] != NULL) == diff, "%s: %s", dpc_op_name((dpc_op)op),
-              diff ? "differentiable but has no gradient rule" : "has a gradient rule but is not flagged differentiable");
+              diff ? "differentiable but has no gradient rule"
+                   : "has a gradient rule but is not flagged differentiable");
     if (!diff) continue;
     bool found = false;
-    for (size_t i = 0; i < NRECIPES && !found; i++) found = !strcmp(recipes[i].op, dpc_op_name((dpc_op)op));
-    CHECK_MSG(found, "%s is differentiable but has no gradient-check recipe", dpc_op_name((dpc_op)op));
+    for (size_t i = 0; i < NRECIPES && !found; i++)
+      found = !strcmp(recipes[i].op, dpc_op_name((dpc_op)op));
+    CHECK_MSG(found, "%s is differentiable but has no gradient-check recipe",
+              dpc_op_name((dpc_op)op));
   }
 }
 
@@ -220,8 +259,9 @@ static void finite_differences(void) {
 
 /* A gradient through a symbolic batch and the MLP's shapes, end to end. */
 static void mlp_with_batch(void) {
-  const char *src = "input x: f64[N, 6]\ninput y: i32[N]\n" P("w", "[6, 4]", -1, 1, 1) P("b", "[4]", -1, 1, 2)
-      "h = relu(matmul(x, w) + b)\nloss = softmax_cross_entropy(h, y)\nminimize loss with sgd(lr=1)\n";
+  const char *src = "input x: f64[N, 6]\ninput y: i32[N]\n" P("w", "[6, 4]", -1, 1, 1)
+      P("b", "[4]", -1, 1, 2) "h = relu(matmul(x, w) + b)\nloss = softmax_cross_entropy(h, "
+                              "y)\nminimize loss with sgd(lr=1)\n";
   dpc_graph *g;
   dpc_diag d;
   dpc_diag_init(&d);

@@ -76,7 +76,9 @@ static void matches_pytorch(void) {
   double loss;
   char line[256];
   while (fgets(line, sizeof line, f)) {
-    if (line[0] == '#' || sscanf(line, "%31s %d %lf", kind, &step, &loss) != 3 || step < 0 || step > 9) continue;
+    if (line[0] == '#' || sscanf(line, "%31s %d %lf", kind, &step, &loss) != 3 || step < 0 ||
+        step > 9)
+      continue;
     int k = !strcmp(kind, "momentum");
     want[k][step] = loss;
     have[k]++;
@@ -95,23 +97,27 @@ static void matches_pytorch(void) {
     o.log_path = log;
     dpc_diag d;
     dpc_diag_init(&d);
-    CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s (is dataset-fashion-mnist installed? scripts/setup)", d.msg);
+    CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK,
+              "%s (is dataset-fashion-mnist installed? scripts/setup)", d.msg);
     double got[10];
     CHECK(read_losses(log, got, 10) == 10);
     for (int s = 0; s < 10; s++)
-      CHECK_MSG(fabs(got[s] - want[k][s]) <= 1e-5 * fabs(want[k][s]), "%s step %d: dpc %.9g, PyTorch %.9g (rel %.2g)",
-                k ? "momentum" : "sgd", s, got[s], want[k][s], fabs(got[s] - want[k][s]) / fabs(want[k][s]));
+      CHECK_MSG(fabs(got[s] - want[k][s]) <= 1e-5 * fabs(want[k][s]),
+                "%s step %d: dpc %.9g, PyTorch %.9g (rel %.2g)", k ? "momentum" : "sgd", s, got[s],
+                want[k][s], fabs(got[s] - want[k][s]) / fabs(want[k][s]));
     dpc_diag_free(&d);
   }
   dpc_graph_free(g);
 }
 
 /* A small dataset of n samples of `width` values in [0, 1) and labels below `classes`. */
-static void write_data(const char *xs, const char *ys, int64_t n, int64_t width, int64_t classes, int64_t bad_label) {
+static void write_data(const char *xs, const char *ys, int64_t n, int64_t width, int64_t classes,
+                       int64_t bad_label) {
   float *x = malloc((size_t)(n * width) * sizeof *x);
   int32_t *y = malloc((size_t)n * sizeof *y);
   for (int64_t i = 0; i < n * width; i++) x[i] = (float)dpc_rng_uniform(11, (uint64_t)i);
-  for (int64_t i = 0; i < n; i++) y[i] = (int32_t)(dpc_rng_bits(12, (uint64_t)i) % (uint64_t)classes);
+  for (int64_t i = 0; i < n; i++)
+    y[i] = (int32_t)(dpc_rng_bits(12, (uint64_t)i) % (uint64_t)classes);
   if (bad_label >= 0) y[n / 2] = (int32_t)bad_label;
   dpc_tensor tx = {x, DPC_F32, {2, {n, width}}}, ty = {y, DPC_I32, {1, {n}}};
   dpc_diag d;
@@ -174,11 +180,13 @@ static void resume_is_bit_identical(void) {
   double la[16], lb[16];
   int na = read_losses(a_log, la, 16), nb = read_losses(b_log, lb, 16);
   CHECK(na == 10 && nb == 10);
-  for (int i = 0; i < na && i < nb; i++) CHECK_MSG(la[i] == lb[i], "step %d: %.9g vs %.9g", i + 1, la[i], lb[i]);
+  for (int i = 0; i < na && i < nb; i++)
+    CHECK_MSG(la[i] == lb[i], "step %d: %.9g vs %.9g", i + 1, la[i], lb[i]);
   /* a checkpoint of another model is refused by name */
-  dpc_graph *other = parse("input x: f32[N, 16]\ninput y: i32[N]\nparam q: f32[16, 5] = zeros\n"
-                           "logits = matmul(x, q)\nloss = softmax_cross_entropy(logits, y)\noutput logits\n"
-                           "minimize loss with adam(lr=0.01, schedule=cosine, warmup=3)\n");
+  dpc_graph *other =
+      parse("input x: f32[N, 16]\ninput y: i32[N]\nparam q: f32[16, 5] = zeros\n"
+            "logits = matmul(x, q)\nloss = softmax_cross_entropy(logits, y)\noutput logits\n"
+            "minimize loss with adam(lr=0.01, schedule=cosine, warmup=3)\n");
   if (other) {
     CHECK(dpc_train(other, &o, &d) == DPC_ERR_INVALID && strstr(d.msg, "has no 'q'"));
     dpc_graph_free(other);
@@ -204,17 +212,20 @@ static void clear_errors(void) {
   o.data = data;
   /* a label the logits cannot hold */
   write_data(xs, ys, 40, 16, 5, 7);
-  CHECK(dpc_train(g, &o, &d) == DPC_ERR_SHAPE && strstr(d.msg, "labels up to 7") && strstr(d.msg, "5 classes"));
+  CHECK(dpc_train(g, &o, &d) == DPC_ERR_SHAPE && strstr(d.msg, "labels up to 7") &&
+        strstr(d.msg, "5 classes"));
   /* samples of the wrong width */
   write_data(xs, ys, 40, 12, 5, -1);
-  CHECK(dpc_train(g, &o, &d) == DPC_ERR_SHAPE && strstr(d.msg, "12 values") && strstr(d.msg, "f32[N, 16]"));
+  CHECK(dpc_train(g, &o, &d) == DPC_ERR_SHAPE && strstr(d.msg, "12 values") &&
+        strstr(d.msg, "f32[N, 16]"));
   /* a folder without the IDX files */
   snprintf(folder, sizeof folder, "%s", tmpdir);
   o.data = folder;
   CHECK(dpc_train(g, &o, &d) != DPC_OK && d.msg && strstr(d.msg, "train-images-idx3-ubyte"));
   dpc_graph_free(g);
   /* a model with nothing to minimize */
-  g = parse("input x: f32[N, 16]\ninput y: i32[N]\nparam w: f32[16, 5] = zeros\nlogits = matmul(x, w)\noutput logits\n");
+  g = parse("input x: f32[N, 16]\ninput y: i32[N]\nparam w: f32[16, 5] = zeros\nlogits = matmul(x, "
+            "w)\noutput logits\n");
   o.data = data;
   CHECK(g && dpc_train(g, &o, &d) == DPC_ERR_INVALID && strstr(d.msg, "nothing to minimize"));
   dpc_graph_free(g);
@@ -227,8 +238,9 @@ static void setup_tmp(void) {
 }
 
 static void cleanup_tmp(void) {
-  const char *names[] = {"sgd.jsonl", "momentum.jsonl", "x.npy", "y.npy", "a.safetensors", "b.safetensors",
-                         "ck.safetensors", "a.jsonl", "b.jsonl", "bx.npy", "by.npy"};
+  const char *names[] = {"sgd.jsonl",     "momentum.jsonl", "x.npy",          "y.npy",
+                         "a.safetensors", "b.safetensors",  "ck.safetensors", "a.jsonl",
+                         "b.jsonl",       "bx.npy",         "by.npy"};
   char p[256];
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     path_in(p, sizeof p, names[i]);

@@ -15,8 +15,8 @@
 #include "passes/pass.h"
 
 typedef struct dpc_train_step {
-  uint64_t step;       /* steps done, this one included */
-  uint64_t epoch;      /* 0-based */
+  uint64_t step;           /* steps done, this one included */
+  uint64_t epoch;          /* 0-based */
   uint64_t batch, batches; /* position in the epoch, 1-based, and batches per epoch */
   double loss, lr;
   double samples_per_s; /* over this step */
@@ -26,32 +26,32 @@ typedef struct dpc_train_step {
 typedef struct dpc_train_epoch {
   uint64_t epoch; /* 0-based, the epoch just finished */
   uint64_t step;
-  double train_loss;   /* mean over the epoch's steps, weighted by batch size */
-  double seconds;      /* wall time of the epoch's training steps */
+  double train_loss; /* mean over the epoch's steps, weighted by batch size */
+  double seconds;    /* wall time of the epoch's training steps */
   double samples_per_s;
-  bool evaluated;      /* false when there is no test data */
+  bool evaluated; /* false when there is no test data */
   double test_loss, test_accuracy;
   uint64_t test_samples;
 } dpc_train_epoch;
 
 typedef struct dpc_train_opts {
-  const char *data;       /* --data; NULL means fashion-mnist */
-  const char *test_data;  /* --test-data; NULL: the test split of --data when it has one */
-  uint64_t epochs;        /* >= 1 */
-  uint64_t steps;         /* stop after this many steps in all; 0: no limit */
-  uint32_t batch;         /* global batch of one optimizer step */
-  uint64_t seed;          /* data order */
+  const char *data;      /* --data; NULL means fashion-mnist */
+  const char *test_data; /* --test-data; NULL: the test split of --data when it has one */
+  uint64_t epochs;       /* >= 1 */
+  uint64_t steps;        /* stop after this many steps in all; 0: no limit */
+  uint32_t batch;        /* global batch of one optimizer step */
+  uint64_t seed;         /* data order */
   bool shuffle;
-  const char *optimizer;  /* overrides of the model's objective; NULL / NAN when not given */
+  const char *optimizer; /* overrides of the model's objective; NULL / NAN when not given */
   double lr, momentum, weight_decay;
-  const char *schedule;   /* constant, step, cosine, linear; NULL: the model's */
-  const char *init_path;  /* safetensors of initial params */
-  const char *save_path;  /* final params, named as in the model */
-  const char *checkpoint_path;   /* where checkpoints go */
-  uint64_t checkpoint_every;     /* steps; 0: only at the end when checkpoint_path is set */
+  const char *schedule;        /* constant, step, cosine, linear; NULL: the model's */
+  const char *init_path;       /* safetensors of initial params */
+  const char *save_path;       /* final params, named as in the model */
+  const char *checkpoint_path; /* where checkpoints go */
+  uint64_t checkpoint_every;   /* steps; 0: only at the end when checkpoint_path is set */
   const char *resume_path;
-  const char *log_path;   /* JSON lines, one per step */
-  dpc_pass_opts passes;   /* verify_each, print_after, dump */
+  const char *log_path; /* JSON lines, one per step */
+  dpc_pass_opts passes; /* verify_each, print_after, dump */
   void (*on_start)(void *user, const char *what);
   void (*on_step)(void *user, const dpc_train_step *s);
   void (*on_epoch)(void *user, const dpc_train_epoch *e);

@@ -38,8 +38,8 @@ typedef struct trainer {
 double dpc_train_now(void);
 
 /* train_io.c */
-dpc_status dpc_train_peek_checkpoint(trainer *t, dpc_diag *d);  /* settings the graph needs */
-dpc_status dpc_train_load_checkpoint(trainer *t, dpc_diag *d);  /* values and position */
+dpc_status dpc_train_peek_checkpoint(trainer *t, dpc_diag *d); /* settings the graph needs */
+dpc_status dpc_train_load_checkpoint(trainer *t, dpc_diag *d); /* values and position */
 dpc_status dpc_train_save_checkpoint(trainer *t, uint64_t epoch, uint64_t batch, dpc_diag *d);
 dpc_status dpc_train_load_params(trainer *t, const char *path, dpc_diag *d);
 dpc_status dpc_train_save_params(trainer *t, const char *path, dpc_diag *d);
