@@ -240,6 +240,35 @@ static int infix_prec(dpc_op op) {
   }
 }
 
+/* A node's own form: infix for + - * / without attributes, prefix minus for neg (unless of a
+ * bare number, which would read back as a negative number), else a call. Parenthesised when
+ * its precedence is below its parent's. */
+static void put_form(const printer *p, uint32_t node, int parent_prec) {
+  const dpc_graph *g = p->g;
+  const dpc_node *n = &g->nodes[node];
+  int prec = infix_prec(n->op);
+  if (prec && n->n_attr == 0) {
+    const char *sym = n->op == DPC_OP_ADD   ? " + "
+                      : n->op == DPC_OP_SUB ? " - "
+                      : n->op == DPC_OP_MUL ? " * "
+                                            : " / ";
+    bool paren = prec < parent_prec;
+    if (paren) dpc_buf_puts(p->out, "(");
+    put_expr(p, g->ids[n->in], prec);
+    dpc_buf_puts(p->out, sym);
+    put_expr(p, g->ids[n->in + 1], prec + 1);
+    if (paren) dpc_buf_puts(p->out, ")");
+  } else if (n->op == DPC_OP_NEG && !is_literal(p, g->ids[n->in], node)) {
+    bool paren = 3 < parent_prec;
+    if (paren) dpc_buf_puts(p->out, "(");
+    dpc_buf_puts(p->out, "-");
+    put_expr(p, g->ids[n->in], 3);
+    if (paren) dpc_buf_puts(p->out, ")");
+  } else {
+    put_call(p, node);
+  }
+}
+
 static void put_expr(const printer *p, uint32_t v, int parent_prec) {
   const dpc_graph *g = p->g;
   if (!is_inline(p, v)) {
@@ -253,29 +282,7 @@ static void put_expr(const printer *p, uint32_t v, int parent_prec) {
     put_number(p->out, g->reals[dpc_attrs_get(dpc_node_attrs(g, node), "value")->u.off]);
     return;
   }
-  int prec = infix_prec(n->op);
-  if (prec && n->n_attr == 0) {
-    const char *sym = n->op == DPC_OP_ADD   ? " + "
-                      : n->op == DPC_OP_SUB ? " - "
-                      : n->op == DPC_OP_MUL ? " * "
-                                            : " / ";
-    bool paren = prec < parent_prec;
-    if (paren) dpc_buf_puts(p->out, "(");
-    put_expr(p, g->ids[n->in], prec);
-    dpc_buf_puts(p->out, sym);
-    put_expr(p, g->ids[n->in + 1], prec + 1);
-    if (paren) dpc_buf_puts(p->out, ")");
-    return;
-  }
-  if (n->op == DPC_OP_NEG && !is_literal(p, g->ids[n->in], node)) {
-    bool paren = 3 < parent_prec;
-    if (paren) dpc_buf_puts(p->out, "(");
-    dpc_buf_puts(p->out, "-");
-    put_expr(p, g->ids[n->in], 3);
-    if (paren) dpc_buf_puts(p->out, ")");
-    return;
-  }
-  put_call(p, node);
+  put_form(p, node, parent_prec);
 }
 
 static void put_device(const printer *p, const dpc_node *n) {
@@ -333,22 +340,8 @@ static void put_node(const printer *p, uint32_t node) {
     dpc_buf_puts(p->out, value_name(p, n->out + k));
   }
   dpc_buf_puts(p->out, " = ");
-  /* The top of a statement is printed as its call or infix form even though it is named. */
-  int prec = infix_prec(n->op);
-  if (prec && n->n_attr == 0) {
-    const char *sym = n->op == DPC_OP_ADD   ? " + "
-                      : n->op == DPC_OP_SUB ? " - "
-                      : n->op == DPC_OP_MUL ? " * "
-                                            : " / ";
-    put_expr(p, g->ids[n->in], prec);
-    dpc_buf_puts(p->out, sym);
-    put_expr(p, g->ids[n->in + 1], prec + 1);
-  } else if (n->op == DPC_OP_NEG && !is_literal(p, g->ids[n->in], node)) {
-    dpc_buf_puts(p->out, "-");
-    put_expr(p, g->ids[n->in], 3);
-  } else {
-    put_call(p, node);
-  }
+  /* The top of a statement is printed in its own form even though it is named. */
+  put_form(p, node, 0);
   put_device(p, n);
   dpc_buf_puts(p->out, "\n");
 }

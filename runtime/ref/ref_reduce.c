@@ -100,6 +100,19 @@ static dpc_status check_label(const dpc_kernel_args *a, int64_t lab, int64_t s, 
                              (long long)s, (long long)c);
 }
 
+/* The maximum m of a row of c logits (NaN if any is NaN) and the sum of exp(v - m). */
+static void row_max_sumexp(const dpc_tensor *logits, int64_t row, int64_t c, double *m,
+                           double *sum) {
+  double mx = -INFINITY, s = 0;
+  for (int64_t k = 0; k < c; k++) {
+    double v = dpc_tload(logits, row + k);
+    if (v > mx || v != v) mx = v;
+  }
+  for (int64_t k = 0; k < c; k++) s += exp(dpc_tload(logits, row + k) - mx);
+  *m = mx;
+  *sum = s;
+}
+
 dpc_status dpc_ref_softmax_cross_entropy(const dpc_kernel_args *a, dpc_diag *d) {
   const dpc_tensor *logits = &a->in[0], *labels = &a->in[1];
   int64_t n = logits->shape.d[0], c = logits->shape.d[1];
@@ -109,12 +122,8 @@ dpc_status dpc_ref_softmax_cross_entropy(const dpc_kernel_args *a, dpc_diag *d) 
     dpc_status st = check_label(a, lab, s, c, d);
     if (st) return st;
     const int64_t row = s * c;
-    double m = -INFINITY, sum = 0;
-    for (int64_t k = 0; k < c; k++) {
-      double v = dpc_tload(logits, row + k);
-      if (v > m || v != v) m = v;
-    }
-    for (int64_t k = 0; k < c; k++) sum += exp(dpc_tload(logits, row + k) - m);
+    double m, sum;
+    row_max_sumexp(logits, row, c, &m, &sum);
     /* logsumexp(row) - row[label], with the max taken out of both terms. */
     total += log(sum) - (dpc_tload(logits, row + lab) - m);
   }
@@ -135,12 +144,8 @@ dpc_status dpc_ref_softmax_cross_entropy_grad(const dpc_kernel_args *a, dpc_diag
     dpc_status st = check_label(a, lab, s, c, d);
     if (st) return st;
     const int64_t row = s * c;
-    double m = -INFINITY, sum = 0;
-    for (int64_t k = 0; k < c; k++) {
-      double v = dpc_tload(logits, row + k);
-      if (v > m || v != v) m = v;
-    }
-    for (int64_t k = 0; k < c; k++) sum += exp(dpc_tload(logits, row + k) - m);
+    double m, sum;
+    row_max_sumexp(logits, row, c, &m, &sum);
     for (int64_t k = 0; k < c; k++) {
       double p = exp(dpc_tload(logits, row + k) - m) / sum;
       dpc_tstore(dl, row + k, (p - (k == lab ? 1.0 : 0.0)) * scale);

@@ -99,6 +99,12 @@ void cli_print_options(const cli_opt *opts, int nopts) {
   printf("  %-26s %s\n", "--help", "show this help");
 }
 
+void cli_print_dump(void *user, const char *pass, const char *text) {
+  FILE *f = user ? (FILE *)user : stdout;
+  fprintf(f, "# ---- after %s ----\n%s", pass, text);
+  fflush(f);
+}
+
 int cli_report(const char *cmd, const dpc_diag *d) {
   char *m = dpc_diag_render(d);
   if (!d->file) fprintf(stderr, "dpc %s: ", cmd);

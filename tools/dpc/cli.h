@@ -40,6 +40,9 @@ int cli_count(const cli_opt *opts, int nopts, const cli_parsed *p, const char *n
 const char *cli_value(const cli_opt *opts, int nopts, const cli_parsed *p, const char *name, int i);
 void cli_print_options(const cli_opt *opts, int nopts);
 
+/* --print-after output: the graph after a pass, to stdout (user NULL) or to the FILE* given. */
+void cli_print_dump(void *user, const char *pass, const char *text);
+
 /* Print a diagnostic for a person (stderr) and return the exit code that goes with it. */
 int cli_report(const char *cmd, const dpc_diag *d);
 int cli_usage_error(const char *cmd, const char *fmt, ...) DPC_PRINTF(2, 3);

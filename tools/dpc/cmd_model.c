@@ -12,12 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void print_dump(void *user, const char *pass, const char *text) {
-  (void)user;
-  printf("# ---- after %s ----\n%s", pass, text);
-  fflush(stdout);
-}
-
 static const cli_opt check_opts[] = {
     {"train", false, false,
      "check the training pipeline too (default: when the model has minimize)"},
@@ -44,7 +38,7 @@ int dpc_cmd_check(int argc, char **argv) {
   int rc = DPC_EXIT_OK;
   dpc_pass_opts po = {.verify_each = cli_get(check_opts, NCHECK, &p, "verify-each") != NULL,
                       .print_after = cli_get(check_opts, NCHECK, &p, "print-after"),
-                      .dump = print_dump};
+                      .dump = cli_print_dump};
   if (dpc_passes_check_names(po.print_after, &d) || dpc_driver_load(p.pos[0], &g, &d)) {
     rc = cli_report("check", &d);
     goto done;
@@ -134,7 +128,7 @@ int dpc_cmd_print(int argc, char **argv) {
     dpc_pass_opts po = {.training = cli_get(print_opts, NPRINT, &p, "train") != NULL,
                         .verify_each = cli_get(print_opts, NPRINT, &p, "verify-each") != NULL,
                         .print_after = after,
-                        .dump = print_dump};
+                        .dump = cli_print_dump};
     if ((po.training && dpc_driver_default_horizon(g, &d)) || dpc_passes_run(g, &po, &d)) {
       rc = cli_report("print", &d);
       goto done;

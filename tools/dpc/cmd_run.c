@@ -11,11 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void print_dump(void *user, const char *pass, const char *text) {
-  (void)user;
-  fprintf(stderr, "# ---- after %s ----\n%s", pass, text);
-}
-
 static const cli_opt run_opts[] = {
     {"input", true, true, "NAME=FILE.npy: data for an input (repeat for each input)"},
     {"param", true, true, "NAME=FILE.npy: a value for a param or state (repeat as needed)"},
@@ -69,7 +64,8 @@ int dpc_cmd_run(int argc, char **argv) {
   int rc;
   dpc_pass_opts po = {.verify_each = cli_get(run_opts, NRUN, &p, "verify-each") != NULL,
                       .print_after = cli_get(run_opts, NRUN, &p, "print-after"),
-                      .dump = print_dump};
+                      .dump = cli_print_dump,
+                      .user = stderr};
   if ((rc = load_feeds(&p, "input", feeds, &nfeeds, &d)) ||
       (rc = load_feeds(&p, "param", feeds, &nfeeds, &d)))
     goto done;

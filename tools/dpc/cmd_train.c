@@ -120,11 +120,6 @@ static bool get_double(const cli_parsed *p, const char *name, double *out) {
   return true;
 }
 
-static void print_dump(void *user, const char *pass, const char *text) {
-  (void)user;
-  printf("# ---- after %s ----\n%s", pass, text);
-}
-
 int dpc_cmd_train(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("train", train_opts, NTRAIN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
@@ -164,7 +159,7 @@ int dpc_cmd_train(int argc, char **argv) {
     return cli_usage_error("train", "--resume and --init do not go together");
   o.passes.verify_each = cli_get(train_opts, NTRAIN, &p, "verify-each") != NULL;
   o.passes.print_after = cli_get(train_opts, NTRAIN, &p, "print-after");
-  o.passes.dump = print_dump;
+  o.passes.dump = cli_print_dump;
   progress prog = {isatty(STDERR_FILENO) != 0, cli_get(train_opts, NTRAIN, &p, "quiet") != NULL,
                    o.epochs, 0, NAN};
   o.on_start = on_start;
