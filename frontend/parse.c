@@ -804,6 +804,7 @@ static dpc_status lower(parser *p, const expr *e, dpc_dtype ctx, uint32_t device
 /* ---- statements ----------------------------------------------------------------------------- */
 
 static dpc_status define(parser *p, uint32_t value, const char *name, size_t n, dpc_loc loc) {
+  if (n == 1 && name[0] == '_') return err(p, loc, "'_' discards a result; it cannot name a value");
   if (is_keyword(name, n) || (n == 3 && (!memcmp(name, "inf", 3) || !memcmp(name, "nan", 3))))
     return err(p, loc, "'%.*s' is a keyword and cannot name a value", (int)n, name);
   char buf[DPC_MAX_NAME + 1];
@@ -1005,6 +1006,7 @@ static dpc_status parse_assign(parser *p) {
     uint32_t v;
     if ((st = make_scalar(p, e, DPC_F32, device, &v))) return st;
     place_from(p, first, device);
+    if (tg[0].n == 1 && tg[0].s[0] == '_') return DPC_OK; /* `_ = 2`: discarded */
     return define(p, v, tg[0].s, tg[0].n, tg[0].loc);
   }
   if (e->k == E_STR || e->k == E_LIST) {

@@ -90,10 +90,14 @@ static void put_string(dpc_buf *b, const char *s) {
   dpc_buf_puts(b, "\"");
 }
 
+/* A dimension: a symbol's whole name (names run to 256 characters, so no fixed buffer), or
+ * the number. */
 static void put_dim(const printer *p, int64_t d) {
-  char t[80];
-  dpc_graph_format_dim(p->g, d, t, sizeof t);
-  dpc_buf_puts(p->out, t);
+  const dpc_graph *g = p->g;
+  if (DPC_DIM_IS_SYM(d) && DPC_DIM_SYM_NO(d) < g->n_syms)
+    dpc_buf_puts(p->out, dpc_graph_str(g, g->syms[DPC_DIM_SYM_NO(d)]));
+  else
+    dpc_buf_printf(p->out, "%lld", (long long)d);
 }
 
 /* Nested list of a tensor's values, row-major. */
