@@ -14,7 +14,10 @@
 
 typedef struct step_args {
   dpc_kernel_args a;
-  dpc_kernel_fn fn;
+  dpc_kernel_fn fn;         /* the table's kernel: run when there is no native one, and for the
+                               message when a native kernel reports bad data */
+  dpc_native_kernel native; /* fn NULL when none */
+  void **ptrs;              /* the native kernel's args: input then output data pointers */
 } step_args;
 
 struct dpc_session {
@@ -24,6 +27,7 @@ struct dpc_session {
   step_args **steps;   /* per device, per step (kernel steps only) */
   dpc_tensor *tensors; /* per value: view into its slot */
   dpc_tensor *targs;   /* argument tensors, gathered per step */
+  void **tptrs;        /* their data pointers, for native kernels */
   bool *given;         /* per value: input set at least once */
   bool *shared;        /* per value: memory belongs to another session (opts.share) */
   dpc_run_info run;
@@ -45,6 +49,7 @@ void dpc_session_free(dpc_session *s) {
   free(s->steps);
   free(s->tensors);
   free(s->targs);
+  free(s->tptrs);
   free(s->given);
   free(s->shared);
   free(s);
@@ -102,8 +107,10 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   uint32_t total_args = 0;
   for (uint32_t i = 0; i < g->n_nodes; i++) total_args += g->nodes[i].n_in + g->nodes[i].n_out;
   s->targs = calloc(total_args ? total_args : 1, sizeof *s->targs);
+  s->tptrs = calloc(total_args ? total_args : 1, sizeof *s->tptrs);
   dpc_status st = DPC_OK;
-  if (!s->devs || !s->mem || !s->steps || !s->tensors || !s->given || !s->shared || !s->targs) {
+  if (!s->devs || !s->mem || !s->steps || !s->tensors || !s->given || !s->shared || !s->targs ||
+      !s->tptrs) {
     st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
     goto fail;
   }
@@ -128,8 +135,11 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     const dpc_node *n = &g->nodes[i];
     base[i] = k;
-    for (uint32_t j = 0; j < n->n_in; j++) s->targs[k++] = s->tensors[g->ids[n->in + j]];
-    for (uint32_t j = 0; j < n->n_out; j++) s->targs[k++] = s->tensors[n->out + j];
+    for (uint32_t j = 0; j < n->n_in; j++)
+      s->tptrs[k] = s->tensors[g->ids[n->in + j]].data,
+      s->targs[k++] = s->tensors[g->ids[n->in + j]];
+    for (uint32_t j = 0; j < n->n_out; j++)
+      s->tptrs[k] = s->tensors[n->out + j].data, s->targs[k++] = s->tensors[n->out + j];
   }
   for (uint32_t i = 0; i < plan->n_devs && !st; i++) {
     const dpc_plan_device *pd = &plan->devs[i];
@@ -156,6 +166,8 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
       }
       step_args *sa = &s->steps[i][j];
       sa->fn = fn;
+      if (o && o->native) sa->native = o->native[sp->node];
+      sa->ptrs = &s->tptrs[base[sp->node]];
       sa->a = (dpc_kernel_args){g,
                                 sp->node,
                                 &s->targs[base[sp->node]],
@@ -244,6 +256,17 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
         continue;
       }
       const step_args *sa = &s->steps[i][j];
+      if (sa->native.fn) {
+        if (sa->native.fn(sa->ptrs, 0, sa->native.total, s->run.step, s->run.training) == 0)
+          continue;
+        /* bad data: the reference kernel finds it again and says where */
+        st = sa->fn(&sa->a, d);
+        if (!st)
+          st = dpc_graph_fail_node(
+              p->g, sa->a.node, d, DPC_ERR_RUNTIME,
+              "the compiled kernel reported bad data the reference kernel accepts");
+        return st;
+      }
       st = dev->ops->launch ? dev->ops->launch(dev, sa->fn, &sa->a, d) : sa->fn(&sa->a, d);
       if (st) return st;
     }

@@ -26,6 +26,9 @@ typedef struct dpc_session_opts {
    * dtype and shape): plans for other batch sizes, or an evaluation plan, then train and read
    * the same weights. It must outlive this session. */
   const dpc_session *share;
+  /* Compiled kernels, one per node of the plan's graph (fn NULL where the node has none); the
+   * array must outlive the session. NULL: every node runs on `kernels`. */
+  const dpc_native_kernel *native;
 } dpc_session_opts;
 
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,

@@ -1,7 +1,7 @@
 /*
  * run_cases.c — checks one op's reference kernel against values computed independently.
  *
- *   test_ops CASES_DIR OP
+ *   test_ops CASES_DIR OP [llvm]
  *
  * Each case is a folder CASES_DIR/OP/NAME holding model.graph, NAME.npy for each input (and
  * optionally for params), and expect_NAME.npy for each output, all written by
@@ -69,6 +69,8 @@ static bool close_enough(double a, double b, double rtol, double atol) {
   return fabs(a - b) <= atol + rtol * fabs(b);
 }
 
+static dpc_exec_opts exec; /* the backend under test: reference, or LLVM with `llvm` */
+
 static int run_case(const char *dir, const char *name) {
   char path[8192];
   snprintf(path, sizeof path, "%s/model.graph", dir);
@@ -115,7 +117,7 @@ static int run_case(const char *dir, const char *name) {
       goto done;
     }
   }
-  dpc_status st = dpc_driver_infer(g, NULL, feeds, nf, dv.training, &outs, &no, &d);
+  dpc_status st = dpc_driver_infer(g, NULL, &exec, feeds, nf, dv.training, &outs, &no, &d);
   if (dv.error[0]) {
     if (!st) {
       printf("FAIL %s: expected an error containing '%s', but the run succeeded\n", name, dv.error);
@@ -203,9 +205,16 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: test_ops CASES_DIR OP\n");
+  if (argc != 3 && !(argc == 4 && !strcmp(argv[3], "llvm"))) {
+    fprintf(stderr, "usage: test_ops CASES_DIR OP [llvm]\n");
     return 2;
+  }
+  exec.llvm = argc == 4;
+  if (exec.llvm) {
+    dpc_op op;
+    bool lowered = dpc_op_find(argv[2], strlen(argv[2]), &op) && dpc_cpu_lowers(op);
+    printf("backend: LLVM (%s)\n",
+           lowered ? "compiled kernel" : "no lowering yet: the reference kernel runs");
   }
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", argv[1], argv[2]);

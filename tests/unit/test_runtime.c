@@ -147,7 +147,7 @@ static void driver_binds_batch(void) {
   dpc_named feed = {"x", {xs, DPC_F32, {2, {5, 3}}}};
   dpc_named *outs;
   uint32_t n;
-  CHECK_MSG(dpc_driver_infer(g, NULL, &feed, 1, false, &outs, &n, &d) == DPC_OK, "%s", d.msg);
+  CHECK_MSG(dpc_driver_infer(g, NULL, NULL, &feed, 1, false, &outs, &n, &d) == DPC_OK, "%s", d.msg);
   if (d.status == DPC_OK) {
     CHECK(n == 1 && !strcmp(outs[0].name, "logits") && outs[0].t.shape.d[0] == 5);
     const float *o = outs[0].t.data;
@@ -156,11 +156,11 @@ static void driver_binds_batch(void) {
   }
   /* a wrong feature size names the input and both shapes */
   feed.t.shape = (dpc_shape){2, {3, 5}};
-  CHECK(dpc_driver_infer(g, NULL, &feed, 1, false, &outs, &n, &d) == DPC_ERR_SHAPE);
+  CHECK(dpc_driver_infer(g, NULL, NULL, &feed, 1, false, &outs, &n, &d) == DPC_ERR_SHAPE);
   CHECK_MSG(d.msg && strstr(d.msg, "f32[N, 3]") && strstr(d.msg, "f32[3, 5]"), "%s", d.msg);
   /* an unknown feed is refused with the inputs listed */
   dpc_named bogus = {"q", {xs, DPC_F32, {1, {3}}}};
-  CHECK(dpc_driver_infer(g, NULL, &bogus, 1, false, &outs, &n, &d) == DPC_ERR_INVALID);
+  CHECK(dpc_driver_infer(g, NULL, NULL, &bogus, 1, false, &outs, &n, &d) == DPC_ERR_INVALID);
   CHECK_MSG(d.msg && strstr(d.msg, "inputs: x, y"), "%s", d.msg);
   dpc_graph_free(g);
   dpc_diag_free(&d);

@@ -2,6 +2,7 @@
  * cli.c — option parsing and error reporting for the dpc command.
  */
 #include "tools/dpc/cli.h"
+#include "tools/dpc/driver.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +98,22 @@ void cli_print_options(const cli_opt *opts, int nopts) {
     printf("  %-26s %s\n", left, opts[i].help);
   }
   printf("  %-26s %s\n", "--help", "show this help");
+}
+
+static void dump_llvm(void *user, const char *what, const char *text) {
+  (void)user;
+  fprintf(stderr, "; ---- %s ----\n%s\n", what, text);
+}
+
+int cli_exec_opts(const char *cmd, const cli_opt *opts, int nopts, const cli_parsed *p,
+                  dpc_exec_opts *x) {
+  const char *b = cli_get(opts, nopts, p, "backend");
+  memset(x, 0, sizeof *x);
+  if (b && strcmp(b, "llvm") && strcmp(b, "ref"))
+    return cli_usage_error(cmd, "--backend is llvm or ref, not '%s'", b);
+  x->llvm = !b || !strcmp(b, "llvm");
+  if (cli_get(opts, nopts, p, "dump-llvm")) x->cpu.dump = dump_llvm;
+  return DPC_EXIT_OK;
 }
 
 void cli_print_dump(void *user, const char *pass, const char *text) {

@@ -40,6 +40,12 @@ int cli_count(const cli_opt *opts, int nopts, const cli_parsed *p, const char *n
 const char *cli_value(const cli_opt *opts, int nopts, const cli_parsed *p, const char *name, int i);
 void cli_print_options(const cli_opt *opts, int nopts);
 
+struct dpc_exec_opts;
+/* --backend and --dump-llvm into exec options; a usage error (exit code) when --backend is
+ * neither llvm nor ref. */
+int cli_exec_opts(const char *cmd, const cli_opt *opts, int nopts, const cli_parsed *p,
+                  struct dpc_exec_opts *x);
+
 /* --print-after output: the graph after a pass, to stdout (user NULL) or to the FILE* given. */
 void cli_print_dump(void *user, const char *pass, const char *text);
 

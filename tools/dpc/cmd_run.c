@@ -17,6 +17,10 @@ static const cli_opt run_opts[] = {
     {"output-dir", true, false,
      "write each output as DIR/NAME.npy (default: print a summary only)"},
     {"training-mode", false, false, "run dropout and batch_norm as in training"},
+    {"backend", true, false,
+     "llvm (default: kernels compiled for this CPU) or ref (the reference kernels)"},
+    {"dump-llvm", false, false,
+     "print the generated LLVM IR (before and after optimisation) to stderr"},
     {"verify-each", false, false, "run the verifier after every pass"},
     {"print-after", true, false, "print the graph after PASS to stderr (comma-separated, or all)"},
 };
@@ -69,9 +73,11 @@ int dpc_cmd_run(int argc, char **argv) {
   if ((rc = load_feeds(&p, "input", feeds, &nfeeds, &d)) ||
       (rc = load_feeds(&p, "param", feeds, &nfeeds, &d)))
     goto done;
+  dpc_exec_opts x = {0};
+  if ((rc = cli_exec_opts("run", run_opts, NRUN, &p, &x))) goto done;
   if (dpc_driver_load(p.pos[0], &g, &d) ||
-      dpc_driver_infer(g, &po, feeds, nfeeds, cli_get(run_opts, NRUN, &p, "training-mode") != NULL,
-                       &outs, &nouts, &d)) {
+      dpc_driver_infer(g, &po, &x, feeds, nfeeds,
+                       cli_get(run_opts, NRUN, &p, "training-mode") != NULL, &outs, &nouts, &d)) {
     rc = cli_report("run", &d);
     goto done;
   }

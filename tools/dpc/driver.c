@@ -104,9 +104,9 @@ static dpc_status bind_symbols(const dpc_graph *g, const dpc_named *feeds, uint3
   return st;
 }
 
-dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const dpc_named *feeds,
-                            uint32_t n_feeds, bool training, dpc_named **outs, uint32_t *n_outs,
-                            dpc_diag *d) {
+dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const dpc_exec_opts *x,
+                            const dpc_named *feeds, uint32_t n_feeds, bool training,
+                            dpc_named **outs, uint32_t *n_outs, dpc_diag *d) {
   *outs = NULL;
   *n_outs = 0;
   dpc_graph *g = dpc_graph_clone(src);
@@ -134,7 +134,16 @@ dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const
   if (!st) st = bind_symbols(g, feeds, n_feeds, vals, d);
   if (!st) st = dpc_graph_bind(g, vals, d);
   if (!st) st = dpc_plan_single(g, "cpu:0", false, &plan, d);
-  if (!st) st = dpc_session_new(plan, &(dpc_session_opts){.training = training}, &s, d);
+  dpc_cpu_backend *cpu = NULL;
+  dpc_native_kernel *native = NULL;
+  if (!st && x && x->llvm) {
+    native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);
+    st = native ? dpc_cpu_backend_new(&x->cpu, &cpu, d)
+                : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    if (!st) st = dpc_cpu_compile_plan(cpu, plan, native, d);
+  }
+  if (!st)
+    st = dpc_session_new(plan, &(dpc_session_opts){.training = training, .native = native}, &s, d);
   for (uint32_t j = 0; j < n_feeds && !st; j++) {
     /* Data for values the pipeline removed (labels, in inference) is not needed. */
     if (dpc_graph_find(plan->g, feeds[j].name) == DPC_NONE) continue;
@@ -168,6 +177,8 @@ dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const
     }
   }
   dpc_session_free(s);
+  dpc_cpu_backend_free(cpu);
+  free(native);
   dpc_plan_free(plan);
   dpc_graph_free(g);
   free(vals);

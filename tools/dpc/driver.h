@@ -5,9 +5,16 @@
 #ifndef DPC_TOOLS_DRIVER_H
 #define DPC_TOOLS_DRIVER_H
 
+#include "codegen/cpu/cpu.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
 #include "runtime/tensor.h"
+
+/* How plans run: on the reference kernels, or compiled by the CPU backend (LLVM). */
+typedef struct dpc_exec_opts {
+  bool llvm;
+  dpc_cpu_options cpu;
+} dpc_exec_opts;
 
 /* A tensor with a name; data is malloc'd and owned. */
 typedef struct dpc_named {
@@ -25,10 +32,10 @@ dpc_status dpc_driver_default_horizon(dpc_graph *g, dpc_diag *d);
 dpc_status dpc_driver_load(const char *path, dpc_graph **out, dpc_diag *d);
 
 /* Run the inference pipeline on a copy of g, bind its symbols from `feeds` (inputs, and params
- * or state to override), run once on the reference backend and return every output, named.
- * `training` runs dropout and batch_norm in training mode. */
-dpc_status dpc_driver_infer(const dpc_graph *g, const dpc_pass_opts *po, const dpc_named *feeds,
-                            uint32_t n_feeds, bool training, dpc_named **outs, uint32_t *n_outs,
-                            dpc_diag *d);
+ * or state to override), run once (on the backend `x` asks for; NULL: reference) and return
+ * every output, named. `training` runs dropout and batch_norm in training mode. */
+dpc_status dpc_driver_infer(const dpc_graph *g, const dpc_pass_opts *po, const dpc_exec_opts *x,
+                            const dpc_named *feeds, uint32_t n_feeds, bool training,
+                            dpc_named **outs, uint32_t *n_outs, dpc_diag *d);
 
 #endif

@@ -1,0 +1,327 @@
+/*
+ * backend.c — the LLVM side of the CPU backend: target machine, the O3 pipeline, ORC LLJIT, and
+ * the cache of compiled kernels (see cpu.h). The kernels' IR is written by the lower_*.c files.
+ *
+ * Facts this file relies on (shared/design/TOOLCHAIN.md): LLVMRunPasses needs the target
+ * machine or nothing is vectorised; LLJIT runs no IR optimisation itself; a JIT resolves no
+ * external symbol (erff, tanhf) without the process's own symbols added as a generator.
+ */
+#include "codegen/cpu/cpu.h"
+#include "codegen/cpu/cg.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/IRReader.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct cache_entry {
+  uint64_t hash;
+  dpc_native_fn fn;
+} cache_entry;
+
+struct dpc_cpu_backend {
+  LLVMTargetMachineRef tm;
+  LLVMOrcLLJITRef jit;
+  char *triple, *cpu, *features;
+  char name[512];
+  int vector_bits;
+  cache_entry *cache;
+  uint32_t n_cache, cap_cache;
+  uint32_t n_modules;
+  double seconds;
+  uint32_t compiled, cached;
+  dpc_cpu_options o;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static dpc_status llvm_error(dpc_diag *d, const char *what, LLVMErrorRef e) {
+  char *m = LLVMGetErrorMessage(e);
+  dpc_status st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "%s: %s", what, m);
+  LLVMDisposeErrorMessage(m);
+  return st;
+}
+
+/* Declarations every kernel module may use, and the generator's mixing function. */
+static const char preamble[] =
+    "declare float @llvm.exp.f32(float)\ndeclare double @llvm.exp.f64(double)\n"
+    "declare float @llvm.log.f32(float)\ndeclare double @llvm.log.f64(double)\n"
+    "declare float @llvm.sqrt.f32(float)\ndeclare double @llvm.sqrt.f64(double)\n"
+    "declare float @llvm.pow.f32(float, float)\ndeclare double @llvm.pow.f64(double, double)\n"
+    "declare float @llvm.floor.f32(float)\ndeclare double @llvm.floor.f64(double)\n"
+    "declare float @llvm.cos.f32(float)\ndeclare double @llvm.cos.f64(double)\n"
+    "declare float @llvm.sin.f32(float)\ndeclare double @llvm.sin.f64(double)\n"
+    "declare float @llvm.fabs.f32(float)\ndeclare double @llvm.fabs.f64(double)\n"
+    "declare float @llvm.fma.f32(float, float, float)\ndeclare double @llvm.fma.f64(double, "
+    "double, double)\n"
+    "declare float @erff(float)\ndeclare double @erf(double)\n"
+    "declare float @tanhf(float)\ndeclare double @tanh(double)\n"
+    "declare i32 @llvm.fptosi.sat.i32.f32(float)\ndeclare i64 @llvm.fptosi.sat.i64.f32(float)\n"
+    "declare i32 @llvm.fptosi.sat.i32.f64(double)\ndeclare i64 @llvm.fptosi.sat.i64.f64(double)\n"
+    "define internal i64 @dpc_mix64(i64 %x) alwaysinline {\n"
+    "  %a = add i64 %x, -7046029254386353131\n"
+    "  %b = lshr i64 %a, 30\n  %c = xor i64 %a, %b\n  %d = mul i64 %c, -4658895280553007687\n"
+    "  %e = lshr i64 %d, 27\n  %f = xor i64 %d, %e\n  %g = mul i64 %f, -7723592293110705685\n"
+    "  %h = lshr i64 %g, 31\n  %i = xor i64 %g, %h\n  ret i64 %i\n}\n\n";
+
+const cg_lower_fn dpc_cpu_lowerings[DPC_OP_COUNT] = {
+    [DPC_OP_ADD] = cg_lower_elementwise,        [DPC_OP_SUB] = cg_lower_elementwise,
+    [DPC_OP_MUL] = cg_lower_elementwise,        [DPC_OP_DIV] = cg_lower_elementwise,
+    [DPC_OP_POW] = cg_lower_elementwise,        [DPC_OP_MAX] = cg_lower_elementwise,
+    [DPC_OP_MIN] = cg_lower_elementwise,        [DPC_OP_NEG] = cg_lower_elementwise,
+    [DPC_OP_ABS] = cg_lower_elementwise,        [DPC_OP_RELU] = cg_lower_elementwise,
+    [DPC_OP_RELU6] = cg_lower_elementwise,      [DPC_OP_CLIP] = cg_lower_elementwise,
+    [DPC_OP_LEAKY_RELU] = cg_lower_elementwise, [DPC_OP_GELU] = cg_lower_elementwise,
+    [DPC_OP_SIGMOID] = cg_lower_elementwise,    [DPC_OP_TANH] = cg_lower_elementwise,
+    [DPC_OP_EXP] = cg_lower_elementwise,        [DPC_OP_LOG] = cg_lower_elementwise,
+    [DPC_OP_SQRT] = cg_lower_elementwise,       [DPC_OP_RSQRT] = cg_lower_elementwise,
+    [DPC_OP_ERF] = cg_lower_elementwise,        [DPC_OP_FLOOR] = cg_lower_elementwise,
+    [DPC_OP_SIGN] = cg_lower_elementwise,       [DPC_OP_COS] = cg_lower_elementwise,
+    [DPC_OP_SIN] = cg_lower_elementwise,        [DPC_OP_EQUAL] = cg_lower_elementwise,
+    [DPC_OP_LESS] = cg_lower_elementwise,       [DPC_OP_GREATER] = cg_lower_elementwise,
+    [DPC_OP_NOT] = cg_lower_elementwise,        [DPC_OP_WHERE] = cg_lower_elementwise,
+    [DPC_OP_CAST] = cg_lower_elementwise,       [DPC_OP_ZEROS_LIKE] = cg_lower_elementwise,
+    [DPC_OP_DROPOUT] = cg_lower_elementwise,
+};
+
+bool dpc_cpu_lowers(dpc_op op) {
+  return (unsigned)op < DPC_OP_COUNT && dpc_cpu_lowerings[op] != NULL;
+}
+
+dpc_status dpc_cpu_backend_new(const dpc_cpu_options *o, dpc_cpu_backend **out, dpc_diag *d) {
+  *out = NULL;
+  if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter())
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "LLVM has no code generator for this machine");
+  dpc_cpu_backend *b = calloc(1, sizeof *b);
+  if (!b) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (o) b->o = *o;
+  bool native = !b->o.cpu || !strcmp(b->o.cpu, "native");
+  b->triple = LLVMGetDefaultTargetTriple();
+  b->cpu = native ? LLVMGetHostCPUName() : LLVMCreateMessage(b->o.cpu);
+  b->features = native && !b->o.features ? LLVMGetHostCPUFeatures()
+                                         : LLVMCreateMessage(b->o.features ? b->o.features : "");
+  LLVMTargetRef target;
+  char *err = NULL;
+  if (LLVMGetTargetFromTriple(b->triple, &target, &err)) {
+    dpc_status st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "LLVM target '%s': %s", b->triple, err);
+    LLVMDisposeMessage(err);
+    dpc_cpu_backend_free(b);
+    return st;
+  }
+  b->tm = LLVMCreateTargetMachine(target, b->triple, b->cpu, b->features,
+                                  LLVMCodeGenLevelAggressive, LLVMRelocPIC, LLVMCodeModelDefault);
+  b->vector_bits = strstr(b->features, "+avx512f") ? 512 : strstr(b->features, "+avx2") ? 256 : 128;
+  snprintf(b->name, sizeof b->name, "%s %s (%d-bit vectors)", b->triple, b->cpu, b->vector_bits);
+  LLVMOrcJITTargetMachineBuilderRef jtmb;
+  LLVMErrorRef e = LLVMOrcJITTargetMachineBuilderDetectHost(&jtmb);
+  if (e) {
+    dpc_status st = llvm_error(d, "detecting the host for the JIT", e);
+    dpc_cpu_backend_free(b);
+    return st;
+  }
+  LLVMOrcLLJITBuilderRef lb = LLVMOrcCreateLLJITBuilder();
+  LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(lb, jtmb);
+  if ((e = LLVMOrcCreateLLJIT(&b->jit, lb))) {
+    dpc_status st = llvm_error(d, "creating the JIT", e);
+    dpc_cpu_backend_free(b);
+    return st;
+  }
+  LLVMOrcDefinitionGeneratorRef gen;
+  e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+      &gen, LLVMOrcLLJITGetGlobalPrefix(b->jit), NULL, NULL);
+  if (e) {
+    dpc_status st = llvm_error(d, "resolving libm for the JIT", e);
+    dpc_cpu_backend_free(b);
+    return st;
+  }
+  LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(b->jit), gen);
+  *out = b;
+  return DPC_OK;
+}
+
+void dpc_cpu_backend_free(dpc_cpu_backend *b) {
+  if (!b) return;
+  if (b->jit) LLVMOrcDisposeLLJIT(b->jit);
+  if (b->tm) LLVMDisposeTargetMachine(b->tm);
+  if (b->triple) LLVMDisposeMessage(b->triple);
+  if (b->cpu) LLVMDisposeMessage(b->cpu);
+  if (b->features) LLVMDisposeMessage(b->features);
+  free(b->cache);
+  free(b);
+}
+
+const char *dpc_cpu_target_name(const dpc_cpu_backend *b) {
+  return b->name;
+}
+
+int dpc_cpu_vector_bits(const dpc_cpu_backend *b) {
+  return b->vector_bits;
+}
+
+void dpc_cpu_stats(const dpc_cpu_backend *b, double *seconds, uint32_t *compiled,
+                   uint32_t *cached) {
+  if (seconds) *seconds = b->seconds;
+  if (compiled) *compiled = b->compiled;
+  if (cached) *cached = b->cached;
+}
+
+static uint64_t fnv(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static dpc_native_fn cache_find(const dpc_cpu_backend *b, uint64_t h) {
+  for (uint32_t i = 0; i < b->n_cache; i++)
+    if (b->cache[i].hash == h) return b->cache[i].fn;
+  return NULL;
+}
+
+/* Generate one kernel's function text (named KERNEL) for node `node`. */
+static dpc_status kernel_text(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t node,
+                              dpc_buf *out, int64_t *total, dpc_diag *d) {
+  cg_fn f;
+  cg_fn_init(&f, g, node, b->vector_bits);
+  cg_kernel k = {&f, 1};
+  dpc_status st = dpc_cpu_lowerings[g->nodes[node].op](&k, d);
+  if (!st) {
+    cg_fn_finish(&f, "KERNEL", out);
+    *total = k.total;
+    if (out->oom) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory generating a kernel");
+  }
+  cg_fn_free(&f);
+  return st;
+}
+
+/* Parse, optimise and add one module; look its functions up. */
+static dpc_status compile_module(dpc_cpu_backend *b, const char *text, char **names,
+                                 uint64_t *hashes, uint32_t n, dpc_diag *d) {
+  if (b->o.dump) b->o.dump(b->o.user, "llvm", text);
+  LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
+  LLVMContextRef ctx = LLVMOrcThreadSafeContextGetContext(tsc);
+  LLVMMemoryBufferRef mb =
+      LLVMCreateMemoryBufferWithMemoryRangeCopy(text, strlen(text), "dpc-kernels");
+  LLVMModuleRef m = NULL;
+  char *err = NULL;
+  if (LLVMParseIRInContext(ctx, mb, &m, &err)) {
+    dpc_status st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "generated IR does not parse: %s", err);
+    LLVMDisposeMessage(err);
+    LLVMOrcDisposeThreadSafeContext(tsc);
+    return st;
+  }
+  if (LLVMVerifyModule(m, LLVMReturnStatusAction, &err)) {
+    dpc_status st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "generated IR is invalid: %s", err);
+    LLVMDisposeMessage(err);
+    LLVMDisposeModule(m);
+    LLVMOrcDisposeThreadSafeContext(tsc);
+    return st;
+  }
+  if (err) LLVMDisposeMessage(err);
+  LLVMSetTarget(m, b->triple);
+  LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(b->tm);
+  LLVMSetModuleDataLayout(m, dl);
+  LLVMDisposeTargetData(dl);
+  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+  LLVMErrorRef e = LLVMRunPasses(m, "default<O3>", b->tm, po);
+  LLVMDisposePassBuilderOptions(po);
+  if (e) {
+    LLVMDisposeModule(m);
+    LLVMOrcDisposeThreadSafeContext(tsc);
+    return llvm_error(d, "optimising kernels", e);
+  }
+  if (b->o.dump) {
+    char *s = LLVMPrintModuleToString(m);
+    b->o.dump(b->o.user, "llvm-optimised", s);
+    LLVMDisposeMessage(s);
+  }
+  LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, tsc);
+  LLVMOrcDisposeThreadSafeContext(tsc);
+  if ((e = LLVMOrcLLJITAddLLVMIRModule(b->jit, LLVMOrcLLJITGetMainJITDylib(b->jit), tsm))) {
+    LLVMOrcDisposeThreadSafeModule(tsm);
+    return llvm_error(d, "adding kernels to the JIT", e);
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    LLVMOrcExecutorAddress addr;
+    if ((e = LLVMOrcLLJITLookup(b->jit, &addr, names[i])))
+      return llvm_error(d, "looking a kernel up", e);
+    dpc_native_fn fn;
+    uintptr_t a = (uintptr_t)addr;
+    memcpy(&fn, &a, sizeof fn);
+    if (DPC_VEC_RESERVE(b->cache, b->cap_cache, b->n_cache + 1))
+      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    b->cache[b->n_cache++] = (cache_entry){hashes[i], fn};
+  }
+  return DPC_OK;
+}
+
+dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
+                                dpc_native_kernel *kernels, dpc_diag *d) {
+  double t0 = now_s();
+  const dpc_graph *g = plan->g;
+  dpc_buf mod = {0};
+  dpc_buf_puts(&mod, preamble);
+  dpc_buf_printf(&mod, "attributes #0 = { nounwind \"prefer-vector-width\"=\"%d\" }\n\n",
+                 b->vector_bits);
+  uint32_t n_new = 0;
+  char **names = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *names);
+  uint64_t *hashes = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *hashes);
+  uint64_t *node_hash = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *node_hash);
+  dpc_status st =
+      names && hashes && node_hash ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t dv = 0; dv < plan->n_devs && !st; dv++) {
+    for (uint32_t j = 0; j < plan->devs[dv].n_steps && !st; j++) {
+      const dpc_step *sp = &plan->devs[dv].steps[j];
+      if (sp->kind != DPC_STEP_KERNEL || !dpc_cpu_lowers(g->nodes[sp->node].op)) continue;
+      dpc_buf text = {0};
+      int64_t total = 1;
+      if ((st = kernel_text(b, g, sp->node, &text, &total, d))) {
+        dpc_buf_free(&text);
+        break;
+      }
+      uint64_t h = fnv(text.data);
+      node_hash[sp->node] = h;
+      kernels[sp->node].total = total;
+      bool known = cache_find(b, h) != NULL;
+      for (uint32_t k = 0; k < n_new && !known; k++) known = hashes[k] == h;
+      if (known) {
+        b->cached++;
+      } else {
+        char name[40];
+        snprintf(name, sizeof name, "dpc_k%016llx", (unsigned long long)h);
+        char *at = strstr(text.data, "@KERNEL(");
+        dpc_buf_putn(&mod, text.data, (size_t)(at - text.data));
+        dpc_buf_printf(&mod, "@%s(", name);
+        dpc_buf_puts(&mod, at + 8);
+        names[n_new] = dpc_strdup(name);
+        hashes[n_new++] = h;
+        b->compiled++;
+      }
+      dpc_buf_free(&text);
+    }
+  }
+  if (!st && mod.oom) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory generating kernels");
+  if (!st && n_new) st = compile_module(b, mod.data, names, hashes, n_new, d);
+  for (uint32_t i = 0; !st && i < g->n_nodes; i++)
+    if (node_hash[i]) kernels[i].fn = cache_find(b, node_hash[i]);
+  for (uint32_t i = 0; names && i < n_new; i++) free(names[i]);
+  free(names);
+  free(hashes);
+  free(node_hash);
+  dpc_buf_free(&mod);
+  b->seconds += now_s() - t0;
+  return st;
+}

@@ -1,0 +1,98 @@
+/*
+ * cg.h — inside the CPU code generator: how a kernel is written as LLVM IR text.
+ *
+ * Kernels are generated as textual LLVM IR (LLVM 14, typed pointers) and parsed with
+ * LLVMParseIRInContext: the text is easy to read back (--dump-llvm), and it is the only way the
+ * LLVM 14 C API offers to put fast-math flags on instructions. Every kernel has the signature
+ *
+ *   i32 @name(i8** noalias %args, i64 %begin, i64 %end, i64 %step, i32 %training)
+ *
+ * (runtime/kernel.h, dpc_native_fn): args[i] is the data of input i, then of the outputs; the
+ * kernel does iterations [begin, end) of its outermost loop. Loop counters and accumulators
+ * live in allocas that the O3 pipeline promotes to registers, so the emitters never juggle phi
+ * nodes. Nothing here touches the LLVM API itself: only backend.c does.
+ */
+#ifndef DPC_CODEGEN_CPU_CG_H
+#define DPC_CODEGEN_CPU_CG_H
+
+#include "ir/graph.h"
+
+/* A function being written. Values are numbered: %t<n>. */
+typedef struct cg_fn {
+  dpc_buf head; /* allocas, kept in the entry block so they can be promoted */
+  dpc_buf body;
+  uint32_t n_tmp, n_label;
+  const dpc_graph *g;
+  uint32_t node;
+  int vector_bits; /* of the target: 128, 256 or 512 */
+} cg_fn;
+
+/* A value in the text: "%t12", or a constant such as "0x3FF0000000000000". */
+typedef struct cg_val {
+  char s[40];
+} cg_val;
+
+void cg_fn_init(cg_fn *f, const dpc_graph *g, uint32_t node, int vector_bits);
+void cg_fn_free(cg_fn *f);
+/* The whole function: define ... { entry: <allocas> <body> }, appended to out. */
+void cg_fn_finish(cg_fn *f, const char *name, dpc_buf *out);
+
+void cg_line(cg_fn *f, const char *fmt, ...) DPC_PRINTF(2, 3);
+cg_val cg_tmp(cg_fn *f);
+uint32_t cg_label(cg_fn *f);
+
+/* LLVM type a dtype is stored as, and computed as (f16 and bf16 compute in float, bool is i8). */
+const char *cg_store_type(dpc_dtype t);
+const char *cg_calc_type(dpc_dtype t);
+bool cg_is_fp(dpc_dtype t); /* computed with floating-point instructions */
+
+/* Constants in a dtype's calc type. */
+cg_val cg_const(dpc_dtype t, double v);
+cg_val cg_const_i64(int64_t v);
+
+/* The data pointer of args[i] as a pointer to the stored type. */
+cg_val cg_arg_ptr(cg_fn *f, uint32_t i, dpc_dtype t);
+/* Load / store element `idx` (an i64 value) of a tensor at `ptr`, converting to / from the
+ * calc type. */
+cg_val cg_load(cg_fn *f, cg_val ptr, dpc_dtype t, cg_val idx);
+void cg_store(cg_fn *f, cg_val ptr, dpc_dtype t, cg_val idx, cg_val v);
+
+/* Make the kernel return nonzero (bad data) when cond (an i1) holds. */
+void cg_fail_if(cg_fn *f, cg_val cond);
+
+/* i64 arithmetic helpers. */
+cg_val cg_add(cg_fn *f, cg_val a, cg_val b);
+cg_val cg_mul(cg_fn *f, cg_val a, cg_val b);
+
+/* A counted loop: `for (i = lo; i < hi; i++) { ... }`. begin returns the index value and the
+ * loop's id, end closes it. Loops nest. */
+typedef struct cg_loop {
+  uint32_t id;
+  cg_val i;
+} cg_loop;
+cg_loop cg_loop_begin(cg_fn *f, cg_val lo, cg_val hi);
+void cg_loop_end(cg_fn *f, cg_loop l);
+
+/* A scalar accumulator in an alloca. */
+cg_val cg_acc_new(cg_fn *f, const char *type, cg_val init);
+cg_val cg_acc_get(cg_fn *f, cg_val acc, const char *type);
+void cg_acc_set(cg_fn *f, cg_val acc, const char *type, cg_val v);
+
+/* ---- lowering --------------------------------------------------------------------------- */
+
+typedef struct cg_kernel {
+  cg_fn *f;
+  int64_t total; /* out: trip count of the outermost loop, split across cores */
+} cg_kernel;
+
+/* Writes the body of the kernel for node f->node (the function frame is added by the caller). */
+typedef dpc_status (*cg_lower_fn)(cg_kernel *k, dpc_diag *d);
+
+/* Indexed by op; NULL where an op has no lowering yet (the node then runs on the reference
+ * kernel). */
+extern const cg_lower_fn dpc_cpu_lowerings[DPC_OP_COUNT];
+
+/* Lowerings, by file. */
+dpc_status cg_lower_elementwise(cg_kernel *k, dpc_diag *d); /* lower_elementwise.c */
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * cpu.h — the CPU backend: every kernel of a plan compiled to machine code with LLVM.
+ *
+ *   dpc_cpu_backend *cpu;
+ *   dpc_cpu_backend_new(&(dpc_cpu_options){0}, &cpu, &d);        // the host, JIT
+ *   dpc_native_kernel *k = calloc(plan->g->n_nodes, sizeof *k);
+ *   dpc_cpu_compile_plan(cpu, plan, k, &d);                        // k[node].fn for each kernel
+ *   dpc_session_new(plan, &(dpc_session_opts){.native = k}, &s, &d);
+ *
+ * This is the only module that includes LLVM headers. Kernels are cached by their IR: a kernel
+ * already compiled (for another plan of the same model, another batch size's tail...) is not
+ * compiled again. Nodes whose op has no lowering yet are left to the reference kernels.
+ */
+#ifndef DPC_CODEGEN_CPU_CPU_H
+#define DPC_CODEGEN_CPU_CPU_H
+
+#include "ir/plan.h"
+#include "runtime/kernel.h"
+
+typedef struct dpc_cpu_options {
+  const char *cpu;      /* NULL or "native": the host */
+  const char *features; /* NULL: the host's when cpu is native, else none */
+  /* --dump-llvm: called with each module's IR before and after optimisation */
+  void (*dump)(void *user, const char *what, const char *text);
+  void *user;
+} dpc_cpu_options;
+
+typedef struct dpc_cpu_backend dpc_cpu_backend;
+
+dpc_status dpc_cpu_backend_new(const dpc_cpu_options *o, dpc_cpu_backend **out, dpc_diag *d);
+void dpc_cpu_backend_free(dpc_cpu_backend *b);
+
+/* Compile the kernel steps of `plan`: kernels[node] (an array of plan->g->n_nodes, zeroed by the
+ * caller) gets the function of each node that has a lowering. The functions live as long as the
+ * backend. */
+dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
+                                dpc_native_kernel *kernels, dpc_diag *d);
+
+/* Whether an op has a lowering (the rest run on reference kernels). */
+bool dpc_cpu_lowers(dpc_op op);
+
+/* What the backend targets: "x86-64 znver... +avx512f,...", and the vector width it uses. */
+const char *dpc_cpu_target_name(const dpc_cpu_backend *b);
+int dpc_cpu_vector_bits(const dpc_cpu_backend *b);
+
+/* Time spent compiling so far, in seconds, and kernels compiled / found in the cache. */
+void dpc_cpu_stats(const dpc_cpu_backend *b, double *seconds, uint32_t *compiled, uint32_t *cached);
+
+#endif
