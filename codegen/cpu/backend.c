@@ -78,28 +78,18 @@ static const char preamble[] =
     "  %e = lshr i64 %d, 27\n  %f = xor i64 %d, %e\n  %g = mul i64 %f, -7723592293110705685\n"
     "  %h = lshr i64 %g, 31\n  %i = xor i64 %g, %h\n  ret i64 %i\n}\n\n";
 
-const cg_lower_fn dpc_cpu_lowerings[DPC_OP_COUNT] = {
-    [DPC_OP_ADD] = cg_lower_elementwise,        [DPC_OP_SUB] = cg_lower_elementwise,
-    [DPC_OP_MUL] = cg_lower_elementwise,        [DPC_OP_DIV] = cg_lower_elementwise,
-    [DPC_OP_POW] = cg_lower_elementwise,        [DPC_OP_MAX] = cg_lower_elementwise,
-    [DPC_OP_MIN] = cg_lower_elementwise,        [DPC_OP_NEG] = cg_lower_elementwise,
-    [DPC_OP_ABS] = cg_lower_elementwise,        [DPC_OP_RELU] = cg_lower_elementwise,
-    [DPC_OP_RELU6] = cg_lower_elementwise,      [DPC_OP_CLIP] = cg_lower_elementwise,
-    [DPC_OP_LEAKY_RELU] = cg_lower_elementwise, [DPC_OP_GELU] = cg_lower_elementwise,
-    [DPC_OP_SIGMOID] = cg_lower_elementwise,    [DPC_OP_TANH] = cg_lower_elementwise,
-    [DPC_OP_EXP] = cg_lower_elementwise,        [DPC_OP_LOG] = cg_lower_elementwise,
-    [DPC_OP_SQRT] = cg_lower_elementwise,       [DPC_OP_RSQRT] = cg_lower_elementwise,
-    [DPC_OP_ERF] = cg_lower_elementwise,        [DPC_OP_FLOOR] = cg_lower_elementwise,
-    [DPC_OP_SIGN] = cg_lower_elementwise,       [DPC_OP_COS] = cg_lower_elementwise,
-    [DPC_OP_SIN] = cg_lower_elementwise,        [DPC_OP_EQUAL] = cg_lower_elementwise,
-    [DPC_OP_LESS] = cg_lower_elementwise,       [DPC_OP_GREATER] = cg_lower_elementwise,
-    [DPC_OP_NOT] = cg_lower_elementwise,        [DPC_OP_WHERE] = cg_lower_elementwise,
-    [DPC_OP_CAST] = cg_lower_elementwise,       [DPC_OP_ZEROS_LIKE] = cg_lower_elementwise,
-    [DPC_OP_DROPOUT] = cg_lower_elementwise,
-};
+cg_lower_fn cg_lowering(dpc_op op) {
+  static const cg_lower_fn *const tables[] = {cg_elementwise_table, cg_reduce_table,
+                                              cg_layout_table,      cg_matmul_table,
+                                              cg_window_table,      cg_norm_table};
+  if ((unsigned)op >= DPC_OP_COUNT) return NULL;
+  for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
+    if (tables[i][op]) return tables[i][op];
+  return NULL;
+}
 
 bool dpc_cpu_lowers(dpc_op op) {
-  return (unsigned)op < DPC_OP_COUNT && dpc_cpu_lowerings[op] != NULL;
+  return cg_lowering(op) != NULL;
 }
 
 dpc_status dpc_cpu_backend_new(const dpc_cpu_options *o, dpc_cpu_backend **out, dpc_diag *d) {
@@ -197,7 +187,7 @@ static dpc_status kernel_text(const dpc_cpu_backend *b, const dpc_graph *g, uint
   cg_fn f;
   cg_fn_init(&f, g, node, b->vector_bits);
   cg_kernel k = {&f, 1};
-  dpc_status st = dpc_cpu_lowerings[g->nodes[node].op](&k, d);
+  dpc_status st = cg_lowering(g->nodes[node].op)(&k, d);
   if (!st) {
     cg_fn_finish(&f, "KERNEL", out);
     *total = k.total;

@@ -88,11 +88,16 @@ typedef struct cg_kernel {
 /* Writes the body of the kernel for node f->node (the function frame is added by the caller). */
 typedef dpc_status (*cg_lower_fn)(cg_kernel *k, dpc_diag *d);
 
-/* Indexed by op; NULL where an op has no lowering yet (the node then runs on the reference
- * kernel). */
-extern const cg_lower_fn dpc_cpu_lowerings[DPC_OP_COUNT];
-
-/* Lowerings, by file. */
-dpc_status cg_lower_elementwise(cg_kernel *k, dpc_diag *d); /* lower_elementwise.c */
+/* The lowering of each op, one table per file, each indexed by op (NULL: not that file's);
+ * cg_lowering looks an op up in all of them. An op with no lowering anywhere runs on the
+ * reference kernel. */
+extern const cg_lower_fn cg_elementwise_table[DPC_OP_COUNT]; /* lower_elementwise.c */
+extern const cg_lower_fn cg_reduce_table[DPC_OP_COUNT];      /* lower_reduce.c */
+extern const cg_lower_fn cg_layout_table[DPC_OP_COUNT];      /* lower_layout.c */
+extern const cg_lower_fn cg_matmul_table[DPC_OP_COUNT];      /* lower_matmul.c */
+extern const cg_lower_fn cg_window_table[DPC_OP_COUNT];      /* lower_window.c: conv2d */
+extern const cg_lower_fn cg_pool_table[DPC_OP_COUNT];        /* lower_pool.c: pools */
+extern const cg_lower_fn cg_norm_table[DPC_OP_COUNT];        /* lower_norm.c: batch/layer norm */
+cg_lower_fn cg_lowering(dpc_op op);
 
 #endif

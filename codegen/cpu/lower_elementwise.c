@@ -335,7 +335,7 @@ static cg_val convert(cg_fn *f, cg_val v, dpc_dtype from, dpc_dtype to) {
   return r;
 }
 
-dpc_status cg_lower_elementwise(cg_kernel *k, dpc_diag *d) {
+static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
   const dpc_graph *g = f->g;
   uint32_t node = f->node;
@@ -395,3 +395,17 @@ dpc_status cg_lower_elementwise(cg_kernel *k, dpc_diag *d) {
   for (uint32_t lv = e.rank; lv-- > 0;) cg_loop_end(f, loops[lv]);
   return DPC_OK;
 }
+
+const cg_lower_fn cg_elementwise_table[DPC_OP_COUNT] = {
+    [DPC_OP_ADD] = lower,        [DPC_OP_SUB] = lower,        [DPC_OP_MUL] = lower,
+    [DPC_OP_DIV] = lower,        [DPC_OP_POW] = lower,        [DPC_OP_MAX] = lower,
+    [DPC_OP_MIN] = lower,        [DPC_OP_NEG] = lower,        [DPC_OP_ABS] = lower,
+    [DPC_OP_RELU] = lower,       [DPC_OP_RELU6] = lower,      [DPC_OP_CLIP] = lower,
+    [DPC_OP_LEAKY_RELU] = lower, [DPC_OP_GELU] = lower,       [DPC_OP_SIGMOID] = lower,
+    [DPC_OP_TANH] = lower,       [DPC_OP_EXP] = lower,        [DPC_OP_LOG] = lower,
+    [DPC_OP_SQRT] = lower,       [DPC_OP_RSQRT] = lower,      [DPC_OP_ERF] = lower,
+    [DPC_OP_FLOOR] = lower,      [DPC_OP_SIGN] = lower,       [DPC_OP_COS] = lower,
+    [DPC_OP_SIN] = lower,        [DPC_OP_EQUAL] = lower,      [DPC_OP_LESS] = lower,
+    [DPC_OP_GREATER] = lower,    [DPC_OP_NOT] = lower,        [DPC_OP_WHERE] = lower,
+    [DPC_OP_CAST] = lower,       [DPC_OP_ZEROS_LIKE] = lower, [DPC_OP_DROPOUT] = lower,
+};
