@@ -8,6 +8,7 @@
 #include "runtime/session.h"
 #include "runtime/device.h"
 #include "runtime/init.h"
+#include "runtime/pool.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ struct dpc_session {
   bool *shared;        /* per value: memory belongs to another session (opts.share) */
   dpc_run_info run;
   const dpc_kernel_fn *kernels;
+  dpc_pool *pool; /* runs compiled kernels across the cores; NULL without them */
 };
 
 void dpc_session_free(dpc_session *s) {
@@ -44,6 +46,7 @@ void dpc_session_free(dpc_session *s) {
     }
     if (s->steps) free(s->steps[i]);
   }
+  dpc_pool_free(s->pool);
   free(s->devs);
   free(s->mem);
   free(s->steps);
@@ -178,6 +181,8 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
     }
   }
   free(base);
+  if (!st && o && o->native && (!o->threads || o->threads > 1))
+    st = dpc_pool_new(o->threads, &s->pool, d);
   if (st || (st = fill_sources(s, d))) goto fail;
   *out = s;
   return DPC_OK;
@@ -257,8 +262,11 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
       }
       const step_args *sa = &s->steps[i][j];
       if (sa->native.fn) {
-        if (sa->native.fn(sa->ptrs, 0, sa->native.total, s->run.step, s->run.training) == 0)
-          continue;
+        int32_t bad =
+            s->pool ? dpc_pool_run(s->pool, sa->native.fn, sa->ptrs, sa->native.total, s->run.step,
+                                   s->run.training)
+                    : sa->native.fn(sa->ptrs, 0, sa->native.total, s->run.step, s->run.training);
+        if (!bad) continue;
         /* bad data: the reference kernel finds it again and says where */
         st = sa->fn(&sa->a, d);
         if (!st)

@@ -29,6 +29,8 @@ typedef struct dpc_session_opts {
   /* Compiled kernels, one per node of the plan's graph (fn NULL where the node has none); the
    * array must outlive the session. NULL: every node runs on `kernels`. */
   const dpc_native_kernel *native;
+  /* Threads that run compiled kernels: 0 for one per core, 1 for the calling thread alone. */
+  uint32_t threads;
 } dpc_session_opts;
 
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,

@@ -36,6 +36,10 @@ static const cli_opt train_opts[] = {
     {"checkpoint-every", true, false, "write a checkpoint every N steps (needs --checkpoint)"},
     {"resume", true, false, "FILE.safetensors: continue a run from its checkpoint"},
     {"log", true, false, "FILE.jsonl: one JSON object per step (and per epoch)"},
+    {"backend", true, false,
+     "llvm (default: kernels compiled for this CPU) or ref (the reference kernels)"},
+    {"threads", true, false, "threads for compiled kernels (default: one per core)"},
+    {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
     {"quiet", false, false, "print only errors and the final summary"},
     {"verify-each", false, false, "run the verifier after every pass"},
     {"print-after", true, false, "print the training graph after PASS (comma-separated, or all)"},
@@ -157,6 +161,11 @@ int dpc_cmd_train(int argc, char **argv) {
     return cli_usage_error("train", "--checkpoint-every needs --checkpoint FILE.safetensors");
   if (o.resume_path && o.init_path)
     return cli_usage_error("train", "--resume and --init do not go together");
+  int xrc = cli_exec_opts("train", train_opts, NTRAIN, &p, &o.exec);
+  if (xrc) return xrc;
+  uint64_t threads = 0;
+  if (!get_u64(&p, "threads", &threads, 1)) return DPC_EXIT_USAGE;
+  o.threads = (uint32_t)(threads > 1024 ? 1024 : threads);
   o.passes.verify_each = cli_get(train_opts, NTRAIN, &p, "verify-each") != NULL;
   o.passes.print_after = cli_get(train_opts, NTRAIN, &p, "print-after");
   o.passes.dump = cli_print_dump;

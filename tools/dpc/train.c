@@ -129,7 +129,13 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = k == t->batch_sym ? (int64_t)n : -1;
   if (!st) st = dpc_graph_bind(g, vals, d);
   if (!st) st = dpc_plan_single(g, "cpu:0", training, &r->plan, d);
-  dpc_session_opts so = {.training = training, .share = share};
+  if (!st && t->cpu) {
+    r->native = calloc(r->plan->g->n_nodes ? r->plan->g->n_nodes : 1, sizeof *r->native);
+    st = r->native ? dpc_cpu_compile_plan(t->cpu, r->plan, r->native, d)
+                   : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  }
+  dpc_session_opts so = {
+      .training = training, .share = share, .native = r->native, .threads = t->o->threads};
   if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
   free(vals);
   dpc_graph_free(g);
@@ -146,6 +152,7 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
 
 static void close_run(run_t *r) {
   dpc_session_free(r->s);
+  free(r->native);
   dpc_plan_free(r->plan);
   memset(r, 0, sizeof *r);
 }
@@ -259,6 +266,7 @@ static void trainer_free(trainer *t) {
   close_run(&t->eval_tail);
   close_run(&t->eval_full);
   close_run(&t->train_full);
+  dpc_cpu_backend_free(t->cpu);
   dpc_graph_free(t->model);
   dpc_graph_free(t->train_g);
   dpc_graph_free(t->eval_g);
@@ -323,6 +331,10 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
     return dpc_diag_fail(d, DPC_ERR_INVALID,
                          "the model needs an 'output' (its logits) to be evaluated");
 
+  if (o->exec.llvm) {
+    if (o->on_start) o->on_start(o->user, "compiling kernels with LLVM");
+    if ((st = dpc_cpu_backend_new(&o->exec.cpu, &t->cpu, d))) return st;
+  }
   uint32_t first =
       (uint32_t)(dpc_dataset_size(t->train_ds) < o->batch ? dpc_dataset_size(t->train_ds)
                                                           : o->batch);

@@ -13,6 +13,7 @@
 
 #include "ir/graph.h"
 #include "passes/pass.h"
+#include "tools/dpc/driver.h"
 
 typedef struct dpc_train_step {
   uint64_t step;           /* steps done, this one included */
@@ -52,6 +53,8 @@ typedef struct dpc_train_opts {
   const char *resume_path;
   const char *log_path; /* JSON lines, one per step */
   dpc_pass_opts passes; /* verify_each, print_after, dump */
+  dpc_exec_opts exec;   /* reference kernels, or compiled with LLVM (the default in dpc train) */
+  uint32_t threads;     /* for compiled kernels: 0 = one per core */
   void (*on_start)(void *user, const char *what);
   void (*on_step)(void *user, const dpc_train_step *s);
   void (*on_epoch)(void *user, const dpc_train_epoch *e);

@@ -16,6 +16,7 @@ typedef struct run_t {
   uint32_t n;
   dpc_plan *plan;
   dpc_session *s;
+  dpc_native_kernel *native; /* compiled kernels, one per node; NULL on the reference backend */
   uint32_t x, y, loss, lr, logits; /* value ids in plan->g */
 } run_t;
 
@@ -30,6 +31,7 @@ typedef struct trainer {
   dpc_order order;
   uint64_t batches, total_steps;
   run_t train_full, train_tail, eval_full, eval_tail; /* train_full owns params and state */
+  dpc_cpu_backend *cpu; /* the LLVM backend, shared by every plan; NULL on the reference one */
   uint64_t step, epoch, batch_pos; /* where the run is: steps done, epoch, next batch */
   bool resumed;
   FILE *log;

@@ -1,0 +1,35 @@
+/*
+ * pool.h — the worker threads of a CPU device, each bound to a core of its own.
+ *
+ * A compiled kernel does the iterations [begin, end) of its outermost loop (runtime/kernel.h);
+ * the pool cuts [0, total) into one contiguous part per thread, runs them at once (the calling
+ * thread takes the first part) and returns when all are done. Iterations write disjoint outputs,
+ * so the result does not depend on how many threads there are.
+ *
+ *   dpc_pool *p;
+ *   dpc_pool_new(0, &p, &d);                      // one thread per core, bound with hwloc
+ *   int32_t bad = dpc_pool_run(p, k.fn, args, k.total, step, training);
+ *   dpc_pool_free(p);
+ *
+ * Idle workers spin briefly (a kernel is often followed by another within microseconds), then
+ * sleep on a condition variable.
+ */
+#ifndef DPC_RUNTIME_POOL_H
+#define DPC_RUNTIME_POOL_H
+
+#include "runtime/kernel.h"
+
+typedef struct dpc_pool dpc_pool;
+
+/* threads 0: one per core of the machine. Threads are bound to cores (when hwloc can). */
+dpc_status dpc_pool_new(uint32_t threads, dpc_pool **out, dpc_diag *d);
+void dpc_pool_free(dpc_pool *p);
+uint32_t dpc_pool_size(const dpc_pool *p);
+/* Whether the threads could be bound to cores (false on machines hwloc cannot bind on). */
+bool dpc_pool_bound(const dpc_pool *p);
+
+/* Run fn over [0, total) across the threads; the nonzero return of any part, else 0. */
+int32_t dpc_pool_run(dpc_pool *p, dpc_native_fn fn, void *const *args, int64_t total, uint64_t step,
+                     int32_t training);
+
+#endif
