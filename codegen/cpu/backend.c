@@ -6,7 +6,7 @@
  * machine or nothing is vectorised; LLJIT runs no IR optimisation itself; a JIT resolves no
  * external symbol (erff, tanhf) without the process's own symbols added as a generator.
  */
-#include "codegen/cpu/cpu.h"
+#include "codegen/cpu/backend.h"
 #include "codegen/cpu/cg.h"
 
 #include <llvm-c/Analysis.h>
@@ -24,32 +24,13 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct cache_entry {
-  uint64_t hash;
-  dpc_native_fn fn;
-} cache_entry;
-
-struct dpc_cpu_backend {
-  LLVMTargetMachineRef tm;
-  LLVMOrcLLJITRef jit;
-  char *triple, *cpu, *features;
-  char name[512];
-  int vector_bits;
-  cache_entry *cache;
-  uint32_t n_cache, cap_cache;
-  uint32_t n_modules;
-  double seconds;
-  uint32_t compiled, cached;
-  dpc_cpu_options o;
-};
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static dpc_status llvm_error(dpc_diag *d, const char *what, LLVMErrorRef e) {
+dpc_status cg_llvm_error(dpc_diag *d, const char *what, LLVMErrorRef e) {
   char *m = LLVMGetErrorMessage(e);
   dpc_status st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "%s: %s", what, m);
   LLVMDisposeErrorMessage(m);
@@ -68,6 +49,25 @@ static const char preamble[] =
     "declare float @llvm.fabs.f32(float)\ndeclare double @llvm.fabs.f64(double)\n"
     "declare float @llvm.fma.f32(float, float, float)\ndeclare double @llvm.fma.f64(double, "
     "double, double)\n"
+    /* masked vector loads and stores, for the GEMM's edges (gemm.c), at every vector width */
+    "declare <16 x float> @llvm.masked.load.v16f32.p0v16f32("
+    "<16 x float>*, i32, <16 x i1>, <16 x float>)\n"
+    "declare void @llvm.masked.store.v16f32.p0v16f32(<16 x float>, <16 x float>*, i32, <16 x i1>)\n"
+    "declare <8 x float> @llvm.masked.load.v8f32.p0v8f32("
+    "<8 x float>*, i32, <8 x i1>, <8 x float>)\n"
+    "declare void @llvm.masked.store.v8f32.p0v8f32(<8 x float>, <8 x float>*, i32, <8 x i1>)\n"
+    "declare <4 x float> @llvm.masked.load.v4f32.p0v4f32("
+    "<4 x float>*, i32, <4 x i1>, <4 x float>)\n"
+    "declare void @llvm.masked.store.v4f32.p0v4f32(<4 x float>, <4 x float>*, i32, <4 x i1>)\n"
+    "declare <8 x double> @llvm.masked.load.v8f64.p0v8f64("
+    "<8 x double>*, i32, <8 x i1>, <8 x double>)\n"
+    "declare void @llvm.masked.store.v8f64.p0v8f64(<8 x double>, <8 x double>*, i32, <8 x i1>)\n"
+    "declare <4 x double> @llvm.masked.load.v4f64.p0v4f64("
+    "<4 x double>*, i32, <4 x i1>, <4 x double>)\n"
+    "declare void @llvm.masked.store.v4f64.p0v4f64(<4 x double>, <4 x double>*, i32, <4 x i1>)\n"
+    "declare <2 x double> @llvm.masked.load.v2f64.p0v2f64("
+    "<2 x double>*, i32, <2 x i1>, <2 x double>)\n"
+    "declare void @llvm.masked.store.v2f64.p0v2f64(<2 x double>, <2 x double>*, i32, <2 x i1>)\n"
     "declare float @erff(float)\ndeclare double @erf(double)\n"
     "declare float @tanhf(float)\ndeclare double @tanh(double)\n"
     "declare i32 @llvm.fptosi.sat.i32.f32(float)\ndeclare i64 @llvm.fptosi.sat.i64.f32(float)\n"
@@ -119,14 +119,14 @@ dpc_status dpc_cpu_backend_new(const dpc_cpu_options *o, dpc_cpu_backend **out, 
   LLVMOrcJITTargetMachineBuilderRef jtmb;
   LLVMErrorRef e = LLVMOrcJITTargetMachineBuilderDetectHost(&jtmb);
   if (e) {
-    dpc_status st = llvm_error(d, "detecting the host for the JIT", e);
+    dpc_status st = cg_llvm_error(d, "detecting the host for the JIT", e);
     dpc_cpu_backend_free(b);
     return st;
   }
   LLVMOrcLLJITBuilderRef lb = LLVMOrcCreateLLJITBuilder();
   LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(lb, jtmb);
   if ((e = LLVMOrcCreateLLJIT(&b->jit, lb))) {
-    dpc_status st = llvm_error(d, "creating the JIT", e);
+    dpc_status st = cg_llvm_error(d, "creating the JIT", e);
     dpc_cpu_backend_free(b);
     return st;
   }
@@ -134,7 +134,7 @@ dpc_status dpc_cpu_backend_new(const dpc_cpu_options *o, dpc_cpu_backend **out, 
   e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
       &gen, LLVMOrcLLJITGetGlobalPrefix(b->jit), NULL, NULL);
   if (e) {
-    dpc_status st = llvm_error(d, "resolving libm for the JIT", e);
+    dpc_status st = cg_llvm_error(d, "resolving libm for the JIT", e);
     dpc_cpu_backend_free(b);
     return st;
   }
@@ -169,7 +169,7 @@ void dpc_cpu_stats(const dpc_cpu_backend *b, double *seconds, uint32_t *compiled
   if (cached) *cached = b->cached;
 }
 
-static uint64_t fnv(const char *s) {
+uint64_t cg_hash(const char *s) {
   uint64_t h = 1469598103934665603ull;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return h;
@@ -182,8 +182,8 @@ static dpc_native_fn cache_find(const dpc_cpu_backend *b, uint64_t h) {
 }
 
 /* Generate one kernel's function text (named KERNEL) for node `node`. */
-static dpc_status kernel_text(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t node,
-                              dpc_buf *out, int64_t *total, dpc_diag *d) {
+dpc_status cg_kernel_text(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t node, dpc_buf *out,
+                          int64_t *total, dpc_diag *d) {
   cg_fn f;
   cg_fn_init(&f, g, node, b->vector_bits);
   cg_kernel k = {&f, 1};
@@ -197,12 +197,15 @@ static dpc_status kernel_text(const dpc_cpu_backend *b, const dpc_graph *g, uint
   return st;
 }
 
-/* Parse, optimise and add one module; look its functions up. */
-static dpc_status compile_module(dpc_cpu_backend *b, const char *text, char **names,
-                                 uint64_t *hashes, uint32_t n, dpc_diag *d) {
-  if (b->o.dump) b->o.dump(b->o.user, "llvm", text);
-  LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
-  LLVMContextRef ctx = LLVMOrcThreadSafeContextGetContext(tsc);
+void cg_module_preamble(const dpc_cpu_backend *b, dpc_buf *out) {
+  dpc_buf_puts(out, preamble);
+  dpc_buf_printf(out, "attributes #0 = { nounwind \"prefer-vector-width\"=\"%d\" }\n\n",
+                 b->vector_bits);
+}
+
+dpc_status cg_parse_optimise(dpc_cpu_backend *b, LLVMContextRef ctx, const char *text,
+                             LLVMModuleRef *out, dpc_diag *d) {
+  *out = NULL;
   LLVMMemoryBufferRef mb =
       LLVMCreateMemoryBufferWithMemoryRangeCopy(text, strlen(text), "dpc-kernels");
   LLVMModuleRef m = NULL;
@@ -210,14 +213,12 @@ static dpc_status compile_module(dpc_cpu_backend *b, const char *text, char **na
   if (LLVMParseIRInContext(ctx, mb, &m, &err)) {
     dpc_status st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "generated IR does not parse: %s", err);
     LLVMDisposeMessage(err);
-    LLVMOrcDisposeThreadSafeContext(tsc);
     return st;
   }
   if (LLVMVerifyModule(m, LLVMReturnStatusAction, &err)) {
     dpc_status st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "generated IR is invalid: %s", err);
     LLVMDisposeMessage(err);
     LLVMDisposeModule(m);
-    LLVMOrcDisposeThreadSafeContext(tsc);
     return st;
   }
   if (err) LLVMDisposeMessage(err);
@@ -230,24 +231,39 @@ static dpc_status compile_module(dpc_cpu_backend *b, const char *text, char **na
   LLVMDisposePassBuilderOptions(po);
   if (e) {
     LLVMDisposeModule(m);
-    LLVMOrcDisposeThreadSafeContext(tsc);
-    return llvm_error(d, "optimising kernels", e);
+    return cg_llvm_error(d, "optimising kernels", e);
   }
   if (b->o.dump) {
     char *s = LLVMPrintModuleToString(m);
     b->o.dump(b->o.user, "llvm-optimised", s);
     LLVMDisposeMessage(s);
   }
+  *out = m;
+  return DPC_OK;
+}
+
+/* Parse, optimise and add one module; look its functions up. */
+static dpc_status compile_module(dpc_cpu_backend *b, const char *text, char **names,
+                                 uint64_t *hashes, uint32_t n, dpc_diag *d) {
+  if (b->o.dump) b->o.dump(b->o.user, "llvm", text);
+  LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
+  LLVMModuleRef m;
+  dpc_status st = cg_parse_optimise(b, LLVMOrcThreadSafeContextGetContext(tsc), text, &m, d);
+  if (st) {
+    LLVMOrcDisposeThreadSafeContext(tsc);
+    return st;
+  }
+  LLVMErrorRef e;
   LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, tsc);
   LLVMOrcDisposeThreadSafeContext(tsc);
   if ((e = LLVMOrcLLJITAddLLVMIRModule(b->jit, LLVMOrcLLJITGetMainJITDylib(b->jit), tsm))) {
     LLVMOrcDisposeThreadSafeModule(tsm);
-    return llvm_error(d, "adding kernels to the JIT", e);
+    return cg_llvm_error(d, "adding kernels to the JIT", e);
   }
   for (uint32_t i = 0; i < n; i++) {
     LLVMOrcExecutorAddress addr;
     if ((e = LLVMOrcLLJITLookup(b->jit, &addr, names[i])))
-      return llvm_error(d, "looking a kernel up", e);
+      return cg_llvm_error(d, "looking a kernel up", e);
     dpc_native_fn fn;
     uintptr_t a = (uintptr_t)addr;
     memcpy(&fn, &a, sizeof fn);
@@ -278,11 +294,11 @@ dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
       if (sp->kind != DPC_STEP_KERNEL || !dpc_cpu_lowers(g->nodes[sp->node].op)) continue;
       dpc_buf text = {0};
       int64_t total = 1;
-      if ((st = kernel_text(b, g, sp->node, &text, &total, d))) {
+      if ((st = cg_kernel_text(b, g, sp->node, &text, &total, d))) {
         dpc_buf_free(&text);
         break;
       }
-      uint64_t h = fnv(text.data);
+      uint64_t h = cg_hash(text.data);
       node_hash[sp->node] = h;
       kernels[sp->node].total = total;
       bool known = cache_find(b, h) != NULL;

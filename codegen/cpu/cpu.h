@@ -36,6 +36,18 @@ void dpc_cpu_backend_free(dpc_cpu_backend *b);
 dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
                                 dpc_native_kernel *kernels, dpc_diag *d);
 
+/* A plan and the role it plays in an artifact ("infer", "train", "eval"). */
+typedef struct dpc_aot_plan {
+  const char *role;
+  const dpc_plan *plan;
+} dpc_aot_plan;
+
+/* Compile plans ahead of time into an artifact at `path` (a shared library the runtime loads
+ * without LLVM: runtime/artifact.h), for the backend's target (--cpu, --features). Links with the
+ * system's C compiler driver (`cc`, or $CC). */
+dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plans, uint32_t n,
+                                    const char *path, dpc_diag *d);
+
 /* Whether an op has a lowering (the rest run on reference kernels). */
 bool dpc_cpu_lowers(dpc_op op);
 

@@ -1,9 +1,145 @@
 /*
- * lower_matmul.c — LLVM IR for matmul: a packed, cache-blocked GEMM with a register-blocked
- * micro-kernel. (No op lowered here yet: these nodes run on the reference kernels.)
+ * lower_matmul.c — LLVM IR for matmul: NumPy semantics (rule_matmul) on the GEMM generator.
+ *
+ * The node's geometry is settled here at generation time: 1-D operands promoted ([k] is a row
+ * for a, a column for b, and transposing either is a no-op), transpose_a / transpose_b turned
+ * into element strides (packing absorbs them), batch dimensions broadcast into per-operand
+ * matrix strides (0 along a broadcast dimension). The kernel's parallel loop runs over
+ * (batch, row block, column block) pieces of the output, chosen by gm_split so two cores get
+ * equal shares of the MLP's products (128x784x512 splits its 512 columns in two; the weight
+ * gradient 784x128x512 its 784 rows): each piece writes its own block of C and packs its own
+ * operands, so iterations never share anything but read-only inputs.
+ *
+ * f32 and f64 accumulate in their own type with FMAs; f16 and bf16 are widened to f32 while
+ * packed and rounded once, when the finished block is stored.
  */
-#include "codegen/cpu/cg.h"
+#include "codegen/cpu/gemm.h"
+
+#include <string.h>
+
+typedef struct mm_geom {
+  int64_t m, n, k;
+  int64_t a_rs, a_cs, b_rs, b_cs; /* element strides within one matrix */
+  dpc_shape batch;                /* output batch shape */
+  int64_t a_bs[DPC_MAX_RANK], b_bs[DPC_MAX_RANK]; /* per batch dimension, in elements */
+  int64_t nbatch;
+} mm_geom;
+
+/* Strides of an operand's batch dimensions against the output's, 0 where it broadcasts. */
+static void batch_strides(const dpc_shape *s, uint32_t nb, const dpc_shape *out, int64_t mat,
+                          int64_t *st) {
+  int64_t acc = mat;
+  for (uint32_t i = out->rank; i-- > 0;) {
+    int64_t j = (int64_t)i - (int64_t)(out->rank - nb);
+    int64_t dim = j >= 0 ? s->d[j] : 1;
+    st[i] = dim == 1 ? 0 : acc;
+    acc *= dim;
+  }
+}
+
+static void geometry(const dpc_graph *g, uint32_t node, mm_geom *mg) {
+  const dpc_node *nd = &g->nodes[node];
+  dpc_attrs at = dpc_node_attrs(g, node);
+  dpc_shape sa = g->values[g->ids[nd->in]].shape, sb = g->values[g->ids[nd->in + 1]].shape;
+  bool a1 = sa.rank == 1, b1 = sb.rank == 1;
+  if (a1) sa.rank = 2, sa.d[1] = sa.d[0], sa.d[0] = 1;
+  if (b1) sb.rank = 2, sb.d[1] = 1;
+  bool ta = !a1 && dpc_attrs_int(at, "transpose_a"), tb = !b1 && dpc_attrs_int(at, "transpose_b");
+  int64_t ar = sa.d[sa.rank - 2], ac = sa.d[sa.rank - 1];
+  int64_t br = sb.d[sb.rank - 2], bc = sb.d[sb.rank - 1];
+  memset(mg, 0, sizeof *mg);
+  mg->m = ta ? ac : ar;
+  mg->k = ta ? ar : ac;
+  mg->n = tb ? br : bc;
+  /* stored a is [ar, ac]: (i, p) is at i*ac + p, or at p*ac + i when transposed */
+  mg->a_rs = ta ? 1 : ac;
+  mg->a_cs = ta ? ac : 1;
+  mg->b_rs = tb ? 1 : bc;
+  mg->b_cs = tb ? bc : 1;
+  uint32_t na = sa.rank - 2, nb = sb.rank - 2;
+  dpc_shape *bo = &mg->batch;
+  bo->rank = na > nb ? na : nb;
+  for (uint32_t i = 0; i < bo->rank; i++) {
+    int64_t u = i + na < bo->rank ? 1 : sa.d[i + na - bo->rank];
+    int64_t v = i + nb < bo->rank ? 1 : sb.d[i + nb - bo->rank];
+    bo->d[i] = u == 1 ? v : u;
+  }
+  batch_strides(&sa, na, bo, ar * ac, mg->a_bs);
+  batch_strides(&sb, nb, bo, br * bc, mg->b_bs);
+  mg->nbatch = 1;
+  for (uint32_t i = 0; i < bo->rank; i++) mg->nbatch *= bo->d[i];
+}
+
+/* Offsets of batch matrix `t` (an i64 value) in a and b. */
+static void batch_offsets(cg_fn *f, const mm_geom *mg, cg_val t, cg_val *aoff, cg_val *boff) {
+  *aoff = *boff = cg_const_i64(0);
+  cg_val rem = t;
+  for (uint32_t i = mg->batch.rank; i-- > 0;) {
+    int64_t dim = mg->batch.d[i];
+    if (dim == 1) continue;
+    cg_val digit = gm_ev(f, "srem i64 %s, %lld", rem.s, (long long)dim);
+    rem = gm_ev(f, "sdiv i64 %s, %lld", rem.s, (long long)dim);
+    if (mg->a_bs[i]) *aoff = cg_add(f, *aoff, cg_mul(f, digit, cg_const_i64(mg->a_bs[i])));
+    if (mg->b_bs[i]) *boff = cg_add(f, *boff, cg_mul(f, digit, cg_const_i64(mg->b_bs[i])));
+  }
+}
+
+static dpc_status lower(cg_kernel *k, dpc_diag *d) {
+  (void)d;
+  cg_fn *f = k->f;
+  const dpc_graph *g = f->g;
+  const dpc_node *nd = &g->nodes[f->node];
+  dpc_dtype t = g->values[nd->out].dtype;
+  mm_geom mg;
+  geometry(g, f->node, &mg);
+  cg_val pa = cg_arg_ptr(f, 0, t), pb = cg_arg_ptr(f, 1, t), py = cg_arg_ptr(f, 2, t);
+  int64_t mn = mg.m * mg.n;
+  if (mn == 0 || mg.nbatch == 0) {
+    k->total = 0; /* an empty output: nothing to do */
+    return DPC_OK;
+  }
+  if (mg.k == 0) {
+    /* an empty sum: zeros, one batch matrix per iteration */
+    k->total = mg.nbatch;
+    cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
+    cg_val base = cg_mul(f, it.i, cg_const_i64(mn));
+    cg_loop e = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(mn));
+    cg_store(f, py, t, cg_add(f, base, e.i), cg_const(t, 0));
+    cg_loop_end(f, e);
+    cg_loop_end(f, it);
+    return DPC_OK;
+  }
+  gm_cfg c;
+  gm_choose(&c, f->vector_bits, t, mg.m, mg.n, mg.k);
+  int64_t mb, nb;
+  gm_split(&c, mg.m, mg.n, mg.k, mg.nbatch, !gm_vec_ok(&c, t), &mb, &nb);
+  gm_fit(&c, mb, nb);
+  int64_t tm = (mg.m + mb - 1) / mb, tn = (mg.n + nb - 1) / nb;
+  k->total = mg.nbatch * tm * tn;
+  /* iteration = (batch, row block, column block), column blocks innermost */
+  cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
+  cg_val bt = gm_ev(f, "sdiv i64 %s, %lld", it.i.s, (long long)(tm * tn));
+  cg_val rest = gm_ev(f, "srem i64 %s, %lld", it.i.s, (long long)(tm * tn));
+  cg_val im = gm_ev(f, "sdiv i64 %s, %lld", rest.s, (long long)tn);
+  cg_val in = gm_ev(f, "srem i64 %s, %lld", rest.s, (long long)tn);
+  cg_val aoff, boff;
+  batch_offsets(f, &mg, bt, &aoff, &boff);
+  cg_val m0 = cg_mul(f, im, cg_const_i64(mb)), n0 = cg_mul(f, in, cg_const_i64(nb));
+  cg_val mcur = gm_min(f, cg_const_i64(mb), gm_sub(f, cg_const_i64(mg.m), m0));
+  cg_val ncur = gm_min(f, cg_const_i64(nb), gm_sub(f, cg_const_i64(mg.n), n0));
+  const char *st = cg_store_type(t);
+  gm_mat A = {gm_gep(f, st, pa, cg_add(f, aoff, cg_mul(f, m0, cg_const_i64(mg.a_rs))), true), t,
+              mg.a_rs, mg.a_cs, false};
+  gm_mat B = {gm_gep(f, st, pb, cg_add(f, boff, cg_mul(f, n0, cg_const_i64(mg.b_cs))), true), t,
+              mg.b_rs, mg.b_cs, false};
+  cg_val yoff = cg_add(f, cg_mul(f, bt, cg_const_i64(mn)),
+                       cg_add(f, cg_mul(f, m0, cg_const_i64(mg.n)), n0));
+  gm_mat C = {gm_gep(f, st, py, yoff, true), t, mg.n, 1, false};
+  gm_block(f, &c, &A, &B, &C, mcur, ncur, cg_const_i64(mg.k), (cg_val){"false"});
+  cg_loop_end(f, it);
+  return DPC_OK;
+}
 
 const cg_lower_fn cg_matmul_table[DPC_OP_COUNT] = {
-    [DPC_OP_INPUT] = NULL,
+    [DPC_OP_MATMUL] = lower,
 };

@@ -1,9 +1,397 @@
 /*
  * lower_pool.c — LLVM IR for max_pool2d, avg_pool2d and their gradients.
- * (No op lowered here yet: these nodes run on the reference kernels.)
+ *
+ * The parallel loop runs over the (n, c) planes: every kernel reads and writes one plane of its
+ * input and output per iteration, so iterations never write the same place. The window
+ * geometry comes from dpc_window_of at generation time (the function the shape rule and the
+ * reference kernels use), so every size, stride, padding and dilation is a constant in the IR.
+ *
+ * Forward: for each output position the kernel visits only the taps that fall inside the input.
+ * Along each axis the output positions split into a left border (the window starts in the
+ * padding), an interior (the whole window is inside: constant tap bounds LLVM can unroll) and a
+ * right border (the window reaches past the input); only the borders compute their tap range,
+ * [lo, hi), from the position. Nothing is tested per tap and nothing outside the input is read.
+ *
+ * Gradients are gathers, as ref_nn_grad.c: dx at each input position sums, over the windows
+ * covering it (found directly from the position: a small range of window rows and columns, and
+ * a divisibility test only with dilation), dy of the window where the position is the window's
+ * argmax (max: first maximum, or first NaN) or dy / divisor (avg). Sums run in double in the
+ * reference's order, so results match it to the last bit for f64.
  */
 #include "codegen/cpu/cg.h"
 
+#include "ir/rules.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- i64 arithmetic ------------------------------------------------------------------------ */
+
+static cg_val ibin(cg_fn *f, const char *ins, cg_val a, cg_val b) {
+  cg_val r = cg_tmp(f);
+  cg_line(f, "%s = %s i64 %s, %s", r.s, ins, a.s, b.s);
+  return r;
+}
+
+static cg_val isel(cg_fn *f, const char *pred, cg_val a, cg_val b) {
+  cg_val c = cg_tmp(f), r = cg_tmp(f);
+  cg_line(f, "%s = icmp %s i64 %s, %s", c.s, pred, a.s, b.s);
+  cg_line(f, "%s = select i1 %s, i64 %s, i64 %s", r.s, c.s, a.s, b.s);
+  return r;
+}
+
+static cg_val imin(cg_fn *f, cg_val a, cg_val b) {
+  return isel(f, "slt", a, b);
+}
+
+static cg_val imax(cg_fn *f, cg_val a, cg_val b) {
+  return isel(f, "sgt", a, b);
+}
+
+/* a / k for a constant k >= 1, a known to be >= 0 (sdiv by a constant becomes a multiply) */
+static cg_val idiv(cg_fn *f, cg_val a, int64_t k) {
+  return k == 1 ? a : ibin(f, "sdiv", a, cg_const_i64(k));
+}
+
+static cg_val ic(int64_t v) {
+  return cg_const_i64(v);
+}
+
+/* if (cond) { ... }: values made inside do not reach past if_end (use accumulators). */
+static uint32_t if_begin(cg_fn *f, cg_val cond) {
+  uint32_t id = cg_label(f);
+  cg_line(f, "br i1 %s, label %%I%u.then, label %%I%u.end", cond.s, id, id);
+  dpc_buf_printf(&f->body, "I%u.then:\n", id);
+  return id;
+}
+
+static void if_end(cg_fn *f, uint32_t id) {
+  cg_line(f, "br label %%I%u.end", id);
+  dpc_buf_printf(&f->body, "I%u.end:\n", id);
+}
+
+/* ---- floating point ------------------------------------------------------------------------ */
+
+static cg_val to_double(cg_fn *f, cg_val v, dpc_dtype t) {
+  if (!strcmp(cg_calc_type(t), "double")) return v;
+  cg_val r = cg_tmp(f);
+  cg_line(f, "%s = fpext float %s to double", r.s, v.s);
+  return r;
+}
+
+static cg_val from_double(cg_fn *f, cg_val v, dpc_dtype t) {
+  if (!strcmp(cg_calc_type(t), "double")) return v;
+  cg_val r = cg_tmp(f);
+  cg_line(f, "%s = fptrunc double %s to float", r.s, v.s);
+  return r;
+}
+
+static cg_val fbin(cg_fn *f, const char *ins, const char *ty, cg_val a, cg_val b) {
+  cg_val r = cg_tmp(f);
+  cg_line(f, "%s = %s %s %s, %s", r.s, ins, ty, a.s, b.s);
+  return r;
+}
+
+/* ---- window geometry ------------------------------------------------------------------------ */
+
+/* One axis of the window: kernel, stride, padding before and after, dilation, input size,
+ * output size. */
+typedef struct axis {
+  int64_t k, s, pb, pa, d, n, out;
+} axis;
+
+/* The taps of the window at one output position along an axis: [lo, hi) fall inside the input,
+ * `padded` of them (counting from 0) inside the padded input, and tap j reads start + j*d. */
+typedef struct taps {
+  cg_val start, lo, hi, padded;
+} taps;
+
+/* The output positions split [0, a) left border, [a, b) interior, [b, out) right border. An
+ * interior window starts at or after 0 and ends before n. */
+static void segments(const axis *x, int64_t seg[4]) {
+  int64_t a = (x->pb + x->s - 1) / x->s;
+  if (a > x->out) a = x->out;
+  int64_t num = x->n - 1 - (x->k - 1) * x->d + x->pb, b = a;
+  if (num >= 0) {
+    b = num / x->s + 1;
+    if (b > x->out) b = x->out;
+    if (b < a) b = a;
+  }
+  seg[0] = 0, seg[1] = a, seg[2] = b, seg[3] = x->out;
+}
+
+/* The taps of output position o. In the interior they are all of them; at a border, tap j is
+ * inside when 0 <= start + j*d < n. The rule guarantees start < n (a window starts inside the
+ * input or its padding) and start >= -pb; the clamps only keep a range empty rather than
+ * negative should that ever change. */
+static taps taps_at(cg_fn *f, const axis *x, cg_val o, bool interior, bool want_padded) {
+  taps t;
+  t.start = ibin(f, "sub", ibin(f, "mul", o, ic(x->s)), ic(x->pb));
+  if (interior) {
+    t.lo = ic(0), t.hi = ic(x->k), t.padded = ic(x->k);
+    return t;
+  }
+  /* first tap at or after 0: ceil(-start / d) */
+  cg_val neg = imax(f, ibin(f, "sub", ic(0), t.start), ic(0));
+  t.lo = idiv(f, ibin(f, "add", neg, ic(x->d - 1)), x->d);
+  /* taps before n: j*d < n - start, so ceil((n - start) / d) of them from 0 */
+  cg_val room = imax(f, ibin(f, "sub", ic(x->n), t.start), ic(0));
+  t.hi = imax(f, imin(f, idiv(f, ibin(f, "add", room, ic(x->d - 1)), x->d), ic(x->k)), t.lo);
+  t.padded = ic(0);
+  if (want_padded) {
+    /* taps before n + pa; start >= -pb, so none are before the padded input */
+    cg_val proom = imax(f, ibin(f, "sub", ic(x->n + x->pa), t.start), ic(0));
+    t.padded = imin(f, idiv(f, ibin(f, "add", proom, ic(x->d - 1)), x->d), ic(x->k));
+  }
+  return t;
+}
+
+typedef struct pool {
+  dpc_window w;
+  axis ay, ax;
+  dpc_dtype t;
+  bool is_max, include_pad;
+} pool;
+
+static dpc_status pool_init(cg_fn *f, pool *p, bool is_max, uint32_t x_in, dpc_diag *d) {
+  const dpc_graph *g = f->g;
+  dpc_status st = dpc_window_of(g, f->node, &p->w, d);
+  if (st) return st;
+  const dpc_window *w = &p->w;
+  p->ay = (axis){w->kh, w->sh, w->pt, w->pb, w->dh, w->h, w->oh};
+  p->ax = (axis){w->kw, w->sw, w->pl, w->pr, w->dw, w->w, w->ow};
+  p->t = g->values[g->ids[g->nodes[f->node].in + x_in]].dtype;
+  p->is_max = is_max;
+  p->include_pad = !is_max && dpc_attrs_int(dpc_node_attrs(g, f->node), "count_include_pad") != 0;
+  return DPC_OK;
+}
+
+/* The divisor of an avg window, as a double: the taps inside the input, or with
+ * count_include_pad those inside the padded input (a ceil_mode window reaching past the
+ * bottom/right padding does not count what lies beyond). The condition is separable, so the
+ * count is a product of the two axes' counts. 0 (no tap inside) gives 0/0 = NaN, as the
+ * reference. */
+static cg_val divisor(cg_fn *f, const pool *p, const taps *ty, const taps *tx) {
+  cg_val cy = p->include_pad ? ty->padded : ibin(f, "sub", ty->hi, ty->lo);
+  cg_val cx = p->include_pad ? tx->padded : ibin(f, "sub", tx->hi, tx->lo);
+  cg_val n = ibin(f, "mul", cy, cx), r = cg_tmp(f);
+  cg_line(f, "%s = sitofp i64 %s to double", r.s, n.s);
+  return r;
+}
+
+/* ---- forward -------------------------------------------------------------------------------- */
+
+/* One output position (oy, ox) of plane `xbase`/`ybase` with its taps known. */
+static void pool_window(cg_fn *f, const pool *p, cg_val xp, cg_val yp, cg_val xbase, cg_val ybase,
+                        cg_val oy, const taps *ty, cg_val ox, const taps *tx) {
+  const char *ct = cg_calc_type(p->t);
+  /* max starts at -inf, the identity of max, so a window with no input position gives -inf */
+  cg_val acc = p->is_max ? cg_acc_new(f, ct, cg_const(p->t, -INFINITY))
+                         : cg_acc_new(f, "double", cg_const(DPC_F64, 0));
+  cg_loop ly = cg_loop_begin(f, ty->lo, ty->hi);
+  cg_val iy = ibin(f, "add", ty->start, ibin(f, "mul", ly.i, ic(p->w.dh)));
+  cg_val row = ibin(f, "add", xbase, ibin(f, "mul", iy, ic(p->w.w)));
+  cg_loop lx = cg_loop_begin(f, tx->lo, tx->hi);
+  cg_val ix = ibin(f, "add", tx->start, ibin(f, "mul", lx.i, ic(p->w.dw)));
+  cg_val v = cg_load(f, xp, p->t, ibin(f, "add", row, ix));
+  if (p->is_max) {
+    /* m = v when v > m or v is NaN: v > NaN is false, so a NaN sticks */
+    cg_val m = cg_acc_get(f, acc, ct), gt = cg_tmp(f), nan = cg_tmp(f), take = cg_tmp(f),
+           r = cg_tmp(f);
+    cg_line(f, "%s = fcmp ogt %s %s, %s", gt.s, ct, v.s, m.s);
+    cg_line(f, "%s = fcmp uno %s %s, %s", nan.s, ct, v.s, v.s);
+    cg_line(f, "%s = or i1 %s, %s", take.s, gt.s, nan.s);
+    cg_line(f, "%s = select i1 %s, %s %s, %s %s", r.s, take.s, ct, v.s, ct, m.s);
+    cg_acc_set(f, acc, ct, r);
+  } else {
+    cg_val s = cg_acc_get(f, acc, "double");
+    cg_acc_set(f, acc, "double", fbin(f, "fadd", "double", s, to_double(f, v, p->t)));
+  }
+  cg_loop_end(f, lx);
+  cg_loop_end(f, ly);
+  cg_val out = cg_acc_get(f, acc, p->is_max ? ct : "double");
+  if (!p->is_max) out = from_double(f, fbin(f, "fdiv", "double", out, divisor(f, p, ty, tx)), p->t);
+  cg_val at = ibin(f, "add", ybase, ibin(f, "add", ibin(f, "mul", oy, ic(p->w.ow)), ox));
+  cg_store(f, yp, p->t, at, out);
+}
+
+static dpc_status lower_pool(cg_kernel *k, dpc_diag *d, bool is_max) {
+  cg_fn *f = k->f;
+  pool p;
+  dpc_status st = pool_init(f, &p, is_max, 0, d);
+  if (st) return st;
+  const dpc_window *w = &p.w;
+  cg_val xp = cg_arg_ptr(f, 0, p.t), yp = cg_arg_ptr(f, 1, p.t);
+  k->total = w->n * w->c;
+  int64_t sy[4], sx[4];
+  segments(&p.ay, sy);
+  segments(&p.ax, sx);
+  cg_loop lp = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
+  cg_val xbase = ibin(f, "mul", lp.i, ic(w->h * w->w));
+  cg_val ybase = ibin(f, "mul", lp.i, ic(w->oh * w->ow));
+  for (int rs = 0; rs < 3; rs++) {
+    if (sy[rs] >= sy[rs + 1]) continue;
+    cg_loop ly = cg_loop_begin(f, ic(sy[rs]), ic(sy[rs + 1]));
+    taps ty = taps_at(f, &p.ay, ly.i, rs == 1, p.include_pad);
+    for (int cs = 0; cs < 3; cs++) {
+      if (sx[cs] >= sx[cs + 1]) continue;
+      cg_loop lx = cg_loop_begin(f, ic(sx[cs]), ic(sx[cs + 1]));
+      taps tx = taps_at(f, &p.ax, lx.i, cs == 1, p.include_pad);
+      pool_window(f, &p, xp, yp, xbase, ybase, ly.i, &ty, lx.i, &tx);
+      cg_loop_end(f, lx);
+    }
+    cg_loop_end(f, ly);
+  }
+  cg_loop_end(f, lp);
+  return DPC_OK;
+}
+
+static dpc_status lower_max_pool(cg_kernel *k, dpc_diag *d) {
+  return lower_pool(k, d, true);
+}
+
+static dpc_status lower_avg_pool(cg_kernel *k, dpc_diag *d) {
+  return lower_pool(k, d, false);
+}
+
+/* ---- gradients ------------------------------------------------------------------------------ */
+
+/* The window positions o covering input position i along an axis: tap j of window o lands on i
+ * when i + pb - j*d == o*s, 0 <= j < k. In the reference's order (j ascending, so o
+ * descending), candidates run o = hi - c for c in [0, count); with dilation a candidate covers
+ * i only when (i + pb - o*s) % d == 0, tested by the caller. */
+typedef struct cover {
+  cg_val hi, count;
+} cover;
+
+static cover cover_of(cg_fn *f, const axis *x, cg_val i) {
+  cover c;
+  cg_val t = ibin(f, "add", i, ic(x->pb)); /* >= 0 */
+  c.hi = imin(f, idiv(f, t, x->s), ic(x->out - 1));
+  /* lowest o: ceil((t - (k-1)*d) / s), at least 0 */
+  cg_val q = imax(f, ibin(f, "sub", t, ic((x->k - 1) * x->d)), ic(0));
+  cg_val lo = idiv(f, ibin(f, "add", q, ic(x->s - 1)), x->s);
+  c.count = imax(f, ibin(f, "add", ibin(f, "sub", c.hi, lo), ic(1)), ic(0));
+  return c;
+}
+
+/* Open the loop over the windows covering i along an axis; gives the window position o, and
+ * opens an `if` (returned in *cond, else UINT32_MAX) when dilation makes some candidates miss. */
+static cg_loop cover_begin(cg_fn *f, const axis *x, cg_val i, const cover *c, cg_val *o,
+                           uint32_t *cond) {
+  cg_loop l = cg_loop_begin(f, ic(0), c->count);
+  *o = ibin(f, "sub", c->hi, l.i);
+  *cond = UINT32_MAX;
+  if (x->d > 1) {
+    cg_val r = ibin(f, "sub", ibin(f, "add", i, ic(x->pb)), ibin(f, "mul", *o, ic(x->s)));
+    cg_val m = ibin(f, "srem", r, ic(x->d)), hit = cg_tmp(f);
+    cg_line(f, "%s = icmp eq i64 %s, 0", hit.s, m.s);
+    *cond = if_begin(f, hit);
+  }
+  return l;
+}
+
+static void cover_end(cg_fn *f, cg_loop l, uint32_t cond) {
+  if (cond != UINT32_MAX) if_end(f, cond);
+  cg_loop_end(f, l);
+}
+
+/* Whether window (oy, ox) of the plane at xbase takes its maximum from input position `pos`
+ * (iy*W + ix): the first position, row-major over the taps, holding the maximum, or the first
+ * NaN, as the forward keeps exactly that value. Gives an i1. */
+static cg_val is_argmax(cg_fn *f, const pool *p, cg_val xp, cg_val xbase, const taps *ty,
+                        const taps *tx, cg_val pos) {
+  const char *ct = cg_calc_type(p->t);
+  cg_val m = cg_acc_new(f, ct, cg_const(p->t, -INFINITY));
+  cg_val best = cg_acc_new(f, "i64", ic(-1));
+  cg_loop ly = cg_loop_begin(f, ty->lo, ty->hi);
+  cg_val iy = ibin(f, "add", ty->start, ibin(f, "mul", ly.i, ic(p->w.dh)));
+  cg_val rowpos = ibin(f, "mul", iy, ic(p->w.w));
+  cg_loop lx = cg_loop_begin(f, tx->lo, tx->hi);
+  cg_val ix = ibin(f, "add", tx->start, ibin(f, "mul", lx.i, ic(p->w.dw)));
+  cg_val at = ibin(f, "add", rowpos, ix);
+  cg_val v = cg_load(f, xp, p->t, ibin(f, "add", xbase, at));
+  cg_val mv = cg_acc_get(f, m, ct), bv = cg_acc_get(f, best, "i64");
+  /* take when nothing is taken yet (even -inf), when v > m, or when v is the first NaN */
+  cg_val none = cg_tmp(f), gt = cg_tmp(f), vnan = cg_tmp(f), mord = cg_tmp(f), fnan = cg_tmp(f),
+         t1 = cg_tmp(f), take = cg_tmp(f), nm = cg_tmp(f), nb = cg_tmp(f);
+  cg_line(f, "%s = icmp slt i64 %s, 0", none.s, bv.s);
+  cg_line(f, "%s = fcmp ogt %s %s, %s", gt.s, ct, v.s, mv.s);
+  cg_line(f, "%s = fcmp uno %s %s, %s", vnan.s, ct, v.s, v.s);
+  cg_line(f, "%s = fcmp ord %s %s, %s", mord.s, ct, mv.s, mv.s);
+  cg_line(f, "%s = and i1 %s, %s", fnan.s, vnan.s, mord.s);
+  cg_line(f, "%s = or i1 %s, %s", t1.s, none.s, gt.s);
+  cg_line(f, "%s = or i1 %s, %s", take.s, t1.s, fnan.s);
+  cg_line(f, "%s = select i1 %s, %s %s, %s %s", nm.s, take.s, ct, v.s, ct, mv.s);
+  cg_line(f, "%s = select i1 %s, i64 %s, i64 %s", nb.s, take.s, at.s, bv.s);
+  cg_acc_set(f, m, ct, nm);
+  cg_acc_set(f, best, "i64", nb);
+  cg_loop_end(f, lx);
+  cg_loop_end(f, ly);
+  cg_val b = cg_acc_get(f, best, "i64"), eq = cg_tmp(f);
+  cg_line(f, "%s = icmp eq i64 %s, %s", eq.s, b.s, pos.s);
+  return eq;
+}
+
+static dpc_status lower_pool_grad(cg_kernel *k, dpc_diag *d, bool is_max) {
+  cg_fn *f = k->f;
+  pool p;
+  dpc_status st = pool_init(f, &p, is_max, 1, d);
+  if (st) return st;
+  const dpc_window *w = &p.w;
+  cg_val dyp = cg_arg_ptr(f, 0, p.t), xp = cg_arg_ptr(f, 1, p.t), dxp = cg_arg_ptr(f, 2, p.t);
+  k->total = w->n * w->c;
+  cg_loop lp = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
+  cg_val xbase = ibin(f, "mul", lp.i, ic(w->h * w->w));
+  cg_val ybase = ibin(f, "mul", lp.i, ic(w->oh * w->ow));
+  cg_loop liy = cg_loop_begin(f, ic(0), ic(w->h));
+  cover cy = cover_of(f, &p.ay, liy.i);
+  cg_loop lix = cg_loop_begin(f, ic(0), ic(w->w));
+  cover cx = cover_of(f, &p.ax, lix.i);
+  cg_val pos = ibin(f, "add", ibin(f, "mul", liy.i, ic(w->w)), lix.i);
+  cg_val acc = cg_acc_new(f, "double", cg_const(DPC_F64, 0));
+  cg_val oy, ox;
+  uint32_t ify, ifx;
+  cg_loop loy = cover_begin(f, &p.ay, liy.i, &cy, &oy, &ify);
+  /* the window row's taps: for the argmax scan, or its share of the divisor */
+  taps ty = taps_at(f, &p.ay, oy, false, p.include_pad);
+  cg_loop lox = cover_begin(f, &p.ax, lix.i, &cx, &ox, &ifx);
+  taps tx = taps_at(f, &p.ax, ox, false, p.include_pad);
+  cg_val at = ibin(f, "add", ybase, ibin(f, "add", ibin(f, "mul", oy, ic(w->ow)), ox));
+  cg_val g = to_double(f, cg_load(f, dyp, p.t, at), p.t);
+  if (is_max) {
+    /* a select, not a multiply: dy of a window that takes its maximum elsewhere may be NaN */
+    cg_val hit = is_argmax(f, &p, xp, xbase, &ty, &tx, pos), add = cg_tmp(f);
+    cg_val sum = cg_acc_get(f, acc, "double");
+    cg_line(f, "%s = select i1 %s, double %s, double %s", add.s, hit.s, g.s,
+            cg_const(DPC_F64, 0).s);
+    cg_acc_set(f, acc, "double", fbin(f, "fadd", "double", sum, add));
+  } else {
+    cg_val sum = cg_acc_get(f, acc, "double");
+    cg_val share = fbin(f, "fdiv", "double", g, divisor(f, &p, &ty, &tx));
+    cg_acc_set(f, acc, "double", fbin(f, "fadd", "double", sum, share));
+  }
+  cover_end(f, lox, ifx);
+  cover_end(f, loy, ify);
+  cg_val r = from_double(f, cg_acc_get(f, acc, "double"), p.t);
+  cg_store(f, dxp, p.t, ibin(f, "add", xbase, pos), r);
+  cg_loop_end(f, lix);
+  cg_loop_end(f, liy);
+  cg_loop_end(f, lp);
+  return DPC_OK;
+}
+
+static dpc_status lower_max_pool_grad(cg_kernel *k, dpc_diag *d) {
+  return lower_pool_grad(k, d, true);
+}
+
+static dpc_status lower_avg_pool_grad(cg_kernel *k, dpc_diag *d) {
+  return lower_pool_grad(k, d, false);
+}
+
 const cg_lower_fn cg_pool_table[DPC_OP_COUNT] = {
-    [DPC_OP_INPUT] = NULL,
+    [DPC_OP_MAX_POOL2D] = lower_max_pool,
+    [DPC_OP_AVG_POOL2D] = lower_avg_pool,
+    [DPC_OP_MAX_POOL2D_GRAD] = lower_max_pool_grad,
+    [DPC_OP_AVG_POOL2D_GRAD] = lower_avg_pool_grad,
 };

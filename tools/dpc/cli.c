@@ -60,6 +60,17 @@ bool cli_parse(const char *cmd, const cli_opt *opts, int nopts, int argc, char *
       out->values[k][out->count[k]++] = val;
       continue;
     }
+    if (!only_pos && !strcmp(a, "-o") && find_opt(opts, nopts, "output", 6) >= 0) {
+      /* -o FILE: the one short option, for --output as compilers spell it */
+      if (i + 1 >= argc) {
+        cli_usage_error(cmd, "option '-o' needs a value");
+        return false;
+      }
+      int k = find_opt(opts, nopts, "output", 6);
+      out->count[k] = 0;
+      out->values[k][out->count[k]++] = argv[++i];
+      continue;
+    }
     if (!only_pos && a[0] == '-' && a[1] != 0) {
       cli_usage_error(cmd, "unknown option '%s' (see dpc %s --help)", a, cmd);
       return false;

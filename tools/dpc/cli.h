@@ -57,6 +57,7 @@ int dpc_cmd_check(int argc, char **argv);
 int dpc_cmd_print(int argc, char **argv);
 int dpc_cmd_run(int argc, char **argv);
 int dpc_cmd_train(int argc, char **argv);
+int dpc_cmd_compile(int argc, char **argv);
 int dpc_cmd_ops(int argc, char **argv);
 
 #endif

@@ -50,7 +50,7 @@ int dpc_cmd_run(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("run", run_opts, NRUN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
-    printf("Usage: dpc run FILE.graph --input NAME=FILE.npy ... [--output-dir DIR]\n\n"
+    printf("Usage: dpc run FILE.graph|FILE.dpx --input NAME=FILE.npy ... [--output-dir DIR]\n\n"
            "Run a model's forward pass once on the reference backend and write every output\n"
            "named in the model's 'output' statement as DIR/NAME.npy. Symbolic dimensions (the\n"
            "batch N) take their size from the data. Inputs only the loss needs (labels) may be\n"
@@ -75,9 +75,11 @@ int dpc_cmd_run(int argc, char **argv) {
     goto done;
   dpc_exec_opts x = {0};
   if ((rc = cli_exec_opts("run", run_opts, NRUN, &p, &x))) goto done;
-  if (dpc_driver_load(p.pos[0], &g, &d) ||
-      dpc_driver_infer(g, &po, &x, feeds, nfeeds,
-                       cli_get(run_opts, NRUN, &p, "training-mode") != NULL, &outs, &nouts, &d)) {
+  bool tm = cli_get(run_opts, NRUN, &p, "training-mode") != NULL;
+  if (dpc_driver_is_artifact(p.pos[0])
+          ? dpc_driver_infer_artifact(p.pos[0], feeds, nfeeds, tm, &outs, &nouts, &d)
+          : (dpc_driver_load(p.pos[0], &g, &d) ||
+             dpc_driver_infer(g, &po, &x, feeds, nfeeds, tm, &outs, &nouts, &d))) {
     rc = cli_report("run", &d);
     goto done;
   }

@@ -5,6 +5,7 @@
 #include "frontend/frontend.h"
 #include "ir/print.h"
 #include "partitioner/partitioner.h"
+#include "runtime/artifact.h"
 #include "runtime/session.h"
 
 #include <stdlib.h>
@@ -182,5 +183,60 @@ dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const
   dpc_plan_free(plan);
   dpc_graph_free(g);
   free(vals);
+  return st;
+}
+
+bool dpc_driver_is_artifact(const char *path) {
+  size_t n = strlen(path);
+  return n > 4 && !strcmp(path + n - 4, ".dpx");
+}
+
+/* Copy every output of a session's plan out as named tensors. */
+static dpc_status collect_outputs(const dpc_plan *plan, const dpc_session *s, dpc_named **outs,
+                                  uint32_t *n_outs, dpc_diag *d) {
+  const dpc_graph *pg = plan->g;
+  *outs = calloc(pg->n_outputs ? pg->n_outputs : 1, sizeof **outs);
+  if (!*outs) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t i = 0; i < pg->n_outputs; i++) {
+    char name[128];
+    dpc_graph_value_label(pg, pg->outputs[i], name, sizeof name);
+    dpc_tensor t = dpc_session_value(s, pg->outputs[i]);
+    size_t bytes = dpc_tensor_bytes(&t);
+    dpc_named *o = &(*outs)[i];
+    o->name = dpc_strdup(name);
+    o->t = t;
+    o->t.data = malloc(bytes ? bytes : 1);
+    *n_outs = i + 1;
+    if (!o->name || !o->t.data) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    memcpy(o->t.data, t.data, bytes);
+  }
+  return DPC_OK;
+}
+
+dpc_status dpc_driver_infer_artifact(const char *path, const dpc_named *feeds, uint32_t n_feeds,
+                                     bool training, dpc_named **outs, uint32_t *n_outs,
+                                     dpc_diag *d) {
+  *outs = NULL;
+  *n_outs = 0;
+  dpc_artifact *a = NULL;
+  dpc_session *s = NULL;
+  dpc_status st = dpc_artifact_open(path, &a, d);
+  const dpc_native_kernel *k = NULL;
+  const dpc_plan *plan = st ? NULL : dpc_artifact_plan(a, "infer", &k);
+  if (!st && !plan) st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s has no inference plan", path);
+  if (!st)
+    st = dpc_session_new(plan, &(dpc_session_opts){.training = training, .native = k}, &s, d);
+  for (uint32_t j = 0; j < n_feeds && !st; j++) {
+    if (dpc_graph_find(plan->g, feeds[j].name) == DPC_NONE) continue; /* labels: not needed */
+    st = dpc_session_set(s, feeds[j].name, &feeds[j].t, d);
+  }
+  if (!st) st = dpc_session_run(s, d);
+  if (!st && (st = collect_outputs(plan, s, outs, n_outs, d))) {
+    dpc_named_free(*outs, *n_outs);
+    *outs = NULL;
+    *n_outs = 0;
+  }
+  dpc_session_free(s);
+  dpc_artifact_close(a);
   return st;
 }

@@ -38,4 +38,12 @@ dpc_status dpc_driver_infer(const dpc_graph *g, const dpc_pass_opts *po, const d
                             const dpc_named *feeds, uint32_t n_feeds, bool training,
                             dpc_named **outs, uint32_t *n_outs, dpc_diag *d);
 
+/* The same on a compiled artifact's "infer" plan (its batch size is fixed: the data must match). */
+dpc_status dpc_driver_infer_artifact(const char *path, const dpc_named *feeds, uint32_t n_feeds,
+                                     bool training, dpc_named **outs, uint32_t *n_outs,
+                                     dpc_diag *d);
+
+/* Whether a path names a compiled artifact (.dpx) rather than a model. */
+bool dpc_driver_is_artifact(const char *path);
+
 #endif

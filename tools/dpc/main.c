@@ -17,6 +17,7 @@ static void usage(FILE *f) {
           "  print FILE       print a model in canonical .graph form, or as Graphviz (--dot)\n"
           "  run FILE         run a model on .npy inputs and write its outputs as .npy\n"
           "  train FILE       train a model on a dataset (Fashion-MNIST by default)\n"
+          "  compile FILE     compile a model ahead of time into an artifact (.dpx)\n"
           "  ops              list the ops a .graph model can use\n"
           "  version          print the version\n"
           "  help [COMMAND]   show help\n"
@@ -52,6 +53,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "print")) return dpc_cmd_print(argc, argv);
   if (!strcmp(cmd, "run")) return dpc_cmd_run(argc, argv);
   if (!strcmp(cmd, "train")) return dpc_cmd_train(argc, argv);
+  if (!strcmp(cmd, "compile")) return dpc_cmd_compile(argc, argv);
   if (!strcmp(cmd, "ops")) return dpc_cmd_ops(argc, argv);
   fprintf(stderr, "dpc: unknown command '%s'\n\n", cmd);
   usage(stderr);

@@ -1,0 +1,232 @@
+/*
+ * gemm.c — dpc's compiled matmul against OpenBLAS sgemm, single-threaded.
+ *
+ *   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 build/bench/bench_gemm
+ *   bench_gemm --check        correctness sweep only (odd shapes, transposes, split ranges)
+ *   bench_gemm M N K [ta tb]  one shape
+ *
+ * Each shape goes through dpc's own pipeline (a one-node .graph, passes, bind, plan, compile
+ * with dpc_cpu_compile_plan); the compiled kernel is then called over [0, total) on this thread,
+ * so the figure is one core's, like OpenBLAS with OPENBLAS_NUM_THREADS=1. Both read the same
+ * inputs; the best of several repetitions is reported, after one warm-up call. The product never
+ * links OpenBLAS: only this program does. Unset OPENBLAS_CORETYPE (these machines pin it to
+ * Haswell, OpenBLAS's AVX2 kernel) to compare against its AVX-512 kernel; the kernel that ran
+ * is printed.
+ */
+#include "codegen/cpu/cpu.h"
+#include "frontend/frontend.h"
+#include "partitioner/partitioner.h"
+#include "passes/pass.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+char *openblas_get_corename(void);
+
+typedef struct shape {
+  int64_t m, n, k;
+  int ta, tb;
+  const char *what;
+} shape;
+
+/* The square sizes, then the MLP's (784-512-512-10, batch 128) forward products and the two
+ * backward ones of each layer: dX = dY W^T, dW = X^T dY. */
+static const shape shapes[] = {
+    {128, 128, 128, 0, 0, "square"},       {256, 256, 256, 0, 0, "square"},
+    {512, 512, 512, 0, 0, "square"},       {1024, 1024, 1024, 0, 0, "square"},
+    {2048, 2048, 2048, 0, 0, "square"},    {128, 512, 784, 0, 0, "mlp fc1 fwd"},
+    {128, 512, 512, 0, 0, "mlp fc2 fwd"},  {128, 10, 512, 0, 0, "mlp fc3 fwd"},
+    {128, 512, 512, 0, 1, "mlp fc2 dX"},   {128, 512, 10, 0, 1, "mlp fc3 dX"},
+    {784, 512, 128, 1, 0, "mlp fc1 dW"},   {512, 512, 128, 1, 0, "mlp fc2 dW"},
+    {512, 10, 128, 1, 0, "mlp fc3 dW"},
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void die(dpc_diag *d, const char *what) {
+  char *m = dpc_diag_render(d);
+  fprintf(stderr, "bench_gemm: %s: %s", what, m);
+  free(m);
+  exit(1);
+}
+
+/* A compiled one-matmul plan. */
+typedef struct compiled {
+  dpc_cpu_backend *cpu;
+  dpc_plan *plan;
+  dpc_native_kernel kern;
+} compiled;
+
+static void compile(const shape *s, compiled *out) {
+  char text[512];
+  /* stored shapes: a is [m, k] or [k, m] when transposed, b [k, n] or [n, k] */
+  snprintf(text, sizeof text,
+           "model mm\ninput a: f32[%lld, %lld]\ninput b: f32[%lld, %lld]\n"
+           "y = matmul(a, b, transpose_a=%d, transpose_b=%d)\noutput y\n",
+           (long long)(s->ta ? s->k : s->m), (long long)(s->ta ? s->m : s->k),
+           (long long)(s->tb ? s->n : s->k), (long long)(s->tb ? s->k : s->n), s->ta, s->tb);
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_graph *g;
+  if (dpc_parse_graph("mm.graph", text, strlen(text), &g, &d)) die(&d, "parse");
+  dpc_pass_opts po = {0};
+  int64_t none = 0;
+  if (dpc_passes_run(g, &po, &d) || dpc_graph_bind(g, &none, &d)) die(&d, "passes");
+  if (dpc_plan_single(g, "cpu:0", false, &out->plan, &d)) die(&d, "plan");
+  dpc_graph_free(g);
+  const dpc_graph *pg = out->plan->g;
+  dpc_native_kernel *k = calloc(pg->n_nodes, sizeof *k);
+  if (!k) exit(1);
+  if (dpc_cpu_backend_new(&(dpc_cpu_options){0}, &out->cpu, &d)) die(&d, "backend");
+  if (dpc_cpu_compile_plan(out->cpu, out->plan, k, &d)) die(&d, "compile");
+  out->kern.fn = NULL;
+  for (uint32_t i = 0; i < pg->n_nodes; i++)
+    if (pg->nodes[i].op == DPC_OP_MATMUL) out->kern = k[i];
+  free(k);
+  if (!out->kern.fn) {
+    fprintf(stderr, "bench_gemm: the matmul was not compiled\n");
+    exit(1);
+  }
+  dpc_diag_free(&d);
+}
+
+static void release(compiled *c) {
+  dpc_cpu_backend_free(c->cpu);
+  dpc_plan_free(c->plan);
+}
+
+static float *random_matrix(int64_t n, unsigned *seed) {
+  float *p = aligned_alloc(64, (size_t)(n + 16) * sizeof *p);
+  if (!p) exit(1);
+  for (int64_t i = 0; i < n; i++) {
+    *seed = *seed * 1664525u + 1013904223u;
+    p[i] = (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+  }
+  return p;
+}
+
+static void run_dpc(const compiled *c, float *a, float *b, float *y, int pieces) {
+  void *args[3] = {a, b, y};
+  int64_t t = c->kern.total;
+  /* in `pieces` ranges, last first: iterations must not depend on each other's order */
+  for (int p = pieces; p-- > 0;)
+    c->kern.fn(args, t * p / pieces, t * (p + 1) / pieces, 0, 0);
+}
+
+static void run_blas(const shape *s, const float *a, const float *b, float *y) {
+  cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans,
+              (int)s->m, (int)s->n, (int)s->k, 1.0f, a, s->ta ? (int)s->m : (int)s->k, b,
+              s->tb ? (int)s->k : (int)s->n, 0.0f, y, (int)s->n);
+}
+
+/* max |x - y| / max |y|: the normwise difference. Elementwise relative differences say little
+ * here: an f32 sum of k products that cancels to near zero differs in its last bits between any
+ * two summation orders. */
+static double max_rel(const float *x, const float *y, int64_t n) {
+  double worst = 0, big = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double e = fabs((double)x[i] - y[i]);
+    if (!(e <= worst)) worst = e; /* NaN sticks */
+    if (fabs((double)y[i]) > big) big = fabs((double)y[i]);
+  }
+  return worst / (big > 0 ? big : 1);
+}
+
+static double best_of(int reps, const compiled *c, const shape *s, float *a, float *b, float *y) {
+  double best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    double t0 = now_s();
+    if (c)
+      run_dpc(c, a, b, y, 1);
+    else
+      run_blas(s, a, b, y);
+    double t = now_s() - t0;
+    if (t < best) best = t;
+  }
+  return best;
+}
+
+/* Returns nonzero when the results differ. */
+static int bench(const shape *s, bool timing) {
+  unsigned seed = 12345;
+  int64_t na = s->m * s->k, nb = s->k * s->n, ny = s->m * s->n;
+  float *a = random_matrix(na, &seed), *b = random_matrix(nb, &seed);
+  float *y1 = random_matrix(ny, &seed), *y2 = random_matrix(ny, &seed);
+  compiled c;
+  compile(s, &c);
+  run_dpc(&c, a, b, y1, 3); /* split in three ranges, also the warm-up */
+  run_blas(s, a, b, y2);
+  double err = max_rel(y1, y2, ny);
+  int bad = !(err < 1e-5);
+  if (timing) {
+    double flop = 2.0 * (double)s->m * (double)s->n * (double)s->k;
+    int reps = flop > 4e9 ? 3 : flop > 1e8 ? 10 : 50;
+    double td = best_of(reps, &c, s, a, b, y1), tb = best_of(reps, NULL, s, a, b, y2);
+    printf("%-12s %5lld %5lld %5lld  %s%s  %8.1f  %8.1f  %5.2f  %6lld  %.1e%s\n", s->what,
+           (long long)s->m, (long long)s->n, (long long)s->k, s->ta ? "T" : "N", s->tb ? "T" : "N",
+           flop / td * 1e-9, flop / tb * 1e-9, tb / td, (long long)c.kern.total, err,
+           bad ? "  MISMATCH" : "");
+  } else if (bad) {
+    printf("MISMATCH %lldx%lldx%lld ta=%d tb=%d: max rel %.2e\n", (long long)s->m, (long long)s->n,
+           (long long)s->k, s->ta, s->tb, err);
+  }
+  fflush(stdout);
+  release(&c);
+  free(a);
+  free(b);
+  free(y1);
+  free(y2);
+  return bad;
+}
+
+/* Shapes that cross every blocking boundary: 1, micro-tile edges, several KC / MC / NC blocks. */
+static int check(void) {
+  static const int64_t sizes[] = {1, 2, 7, 13, 15, 16, 17, 29, 31, 33, 47, 64, 97, 130, 200, 333};
+  int fails = 0, n = 0;
+  unsigned seed = 7;
+  for (int i = 0; i < 60; i++) {
+    shape s;
+    seed = seed * 1664525u + 1013904223u;
+    s.m = sizes[(seed >> 4) % 16];
+    seed = seed * 1664525u + 1013904223u;
+    s.n = sizes[(seed >> 4) % 16];
+    seed = seed * 1664525u + 1013904223u;
+    s.k = sizes[(seed >> 4) % 16];
+    s.ta = (seed >> 20) & 1;
+    s.tb = (seed >> 21) & 1;
+    s.what = "check";
+    fails += bench(&s, false);
+    n++;
+  }
+  static const shape big[] = {{700, 900, 1100, 0, 0, ""}, {700, 900, 1100, 1, 1, ""},
+                              {1500, 40, 600, 0, 1, ""},  {33, 1500, 1300, 1, 0, ""},
+                              {1, 3000, 1000, 0, 0, ""},  {3000, 1, 1000, 0, 0, ""}};
+  for (size_t i = 0; i < sizeof big / sizeof *big; i++, n++) fails += bench(&big[i], false);
+  printf("check: %d of %d shapes agree with OpenBLAS\n", n - fails, n);
+  return fails != 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "--check")) return check();
+  printf("OpenBLAS %s, kernel %s, OPENBLAS_NUM_THREADS=%s\n", OPENBLAS_VERSION,
+         openblas_get_corename(),
+         getenv("OPENBLAS_NUM_THREADS") ? getenv("OPENBLAS_NUM_THREADS") : "(unset)");
+  printf("%-12s %5s %5s %5s  %s  %8s  %8s  %5s  %6s  %s\n", "shape", "M", "N", "K", "op",
+         "dpc GF/s", "BLAS GF/s", "dpc/B", "pieces", "max rel diff");
+  int bad = 0;
+  if (argc >= 4) {
+    shape s = {atoll(argv[1]), atoll(argv[2]), atoll(argv[3]), argc > 4 ? atoi(argv[4]) : 0,
+               argc > 5 ? atoi(argv[5]) : 0, "custom"};
+    return bench(&s, true);
+  }
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) bad |= bench(&shapes[i], true);
+  return bad;
+}

@@ -1,0 +1,151 @@
+/*
+ * aot.c — compiled artifacts (.dpx): every kernel of some plans as machine code, in a shared
+ * library that also carries the plans as data, so the runtime library loads and runs a model
+ * with no LLVM on the machine (runtime/artifact.c).
+ *
+ * The module holds the kernels (each once, named by the hash of its IR), and two symbols:
+ * dpc_artifact_blob (the bytes below) and dpc_artifact_size. It is optimised for the backend's
+ * target (--cpu/--features), written as an object file and linked into a shared library by the
+ * system's C compiler driver (`cc -shared`), the one tool outside LLVM this needs.
+ *
+ * Blob: "DPCA", u32 version, u32 target length + target ("x86_64... +avx512f,..."), u32 count,
+ * then per plan: u32 role length + role ("infer", "train", "eval"), and the plan as
+ * ir/serialize.c writes it.
+ */
+#include "codegen/cpu/backend.h"
+#include "codegen/cpu/cg.h"
+#include "ir/serialize.h"
+
+#include <errno.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define BLOB_VERSION 1u
+
+static void put32(dpc_buf *b, uint32_t v) {
+  unsigned char c[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                        (unsigned char)(v >> 24)};
+  dpc_buf_putn(b, (const char *)c, 4);
+}
+
+static void put_str(dpc_buf *b, const char *s) {
+  put32(b, (uint32_t)strlen(s));
+  dpc_buf_puts(b, s);
+}
+
+/* Run `cc -shared -o out obj -lm` and wait for it. */
+static dpc_status link_shared(const char *obj, const char *out, dpc_diag *d) {
+  const char *cc = getenv("CC");
+  if (!cc || !*cc) cc = "cc";
+  char *argv[] = {(char *)cc, "-shared", "-o", (char *)out, (char *)obj, "-lm", NULL};
+  pid_t pid;
+  int err = posix_spawnp(&pid, cc, NULL, NULL, argv, environ);
+  if (err)
+    return dpc_diag_fail(
+        d, DPC_ERR_IO,
+        "cannot run '%s' to link the artifact (%s): dpc compile needs a C compiler driver "
+        "(install build-essential, or set CC)",
+        cc, strerror(err));
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      return dpc_diag_fail(d, DPC_ERR_IO, "waiting for the linker: %s", strerror(errno));
+  if (!WIFEXITED(status) || WEXITSTATUS(status))
+    return dpc_diag_fail(d, DPC_ERR_IO, "'%s -shared -o %s' failed (exit %d)", cc, out,
+                         WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  return DPC_OK;
+}
+
+dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plans, uint32_t n,
+                                    const char *path, dpc_diag *d) {
+  dpc_buf mod = {0}, blob = {0};
+  dpc_status st = DPC_OK;
+  uint64_t *done = NULL;
+  uint32_t n_done = 0, cap_done = 0;
+  cg_module_preamble(b, &mod);
+  dpc_buf_putn(&blob, "DPCA", 4);
+  put32(&blob, BLOB_VERSION);
+  char target[1200];
+  snprintf(target, sizeof target, "%s %s %s", b->triple, b->cpu, b->features);
+  put_str(&blob, target);
+  put32(&blob, n);
+  for (uint32_t p = 0; p < n && !st; p++) {
+    const dpc_plan *plan = plans[p].plan;
+    const dpc_graph *g = plan->g;
+    dpc_plan_kernel *k = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *k);
+    if (!k) {
+      st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+      break;
+    }
+    for (uint32_t dv = 0; dv < plan->n_devs && !st; dv++) {
+      for (uint32_t j = 0; j < plan->devs[dv].n_steps && !st; j++) {
+        const dpc_step *sp = &plan->devs[dv].steps[j];
+        if (sp->kind != DPC_STEP_KERNEL || !dpc_cpu_lowers(g->nodes[sp->node].op)) continue;
+        dpc_buf text = {0};
+        int64_t total = 1;
+        if ((st = cg_kernel_text(b, g, sp->node, &text, &total, d))) {
+          dpc_buf_free(&text);
+          break;
+        }
+        uint64_t h = cg_hash(text.data);
+        snprintf(k[sp->node].symbol, sizeof k[sp->node].symbol, "dpc_k%016llx",
+                 (unsigned long long)h);
+        k[sp->node].total = total;
+        bool seen = false;
+        for (uint32_t i = 0; i < n_done && !seen; i++) seen = done[i] == h;
+        if (!seen) {
+          char *at = strstr(text.data, "@KERNEL(");
+          dpc_buf_putn(&mod, text.data, (size_t)(at - text.data));
+          dpc_buf_printf(&mod, "@%s(", k[sp->node].symbol);
+          dpc_buf_puts(&mod, at + 8);
+          if (DPC_VEC_RESERVE(done, cap_done, n_done + 1))
+            st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+          else
+            done[n_done++] = h;
+        }
+        dpc_buf_free(&text);
+      }
+    }
+    if (!st) {
+      put_str(&blob, plans[p].role);
+      st = dpc_plan_write(plan, k, &blob, d);
+    }
+    free(k);
+  }
+  free(done);
+  if (!st && (blob.oom || mod.oom)) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (!st) {
+    /* the plans, as constant data the runtime finds with dlsym */
+    dpc_buf_printf(&mod, "@dpc_artifact_size = constant i64 %zu\n", blob.len);
+    dpc_buf_printf(&mod, "@dpc_artifact_blob = constant [%zu x i8] c\"", blob.len);
+    for (size_t i = 0; i < blob.len; i++)
+      dpc_buf_printf(&mod, "\\%02X", (unsigned char)blob.data[i]);
+    dpc_buf_puts(&mod, "\"\n");
+    if (mod.oom) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  }
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef m = NULL;
+  if (!st) st = cg_parse_optimise(b, ctx, mod.data, &m, d);
+  char obj[4096];
+  snprintf(obj, sizeof obj, "%s.%ld.o", path, (long)getpid());
+  if (!st) {
+    char *err = NULL;
+    if (LLVMTargetMachineEmitToFile(b->tm, m, obj, LLVMObjectFile, &err)) {
+      st = dpc_diag_fail(d, DPC_ERR_IO, "writing object code to '%s': %s", obj, err ? err : "?");
+      LLVMDisposeMessage(err);
+    }
+  }
+  if (m) LLVMDisposeModule(m);
+  LLVMContextDispose(ctx);
+  if (!st) st = link_shared(obj, path, d);
+  unlink(obj);
+  dpc_buf_free(&mod);
+  dpc_buf_free(&blob);
+  return st;
+}

@@ -1,0 +1,48 @@
+/*
+ * backend.h — what backend.c (JIT) and aot.c (artifacts) share inside the CPU backend: the
+ * backend's state, kernel text generation and the LLVM steps from IR text to an optimised module.
+ * Includes LLVM headers: only for codegen/cpu.
+ */
+#ifndef DPC_CODEGEN_CPU_BACKEND_H
+#define DPC_CODEGEN_CPU_BACKEND_H
+
+#include "codegen/cpu/cpu.h"
+
+#include <llvm-c/Core.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/TargetMachine.h>
+
+typedef struct cache_entry {
+  uint64_t hash;
+  dpc_native_fn fn;
+} cache_entry;
+
+struct dpc_cpu_backend {
+  LLVMTargetMachineRef tm;
+  LLVMOrcLLJITRef jit;
+  char *triple, *cpu, *features;
+  char name[512];
+  int vector_bits;
+  cache_entry *cache;
+  uint32_t n_cache, cap_cache;
+  uint32_t n_modules;
+  double seconds;
+  uint32_t compiled, cached;
+  dpc_cpu_options o;
+};
+
+/* The declarations and helper functions every kernel module starts with, and the attribute
+ * group #0 for the target's vector width. */
+void cg_module_preamble(const dpc_cpu_backend *b, dpc_buf *out);
+/* One kernel's function text, named KERNEL, for node `node` of g; its trip count in *total. */
+dpc_status cg_kernel_text(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t node, dpc_buf *out,
+                          int64_t *total, dpc_diag *d);
+uint64_t cg_hash(const char *s);
+/* Parse IR text into a module of ctx, verify it and run the O3 pipeline for the backend's target.
+ */
+dpc_status cg_parse_optimise(dpc_cpu_backend *b, LLVMContextRef ctx, const char *text,
+                             LLVMModuleRef *out, dpc_diag *d);
+dpc_status cg_llvm_error(dpc_diag *d, const char *what, LLVMErrorRef e);
+
+#endif

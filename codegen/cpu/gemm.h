@@ -1,0 +1,100 @@
+/*
+ * gemm.h — the GEMM generator shared by lower_matmul.c and lower_window.c: LLVM IR for
+ * C = A B (or C += A B) on blocks of any size, packed and cache-blocked, with a register-blocked
+ * micro-kernel written for the target's vector width.
+ *
+ *   gm_cfg c;
+ *   gm_choose(&c, f->vector_bits, DPC_F32, m, n, k);    // micro-tile and blocking, at generation
+ *   gm_fit(&c, mb_max, nb_max);                          // largest block one call computes
+ *   ... in the kernel body, per parallel iteration:
+ *   gm_block(f, &c, &a, &b, &cm, mb, nb, kk, acc);       // IR values: rows, columns, depth
+ *
+ * A matrix is a pointer plus two element strides fixed at generation time (gm_mat), so the
+ * transposes of matmul and the row/column orders of convolution are all "packing". The packers
+ * read any dtype (f16 and bf16 are widened as they are packed); the product is accumulated in
+ * f32, or f64 for f64 data. Also here: small IR helpers the lowerings share (gm_ev & co).
+ * Nothing here allocates at run time: every buffer is a fixed-size alloca in the entry block.
+ */
+#ifndef DPC_CODEGEN_CPU_GEMM_H
+#define DPC_CODEGEN_CPU_GEMM_H
+
+#include "codegen/cpu/cg.h"
+
+/* What one generated GEMM computes with. Filled by gm_choose / gm_fit. */
+typedef struct gm_cfg {
+  dpc_dtype calc;     /* DPC_F32 or DPC_F64 */
+  const char *ty;     /* "float" or "double" */
+  int esize, vl;      /* bytes per element, elements per vector */
+  char vty[32];       /* "<16 x float>" */
+  char mty[24];       /* "<16 x i1>" */
+  char ity[24];       /* "<16 x i32>" */
+  char sfx[24];       /* masked intrinsic suffix, "v16f32.p0v16f32" */
+  int mr, nv, nr;     /* micro-tile: mr rows x nv vectors (nr = nv * vl columns) */
+  int64_t kc;         /* depth of a packed block */
+  int64_t mc, nc;     /* rows of a packed A block, columns of a packed B block */
+  int64_t mmax, nmax; /* the largest m and n one gm_block call is given */
+} gm_cfg;
+
+/* A matrix operand: element (i, j) is p[i * rs + j * cs], p pointing at the stored dtype t.
+ * `direct` (B only): p is already a calc-type, row-major buffer (cs == 1) that can be read in
+ * whole vectors up to the next multiple of nr columns, with an rs chosen by gm_pad_ld; gm_block
+ * then reads it in place instead of packing it. */
+typedef struct gm_mat {
+  cg_val p;
+  dpc_dtype t;
+  int64_t rs, cs;
+  bool direct;
+} gm_mat;
+
+/* Pick the micro-tile that wastes least on the problem's edges (a cost model of cycles), then
+ * the cache blocking. m, n, k are the full problem's; gm_fit then bounds the blocks by what one
+ * gm_block call computes. */
+void gm_choose(gm_cfg *c, int vector_bits, dpc_dtype calc, int64_t m, int64_t n, int64_t k);
+void gm_fit(gm_cfg *c, int64_t mb_max, int64_t nb_max);
+
+/* How to cut an [m, n] product (nbatch of them, depth k) into the kernel's parallel iterations:
+ * blocks of mb x nb (multiples of the micro-tile) so that there are enough of them to share
+ * between cores, but each still large enough to amortise its packing. `scratch_c`: the output
+ * goes through a calc-type buffer (f16/bf16 output), which bounds mb * nb. */
+void gm_split(const gm_cfg *c, int64_t m, int64_t n, int64_t k, int64_t nbatch, bool scratch_c,
+              int64_t *mb, int64_t *nb);
+
+/* C[0:m, 0:n] = A[0:m, 0:k] B[0:k, 0:n], or += when acc (an i1) is true. m, n, k are i64 IR
+ * values, at most c->mmax, c->nmax and anything; k >= 1. */
+void gm_block(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const gm_mat *cm,
+              cg_val m, cg_val n, cg_val k, cg_val acc);
+
+/* A row stride (elements) for a row-major scratch of `cols` calc-type columns that keeps
+ * consecutive rows off the same cache sets (see gemm.c). */
+int64_t gm_pad_ld(const gm_cfg *c, int64_t cols);
+
+/* True when matrices of dtype t can be moved with whole vectors of the calc type. */
+bool gm_vec_ok(const gm_cfg *c, dpc_dtype t);
+
+/* ---- IR helpers ---------------------------------------------------------------------------- */
+
+/* Emit "%tN = <text>" and return %tN. */
+cg_val gm_ev(cg_fn *f, const char *fmt, ...) DPC_PRINTF(2, 3);
+/* A fixed-size buffer of n elements of `ty` in the entry block, 64-byte aligned: a ty*. */
+cg_val gm_alloca(cg_fn *f, const char *ty, int64_t n);
+cg_val gm_min(cg_fn *f, cg_val a, cg_val b); /* i64, signed */
+cg_val gm_max(cg_fn *f, cg_val a, cg_val b);
+cg_val gm_sub(cg_fn *f, cg_val a, cg_val b);
+/* &p[idx] for a ty* p; `inb` adds inbounds (only when the element is known to exist). */
+cg_val gm_gep(cg_fn *f, const char *ty, cg_val p, cg_val idx, bool inb);
+/* Lanes l with lo <= l < hi (i64 values) as a vector of i1. */
+cg_val gm_lanes(cg_fn *f, const gm_cfg *c, cg_val lo, cg_val hi);
+/* Masked vector load (zeros in the masked-off lanes; those are never read) and store, at a
+ * calc-type element pointer p. */
+cg_val gm_mload(cg_fn *f, const gm_cfg *c, cg_val p, cg_val mask);
+void gm_mstore(cg_fn *f, const gm_cfg *c, cg_val v, cg_val p, cg_val mask);
+/* Whole-vector load and store at a calc-type element pointer with the given alignment. */
+cg_val gm_vload(cg_fn *f, const gm_cfg *c, cg_val p, int align);
+void gm_vstore(cg_fn *f, const gm_cfg *c, cg_val v, cg_val p, int align);
+/* if (cond) { ... } : gm_if returns the label id to close with gm_endif. */
+uint32_t gm_if(cg_fn *f, cg_val cond);
+void gm_endif(cg_fn *f, uint32_t id);
+/* for (i = 0; i < ceil(n / step); i++): cg loop over block indices. */
+cg_val gm_ceil_div(cg_fn *f, cg_val n, int64_t step);
+
+#endif

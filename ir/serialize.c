@@ -1,0 +1,386 @@
+/*
+ * serialize.c — writing and reading plans (see serialize.h). Little-endian, field by field, so
+ * the bytes do not depend on struct padding or the compiler.
+ */
+#include "ir/serialize.h"
+#include "ir/print.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAGIC   "DPCP"
+#define VERSION 1u
+
+/* ---- writing --------------------------------------------------------------------------------- */
+
+static void w32(dpc_buf *b, uint32_t v) {
+  unsigned char c[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                        (unsigned char)(v >> 24)};
+  dpc_buf_putn(b, (const char *)c, 4);
+}
+
+static void w64(dpc_buf *b, uint64_t v) {
+  w32(b, (uint32_t)v);
+  w32(b, (uint32_t)(v >> 32));
+}
+
+static void wbytes(dpc_buf *b, const void *p, uint32_t n) {
+  w32(b, n);
+  if (n) dpc_buf_putn(b, p, n);
+}
+
+dpc_status dpc_plan_write(const dpc_plan *p, const dpc_plan_kernel *k, dpc_buf *b, dpc_diag *d) {
+  const dpc_graph *g = p->g;
+  dpc_buf_putn(b, MAGIC, 4);
+  w32(b, VERSION);
+  w32(b, g->name);
+  wbytes(b, g->strs.data, g->strs.len);
+  w32(b, g->n_nodes);
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    const dpc_node *n = &g->nodes[i];
+    uint32_t f[10] = {(uint32_t)n->op, n->in,     n->n_in,   n->out,      n->n_out,
+                      n->attr,         n->n_attr, n->device, n->loc.line, n->loc.col};
+    for (int j = 0; j < 10; j++) w32(b, f[j]);
+  }
+  w32(b, g->n_values);
+  for (uint32_t i = 0; i < g->n_values; i++) {
+    const dpc_value *v = &g->values[i];
+    w32(b, v->node), w32(b, v->index), w32(b, v->name), w32(b, (uint32_t)v->dtype),
+        w32(b, v->shape.rank);
+    for (uint32_t j = 0; j < v->shape.rank; j++) w64(b, (uint64_t)v->shape.d[j]);
+  }
+  w32(b, g->n_ids);
+  for (uint32_t i = 0; i < g->n_ids; i++) w32(b, g->ids[i]);
+  w32(b, g->n_attrs);
+  for (uint32_t i = 0; i < g->n_attrs; i++) {
+    const dpc_attr *a = &g->attrs[i];
+    uint64_t payload;
+    memcpy(&payload, &a->u, sizeof payload);
+    w32(b, a->name), w32(b, a->kind), w32(b, a->dtype), w32(b, a->rank), w32(b, a->n),
+        w32(b, a->dims);
+    w64(b, payload);
+  }
+  w32(b, g->n_ints);
+  for (uint32_t i = 0; i < g->n_ints; i++) w64(b, (uint64_t)g->ints[i]);
+  w32(b, g->n_reals);
+  for (uint32_t i = 0; i < g->n_reals; i++) {
+    uint64_t bits;
+    memcpy(&bits, &g->reals[i], 8);
+    w64(b, bits);
+  }
+  w32(b, g->n_syms);
+  for (uint32_t i = 0; i < g->n_syms; i++) w32(b, g->syms[i]), w64(b, (uint64_t)g->sym_vals[i]);
+  w32(b, g->n_outputs);
+  for (uint32_t i = 0; i < g->n_outputs; i++) w32(b, g->outputs[i]);
+  w32(b, g->n_updates);
+  for (uint32_t i = 0; i < g->n_updates; i++) {
+    const dpc_update *u = &g->updates[i];
+    w32(b, u->target), w32(b, u->value), w32(b, u->loc.line), w32(b, u->loc.col);
+  }
+  const dpc_objective *o = &g->obj;
+  w32(b, o->loss), w32(b, o->optimizer), w32(b, o->attr), w32(b, o->n_attr), w32(b, o->loc.line),
+      w32(b, o->loc.col);
+  /* the plan */
+  w32(b, p->training);
+  w32(b, p->n_devs);
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    const dpc_plan_device *dv = &p->devs[i];
+    wbytes(b, dv->name, (uint32_t)strlen(dv->name));
+    w64(b, dv->bytes);
+    w32(b, dv->n_steps);
+    for (uint32_t j = 0; j < dv->n_steps; j++) {
+      const dpc_step *s = &dv->steps[j];
+      w32(b, (uint32_t)s->kind), w32(b, s->node), w32(b, s->src), w32(b, s->dst), w32(b, s->peer),
+          w32(b, s->event);
+    }
+  }
+  for (uint32_t i = 0; i < g->n_values; i++) {
+    w32(b, p->slots[i].device);
+    w64(b, p->slots[i].offset);
+    w64(b, p->slots[i].bytes);
+  }
+  w32(b, p->n_events);
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    const char *sym = k ? k[i].symbol : "";
+    wbytes(b, sym, (uint32_t)strlen(sym));
+    w64(b, k ? (uint64_t)k[i].total : 0);
+  }
+  return b->oom ? dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory writing a plan") : DPC_OK;
+}
+
+/* ---- reading ----------------------------------------------------------------------------------
+ */
+
+typedef struct rd {
+  const unsigned char *b;
+  size_t len, pos;
+  bool bad;
+} rd;
+
+static uint32_t r32(rd *r) {
+  if (r->len - r->pos < 4) {
+    r->bad = true;
+    r->pos = r->len;
+    return 0;
+  }
+  const unsigned char *c = r->b + r->pos;
+  r->pos += 4;
+  return (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24;
+}
+
+static uint64_t r64(rd *r) {
+  uint64_t lo = r32(r);
+  return lo | (uint64_t)r32(r) << 32;
+}
+
+/* A count of elements each at least `unit` bytes long: more than the rest of the buffer can
+ * hold is corrupt (and must not turn into a huge allocation). */
+static uint32_t rcount(rd *r, size_t unit) {
+  uint32_t n = r32(r);
+  if ((size_t)n > (r->len - r->pos) / unit) r->bad = true;
+  return r->bad ? 0 : n;
+}
+
+/* Allocate an array for a graph field; keeps capacities consistent for later growth. */
+#define ALLOC(arr, cap, n)                                                                         \
+  ((cap) = (n) ? (n) : 1, (arr) = calloc((cap), sizeof *(arr)), (arr) != NULL)
+
+static dpc_status corrupt(dpc_diag *d, const char *name, const char *what) {
+  return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: not a valid compiled plan (%s)", name, what);
+}
+
+/* The graph's fields, read and range-checked; the verifier checks the rest. */
+static dpc_status read_graph(rd *r, const char *name, dpc_graph *g, dpc_diag *d) {
+  g->name = r32(r);
+  uint32_t slen = rcount(r, 1);
+  if (r->bad) return corrupt(d, name, "truncated string pool");
+  /* re-intern the strings in order: they land at the same offsets, and the hash table is
+   * rebuilt */
+  const char *s = (const char *)r->b + r->pos;
+  if (slen && s[slen - 1] != 0) return corrupt(d, name, "string pool not terminated");
+  for (uint32_t off = 0; off < slen;) {
+    size_t n = strlen(s + off);
+    if (dpc_strpool_intern(&g->strs, s + off, n) != off) return corrupt(d, name, "repeated string");
+    off += (uint32_t)n + 1;
+  }
+  r->pos += slen;
+  uint32_t strs = g->strs.len;
+#define STR_OK(id) ((id) == DPC_NONE || ((id) < strs && ((id) == 0 || g->strs.data[(id)-1] == 0)))
+  if (!STR_OK(g->name)) return corrupt(d, name, "model name");
+  g->n_nodes = rcount(r, 40);
+  if (r->bad || !ALLOC(g->nodes, g->cap_nodes, g->n_nodes)) return corrupt(d, name, "nodes");
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    dpc_node *n = &g->nodes[i];
+    uint32_t op = r32(r);
+    if (op >= DPC_OP_COUNT) return corrupt(d, name, "unknown op");
+    n->op = (dpc_op)op;
+    n->in = r32(r), n->n_in = r32(r), n->out = r32(r), n->n_out = r32(r), n->attr = r32(r),
+    n->n_attr = r32(r);
+    n->device = r32(r), n->loc.line = r32(r), n->loc.col = r32(r);
+    if (!STR_OK(n->device)) return corrupt(d, name, "device name");
+  }
+  g->n_values = rcount(r, 20);
+  if (r->bad || !ALLOC(g->values, g->cap_values, g->n_values)) return corrupt(d, name, "values");
+  for (uint32_t i = 0; i < g->n_values; i++) {
+    dpc_value *v = &g->values[i];
+    v->node = r32(r), v->index = r32(r), v->name = r32(r);
+    uint32_t t = r32(r), rank = r32(r);
+    if (t >= DPC_DTYPE_COUNT || rank > DPC_MAX_RANK || !STR_OK(v->name))
+      return corrupt(d, name, "value type");
+    v->dtype = (dpc_dtype)t;
+    v->shape.rank = rank;
+    for (uint32_t j = 0; j < rank; j++) v->shape.d[j] = (int64_t)r64(r);
+    if (v->name != DPC_NONE && dpc_idmap_put(&g->names, v->name, i))
+      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  }
+  g->n_ids = rcount(r, 4);
+  if (r->bad || !ALLOC(g->ids, g->cap_ids, g->n_ids)) return corrupt(d, name, "input lists");
+  for (uint32_t i = 0; i < g->n_ids; i++) g->ids[i] = r32(r);
+  g->n_attrs = rcount(r, 32);
+  if (r->bad || !ALLOC(g->attrs, g->cap_attrs, g->n_attrs)) return corrupt(d, name, "attributes");
+  for (uint32_t i = 0; i < g->n_attrs; i++) {
+    dpc_attr *a = &g->attrs[i];
+    uint32_t nm = r32(r), kind = r32(r), dt = r32(r), rank = r32(r);
+    a->name = nm, a->n = r32(r), a->dims = r32(r);
+    uint64_t payload = r64(r);
+    if (kind >= DPC_ATTR_KIND_COUNT || dt >= DPC_DTYPE_COUNT || rank > DPC_MAX_RANK ||
+        !STR_OK(nm) || nm == DPC_NONE)
+      return corrupt(d, name, "attribute");
+    a->kind = (uint8_t)kind, a->dtype = (uint8_t)dt, a->rank = (uint16_t)rank;
+    memcpy(&a->u, &payload, sizeof payload);
+  }
+  g->n_ints = rcount(r, 8);
+  if (r->bad || !ALLOC(g->ints, g->cap_ints, g->n_ints)) return corrupt(d, name, "integers");
+  for (uint32_t i = 0; i < g->n_ints; i++) g->ints[i] = (int64_t)r64(r);
+  g->n_reals = rcount(r, 8);
+  if (r->bad || !ALLOC(g->reals, g->cap_reals, g->n_reals)) return corrupt(d, name, "numbers");
+  for (uint32_t i = 0; i < g->n_reals; i++) {
+    uint64_t bits = r64(r);
+    memcpy(&g->reals[i], &bits, 8);
+  }
+  /* attribute payloads point into the pools: check them now */
+  for (uint32_t i = 0; i < g->n_attrs; i++) {
+    const dpc_attr *a = &g->attrs[i];
+    switch ((dpc_attr_kind)a->kind) {
+    case DPC_ATTR_STR:
+      if (!STR_OK(a->u.s) || a->u.s == DPC_NONE) return corrupt(d, name, "string attribute");
+      break;
+    case DPC_ATTR_INTS:
+    case DPC_ATTR_SHAPE:
+      if ((uint64_t)a->u.off + a->n > g->n_ints) return corrupt(d, name, "integer list");
+      break;
+    case DPC_ATTR_FLOATS:
+      if ((uint64_t)a->u.off + a->n > g->n_reals) return corrupt(d, name, "number list");
+      break;
+    case DPC_ATTR_TENSOR: {
+      if ((uint64_t)a->dims + a->rank > g->n_ints || (uint64_t)a->u.off + a->n > g->n_reals)
+        return corrupt(d, name, "tensor attribute");
+      dpc_shape sh = {.rank = a->rank};
+      memcpy(sh.d, g->ints + a->dims, a->rank * sizeof(int64_t));
+      for (uint32_t k = 0; k < a->rank; k++)
+        if (sh.d[k] < 0 || sh.d[k] > (INT64_C(1) << 32))
+          return corrupt(d, name, "tensor attribute");
+      if (dpc_shape_numel(&sh) != a->n) return corrupt(d, name, "tensor attribute size");
+      break;
+    }
+    default: break;
+    }
+  }
+  g->n_syms = rcount(r, 12);
+  if (r->bad || !ALLOC(g->syms, g->cap_syms, g->n_syms) ||
+      !ALLOC(g->sym_vals, g->cap_sym_vals, g->n_syms))
+    return corrupt(d, name, "symbols");
+  for (uint32_t i = 0; i < g->n_syms; i++) {
+    g->syms[i] = r32(r), g->sym_vals[i] = (int64_t)r64(r);
+    if (!STR_OK(g->syms[i]) || g->syms[i] == DPC_NONE) return corrupt(d, name, "symbol");
+  }
+  g->n_outputs = rcount(r, 4);
+  if (r->bad || !ALLOC(g->outputs, g->cap_outputs, g->n_outputs))
+    return corrupt(d, name, "outputs");
+  for (uint32_t i = 0; i < g->n_outputs; i++) g->outputs[i] = r32(r);
+  g->n_updates = rcount(r, 16);
+  if (r->bad || !ALLOC(g->updates, g->cap_updates, g->n_updates))
+    return corrupt(d, name, "updates");
+  for (uint32_t i = 0; i < g->n_updates; i++) {
+    dpc_update *u = &g->updates[i];
+    u->target = r32(r), u->value = r32(r), u->loc.line = r32(r), u->loc.col = r32(r);
+  }
+  dpc_objective *o = &g->obj;
+  o->loss = r32(r), o->optimizer = r32(r), o->attr = r32(r), o->n_attr = r32(r),
+  o->loc.line = r32(r), o->loc.col = r32(r);
+  if (r->bad) return corrupt(d, name, "truncated graph");
+  if (!STR_OK(o->optimizer) || (o->loss != DPC_NONE && o->optimizer == DPC_NONE) ||
+      (uint64_t)o->attr + o->n_attr > g->n_attrs)
+    return corrupt(d, name, "objective");
+  for (uint32_t i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] >= g->n_values) return corrupt(d, name, "output");
+#undef STR_OK
+  /* everything the verifier does not check is checked: it does the rest, types included */
+  dpc_status st = dpc_verify(g, d);
+  if (st) dpc_diag_prefix(d, "%s: not a valid compiled plan: ", name);
+  return st;
+}
+
+dpc_status dpc_plan_read(const unsigned char *buf, size_t len, size_t *pos, const char *name,
+                         dpc_plan **out, dpc_plan_kernel **kernels, dpc_diag *d) {
+  *out = NULL;
+  if (kernels) *kernels = NULL;
+  rd r = {buf, len, *pos, false};
+  if (len - r.pos < 8 || memcmp(buf + r.pos, MAGIC, 4)) return corrupt(d, name, "no plan header");
+  r.pos += 4;
+  uint32_t version = r32(&r);
+  if (version != VERSION)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                         "%s: compiled plan format %u, this runtime reads %u (recompile it)", name,
+                         version, VERSION);
+  dpc_plan *p = calloc(1, sizeof *p);
+  dpc_plan_kernel *k = NULL;
+  if (!p || !(p->g = dpc_graph_new())) {
+    free(p);
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  }
+  dpc_status st = read_graph(&r, name, p->g, d);
+  const dpc_graph *g = p->g;
+  if (!st) {
+    p->training = r32(&r) != 0;
+    p->n_devs = rcount(&r, 16);
+    if (r.bad || p->n_devs == 0 || !(p->devs = calloc(p->n_devs, sizeof *p->devs)))
+      st = corrupt(d, name, "devices");
+  }
+  for (uint32_t i = 0; !st && i < p->n_devs; i++) {
+    dpc_plan_device *dv = &p->devs[i];
+    uint32_t nl = rcount(&r, 1);
+    if (r.bad || !(dv->name = malloc(nl + 1))) {
+      st = corrupt(d, name, "device");
+      break;
+    }
+    memcpy(dv->name, buf + r.pos, nl);
+    dv->name[nl] = 0;
+    r.pos += nl;
+    dv->bytes = r64(&r);
+    dv->n_steps = rcount(&r, 24);
+    if (r.bad || !ALLOC(dv->steps, dv->cap_steps, dv->n_steps)) {
+      st = corrupt(d, name, "steps");
+      break;
+    }
+    for (uint32_t j = 0; j < dv->n_steps; j++) {
+      dpc_step *s = &dv->steps[j];
+      uint32_t kind = r32(&r);
+      s->node = r32(&r), s->src = r32(&r), s->dst = r32(&r), s->peer = r32(&r), s->event = r32(&r);
+      s->kind = (dpc_step_kind)kind;
+      bool ok = kind <= DPC_STEP_WAIT;
+      if (kind == DPC_STEP_KERNEL)
+        ok = s->node < g->n_nodes && !dpc_op_has(g->nodes[s->node].op, DPC_OPF_SOURCE);
+      if (kind == DPC_STEP_COPY)
+        ok = s->src < g->n_values && s->dst < g->n_values &&
+             g->values[s->src].dtype == g->values[s->dst].dtype &&
+             dpc_shape_eq(&g->values[s->src].shape, &g->values[s->dst].shape);
+      if (!ok) {
+        st = corrupt(d, name, "step");
+        break;
+      }
+    }
+  }
+  if (!st && !(p->slots = calloc(g->n_values ? g->n_values : 1, sizeof *p->slots)))
+    st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t i = 0; !st && i < g->n_values; i++) {
+    dpc_slot *sl = &p->slots[i];
+    sl->device = r32(&r), sl->offset = r64(&r), sl->bytes = r64(&r);
+    const dpc_value *v = &g->values[i];
+    /* slots must hold their value and lie inside their device's buffer */
+    uint64_t need = dpc_shape_is_concrete(&v->shape)
+                        ? (uint64_t)dpc_shape_numel(&v->shape) * dpc_dtype_size(v->dtype)
+                        : UINT64_MAX;
+    if (r.bad || sl->device >= p->n_devs || sl->bytes != need ||
+        sl->offset > p->devs[sl->device].bytes ||
+        sl->bytes > p->devs[sl->device].bytes - sl->offset)
+      st = corrupt(d, name, "value slot");
+  }
+  if (!st) p->n_events = r32(&r);
+  if (!st && !(k = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *k)))
+    st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t i = 0; !st && i < g->n_nodes; i++) {
+    uint32_t nl = rcount(&r, 1);
+    if (r.bad || nl >= sizeof k[i].symbol) {
+      st = corrupt(d, name, "kernel symbol");
+      break;
+    }
+    memcpy(k[i].symbol, buf + r.pos, nl);
+    r.pos += nl;
+    k[i].total = (int64_t)r64(&r);
+    if (k[i].total < 0) st = corrupt(d, name, "kernel trip count");
+  }
+  if (!st && r.bad) st = corrupt(d, name, "truncated");
+  if (st) {
+    free(k);
+    dpc_plan_free(p);
+    return st;
+  }
+  *pos = r.pos;
+  *out = p;
+  if (kernels)
+    *kernels = k;
+  else
+    free(k);
+  return DPC_OK;
+}

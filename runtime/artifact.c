@@ -1,0 +1,170 @@
+/*
+ * artifact.c — opening .dpx artifacts (see artifact.h and codegen/cpu/aot.c for the layout).
+ */
+#include "runtime/artifact.h"
+#include "ir/serialize.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct art_plan {
+  char role[16];
+  dpc_plan *plan;
+  dpc_native_kernel *kernels;
+} art_plan;
+
+struct dpc_artifact {
+  void *lib;
+  char target[1200];
+  art_plan *plans;
+  uint32_t n;
+};
+
+static uint32_t get32(const unsigned char *b, size_t len, size_t *pos, bool *bad) {
+  if (len - *pos < 4) {
+    *bad = true;
+    return 0;
+  }
+  const unsigned char *c = b + *pos;
+  *pos += 4;
+  return (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24;
+}
+
+/* A length-prefixed string into buf (at most n - 1 bytes). */
+static bool get_str(const unsigned char *b, size_t len, size_t *pos, char *buf, size_t n) {
+  bool bad = false;
+  uint32_t l = get32(b, len, pos, &bad);
+  if (bad || l >= n || l > len - *pos) return false;
+  memcpy(buf, b + *pos, l);
+  buf[l] = 0;
+  *pos += l;
+  return true;
+}
+
+/* Instructions the artifact's code may use that this CPU must have. */
+static dpc_status check_cpu(const char *path, const char *target, dpc_diag *d) {
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+  static const struct {
+    const char *feature, *cpu;
+  } need[] = {{"+avx512f", "avx512f"}, {"+avx2", "avx2"}, {"+fma", "fma"}};
+  __builtin_cpu_init();
+  for (size_t i = 0; i < sizeof need / sizeof *need; i++) {
+    const char *at = strstr(target, need[i].feature);
+    if (!at || (at[strlen(need[i].feature)] != ',' && at[strlen(need[i].feature)] != 0)) continue;
+    bool have = !strcmp(need[i].cpu, "avx512f") ? __builtin_cpu_supports("avx512f")
+                : !strcmp(need[i].cpu, "avx2")  ? __builtin_cpu_supports("avx2")
+                                                : __builtin_cpu_supports("fma");
+    if (!have)
+      return dpc_diag_fail(
+          d, DPC_ERR_UNSUPPORTED,
+          "%s was compiled for CPUs with %s, which this one lacks (compile it with --cpu for "
+          "this machine)",
+          path, need[i].cpu);
+  }
+#else
+  (void)path, (void)target, (void)d;
+#endif
+  return DPC_OK;
+}
+
+dpc_status dpc_artifact_open(const char *path, dpc_artifact **out, dpc_diag *d) {
+  *out = NULL;
+  dpc_artifact *a = calloc(1, sizeof *a);
+  if (!a) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  /* dlopen searches the library path for a bare name: make it a path */
+  char full[4096];
+  snprintf(full, sizeof full, "%s%s", strchr(path, '/') ? "" : "./", path);
+  dpc_status st = DPC_OK;
+  a->lib = dlopen(full, RTLD_NOW | RTLD_LOCAL);
+  if (!a->lib) {
+    const char *why = dlerror();
+    st = dpc_diag_fail(d, DPC_ERR_IO, "cannot load '%s': %s", path, why ? why : "?");
+    goto fail;
+  }
+  const int64_t *size = dlsym(a->lib, "dpc_artifact_size");
+  const unsigned char *blob = dlsym(a->lib, "dpc_artifact_blob");
+  if (!size || !blob || *size < 12) {
+    st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "'%s' is a shared library but not a dpc artifact", path);
+    goto fail;
+  }
+  size_t len = (size_t)*size, pos = 4;
+  bool bad = memcmp(blob, "DPCA", 4) != 0;
+  uint32_t version = get32(blob, len, &pos, &bad);
+  if (bad || version != 1) {
+    st =
+        dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                      "%s: artifact format %u, this runtime reads 1 (recompile it)", path, version);
+    goto fail;
+  }
+  if (!get_str(blob, len, &pos, a->target, sizeof a->target)) {
+    st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: corrupt artifact header", path);
+    goto fail;
+  }
+  if ((st = check_cpu(path, a->target, d))) goto fail;
+  uint32_t n = get32(blob, len, &pos, &bad);
+  if (bad || n == 0 || n > 16 || !(a->plans = calloc(n, sizeof *a->plans))) {
+    st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: corrupt artifact header", path);
+    goto fail;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    art_plan *ap = &a->plans[i];
+    dpc_plan_kernel *k = NULL;
+    if (!get_str(blob, len, &pos, ap->role, sizeof ap->role)) {
+      st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: corrupt plan table", path);
+      goto fail;
+    }
+    if ((st = dpc_plan_read(blob, len, &pos, path, &ap->plan, &k, d))) goto fail;
+    a->n = i + 1;
+    uint32_t nodes = ap->plan->g->n_nodes;
+    ap->kernels = calloc(nodes ? nodes : 1, sizeof *ap->kernels);
+    if (!ap->kernels) {
+      free(k);
+      st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+      goto fail;
+    }
+    for (uint32_t j = 0; j < nodes && !st; j++) {
+      if (!k[j].symbol[0]) continue;
+      void *sym = dlsym(a->lib, k[j].symbol);
+      if (!sym) {
+        st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: kernel %s is missing", path, k[j].symbol);
+        break;
+      }
+      memcpy(&ap->kernels[j].fn, &sym, sizeof sym);
+      ap->kernels[j].total = k[j].total;
+    }
+    free(k);
+    if (st) goto fail;
+  }
+  *out = a;
+  return DPC_OK;
+fail:
+  dpc_artifact_close(a);
+  return st;
+}
+
+void dpc_artifact_close(dpc_artifact *a) {
+  if (!a) return;
+  for (uint32_t i = 0; i < a->n; i++) {
+    dpc_plan_free(a->plans[i].plan);
+    free(a->plans[i].kernels);
+  }
+  free(a->plans);
+  if (a->lib) dlclose(a->lib);
+  free(a);
+}
+
+const dpc_plan *dpc_artifact_plan(const dpc_artifact *a, const char *role,
+                                  const dpc_native_kernel **kernels) {
+  for (uint32_t i = 0; i < a->n; i++)
+    if (!strcmp(a->plans[i].role, role)) {
+      if (kernels) *kernels = a->plans[i].kernels;
+      return a->plans[i].plan;
+    }
+  return NULL;
+}
+
+const char *dpc_artifact_target(const dpc_artifact *a) {
+  return a->target;
+}

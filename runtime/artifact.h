@@ -1,0 +1,32 @@
+/*
+ * artifact.h — loading a compiled artifact (.dpx, made by `dpc compile`): a shared library
+ * holding a model's kernels as machine code and its plans as data. No LLVM is involved: the
+ * library is opened with dlopen, the plans read with ir/serialize.c and checked, and each
+ * kernel found by its symbol.
+ *
+ *   dpc_artifact *a;
+ *   dpc_artifact_open("model.dpx", &a, &d);
+ *   const dpc_native_kernel *k;
+ *   const dpc_plan *p = dpc_artifact_plan(a, "infer", &k);
+ *   dpc_session_new(p, &(dpc_session_opts){.native = k}, &s, &d);
+ */
+#ifndef DPC_RUNTIME_ARTIFACT_H
+#define DPC_RUNTIME_ARTIFACT_H
+
+#include "ir/plan.h"
+#include "runtime/kernel.h"
+
+typedef struct dpc_artifact dpc_artifact;
+
+/* Open an artifact; refuses one built for instructions this CPU lacks (AVX-512, AVX2, FMA). */
+dpc_status dpc_artifact_open(const char *path, dpc_artifact **out, dpc_diag *d);
+void dpc_artifact_close(dpc_artifact *a);
+
+/* The plan with this role ("infer", "train", "eval") and its kernels (one per node of its
+ * graph), or NULL. */
+const dpc_plan *dpc_artifact_plan(const dpc_artifact *a, const char *role,
+                                  const dpc_native_kernel **kernels);
+/* What it was compiled for: "triple cpu features". */
+const char *dpc_artifact_target(const dpc_artifact *a);
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * cmd_compile.c — `dpc compile`: a model compiled ahead of time into an artifact (.dpx) that the
+ * runtime library runs without LLVM (`dpc run model.dpx`, `dpc train model.dpx`, or an app
+ * through include/dpc/dpc.h).
+ */
+#include "codegen/cpu/cpu.h"
+#include "partitioner/partitioner.h"
+#include "tools/dpc/cli.h"
+#include "tools/dpc/driver.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const cli_opt compile_opts[] = {
+    {"output", true, false, "FILE.dpx to write (required)"},
+    {"batch", true, false, "the batch size the plans are made for (default 1)"},
+    {"dim", true, true, "NAME=VALUE: the size of another symbolic dimension"},
+    {"train", false, false, "also compile the training step and an evaluation plan"},
+    {"total-steps", true, false, "with --train: the horizon of a cosine or linear schedule"},
+    {"cpu", true, false,
+     "target CPU (default native: this machine), e.g. x86-64-v3, skylake-avx512"},
+    {"features", true, false, "target features, e.g. +avx2,+fma (default: the CPU's)"},
+    {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
+    {"verify-each", false, false, "run the verifier after every pass"},
+};
+#define NCOMPILE (int)(sizeof compile_opts / sizeof *compile_opts)
+
+/* A copy of g through the pipeline, every symbol bound, planned on one device. */
+static dpc_status make_plan(const dpc_graph *src, bool training, bool eval, const int64_t *vals,
+                            bool verify, dpc_plan **out, dpc_diag *d) {
+  dpc_graph *g = dpc_graph_clone(src);
+  if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_pass_opts po = {.training = training, .verify_each = verify};
+  dpc_status st = eval ? dpc_graph_add_output(g, g->obj.loss, d) : DPC_OK;
+  if (!st) st = dpc_passes_run(g, &po, d);
+  if (!st) st = dpc_graph_bind(g, vals, d);
+  if (!st) st = dpc_plan_single(g, "cpu:0", training, out, d);
+  dpc_graph_free(g);
+  return st;
+}
+
+int dpc_cmd_compile(int argc, char **argv) {
+  cli_parsed p;
+  if (!cli_parse("compile", compile_opts, NCOMPILE, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
+  if (p.help) {
+    printf(
+        "Usage: dpc compile FILE.graph --output FILE.dpx [OPTIONS]\n\n"
+        "Compile a model ahead of time: every kernel as machine code for the target CPU, and the\n"
+        "plans (inference; with --train also the training step and evaluation) for a fixed batch\n"
+        "size, in one shared library. The runtime library runs it without LLVM: dpc run FILE.dpx,\n"
+        "dpc train FILE.dpx, or an application through <dpc/dpc.h>. Linking needs a C compiler\n"
+        "driver (cc, or $CC).\n");
+    cli_print_options(compile_opts, NCOMPILE);
+    return DPC_EXIT_OK;
+  }
+  if (p.npos != 1)
+    return cli_usage_error("compile", "expects one model file (see dpc compile --help)");
+  const char *outp = cli_get(compile_opts, NCOMPILE, &p, "output");
+  if (!outp) return cli_usage_error("compile", "--output FILE.dpx is required");
+  const char *bs = cli_get(compile_opts, NCOMPILE, &p, "batch");
+  char *end;
+  long long batch = bs ? strtoll(bs, &end, 10) : 1;
+  if (bs && (*end || batch < 1 || batch > (1 << 24)))
+    return cli_usage_error("compile", "--batch expects a whole number from 1, got '%s'", bs);
+  bool train = cli_get(compile_opts, NCOMPILE, &p, "train") != NULL;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_graph *g = NULL;
+  dpc_cpu_backend *cpu = NULL;
+  dpc_plan *plans[3] = {NULL, NULL, NULL};
+  int64_t *vals = NULL;
+  int rc = DPC_EXIT_OK;
+  dpc_exec_opts x = {0};
+  if ((rc = cli_exec_opts("compile", compile_opts, NCOMPILE, &p, &x))) goto done;
+  x.cpu.cpu = cli_get(compile_opts, NCOMPILE, &p, "cpu");
+  x.cpu.features = cli_get(compile_opts, NCOMPILE, &p, "features");
+  if (dpc_driver_load(p.pos[0], &g, &d)) goto report;
+  /* symbols: --dim NAME=VALUE, the rest take --batch */
+  vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
+  for (uint32_t k = 0; vals && k < g->n_syms; k++) vals[k] = batch;
+  for (int i = 0; vals && i < cli_count(compile_opts, NCOMPILE, &p, "dim"); i++) {
+    const char *a = cli_value(compile_opts, NCOMPILE, &p, "dim", i), *eq = strchr(a, '=');
+    long long v = eq ? strtoll(eq + 1, &end, 10) : -1;
+    uint32_t k = eq ? dpc_graph_find_symbol(g, a, (size_t)(eq - a)) : DPC_NONE;
+    if (!eq || *end || v < 0 || k == DPC_NONE) {
+      rc = cli_usage_error("compile",
+                           "--dim expects NAME=VALUE for a dimension of the model, got '%s'", a);
+      goto done;
+    }
+    vals[k] = v;
+  }
+  if (train) {
+    if (g->obj.loss == DPC_NONE) {
+      dpc_diag_fail(&d, DPC_ERR_INVALID,
+                    "%s has nothing to minimize: --train needs a 'minimize' line", p.pos[0]);
+      goto report;
+    }
+    const char *ts = cli_get(compile_opts, NCOMPILE, &p, "total-steps");
+    if (ts) {
+      long long n = strtoll(ts, &end, 10);
+      if (*end || n < 1) {
+        rc =
+            cli_usage_error("compile", "--total-steps expects a whole number from 1, got '%s'", ts);
+        goto done;
+      }
+      uint32_t mark = dpc_graph_attr_mark(g);
+      for (uint32_t i = 0; i < g->obj.n_attr; i++)
+        if (strcmp(dpc_graph_str(g, g->attrs[g->obj.attr + i].name), "total_steps"))
+          dpc_graph_attr_copy(g, g, &g->attrs[g->obj.attr + i]);
+      dpc_graph_attr_int(g, "total_steps", n);
+      g->obj.attr = mark;
+      g->obj.n_attr = dpc_graph_attr_mark(g) - mark;
+    }
+  }
+  bool verify = cli_get(compile_opts, NCOMPILE, &p, "verify-each") != NULL;
+  dpc_aot_plan aot[3];
+  uint32_t n = 0;
+  if (make_plan(g, false, false, vals, verify, &plans[0], &d)) goto report;
+  aot[n++] = (dpc_aot_plan){"infer", plans[0]};
+  if (train) {
+    if (make_plan(g, true, false, vals, verify, &plans[1], &d) ||
+        make_plan(g, false, true, vals, verify, &plans[2], &d))
+      goto report;
+    aot[n++] = (dpc_aot_plan){"train", plans[1]};
+    aot[n++] = (dpc_aot_plan){"eval", plans[2]};
+  }
+  if (dpc_cpu_backend_new(&x.cpu, &cpu, &d) || dpc_cpu_compile_artifact(cpu, aot, n, outp, &d))
+    goto report;
+  printf("%s: %s for %s, batch %lld%s\n", outp,
+         g->name != DPC_NONE ? dpc_graph_str(g, g->name) : "model", dpc_cpu_target_name(cpu), batch,
+         train ? ", with training" : "");
+  goto done;
+report:
+  rc = cli_report("compile", &d);
+done:
+  for (int i = 0; i < 3; i++) dpc_plan_free(plans[i]);
+  dpc_cpu_backend_free(cpu);
+  free(vals);
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+  return rc;
+}
