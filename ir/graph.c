@@ -402,6 +402,7 @@ dpc_status dpc_graph_add_node(dpc_graph *g, const dpc_node_desc *nd, uint32_t *n
   n->attr = nd->attr_mark;
   n->n_attr = g->n_attrs - nd->attr_mark;
   n->device = nd->device;
+  n->fused = DPC_NONE;
   n->loc = nd->loc;
   for (uint32_t k = 0; k < n_out; k++) {
     dpc_value *v = &g->values[g->n_values + k];
@@ -557,11 +558,16 @@ dpc_status dpc_graph_set_objective(dpc_graph *g, uint32_t loss, const char *opti
 
 dpc_status dpc_graph_keep(dpc_graph *g, const bool *keep, dpc_diag *d) {
   uint32_t *vmap = malloc((g->n_values ? g->n_values : 1) * sizeof *vmap);
-  if (!vmap) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory compacting the graph");
-  uint32_t nn = 0, nv = 0, ni = 0;
+  uint32_t *nmap = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *nmap);
   dpc_status st = DPC_OK;
+  if (!vmap || !nmap) {
+    st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory compacting the graph");
+    goto done;
+  }
+  uint32_t nn = 0, nv = 0, ni = 0;
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     dpc_node n = g->nodes[i];
+    nmap[i] = keep[i] ? nn : DPC_NONE;
     if (!keep[i]) {
       for (uint32_t k = 0; k < n.n_out; k++) vmap[n.out + k] = DPC_NONE;
       continue;
@@ -602,6 +608,9 @@ dpc_status dpc_graph_keep(dpc_graph *g, const bool *keep, dpc_diag *d) {
   g->n_nodes = nn;
   g->n_values = nv;
   g->n_ids = ni;
+  /* a group whose root was dropped is no group: its members run alone */
+  for (uint32_t i = 0; i < nn; i++)
+    if (g->nodes[i].fused != DPC_NONE) g->nodes[i].fused = nmap[g->nodes[i].fused];
   /* Rebuild the name map: names of dropped values are free again. */
   dpc_idmap_free(&g->names);
   dpc_idmap_init(&g->names);
@@ -613,6 +622,7 @@ dpc_status dpc_graph_keep(dpc_graph *g, const bool *keep, dpc_diag *d) {
   }
 done:
   free(vmap);
+  free(nmap);
   return st;
 }
 

@@ -50,7 +50,11 @@ typedef struct dpc_node {
   uint32_t out, n_out;   /* outputs: values out .. out+n_out */
   uint32_t attr, n_attr; /* attributes: g->attrs[attr .. attr+n_attr) */
   uint32_t device;       /* string id of the device it is placed on, DPC_NONE when unplaced */
-  dpc_loc loc;           /* where it was written, for messages; line 0 when made by a pass */
+  /* DPC_NONE, or the later node whose kernel also computes this one (passes/fuse.c): the
+   * node's outputs are used inside that group only, so a backend that fuses never stores them.
+   * Backends that do not fuse run the node as usual. */
+  uint32_t fused;
+  dpc_loc loc; /* where it was written, for messages; line 0 when made by a pass */
 } dpc_node;
 
 /* `update TARGET = VALUE`: after a step, the param/state TARGET takes VALUE. */

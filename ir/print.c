@@ -43,6 +43,7 @@ typedef struct printer {
   bool *pinned;       /* per value: used by an output, update or the loss */
   char **gen;         /* per value: generated name, or NULL */
   bool *cut;          /* per value: would fold too deep, so it is printed as a statement */
+  uint32_t *members;  /* per node: how many nodes are fused into it (passes/fuse.c) */
 } printer;
 
 /* Folded expressions are printed recursively; past this height a value gets a statement. */
@@ -332,6 +333,20 @@ static void put_source(const printer *p, uint32_t node) {
   dpc_buf_puts(p->out, "\n");
 }
 
+/* Fusion groups as comments, so the graph still parses: the root lists the group's ops. */
+static void put_fusion(const printer *p, uint32_t node) {
+  const dpc_graph *g = p->g;
+  const dpc_node *n = &g->nodes[node];
+  if (n->fused != DPC_NONE) {
+    dpc_buf_printf(p->out, "  # fused into %s", value_name(p, g->nodes[n->fused].out));
+  } else if (p->members[node]) {
+    dpc_buf_puts(p->out, "  # one kernel:");
+    for (uint32_t i = 0; i < node; i++)
+      if (g->nodes[i].fused == node) dpc_buf_printf(p->out, " %s +", dpc_op_name(g->nodes[i].op));
+    dpc_buf_printf(p->out, " %s", dpc_op_name(n->op));
+  }
+}
+
 static void put_node(const printer *p, uint32_t node) {
   const dpc_graph *g = p->g;
   const dpc_node *n = &g->nodes[node];
@@ -347,6 +362,7 @@ static void put_node(const printer *p, uint32_t node) {
   /* The top of a statement is printed in its own form even though it is named. */
   put_form(p, node, 0);
   put_device(p, n);
+  put_fusion(p, node);
   dpc_buf_puts(p->out, "\n");
 }
 
@@ -374,7 +390,7 @@ static int make_names(printer *p) {
 }
 
 dpc_status dpc_print_graph(const dpc_graph *g, dpc_buf *out) {
-  printer p = {g, out, NULL, NULL, NULL, NULL, NULL};
+  printer p = {g, out, NULL, NULL, NULL, NULL, NULL, NULL};
   uint32_t *height = NULL;
   size_t nv = g->n_values ? g->n_values : 1;
   p.uses = calloc(nv, sizeof *p.uses);
@@ -383,8 +399,11 @@ dpc_status dpc_print_graph(const dpc_graph *g, dpc_buf *out) {
   p.gen = calloc(nv, sizeof *p.gen);
   p.cut = calloc(nv, sizeof *p.cut);
   height = calloc(nv, sizeof *height);
+  p.members = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p.members);
   dpc_status st = DPC_ERR_NOMEM;
-  if (!p.uses || !p.consumer || !p.pinned || !p.gen || !p.cut || !height) goto done;
+  if (!p.uses || !p.consumer || !p.pinned || !p.gen || !p.cut || !height || !p.members) goto done;
+  for (uint32_t i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].fused != DPC_NONE) p.members[g->nodes[i].fused]++;
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     const dpc_node *n = &g->nodes[i];
     for (uint32_t k = 0; k < n->n_in; k++) {
@@ -411,6 +430,10 @@ dpc_status dpc_print_graph(const dpc_graph *g, dpc_buf *out) {
     if (h + 1 > FOLD_HEIGHT)
       for (uint32_t k = 0; k < n->n_out; k++) p.cut[n->out + k] = true, height[n->out + k] = 0;
   }
+  /* a fusion group's root is a statement of its own, with the group folded into it */
+  for (uint32_t i = 0; i < g->n_nodes; i++)
+    if (p.members[i])
+      for (uint32_t k = 0; k < g->nodes[i].n_out; k++) p.cut[g->nodes[i].out + k] = true;
   if (make_names(&p)) goto done;
 
   if (g->name != DPC_NONE) dpc_buf_printf(out, "model %s\n\n", dpc_graph_str(g, g->name));
@@ -445,6 +468,7 @@ done:
   free(p.pinned);
   free(p.gen);
   free(p.cut);
+  free(p.members);
   free(height);
   return st;
 }

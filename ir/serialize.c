@@ -9,7 +9,7 @@
 #include <string.h>
 
 #define MAGIC   "DPCP"
-#define VERSION 1u
+#define VERSION 2u
 
 /* ---- writing --------------------------------------------------------------------------------- */
 
@@ -38,9 +38,9 @@ dpc_status dpc_plan_write(const dpc_plan *p, const dpc_plan_kernel *k, dpc_buf *
   w32(b, g->n_nodes);
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     const dpc_node *n = &g->nodes[i];
-    uint32_t f[10] = {(uint32_t)n->op, n->in,     n->n_in,   n->out,      n->n_out,
-                      n->attr,         n->n_attr, n->device, n->loc.line, n->loc.col};
-    for (int j = 0; j < 10; j++) w32(b, f[j]);
+    uint32_t f[11] = {(uint32_t)n->op, n->in,     n->n_in,  n->out,      n->n_out,  n->attr,
+                      n->n_attr,       n->device, n->fused, n->loc.line, n->loc.col};
+    for (int j = 0; j < 11; j++) w32(b, f[j]);
   }
   w32(b, g->n_values);
   for (uint32_t i = 0; i < g->n_values; i++) {
@@ -167,7 +167,7 @@ static dpc_status read_graph(rd *r, const char *name, dpc_graph *g, dpc_diag *d)
   uint32_t strs = g->strs.len;
 #define STR_OK(id) ((id) == DPC_NONE || ((id) < strs && ((id) == 0 || g->strs.data[(id)-1] == 0)))
   if (!STR_OK(g->name)) return corrupt(d, name, "model name");
-  g->n_nodes = rcount(r, 40);
+  g->n_nodes = rcount(r, 44);
   if (r->bad || !ALLOC(g->nodes, g->cap_nodes, g->n_nodes)) return corrupt(d, name, "nodes");
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     dpc_node *n = &g->nodes[i];
@@ -176,8 +176,10 @@ static dpc_status read_graph(rd *r, const char *name, dpc_graph *g, dpc_diag *d)
     n->op = (dpc_op)op;
     n->in = r32(r), n->n_in = r32(r), n->out = r32(r), n->n_out = r32(r), n->attr = r32(r),
     n->n_attr = r32(r);
-    n->device = r32(r), n->loc.line = r32(r), n->loc.col = r32(r);
+    n->device = r32(r), n->fused = r32(r), n->loc.line = r32(r), n->loc.col = r32(r);
     if (!STR_OK(n->device)) return corrupt(d, name, "device name");
+    if (n->fused != DPC_NONE && (n->fused <= i || n->fused >= g->n_nodes))
+      return corrupt(d, name, "fusion group");
   }
   g->n_values = rcount(r, 20);
   if (r->bad || !ALLOC(g->values, g->cap_values, g->n_values)) return corrupt(d, name, "values");

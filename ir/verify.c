@@ -54,6 +54,33 @@ static dpc_status check_node(const dpc_graph *g, uint32_t i, dpc_diag *d) {
   }
   if (n->device != DPC_NONE && n->device >= g->strs.len)
     return bad(g, i, d, "device name out of range");
+  if (n->fused != DPC_NONE &&
+      (n->fused <= i || n->fused >= g->n_nodes || g->nodes[n->fused].fused != DPC_NONE))
+    return bad(g, i, d, "fused into a node that is not a later group root");
+  return DPC_OK;
+}
+
+/* A fused node's outputs stay inside its group: only the group reads them, and they are not
+ * outputs, updates or the loss (a fusing backend never stores them). */
+static dpc_status check_groups(const dpc_graph *g, dpc_diag *d) {
+  for (uint32_t j = 0; j < g->n_nodes; j++) {
+    const dpc_node *n = &g->nodes[j];
+    for (uint32_t k = 0; k < n->n_in; k++) {
+      uint32_t p = g->values[g->ids[n->in + k]].node, r = g->nodes[p].fused;
+      if (r != DPC_NONE && j != r && n->fused != r)
+        return bad(g, j, d, "reads a value fused into a group it is not part of");
+    }
+  }
+#define INSIDE(v) (g->nodes[g->values[v].node].fused != DPC_NONE)
+  for (uint32_t i = 0; i < g->n_outputs; i++)
+    if (INSIDE(g->outputs[i]))
+      return bad(g, g->values[g->outputs[i]].node, d, "an output is fused away");
+  for (uint32_t i = 0; i < g->n_updates; i++)
+    if (INSIDE(g->updates[i].value) || INSIDE(g->updates[i].target))
+      return bad(g, g->values[g->updates[i].value].node, d, "an update is fused away");
+  if (g->obj.loss != DPC_NONE && INSIDE(g->obj.loss))
+    return bad(g, g->values[g->obj.loss].node, d, "the loss is fused away");
+#undef INSIDE
   return DPC_OK;
 }
 
@@ -99,6 +126,8 @@ dpc_status dpc_verify(const dpc_graph *g, dpc_diag *d) {
     if (l->shape.rank != 0 || !dpc_dtype_is_float(l->dtype))
       return bad(g, l->node, d, "the loss is not a floating-point scalar");
   }
+
+  if ((st = check_groups(g, d))) return st;
 
   /* Re-derive every type on a copy and compare. */
   dpc_graph *c = dpc_graph_clone(g);

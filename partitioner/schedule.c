@@ -2,7 +2,9 @@
  * schedule.c — the single-device plan: the graph's own order, one slot per value.
  *
  * Slots are laid out one after another with no reuse: simple, and right for the oracle. The
- * memory-planning pass will share slots between values whose lifetimes do not overlap.
+ * memory-planning pass will share slots between values whose lifetimes do not overlap; a value
+ * read by a fusion group (dpc_node.fused) is read when the group's root runs, so it must live
+ * until then, not only until the member that names it.
  */
 #include "partitioner/partitioner.h"
 

@@ -7,6 +7,7 @@
 #ifndef DPC_PASSES_PASS_H
 #define DPC_PASSES_PASS_H
 
+#include "ir/fusion.h"
 #include "ir/graph.h"
 
 enum { DPC_PIPE_INFER = 1, DPC_PIPE_TRAIN = 2, DPC_PIPE_ALL = 3 };
@@ -14,6 +15,7 @@ enum { DPC_PIPE_INFER = 1, DPC_PIPE_TRAIN = 2, DPC_PIPE_ALL = 3 };
 typedef struct dpc_pass_opts {
   bool training;    /* the training pipeline (else inference) */
   bool verify_each; /* run the verifier after every pass */
+  unsigned fuse;    /* what the backend compiles as one kernel (DPC_FUSE_*, ir/fusion.h) */
   /* Comma-separated pass names after which to dump the graph, or "all"; NULL for none. */
   const char *print_after;
   /* Receives each dump: the pass name and the graph in .graph syntax. */

@@ -6,6 +6,7 @@
  * each gets a worker and cross-device steps wait on events (plan.h has the step kinds).
  */
 #include "runtime/session.h"
+#include "ir/fusion.h"
 #include "runtime/device.h"
 #include "runtime/init.h"
 #include "runtime/pool.h"
@@ -18,7 +19,9 @@ typedef struct step_args {
   dpc_kernel_fn fn;         /* the table's kernel: run when there is no native one, and for the
                                message when a native kernel reports bad data */
   dpc_native_kernel native; /* fn NULL when none */
-  void **ptrs;              /* the native kernel's args: input then output data pointers */
+  void **ptrs;              /* the native kernel's args: input then output data pointers (for a
+                               fusion group's root, the group's inputs then its outputs) */
+  bool fused;               /* computed by its group's compiled kernel: nothing to run */
 } step_args;
 
 struct dpc_session {
@@ -29,6 +32,7 @@ struct dpc_session {
   dpc_tensor *tensors; /* per value: view into its slot */
   dpc_tensor *targs;   /* argument tensors, gathered per step */
   void **tptrs;        /* their data pointers, for native kernels */
+  void **gptrs;        /* the arguments of compiled fusion groups */
   bool *given;         /* per value: input set at least once */
   bool *shared;        /* per value: memory belongs to another session (opts.share) */
   dpc_run_info run;
@@ -53,6 +57,7 @@ void dpc_session_free(dpc_session *s) {
   free(s->tensors);
   free(s->targs);
   free(s->tptrs);
+  free(s->gptrs);
   free(s->given);
   free(s->shared);
   free(s);
@@ -111,9 +116,12 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   for (uint32_t i = 0; i < g->n_nodes; i++) total_args += g->nodes[i].n_in + g->nodes[i].n_out;
   s->targs = calloc(total_args ? total_args : 1, sizeof *s->targs);
   s->tptrs = calloc(total_args ? total_args : 1, sizeof *s->tptrs);
+  /* a group's inputs are some of its nodes' inputs, its outputs its root's: as many at most */
+  s->gptrs = calloc(total_args ? total_args : 1, sizeof *s->gptrs);
+  uint32_t n_gptrs = 0;
   dpc_status st = DPC_OK;
   if (!s->devs || !s->mem || !s->steps || !s->tensors || !s->given || !s->shared || !s->targs ||
-      !s->tptrs) {
+      !s->tptrs || !s->gptrs) {
     st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
     goto fail;
   }
@@ -171,6 +179,17 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
       sa->fn = fn;
       if (o && o->native) sa->native = o->native[sp->node];
       sa->ptrs = &s->tptrs[base[sp->node]];
+      if (o && o->native && n->fused != DPC_NONE && o->native[n->fused].fn) sa->fused = true;
+      if (sa->native.fn && dpc_group_is_root(g, sp->node)) {
+        dpc_group grp;
+        if ((st = dpc_group_get(g, sp->node, &grp, d))) break;
+        sa->ptrs = &s->gptrs[n_gptrs];
+        for (uint32_t k2 = 0; k2 < grp.n_inputs; k2++)
+          s->gptrs[n_gptrs++] = s->tensors[grp.inputs[k2]].data;
+        for (uint32_t k2 = 0; k2 < n->n_out; k2++)
+          s->gptrs[n_gptrs++] = s->tensors[n->out + k2].data;
+        dpc_group_free(&grp);
+      }
       sa->a = (dpc_kernel_args){g,
                                 sp->node,
                                 &s->targs[base[sp->node]],
@@ -261,14 +280,23 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
         continue;
       }
       const step_args *sa = &s->steps[i][j];
+      if (sa->fused) continue;
       if (sa->native.fn) {
         int32_t bad =
             s->pool ? dpc_pool_run(s->pool, sa->native.fn, sa->ptrs, sa->native.total, s->run.step,
                                    s->run.training)
                     : sa->native.fn(sa->ptrs, 0, sa->native.total, s->run.step, s->run.training);
         if (!bad) continue;
-        /* bad data: the reference kernel finds it again and says where */
-        st = sa->fn(&sa->a, d);
+        /* bad data: the reference kernels find it again and say where (a group's members
+         * first, in order, then its root) */
+        st = DPC_OK;
+        for (uint32_t m = 0; m < j && !st; m++) {
+          const step_args *ma = &s->steps[i][m];
+          if (pd->steps[m].kind == DPC_STEP_KERNEL && ma->fused &&
+              g->nodes[pd->steps[m].node].fused == sp->node)
+            st = ma->fn(&ma->a, d);
+        }
+        if (!st) st = sa->fn(&sa->a, d);
         if (!st)
           st = dpc_graph_fail_node(
               p->g, sa->a.node, d, DPC_ERR_RUNTIME,

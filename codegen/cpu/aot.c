@@ -86,7 +86,7 @@ dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plan
     for (uint32_t dv = 0; dv < plan->n_devs && !st; dv++) {
       for (uint32_t j = 0; j < plan->devs[dv].n_steps && !st; j++) {
         const dpc_step *sp = &plan->devs[dv].steps[j];
-        if (sp->kind != DPC_STEP_KERNEL || !dpc_cpu_lowers(g->nodes[sp->node].op)) continue;
+        if (!cg_compiles(g, sp)) continue;
         dpc_buf text = {0};
         int64_t total = 1;
         if ((st = cg_kernel_text(b, g, sp->node, &text, &total, d))) {

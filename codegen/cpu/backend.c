@@ -50,6 +50,7 @@ static const char preamble[] =
     "declare float @llvm.fma.f32(float, float, float)\ndeclare double @llvm.fma.f64(double, "
     "double, double)\n"
     /* masked vector loads and stores, for the GEMM's edges (gemm.c), at every vector width */
+    "declare void @llvm.prefetch.p0i8(i8*, i32, i32, i32)\n"
     "declare <16 x float> @llvm.masked.load.v16f32.p0v16f32("
     "<16 x float>*, i32, <16 x i1>, <16 x float>)\n"
     "declare void @llvm.masked.store.v16f32.p0v16f32(<16 x float>, <16 x float>*, i32, <16 x i1>)\n"
@@ -90,6 +91,17 @@ cg_lower_fn cg_lowering(dpc_op op) {
 
 bool dpc_cpu_lowers(dpc_op op) {
   return cg_lowering(op) != NULL;
+}
+
+unsigned dpc_cpu_fusion(void) {
+  return DPC_FUSE_ELEMWISE;
+}
+
+/* Whether a plan step gets a kernel of its own: nodes fused into a group are compiled with
+ * their group's root. */
+bool cg_compiles(const dpc_graph *g, const dpc_step *sp) {
+  return sp->kind == DPC_STEP_KERNEL && g->nodes[sp->node].fused == DPC_NONE &&
+         dpc_cpu_lowers(g->nodes[sp->node].op);
 }
 
 dpc_status dpc_cpu_backend_new(const dpc_cpu_options *o, dpc_cpu_backend **out, dpc_diag *d) {
@@ -187,7 +199,16 @@ dpc_status cg_kernel_text(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t
   cg_fn f;
   cg_fn_init(&f, g, node, b->vector_bits);
   cg_kernel k = {&f, 1};
-  dpc_status st = cg_lowering(g->nodes[node].op)(&k, d);
+  dpc_group grp;
+  dpc_status st = DPC_OK;
+  bool group = dpc_group_is_root(g, node);
+  if (group && !(st = dpc_group_get(g, node, &grp, d))) {
+    f.grp = &grp;
+    st = cg_lower_group(&k, d);
+    dpc_group_free(&grp);
+  } else if (!group) {
+    st = cg_lowering(g->nodes[node].op)(&k, d);
+  }
   if (!st) {
     cg_fn_finish(&f, "KERNEL", out);
     *total = k.total;
@@ -291,7 +312,7 @@ dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
   for (uint32_t dv = 0; dv < plan->n_devs && !st; dv++) {
     for (uint32_t j = 0; j < plan->devs[dv].n_steps && !st; j++) {
       const dpc_step *sp = &plan->devs[dv].steps[j];
-      if (sp->kind != DPC_STEP_KERNEL || !dpc_cpu_lowers(g->nodes[sp->node].op)) continue;
+      if (!cg_compiles(g, sp)) continue;
       dpc_buf text = {0};
       int64_t total = 1;
       if ((st = cg_kernel_text(b, g, sp->node, &text, &total, d))) {

@@ -39,6 +39,8 @@ void cg_module_preamble(const dpc_cpu_backend *b, dpc_buf *out);
 dpc_status cg_kernel_text(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t node, dpc_buf *out,
                           int64_t *total, dpc_diag *d);
 uint64_t cg_hash(const char *s);
+/* Whether a plan step gets a kernel of its own (not fused into another's, and lowerable). */
+bool cg_compiles(const dpc_graph *g, const dpc_step *sp);
 /* Parse IR text into a module of ctx, verify it and run the O3 pipeline for the backend's target.
  */
 dpc_status cg_parse_optimise(dpc_cpu_backend *b, LLVMContextRef ctx, const char *text,

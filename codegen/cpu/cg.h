@@ -15,6 +15,7 @@
 #ifndef DPC_CODEGEN_CPU_CG_H
 #define DPC_CODEGEN_CPU_CG_H
 
+#include "ir/fusion.h"
 #include "ir/graph.h"
 
 /* A function being written. Values are numbered: %t<n>. */
@@ -25,6 +26,10 @@ typedef struct cg_fn {
   const dpc_graph *g;
   uint32_t node;
   int vector_bits; /* of the target: 128, 256 or 512 */
+  /* The fusion group being compiled, or NULL for one node. With an anchor, `node` is the
+   * anchor, and its lowering finds the output at args[grp->n_inputs] (cg_out_arg) and calls
+   * cg_epilogue_rows on what it stores. */
+  const dpc_group *grp;
 } cg_fn;
 
 /* A value in the text: "%t12", or a constant such as "0x3FF0000000000000". */
@@ -78,6 +83,30 @@ cg_val cg_acc_new(cg_fn *f, const char *type, cg_val init);
 cg_val cg_acc_get(cg_fn *f, cg_val acc, const char *type);
 void cg_acc_set(cg_fn *f, cg_val acc, const char *type, cg_val v);
 
+/* ---- elementwise helpers (lower_elementwise.c), shared with fused kernels ---------------- */
+
+/* Operands (and the output) a layout handles at most. */
+#define CG_MAX_OPERANDS 24
+/* Broadcast each of ops[0..n_ops) (the output among them) against shape `out`, then merge
+ * dimensions wherever every operand continues contiguously: dims and each operand's element
+ * strides (0 along a broadcast dimension) per merged dimension. Returns the merged rank (>= 1). */
+uint32_t cg_ew_layout(const dpc_shape *out, const dpc_shape *const *ops, uint32_t n_ops,
+                      int64_t *dims, int64_t (*stride)[DPC_MAX_RANK]);
+/* One element of elementwise node `node` (DPC_OPF_ELEMWISE), its operands given in their calc
+ * types; the result is in the calc type of its output. */
+dpc_status cg_ew_element(cg_fn *f, uint32_t node, const cg_val *x, cg_val *out, dpc_diag *d);
+
+/* ---- fusion groups (lower_fused.c) ------------------------------------------------------- */
+
+/* The index in args of node f->node's first output: n_in alone, after the group's inputs in a
+ * group. */
+uint32_t cg_out_arg(const cg_fn *f);
+/* In a group with an anchor: apply the group's elementwise ops in place to the anchor's result,
+ * already stored in the output, on rows [lo, hi) of the output seen as [P, Q] with P the
+ * product of its dimensions 0..axis. Call it on rows just written, while they are in cache.
+ * Without a group it does nothing. */
+dpc_status cg_epilogue_rows(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, dpc_diag *d);
+
 /* ---- lowering --------------------------------------------------------------------------- */
 
 typedef struct cg_kernel {
@@ -99,5 +128,8 @@ extern const cg_lower_fn cg_window_table[DPC_OP_COUNT];      /* lower_window.c: 
 extern const cg_lower_fn cg_pool_table[DPC_OP_COUNT];        /* lower_pool.c: pools */
 extern const cg_lower_fn cg_norm_table[DPC_OP_COUNT];        /* lower_norm.c: batch/layer norm */
 cg_lower_fn cg_lowering(dpc_op op);
+/* A fusion group's kernel (f->grp set): the anchor's lowering with its epilogue, or one loop
+ * nest over the elementwise chain. */
+dpc_status cg_lower_group(cg_kernel *k, dpc_diag *d);
 
 #endif

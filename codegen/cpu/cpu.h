@@ -50,6 +50,8 @@ dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plan
 
 /* Whether an op has a lowering (the rest run on reference kernels). */
 bool dpc_cpu_lowers(dpc_op op);
+/* The fusion groups the backend compiles as one kernel (DPC_FUSE_*, for dpc_pass_opts.fuse). */
+unsigned dpc_cpu_fusion(void);
 
 /* What the backend targets: "x86-64 znver... +avx512f,...", and the vector width it uses. */
 const char *dpc_cpu_target_name(const dpc_cpu_backend *b);

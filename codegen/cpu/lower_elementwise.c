@@ -24,17 +24,12 @@ typedef struct ew {
   int64_t stride[MAXIN + 1][DPC_MAX_RANK]; /* inputs, then the output */
 } ew;
 
-/* Broadcast strides of each operand against the output, then merged dimensions. */
-static void layout(const dpc_graph *g, uint32_t node, ew *e) {
-  const dpc_node *n = &g->nodes[node];
-  const dpc_shape *out = &g->values[n->out].shape;
-  e->n_in = n->n_in;
-  e->out_t = g->values[n->out].dtype;
-  int64_t st[MAXIN + 1][DPC_MAX_RANK];
+uint32_t cg_ew_layout(const dpc_shape *out, const dpc_shape *const *ops, uint32_t n_ops,
+                      int64_t *dims, int64_t (*stride)[DPC_MAX_RANK]) {
+  int64_t st[CG_MAX_OPERANDS][DPC_MAX_RANK];
   uint32_t r = out->rank;
-  for (uint32_t k = 0; k <= n->n_in; k++) {
-    const dpc_shape *s = k < n->n_in ? &g->values[g->ids[n->in + k]].shape : out;
-    if (k < n->n_in) e->in_t[k] = g->values[g->ids[n->in + k]].dtype;
+  for (uint32_t k = 0; k < n_ops; k++) {
+    const dpc_shape *s = ops[k];
     int64_t acc = 1;
     for (uint32_t i = r; i-- > 0;) {
       int64_t j = (int64_t)i - (int64_t)(r - s->rank);
@@ -44,29 +39,40 @@ static void layout(const dpc_graph *g, uint32_t node, ew *e) {
     }
   }
   /* merge dimension i into i+1 when every operand continues contiguously across it */
-  int64_t dims[DPC_MAX_RANK];
   uint32_t m = 0;
   for (uint32_t i = 0; i < r; i++) {
     if (out->d[i] == 1 && r > 1) continue; /* size-1 dimensions add nothing */
     bool merge = m > 0;
-    for (uint32_t k = 0; merge && k <= n->n_in; k++)
-      merge = st[k][i] * out->d[i] == e->stride[k][m - 1];
+    for (uint32_t k = 0; merge && k < n_ops; k++) merge = st[k][i] * out->d[i] == stride[k][m - 1];
     if (merge) {
       dims[m - 1] *= out->d[i];
-      for (uint32_t k = 0; k <= n->n_in; k++) e->stride[k][m - 1] = st[k][i];
+      for (uint32_t k = 0; k < n_ops; k++) stride[k][m - 1] = st[k][i];
     } else {
       dims[m] = out->d[i];
-      for (uint32_t k = 0; k <= n->n_in; k++) e->stride[k][m] = st[k][i];
+      for (uint32_t k = 0; k < n_ops; k++) stride[k][m] = st[k][i];
       m++;
     }
   }
   if (m == 0) {
     dims[0] = 1;
-    for (uint32_t k = 0; k <= n->n_in; k++) e->stride[k][0] = 0;
+    for (uint32_t k = 0; k < n_ops; k++) stride[k][0] = 0;
     m = 1;
   }
-  e->rank = m;
-  memcpy(e->dims, dims, m * sizeof *dims);
+  return m;
+}
+
+/* Broadcast strides of each operand against the output, then merged dimensions. */
+static void layout(const dpc_graph *g, uint32_t node, ew *e) {
+  const dpc_node *n = &g->nodes[node];
+  const dpc_shape *ops[MAXIN + 1];
+  e->n_in = n->n_in;
+  e->out_t = g->values[n->out].dtype;
+  for (uint32_t k = 0; k < n->n_in; k++) {
+    ops[k] = &g->values[g->ids[n->in + k]].shape;
+    e->in_t[k] = g->values[g->ids[n->in + k]].dtype;
+  }
+  ops[n->n_in] = &g->values[n->out].shape;
+  e->rank = cg_ew_layout(&g->values[n->out].shape, ops, n->n_in + 1, e->dims, e->stride);
 }
 
 static const char *sfx(dpc_dtype t) {
@@ -295,6 +301,17 @@ static dpc_status scalar(cg_fn *f, uint32_t node, const ew *e, const cg_val *x, 
   }
   *out = r;
   return DPC_OK;
+}
+
+dpc_status cg_ew_element(cg_fn *f, uint32_t node, const cg_val *x, cg_val *out, dpc_diag *d) {
+  const dpc_graph *g = f->g;
+  const dpc_node *n = &g->nodes[node];
+  ew e = {.n_in = n->n_in, .out_t = g->values[n->out].dtype};
+  if (n->n_in > MAXIN || !dpc_op_has(n->op, DPC_OPF_ELEMWISE))
+    return dpc_graph_fail_node(g, node, d, DPC_ERR_INTERNAL, "not an elementwise op to fuse");
+  for (uint32_t k = 0; k < n->n_in; k++) e.in_t[k] = g->values[g->ids[n->in + k]].dtype;
+  cg_val none = cg_const_i64(0);
+  return scalar(f, node, &e, x, none, none, none, out, d);
 }
 
 /* cast between calc types, with the reference's semantics (saturating float -> int) */

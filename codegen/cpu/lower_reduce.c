@@ -29,9 +29,13 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Columns per block of accumulators when reducing across rows: 256 doubles (2 KiB) per
- * accumulator stay in L1 and give the vectorised column loop long enough trips. */
+/* Columns per block when reducing across rows: 256 doubles (2 KiB) per accumulator stay in
+ * L1 and give the vectorised column loop long trips; the accumulator arrays are this long. */
 #define BLOCK 256
+/* The softmax family reads a block of columns three times over, so its blocks are narrower:
+ * dim x 64 elements stay in L2 between the passes where dim x 256 would not (measured: about
+ * 1.5x faster along a 4096-long axis), and more blocks give more parallel iterations. */
+#define ROW_BLOCK 64
 
 /* ---- text helpers -------------------------------------------------------------------------- */
 
@@ -281,7 +285,7 @@ static cg_val max_final(cg_fn *f, const lanes *ln, maxacc mx) {
 /* ---- the softmax family: rows along an axis ------------------------------------------------
  * x is [outer, dim, inner] around the axis. With inner == 1 a row is contiguous: one row per
  * parallel iteration, scalar accumulators. Otherwise a parallel iteration is one block of up
- * to BLOCK neighbouring columns (o, in..in+w) and walks k outside the columns. */
+ * to ROW_BLOCK neighbouring columns (o, in..in+w) and walks k outside the columns. */
 
 typedef struct rows {
   lanes ln;
@@ -298,7 +302,7 @@ static void rows_init(rows *r, const dpc_shape *s, uint32_t ax) {
   for (uint32_t i = ax + 1; i < s->rank; i++) r->inner *= s->d[i];
   r->dim = s->d[ax];
   r->ln.block = r->inner > 1;
-  r->nblk = r->ln.block ? (r->inner + BLOCK - 1) / BLOCK : 1;
+  r->nblk = r->ln.block ? (r->inner + ROW_BLOCK - 1) / ROW_BLOCK : 1;
 }
 
 /* The parallel trip count: rows, or blocks of columns. */
@@ -318,11 +322,11 @@ static void rows_open(cg_fn *f, rows *r, cg_val p) {
     return;
   }
   cg_val o = udivc(f, p, r->nblk), blk = uremc(f, p, r->nblk);
-  cg_val col = cg_mul(f, blk, cg_const_i64(BLOCK));
+  cg_val col = cg_mul(f, blk, cg_const_i64(ROW_BLOCK));
   r->base = cg_add(f, cg_mul(f, o, cg_const_i64(r->dim * r->inner)), col);
   cg_val left = op2(f, "sub", "i64", cg_const_i64(r->inner), col);
-  cg_val full = op2(f, "icmp sgt", "i64", left, cg_const_i64(BLOCK));
-  r->ln.width = sel(f, full, "i64", cg_const_i64(BLOCK), left);
+  cg_val full = op2(f, "icmp sgt", "i64", left, cg_const_i64(ROW_BLOCK));
+  r->ln.width = sel(f, full, "i64", cg_const_i64(ROW_BLOCK), left);
 }
 
 /* A pass over every element of the row (block): returns the element's offset. */

@@ -32,7 +32,7 @@ static dpc_status make_plan(const dpc_graph *src, bool training, bool eval, cons
                             bool verify, dpc_plan **out, dpc_diag *d) {
   dpc_graph *g = dpc_graph_clone(src);
   if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  dpc_pass_opts po = {.training = training, .verify_each = verify};
+  dpc_pass_opts po = {.training = training, .verify_each = verify, .fuse = dpc_cpu_fusion()};
   dpc_status st = eval ? dpc_graph_add_output(g, g->obj.loss, d) : DPC_OK;
   if (!st) st = dpc_passes_run(g, &po, d);
   if (!st) st = dpc_graph_bind(g, vals, d);

@@ -128,6 +128,7 @@ int dpc_cmd_print(int argc, char **argv) {
     dpc_pass_opts po = {.training = cli_get(print_opts, NPRINT, &p, "train") != NULL,
                         .verify_each = cli_get(print_opts, NPRINT, &p, "verify-each") != NULL,
                         .print_after = after,
+                        .fuse = dpc_cpu_fusion(), /* as the default backend compiles it */
                         .dump = cli_print_dump};
     if ((po.training && dpc_driver_default_horizon(g, &d)) || dpc_passes_run(g, &po, &d)) {
       rc = cli_report("print", &d);

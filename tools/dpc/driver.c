@@ -114,6 +114,7 @@ dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const
   if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_pass_opts o = po ? *po : (dpc_pass_opts){0};
   o.training = false;
+  o.fuse = x && x->llvm ? dpc_cpu_fusion() : 0;
   dpc_plan *plan = NULL;
   dpc_session *s = NULL;
   int64_t *vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);

@@ -321,6 +321,7 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   if (!t->train_g || !t->eval_g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_pass_opts po = o->passes;
   po.training = true;
+  po.fuse = o->exec.llvm ? dpc_cpu_fusion() : 0;
   if ((st = dpc_passes_run(t->train_g, &po, d))) return st;
   /* evaluation keeps the loss as a second output */
   if ((st = dpc_graph_add_output(t->eval_g, t->eval_g->obj.loss, d))) return st;

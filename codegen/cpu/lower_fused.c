@@ -1,0 +1,202 @@
+/*
+ * lower_fused.c — a fusion group (ir/fusion.h, formed by passes/fuse.c) as one kernel.
+ *
+ * Without an anchor the group is one loop nest over the root's shape, laid out like a single
+ * elementwise op (cg_ew_layout) but with every outside input as an operand: each element loads
+ * the inputs, runs the chain in registers and stores the root's value, so the intermediate
+ * tensors never exist. With an anchor (matmul, conv2d) the anchor's own lowering writes its
+ * result into the root's output and calls cg_epilogue_rows on each block of rows it finishes,
+ * which runs the chain over those rows in place while they are still in cache.
+ */
+#include "codegen/cpu/cg.h"
+
+#include <stdio.h>
+#include <string.h>
+
+uint32_t cg_out_arg(const cg_fn *f) {
+  return f->grp ? f->grp->n_inputs : f->g->nodes[f->node].n_in;
+}
+
+/* The chain, given each outside input's value (in argument order) and the anchor's value. */
+static dpc_status eval_chain(cg_fn *f, const cg_val *ext, cg_val anchor_val, cg_val *out,
+                             dpc_diag *d) {
+  const dpc_graph *g = f->g;
+  const dpc_group *grp = f->grp;
+  cg_val vals[64];
+  if (grp->n_nodes > 64) return dpc_diag_fail(d, DPC_ERR_INTERNAL, "fusion group too large");
+  /* outside inputs are numbered in the order dpc_group_get lists them: the anchor's first */
+  uint32_t e = grp->anchor != DPC_NONE ? g->nodes[grp->anchor].n_in : 0;
+  for (uint32_t i = 0; i < grp->n_nodes; i++) {
+    const dpc_node *n = &g->nodes[grp->nodes[i]];
+    cg_val x[3];
+    for (uint32_t k = 0; k < n->n_in && k < 3; k++) {
+      uint32_t v = g->ids[n->in + k], p = g->values[v].node;
+      if (p == grp->anchor) {
+        x[k] = anchor_val;
+      } else if (g->nodes[p].fused == grp->root) {
+        uint32_t j = 0;
+        while (j < i && grp->nodes[j] != p) j++;
+        x[k] = vals[j];
+      } else {
+        x[k] = ext[e++];
+      }
+    }
+    dpc_status st = cg_ew_element(f, grp->nodes[i], x, &vals[i], d);
+    if (st) return st;
+  }
+  *out = vals[grp->n_nodes - 1];
+  return DPC_OK;
+}
+
+/* Broadcast strides of shape s against out, one per dimension of out, unmerged. */
+static void broadcast_strides(const dpc_shape *out, const dpc_shape *s, int64_t *st) {
+  int64_t acc = 1;
+  for (uint32_t i = out->rank; i-- > 0;) {
+    int64_t j = (int64_t)i - (int64_t)(out->rank - s->rank);
+    int64_t dim = j >= 0 ? s->d[j] : 1;
+    st[i] = dim == 1 && out->d[i] != 1 ? 0 : acc;
+    acc *= dim;
+  }
+}
+
+/* Dimensions from..rank of s aligned against out's, as a shape of their own. */
+static dpc_shape tail_shape(const dpc_shape *out, const dpc_shape *s, uint32_t from) {
+  dpc_shape t;
+  memset(&t, 0, sizeof t);
+  t.rank = out->rank - from;
+  for (uint32_t i = from; i < out->rank; i++) {
+    int64_t j = (int64_t)i - (int64_t)(out->rank - s->rank);
+    t.d[i - from] = j >= 0 ? s->d[j] : 1;
+  }
+  return t;
+}
+
+dpc_status cg_epilogue_rows(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, dpc_diag *d) {
+  const dpc_group *grp = f->grp;
+  if (!grp) return DPC_OK;
+  const dpc_graph *g = f->g;
+  const dpc_value *rv = &g->values[g->nodes[grp->root].out];
+  const dpc_shape *out = &rv->shape;
+  uint32_t first = grp->anchor != DPC_NONE ? g->nodes[grp->anchor].n_in : 0;
+  uint32_t n_ext = grp->n_inputs - first;
+  if (n_ext + 1 > CG_MAX_OPERANDS || axis >= (out->rank ? out->rank : 1))
+    return dpc_diag_fail(d, DPC_ERR_INTERNAL, "epilogue: too many inputs or a bad axis");
+  /* the rows: per outside input, its offset at the start of each row */
+  int64_t full[CG_MAX_OPERANDS][DPC_MAX_RANK];
+  const dpc_shape *shapes[CG_MAX_OPERANDS];
+  dpc_shape tails[CG_MAX_OPERANDS];
+  for (uint32_t i = 0; i < n_ext; i++) {
+    shapes[i] = &g->values[grp->inputs[first + i]].shape;
+    broadcast_strides(out, shapes[i], full[i]);
+  }
+  uint32_t inner_from = out->rank ? axis + 1 : 0;
+  for (uint32_t i = 0; i < n_ext; i++) tails[i] = tail_shape(out, shapes[i], inner_from);
+  tails[n_ext] = tail_shape(out, out, inner_from);
+  const dpc_shape *tp[CG_MAX_OPERANDS];
+  for (uint32_t i = 0; i <= n_ext; i++) tp[i] = &tails[i];
+  int64_t dims[DPC_MAX_RANK], stride[CG_MAX_OPERANDS][DPC_MAX_RANK];
+  uint32_t rank = cg_ew_layout(&tails[n_ext], tp, n_ext + 1, dims, stride);
+  int64_t q = dpc_shape_numel(&tails[n_ext]);
+
+  cg_val ptr[CG_MAX_OPERANDS];
+  for (uint32_t i = 0; i < n_ext; i++)
+    ptr[i] = cg_arg_ptr(f, first + i, g->values[grp->inputs[first + i]].dtype);
+  cg_val optr = cg_arg_ptr(f, grp->n_inputs, rv->dtype);
+
+  cg_loop row = cg_loop_begin(f, lo, hi);
+  cg_val base[CG_MAX_OPERANDS];
+  for (uint32_t i = 0; i < n_ext; i++) base[i] = cg_const_i64(0);
+  /* split the row number into its dimensions (one division each, per row) */
+  cg_val rest = row.i;
+  for (uint32_t a = axis + 1; out->rank && a-- > 0;) {
+    cg_val idx = rest;
+    if (a > 0) {
+      idx = cg_tmp(f);
+      cg_line(f, "%s = urem i64 %s, %lld", idx.s, rest.s, (long long)out->d[a]);
+      cg_val r2 = cg_tmp(f);
+      cg_line(f, "%s = udiv i64 %s, %lld", r2.s, rest.s, (long long)out->d[a]);
+      rest = r2;
+    }
+    for (uint32_t i = 0; i < n_ext; i++)
+      if (full[i][a]) base[i] = cg_add(f, base[i], cg_mul(f, idx, cg_const_i64(full[i][a])));
+  }
+  cg_val obase = cg_mul(f, row.i, cg_const_i64(q));
+  cg_loop loops[DPC_MAX_RANK];
+  cg_val off[CG_MAX_OPERANDS], ooff = obase;
+  for (uint32_t i = 0; i < n_ext; i++) off[i] = base[i];
+  for (uint32_t lv = 0; lv < rank; lv++) {
+    loops[lv] = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(dims[lv]));
+    for (uint32_t i = 0; i < n_ext; i++)
+      if (stride[i][lv])
+        off[i] = cg_add(f, off[i], cg_mul(f, loops[lv].i, cg_const_i64(stride[i][lv])));
+    if (stride[n_ext][lv])
+      ooff = cg_add(f, ooff, cg_mul(f, loops[lv].i, cg_const_i64(stride[n_ext][lv])));
+  }
+  cg_val ext[CG_MAX_OPERANDS], r;
+  for (uint32_t i = 0; i < n_ext; i++)
+    ext[i] = cg_load(f, ptr[i], g->values[grp->inputs[first + i]].dtype, off[i]);
+  cg_val a = cg_load(f, optr, rv->dtype, ooff);
+  /* eval_chain numbers outside inputs from the anchor's count: shift the array to match */
+  cg_val all[CG_MAX_OPERANDS + 4];
+  for (uint32_t i = 0; i < n_ext; i++) all[first + i] = ext[i];
+  dpc_status st = eval_chain(f, all, a, &r, d);
+  if (st) return st;
+  cg_store(f, optr, rv->dtype, ooff, r);
+  for (uint32_t lv = rank; lv-- > 0;) cg_loop_end(f, loops[lv]);
+  cg_loop_end(f, row);
+  return DPC_OK;
+}
+
+/* A group with no anchor: one loop nest over the root's shape (as lower_elementwise.c). */
+static dpc_status lower_chain(cg_kernel *k, dpc_diag *d) {
+  cg_fn *f = k->f;
+  const dpc_graph *g = f->g;
+  const dpc_group *grp = f->grp;
+  uint32_t n = grp->n_inputs;
+  const dpc_value *rv = &g->values[g->nodes[grp->root].out];
+  if (n + 1 > CG_MAX_OPERANDS)
+    return dpc_graph_fail_node(g, grp->root, d, DPC_ERR_INTERNAL, "fusion group too wide");
+  const dpc_shape *ops[CG_MAX_OPERANDS];
+  for (uint32_t i = 0; i < n; i++) ops[i] = &g->values[grp->inputs[i]].shape;
+  ops[n] = &rv->shape;
+  int64_t dims[DPC_MAX_RANK], stride[CG_MAX_OPERANDS][DPC_MAX_RANK];
+  uint32_t rank = cg_ew_layout(&rv->shape, ops, n + 1, dims, stride);
+  cg_val ptr[CG_MAX_OPERANDS];
+  for (uint32_t i = 0; i < n; i++) ptr[i] = cg_arg_ptr(f, i, g->values[grp->inputs[i]].dtype);
+  ptr[n] = cg_arg_ptr(f, n, rv->dtype);
+  k->total = dims[0];
+  cg_loop loops[DPC_MAX_RANK];
+  cg_val off[CG_MAX_OPERANDS];
+  for (uint32_t i = 0; i <= n; i++) off[i] = cg_const_i64(0);
+  for (uint32_t lv = 0; lv < rank; lv++) {
+    cg_val lo = lv ? cg_const_i64(0) : (cg_val){"%begin"},
+           hi = lv ? cg_const_i64(dims[lv]) : (cg_val){"%end"};
+    loops[lv] = cg_loop_begin(f, lo, hi);
+    for (uint32_t i = 0; i <= n; i++)
+      if (stride[i][lv])
+        off[i] = cg_add(f, off[i], cg_mul(f, loops[lv].i, cg_const_i64(stride[i][lv])));
+  }
+  cg_val ext[CG_MAX_OPERANDS], r;
+  for (uint32_t i = 0; i < n; i++)
+    ext[i] = cg_load(f, ptr[i], g->values[grp->inputs[i]].dtype, off[i]);
+  dpc_status st = eval_chain(f, ext, (cg_val){{0}}, &r, d);
+  if (st) return st;
+  cg_store(f, ptr[n], rv->dtype, off[n], r);
+  for (uint32_t lv = rank; lv-- > 0;) cg_loop_end(f, loops[lv]);
+  return DPC_OK;
+}
+
+dpc_status cg_lower_group(cg_kernel *k, dpc_diag *d) {
+  cg_fn *f = k->f;
+  const dpc_group *grp = f->grp;
+  if (grp->anchor == DPC_NONE) {
+    f->node = grp->root;
+    return lower_chain(k, d);
+  }
+  f->node = grp->anchor;
+  cg_lower_fn lower = cg_lowering(f->g->nodes[grp->anchor].op);
+  if (!lower)
+    return dpc_graph_fail_node(f->g, grp->anchor, d, DPC_ERR_INTERNAL,
+                               "fused into an op the backend cannot lower");
+  return lower(k, d);
+}

@@ -1,0 +1,294 @@
+/*
+ * test_codegen.c — the CPU backend end to end: the fusion pass's groups and their checks, every
+ * example model compiled with LLVM (fused) against the reference kernels, training steps on
+ * both backends, and a compiled artifact against the JIT.
+ *
+ * Per-op agreement is tests/ops (llvm.op.*); this file checks what only whole graphs exercise:
+ * fused kernels, group arguments, and the session running them.
+ */
+#include "codegen/cpu/cpu.h"
+#include "frontend/frontend.h"
+#include "ir/fusion.h"
+#include "ir/print.h"
+#include "partitioner/partitioner.h"
+#include "passes/pass.h"
+#include "runtime/npy.h"
+#include "runtime/rng.h"
+#include "tests/unit/unit.h"
+#include "tools/dpc/driver.h"
+#include "tools/dpc/train.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#ifndef DPC_SOURCE_DIR
+#error "DPC_SOURCE_DIR must point at the repository"
+#endif
+
+static char tmpdir[64];
+
+static dpc_graph *parse(const char *text) {
+  dpc_graph *g = NULL;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  CHECK_MSG(dpc_parse_graph("model.graph", text, strlen(text), &g, &d) == DPC_OK, "%s", d.msg);
+  dpc_diag_free(&d);
+  return g;
+}
+
+static uint32_t node_of(const dpc_graph *g, const char *name) {
+  uint32_t v = dpc_graph_find(g, name);
+  return v == DPC_NONE ? DPC_NONE : g->values[v].node;
+}
+
+/* The groups the pass forms, and the verifier's view of groups that break the rules. */
+static void fuse_groups(void) {
+  dpc_graph *g = parse("input x: f32[N, 8]\nparam b: f32[8] = zeros\nparam w: f32[8, 8] = zeros\n"
+                       "t = x * 2\nu = t + b\nv = relu(u)\n" /* t, u fuse into v */
+                       "s = sigmoid(v)\nk = s * s + v\n"     /* s is read twice, by k: fuses */
+                       "m = matmul(k, w)\nh = tanh(m + b)\n" /* epilogue only when asked */
+                       "e = exp(h)\nf = e + 1\noutput f, e, v, h\n"); /* outputs stay */
+  if (!g) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_pass_opts po = {.fuse = DPC_FUSE_ELEMWISE, .verify_each = true};
+  CHECK_MSG(dpc_passes_run(g, &po, &d) == DPC_OK, "%s", d.msg);
+  uint32_t v = node_of(g, "v"), k = node_of(g, "k"), h = node_of(g, "h");
+  CHECK(g->nodes[node_of(g, "t")].fused == v && g->nodes[node_of(g, "u")].fused == v);
+  CHECK(g->nodes[v].fused == DPC_NONE); /* an output: a root */
+  CHECK(g->nodes[node_of(g, "s")].fused == k);
+  CHECK(g->nodes[node_of(g, "m")].fused == DPC_NONE); /* no epilogues asked for */
+  CHECK(g->values[g->ids[g->nodes[h].in]].node != DPC_NONE &&
+        g->nodes[g->values[g->ids[g->nodes[h].in]].node].fused == h); /* m + b into tanh */
+  CHECK(g->nodes[node_of(g, "e")].fused == DPC_NONE);
+  dpc_group grp;
+  CHECK(dpc_group_is_root(g, v) && !dpc_group_is_root(g, node_of(g, "t")));
+  if (dpc_group_get(g, v, &grp, &d) == DPC_OK) {
+    CHECK(grp.anchor == DPC_NONE && grp.n_nodes == 3 && grp.nodes[2] == v);
+    /* x, the constant 2, b: in the order the members read them */
+    CHECK(grp.n_inputs == 3 && grp.inputs[0] == dpc_graph_find(g, "x") &&
+          grp.inputs[2] == dpc_graph_find(g, "b"));
+    dpc_group_free(&grp);
+  }
+  /* the printed graph shows each group on its root */
+  dpc_buf b = {0};
+  CHECK(dpc_print_graph(g, &b) == DPC_OK && b.data &&
+        strstr(b.data, "# one kernel: mul + add + relu"));
+  dpc_buf_free(&b);
+
+  /* with epilogues the matmul joins, and its inputs come first */
+  dpc_graph *g2 = dpc_graph_clone(g);
+  po.fuse = DPC_FUSE_ELEMWISE | DPC_FUSE_EPILOGUE;
+  CHECK_MSG(dpc_pass_fuse(g2, &po, &d) == DPC_OK, "%s", d.msg);
+  uint32_t m = node_of(g2, "m");
+  CHECK(g2->nodes[m].fused == node_of(g2, "h"));
+  if (dpc_group_get(g2, node_of(g2, "h"), &grp, &d) == DPC_OK) {
+    CHECK(grp.anchor == m && grp.n_inputs == 3 && grp.inputs[0] == dpc_graph_find(g2, "k") &&
+          grp.inputs[1] == dpc_graph_find(g2, "w") && grp.inputs[2] == dpc_graph_find(g2, "b"));
+    dpc_group_free(&grp);
+  }
+  CHECK(dpc_verify(g2, &d) == DPC_OK);
+  dpc_graph_free(g2);
+
+  /* broken groups: a member read from outside, an output fused away, a root that is a member */
+  g->nodes[node_of(g, "s")].fused = v;
+  CHECK(dpc_verify(g, &d) == DPC_ERR_INVALID && strstr(d.msg, "fused into a node that is not"));
+  g->nodes[node_of(g, "s")].fused = k;
+  g->nodes[v].fused = k;
+  CHECK(dpc_verify(g, &d) == DPC_ERR_INVALID && strstr(d.msg, "fused into a node that is not"));
+  g->nodes[v].fused = DPC_NONE;
+  uint32_t e = node_of(g, "e"), f = node_of(g, "f");
+  g->nodes[e].fused = f;
+  CHECK(dpc_verify(g, &d) == DPC_ERR_INVALID && strstr(d.msg, "an output is fused away"));
+  g->nodes[e].fused = DPC_NONE;
+  g->nodes[node_of(g, "t")].fused = k; /* t is read by u, a member of v's group */
+  CHECK(dpc_verify(g, &d) == DPC_ERR_INVALID && strstr(d.msg, "reads a value fused into"));
+  g->nodes[node_of(g, "t")].fused = v;
+  CHECK_MSG(dpc_verify(g, &d) == DPC_OK, "%s", d.msg);
+  /* without fusion asked for, the pass clears every group */
+  po.fuse = 0;
+  CHECK(dpc_pass_fuse(g, &po, &d) == DPC_OK && g->nodes[node_of(g, "t")].fused == DPC_NONE);
+  dpc_diag_free(&d);
+  dpc_graph_free(g);
+}
+
+static dpc_graph *load_example(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/examples/%s.graph", DPC_SOURCE_DIR, name);
+  dpc_graph *g = NULL;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  CHECK_MSG(dpc_driver_load(path, &g, &d) == DPC_OK, "%s", d.msg);
+  dpc_diag_free(&d);
+  return g;
+}
+
+/* Images in [0, 1) for a model's x: f32[N, 784]. */
+static dpc_named make_x(int64_t n, uint64_t seed) {
+  dpc_named x = {dpc_strdup("x"),
+                 {malloc((size_t)(n * 784) * sizeof(float)), DPC_F32, {2, {n, 784}}}};
+  for (int64_t i = 0; i < n * 784; i++)
+    ((float *)x.t.data)[i] = (float)dpc_rng_uniform(seed, (uint64_t)i);
+  return x;
+}
+
+static void drop(dpc_named *x) {
+  free(x->name);
+  free(x->t.data);
+}
+
+static const char *examples[] = {"fashion_mlp", "fashion_cnn", "wide_mlp", "inception_block",
+                                 "transformer_block"};
+
+/* Every example, compiled and fused, gives the reference backend's outputs. */
+static void examples_match_reference(void) {
+  for (size_t e = 0; e < sizeof examples / sizeof *examples; e++) {
+    dpc_graph *g = load_example(examples[e]);
+    if (!g) continue;
+    dpc_named x = make_x(3, 7 + e);
+    dpc_named *ref = NULL, *jit = NULL;
+    uint32_t n_ref = 0, n_jit = 0;
+    dpc_diag d;
+    dpc_diag_init(&d);
+    dpc_exec_opts llvm = {.llvm = true};
+    CHECK_MSG(dpc_driver_infer(g, NULL, NULL, &x, 1, false, &ref, &n_ref, &d) == DPC_OK, "%s: %s",
+              examples[e], d.msg);
+    CHECK_MSG(dpc_driver_infer(g, NULL, &llvm, &x, 1, false, &jit, &n_jit, &d) == DPC_OK, "%s: %s",
+              examples[e], d.msg);
+    CHECK(n_ref == n_jit && n_ref > 0);
+    for (uint32_t o = 0; o < n_ref && o < n_jit; o++) {
+      int64_t n = dpc_tensor_numel(&ref[o].t);
+      double worst = 0, scale = 1e-3;
+      for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(dpc_tload(&ref[o].t, i)));
+      for (int64_t i = 0; i < n; i++)
+        worst = fmax(worst, fabs(dpc_tload(&ref[o].t, i) - dpc_tload(&jit[o].t, i)));
+      CHECK_MSG(worst <= 1e-4 * scale, "%s output %s: differs by %.3g (scale %.3g)", examples[e],
+                ref[o].name, worst, scale);
+    }
+    dpc_named_free(ref, n_ref);
+    dpc_named_free(jit, n_jit);
+    drop(&x);
+    dpc_diag_free(&d);
+    dpc_graph_free(g);
+  }
+}
+
+/* Losses from a --log file, in step order. */
+static int read_losses(const char *path, double *out, int max) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[1024];
+  int n = 0;
+  while (fgets(line, sizeof line, f) && n < max) {
+    const char *p = strstr(line, "\"loss\": ");
+    if (strncmp(line, "{\"step\"", 7) || !p) continue;
+    out[n++] = strtod(p + 8, NULL);
+  }
+  fclose(f);
+  return n;
+}
+
+/* Training steps on the compiled backend follow the reference backend's losses. */
+static void training_matches_reference(void) {
+  char xs[256], ys[256], data[600], log[2][256];
+  snprintf(xs, sizeof xs, "%s/x.npy", tmpdir);
+  snprintf(ys, sizeof ys, "%s/y.npy", tmpdir);
+  snprintf(data, sizeof data, "%s,%s", xs, ys);
+  dpc_named x = make_x(48, 3);
+  int32_t labels[48];
+  for (int i = 0; i < 48; i++) labels[i] = (int32_t)(dpc_rng_bits(4, (uint64_t)i) % 10);
+  dpc_tensor ty = {labels, DPC_I32, {1, {48}}};
+  dpc_diag d;
+  dpc_diag_init(&d);
+  CHECK(dpc_npy_write(xs, &x.t, &d) == DPC_OK && dpc_npy_write(ys, &ty, &d) == DPC_OK);
+  drop(&x);
+  const char *models[] = {"fashion_mlp", "fashion_cnn"};
+  for (int m = 0; m < 2; m++) {
+    dpc_graph *g = load_example(models[m]);
+    if (!g) continue;
+    for (int b = 0; b < 2; b++) {
+      snprintf(log[b], sizeof log[b], "%s/%s.jsonl", tmpdir, b ? "llvm" : "ref");
+      dpc_train_opts o;
+      dpc_train_defaults(&o);
+      o.data = data, o.batch = 16, o.epochs = 2, o.seed = 9, o.log_path = log[b];
+      o.exec.llvm = b == 1;
+      o.threads = 2;
+      CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s: %s", models[m], d.msg);
+    }
+    double l[2][8];
+    int n0 = read_losses(log[0], l[0], 8), n1 = read_losses(log[1], l[1], 8);
+    CHECK(n0 == 6 && n1 == 6);
+    for (int s = 0; s < n0 && s < n1; s++)
+      CHECK_MSG(fabs(l[0][s] - l[1][s]) <= 1e-4 * fabs(l[0][s]), "%s step %d: ref %.8g, llvm %.8g",
+                models[m], s + 1, l[0][s], l[1][s]);
+    unlink(log[0]);
+    unlink(log[1]);
+    dpc_graph_free(g);
+  }
+  unlink(xs);
+  unlink(ys);
+  dpc_diag_free(&d);
+}
+
+/* dpc compile's artifact, loaded without LLVM, computes what the JIT computes. */
+static void artifact_matches_jit(void) {
+  dpc_graph *g = load_example("fashion_mlp");
+  if (!g) return;
+  char path[256];
+  snprintf(path, sizeof path, "%s/mlp.dpx", tmpdir);
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_pass_opts po = {.fuse = dpc_cpu_fusion()};
+  int64_t n = 5;
+  dpc_plan *plan = NULL;
+  dpc_cpu_backend *b = NULL;
+  dpc_graph *c = dpc_graph_clone(g);
+  CHECK(c && dpc_passes_run(c, &po, &d) == DPC_OK);
+  uint32_t sym = dpc_graph_symbol(c, "N", 1);
+  int64_t *vals = calloc(c->n_syms, sizeof *vals);
+  vals[sym] = n;
+  CHECK_MSG(dpc_graph_bind(c, vals, &d) == DPC_OK, "%s", d.msg);
+  CHECK_MSG(dpc_plan_single(c, "cpu:0", false, &plan, &d) == DPC_OK, "%s", d.msg);
+  CHECK_MSG(dpc_cpu_backend_new(&(dpc_cpu_options){0}, &b, &d) == DPC_OK, "%s", d.msg);
+  dpc_aot_plan ap = {"infer", plan};
+  CHECK_MSG(dpc_cpu_compile_artifact(b, &ap, 1, path, &d) == DPC_OK, "%s", d.msg);
+  dpc_named x = make_x(n, 21);
+  dpc_named *aot = NULL, *jit = NULL;
+  uint32_t n_aot = 0, n_jit = 0;
+  dpc_exec_opts llvm = {.llvm = true};
+  CHECK_MSG(dpc_driver_infer_artifact(path, &x, 1, false, &aot, &n_aot, &d) == DPC_OK, "%s", d.msg);
+  CHECK_MSG(dpc_driver_infer(g, NULL, &llvm, &x, 1, false, &jit, &n_jit, &d) == DPC_OK, "%s",
+            d.msg);
+  CHECK(n_aot == 1 && n_jit == 1);
+  if (n_aot == 1 && n_jit == 1)
+    CHECK(!memcmp(aot[0].t.data, jit[0].t.data, dpc_tensor_bytes(&jit[0].t)));
+  dpc_named_free(aot, n_aot);
+  dpc_named_free(jit, n_jit);
+  drop(&x);
+  dpc_cpu_backend_free(b);
+  dpc_plan_free(plan);
+  free(vals);
+  dpc_graph_free(c);
+  dpc_graph_free(g);
+  unlink(path);
+  dpc_diag_free(&d);
+}
+
+static void setup_tmp(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/dpc_codegen_XXXXXX");
+  CHECK(mkdtemp(tmpdir) != NULL);
+}
+
+static void cleanup_tmp(void) {
+  CHECK(rmdir(tmpdir) == 0);
+}
+
+const unit_test unit_tests[] = {
+    {"setup", setup_tmp},
+    {"fuse_groups", fuse_groups},
+    {"examples_match_reference", examples_match_reference},
+    {"training_matches_reference", training_matches_reference},
+    {"artifact_matches_jit", artifact_matches_jit},
+    {"cleanup", cleanup_tmp},
+    {NULL, NULL},
+};
