@@ -110,7 +110,10 @@ static void g_unary(const dpc_grad_args *a) {
   switch (G->nodes[a->node].op) {
   case DPC_OP_NEG: r = dpc_emit1(E, DPC_OP_NEG, dy); break;
   case DPC_OP_ABS: r = mul(a, dy, dpc_emit1(E, DPC_OP_SIGN, x)); break;
-  case DPC_OP_RELU: r = keep_where(a, dpc_emit2(E, DPC_OP_GREATER, x, num(a, 0, x)), dy); break;
+  case DPC_OP_RELU:
+    /* y > 0 exactly where x > 0; reading y lets the pre-activation fuse away (passes/fuse.c) */
+    r = keep_where(a, dpc_emit2(E, DPC_OP_GREATER, y, num(a, 0, y)), dy);
+    break;
   case DPC_OP_RELU6: {
     uint32_t inside = dpc_emit2(E, DPC_OP_LESS, x, num(a, 6, x));
     r = keep_where(a, dpc_emit2(E, DPC_OP_GREATER, x, num(a, 0, x)), keep_where(a, inside, dy));
