@@ -1,6 +1,7 @@
 #!/bin/sh
 # The dpc command as a user meets it: every subcommand's --help, exit codes (0 ok, 1 bad input,
-# 2 bad command line), what check/print/run print, and `dpc run` on the MLP against NumPy.
+# 2 bad command line), what check/print/run print, `dpc run` on the MLP against NumPy, and
+# compiled artifacts (dpc compile, then dpc run and dpc train on the .dpx).
 #   cli_test.sh DPC NPYCMP SOURCE_DIR WORK_DIR
 dpc=$1
 npycmp=$2
@@ -82,6 +83,36 @@ expect 1 "run with an input of the wrong width" -- "$dpc" run "$src/examples/fas
 contains "$work/err" "f32\[N, 784\]" "the shape error names both shapes"
 expect 1 "run with a name the model lacks" -- "$dpc" run "$src/examples/fashion_mlp.graph" --input "q=$src/tests/cli/mlp/x.npy"
 contains "$work/err" "no input named 'q'" "the unknown name is reported"
+
+# compiled artifacts: dpc compile, then dpc run and dpc train on the .dpx (no LLVM involved)
+for cmd in compile train; do
+  expect 0 "dpc $cmd --help" -- "$dpc" $cmd --help
+  contains "$work/out" "Usage: dpc $cmd" "dpc $cmd --help shows usage"
+done
+expect 2 "compile without --output" -- "$dpc" compile "$src/examples/fashion_mlp.graph"
+expect 0 "compile fashion_mlp" -- "$dpc" compile "$src/examples/fashion_mlp.graph" --batch 8 -o "$work/mlp8.dpx"
+expect 0 "run the artifact" -- "$dpc" run "$work/mlp8.dpx" --input "x=$src/tests/cli/mlp/x.npy" --output-dir "$work/mlpx"
+expect 0 "the artifact's logits match NumPy" -- "$npycmp" "$work/mlpx/logits.npy" "$src/tests/cli/mlp/expect_logits.npy" 1e-5 1e-6
+expect 1 "train an inference-only artifact" -- "$dpc" train "$work/mlp8.dpx" --steps 1
+contains "$work/err" "compile it with dpc compile --train" "the error says how to compile for training"
+# 8 x 7500 = the 60000 training images: the same horizon as the graph trained with --batch 8
+expect 0 "compile fashion_mlp --train" -- "$dpc" compile "$src/examples/fashion_mlp.graph" --train --batch 8 --total-steps 7500 -o "$work/mlp8t.dpx"
+expect 0 "train the artifact" -- "$dpc" train "$work/mlp8t.dpx" --steps 6 --log "$work/dpx.jsonl" --quiet
+expect 0 "train the graph alike" -- "$dpc" train "$src/examples/fashion_mlp.graph" --batch 8 --steps 6 --log "$work/graph.jsonl" --quiet
+grep -o '"loss": [-0-9.e]*' "$work/dpx.jsonl" >"$work/dpx.loss"
+grep -o '"loss": [-0-9.e]*' "$work/graph.jsonl" >"$work/graph.loss"
+if [ "$(wc -l <"$work/dpx.loss")" -eq 6 ] && cmp -s "$work/dpx.loss" "$work/graph.loss"; then
+  echo "ok   the artifact trains exactly as the graph does"
+else
+  echo "FAIL the artifact's losses differ from the graph's:"
+  paste "$work/dpx.loss" "$work/graph.loss" | head
+  fails=$((fails + 1))
+fi
+expect 1 "train an artifact with another batch" -- "$dpc" train "$work/mlp8t.dpx" --batch 16 --steps 1
+contains "$work/err" "compiled for batches of 8, not 16" "the batch mismatch is explained"
+expect 1 "train an artifact with another rate" -- "$dpc" train "$work/mlp8t.dpx" --lr 0.1 --steps 1
+contains "$work/err" "optimizer compiled in" "the optimizer cannot change"
+expect 2 "train an artifact on the reference backend" -- "$dpc" train "$work/mlp8t.dpx" --backend ref
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails checks failed"

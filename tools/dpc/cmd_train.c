@@ -128,11 +128,15 @@ int dpc_cmd_train(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("train", train_opts, NTRAIN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
-    printf("Usage: dpc train FILE.graph [OPTIONS]\n\n"
+    printf("Usage: dpc train FILE.graph [OPTIONS]\n"
+           "       dpc train FILE.dpx [OPTIONS]\n\n"
            "Train a model on a dataset: the model's 'minimize LOSS with OPTIMIZER(...)' says what\n"
            "to minimise and how; its one floating-point input takes the data and its one integer\n"
            "input the labels. After each epoch the model is evaluated on the test split (loss and\n"
-           "accuracy of its first output). See docs/training.md.\n");
+           "accuracy of its first output). See docs/training.md.\n\n"
+           "A FILE.dpx from 'dpc compile --train' runs its compiled kernels without LLVM: its\n"
+           "batch size and optimizer are the ones compiled in, and a partial last batch (of the\n"
+           "training or the test data) is left out.\n");
     cli_print_options(train_opts, NTRAIN);
     return DPC_EXIT_OK;
   }
@@ -176,13 +180,26 @@ int dpc_cmd_train(int argc, char **argv) {
   o.on_epoch = on_epoch;
   o.user = &prog;
 
+  if (dpc_driver_is_artifact(p.pos[0])) {
+    /* a compiled artifact: its batch size unless --batch names it again, its kernels always */
+    o.artifact = p.pos[0];
+    if (!cli_get(train_opts, NTRAIN, &p, "batch")) o.batch = 0;
+    const char *be = cli_get(train_opts, NTRAIN, &p, "backend");
+    if ((be && strcmp(be, "llvm")) || o.passes.print_after ||
+        cli_get(train_opts, NTRAIN, &p, "dump-llvm"))
+      return cli_usage_error("train",
+                             "%s is compiled already: --backend, --print-after and --dump-llvm "
+                             "apply to a .graph",
+                             p.pos[0]);
+  }
+
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
   int rc = DPC_EXIT_OK;
   double t0 = now_s();
-  if (dpc_passes_check_names(o.passes.print_after, &d) || dpc_driver_load(p.pos[0], &g, &d) ||
-      dpc_train(g, &o, &d)) {
+  if (dpc_passes_check_names(o.passes.print_after, &d) ||
+      (!o.artifact && dpc_driver_load(p.pos[0], &g, &d)) || dpc_train(g, &o, &d)) {
     if (prog.tty) fprintf(stderr, "\n");
     rc = cli_report("train", &d);
   } else {

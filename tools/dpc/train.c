@@ -52,6 +52,20 @@ static dpc_status pick_inputs(trainer *t, dpc_diag *d) {
                          nf > 1 ? nf : nf, ni);
   const dpc_value *x = &g->values[dpc_graph_find(g, t->x_name)];
   const dpc_value *y = &g->values[dpc_graph_find(g, t->y_name)];
+  if (t->art) {
+    /* compiled for one batch size: the first dimension of both inputs */
+    if (x->shape.rank < 1 || y->shape.rank != 1 || y->shape.d[0] != x->shape.d[0])
+      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                           "%s: its inputs %s and %s do not share a first (batch) dimension",
+                           t->o->artifact, t->x_name, t->y_name);
+    t->batch = (uint32_t)x->shape.d[0];
+    if (t->o->batch && t->o->batch != t->batch)
+      return dpc_diag_fail(d, DPC_ERR_INVALID,
+                           "%s was compiled for batches of %u, not %u: leave --batch out, or "
+                           "compile again with --batch %u",
+                           t->o->artifact, t->batch, t->o->batch, t->o->batch);
+    return DPC_OK;
+  }
   if (x->shape.rank < 1 || !DPC_DIM_IS_SYM(x->shape.d[0]) || y->shape.rank != 1 ||
       y->shape.d[0] != x->shape.d[0])
     return dpc_diag_fail(
@@ -152,8 +166,10 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
 
 static void close_run(run_t *r) {
   dpc_session_free(r->s);
-  free(r->native);
-  dpc_plan_free(r->plan);
+  if (!r->borrowed) {
+    free(r->native);
+    dpc_plan_free(r->plan);
+  }
   memset(r, 0, sizeof *r);
 }
 
@@ -166,6 +182,8 @@ static dpc_status run_for(trainer *t, bool training, uint32_t n, run_t **out, dp
     *out = full;
     return DPC_OK;
   }
+  if (t->art)
+    return dpc_diag_fail(d, DPC_ERR_INTERNAL, "a batch of %u for a plan of %u", n, full->n);
   if (tail->s && tail->n != n) close_run(tail);
   if (!tail->s) {
     dpc_status st = open_run(t, g, n, training, t->train_full.s, tail, d);
@@ -194,11 +212,13 @@ static dpc_status evaluate(trainer *t, dpc_train_epoch *ep, dpc_diag *d) {
   const dpc_dataset *ds = t->test_ds;
   uint64_t n = dpc_dataset_size(ds), correct = 0;
   double loss_sum = 0;
-  uint64_t *idx = malloc((t->o->batch ? t->o->batch : 1) * sizeof *idx);
+  uint64_t *idx = malloc((t->batch ? t->batch : 1) * sizeof *idx);
   if (!idx) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_status st = DPC_OK;
-  for (uint64_t start = 0; start < n && !st; start += t->o->batch) {
-    uint32_t m = (uint32_t)(n - start < t->o->batch ? n - start : t->o->batch);
+  /* an artifact's plans take whole batches only: the samples past the last are left out */
+  if (t->art) n -= n % t->batch;
+  for (uint64_t start = 0; start < n && !st; start += t->batch) {
+    uint32_t m = (uint32_t)(n - start < t->batch ? n - start : t->batch);
     for (uint32_t i = 0; i < m; i++) idx[i] = start + i;
     run_t *r;
     if ((st = run_for(t, false, m, &r, d)) || (st = feed(r, ds, idx, m, d)) ||
@@ -266,6 +286,7 @@ static void trainer_free(trainer *t) {
   close_run(&t->eval_tail);
   close_run(&t->eval_full);
   close_run(&t->train_full);
+  dpc_artifact_close(t->art);
   dpc_cpu_backend_free(t->cpu);
   dpc_graph_free(t->model);
   dpc_graph_free(t->train_g);
@@ -276,45 +297,11 @@ static void trainer_free(trainer *t) {
   if (t->log) fclose(t->log);
 }
 
-static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
+/* The model through the training and evaluation pipelines, planned and compiled. */
+static dpc_status compile_graph(trainer *t, dpc_diag *d) {
   const dpc_train_opts *o = t->o;
   dpc_status st;
-  if (src->obj.loss == DPC_NONE)
-    return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "%s has nothing to minimize: add a line such as "
-                         "'minimize loss with sgd(lr=0.05, momentum=0.9)'",
-                         src->src_name ? src->src_name : "the model");
-  if (o->epochs < 1 || o->batch < 1)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "--epochs and --batch must be at least 1");
-  if (!(t->model = dpc_graph_clone(src))) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  snprintf(t->loss_name, sizeof t->loss_name, "%s",
-           src->values[src->obj.loss].name != DPC_NONE
-               ? dpc_graph_str(src, src->values[src->obj.loss].name)
-               : "");
-  if ((st = pick_inputs(t, d))) return st;
-  if (o->on_start) o->on_start(o->user, "opening the data");
-  const char *spec = o->data ? o->data : "fashion-mnist";
-  if ((st = dpc_dataset_open(spec, DPC_SPLIT_TRAIN, &t->train_ds, d))) return st;
-  if ((st = check_data(t, t->train_ds, d))) return st;
-  /* test data: given, or the test split of a named dataset or folder (not of an npy pair) */
-  bool npy_pair = strchr(spec, ',') != NULL;
-  if (o->test_data || !npy_pair) {
-    if ((st = dpc_dataset_open(o->test_data ? o->test_data : spec, DPC_SPLIT_TEST, &t->test_ds, d)))
-      return st;
-    if ((st = check_data(t, t->test_ds, d))) return st;
-  }
-  if ((st = dpc_order_init(&t->order, dpc_dataset_size(t->train_ds), o->seed, o->shuffle, d)))
-    return st;
-  t->batches = dpc_order_batches(&t->order, o->batch);
-  /* The schedule's horizon is the planned run, --epochs of batches, unless the model fixes it;
-   * --steps only stops early, so a run stopped and resumed follows the same schedule. */
-  const char *ospec = optimizer_spec(dpc_graph_str(t->model, t->model->obj.optimizer));
-  dpc_attrs oa = {t->model, t->model->obj.attr, t->model->obj.n_attr, ospec ? ospec : ""};
-  int64_t fixed = ospec && dpc_attrs_get(oa, "total_steps") ? dpc_attrs_int(oa, "total_steps") : 0;
-  t->total_steps = fixed > 0 ? (uint64_t)fixed : o->epochs * t->batches;
-  if (o->resume_path && (st = dpc_train_peek_checkpoint(t, d))) return st;
   if ((st = apply_overrides(t, t->total_steps, d))) return st;
-
   if (o->on_start) o->on_start(o->user, "compiling the training graph");
   t->train_g = dpc_graph_clone(t->model);
   t->eval_g = dpc_graph_clone(t->model);
@@ -331,20 +318,145 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   if (t->eval_g->n_outputs < 2)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
                          "the model needs an 'output' (its logits) to be evaluated");
-
   if (o->exec.llvm) {
     if (o->on_start) o->on_start(o->user, "compiling kernels with LLVM");
     if ((st = dpc_cpu_backend_new(&o->exec.cpu, &t->cpu, d))) return st;
   }
-  uint32_t first =
-      (uint32_t)(dpc_dataset_size(t->train_ds) < o->batch ? dpc_dataset_size(t->train_ds)
-                                                          : o->batch);
+  uint64_t tn = dpc_dataset_size(t->train_ds);
+  uint32_t first = (uint32_t)(tn < t->batch ? tn : t->batch);
   if ((st = open_run(t, t->train_g, first, true, NULL, &t->train_full, d))) return st;
   if (t->test_ds) {
-    uint64_t tn = dpc_dataset_size(t->test_ds);
-    uint32_t ef = (uint32_t)(tn < o->batch ? tn : o->batch);
+    uint64_t en = dpc_dataset_size(t->test_ds);
+    uint32_t ef = (uint32_t)(en < t->batch ? en : t->batch);
     if (ef && (st = open_run(t, t->eval_g, ef, false, t->train_full.s, &t->eval_full, d)))
       return st;
+  }
+  return DPC_OK;
+}
+
+/* Open opts.artifact: the model is its evaluation (or inference) graph, the batch its plans'. */
+static dpc_status open_artifact(trainer *t, dpc_diag *d) {
+  const dpc_train_opts *o = t->o;
+  if (o->optimizer || o->schedule || !isnan(o->lr) || !isnan(o->momentum) ||
+      !isnan(o->weight_decay))
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "%s has its optimizer compiled in: change it in the model and run dpc "
+                         "compile again (or train the .graph)",
+                         o->artifact);
+  if (o->on_start) o->on_start(o->user, "loading the compiled artifact");
+  dpc_status st = dpc_artifact_open(o->artifact, &t->art, d);
+  if (st) return st;
+  const dpc_plan *tp = dpc_artifact_plan(t->art, "train", NULL);
+  const dpc_plan *ep = dpc_artifact_plan(t->art, "eval", NULL);
+  if (!ep) ep = dpc_artifact_plan(t->art, "infer", NULL);
+  if (!tp || !ep)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "%s holds no training step: compile it with dpc compile --train",
+                         o->artifact);
+  if (!(t->model = dpc_graph_clone(ep->g))) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  const dpc_graph *g = tp->g;
+  snprintf(t->loss_name, sizeof t->loss_name, "%s",
+           g->obj.loss != DPC_NONE && g->values[g->obj.loss].name != DPC_NONE
+               ? dpc_graph_str(g, g->values[g->obj.loss].name)
+               : "");
+  return DPC_OK;
+}
+
+/* Sessions on the artifact's own plans and kernels. */
+static dpc_status open_artifact_runs(trainer *t, dpc_diag *d) {
+  const char *roles[2] = {"train", "eval"};
+  run_t *runs[2] = {&t->train_full, &t->eval_full};
+  for (int i = 0; i < 2; i++) {
+    if (i == 1 && !t->test_ds) break;
+    const dpc_native_kernel *k = NULL;
+    const dpc_plan *p = dpc_artifact_plan(t->art, roles[i], &k);
+    if (!p && i == 1) p = dpc_artifact_plan(t->art, "infer", &k);
+    run_t *r = runs[i];
+    r->plan = (dpc_plan *)p; /* borrowed: close_run leaves it to the artifact */
+    r->native = (dpc_native_kernel *)k;
+    r->borrowed = true;
+    dpc_session_opts so = {.training = i == 0,
+                           .share = i ? t->train_full.s : NULL,
+                           .native = k,
+                           .threads = t->o->threads};
+    dpc_status st = dpc_session_new(p, &so, &r->s, d);
+    if (st) return st;
+    const dpc_graph *pg = p->g;
+    r->n = t->batch;
+    r->x = dpc_graph_find(pg, t->x_name);
+    r->y = dpc_graph_find(pg, t->y_name);
+    r->loss = pg->obj.loss != DPC_NONE ? pg->obj.loss : dpc_graph_find(pg, t->loss_name);
+    r->lr = dpc_graph_find(pg, "opt.lr");
+    r->logits = pg->n_outputs ? pg->outputs[0] : DPC_NONE;
+    if (r->y == DPC_NONE || r->loss == DPC_NONE || (i == 1 && pg->n_outputs < 2))
+      return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: its %s plan lacks the labels or the loss",
+                           t->o->artifact, roles[i]);
+  }
+  return DPC_OK;
+}
+
+static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
+  const dpc_train_opts *o = t->o;
+  dpc_status st;
+  if (o->epochs < 1)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "--epochs and --batch must be at least 1");
+  if (o->artifact) {
+    if ((st = open_artifact(t, d))) return st;
+  } else {
+    if (src->obj.loss == DPC_NONE)
+      return dpc_diag_fail(d, DPC_ERR_INVALID,
+                           "%s has nothing to minimize: add a line such as "
+                           "'minimize loss with sgd(lr=0.05, momentum=0.9)'",
+                           src->src_name ? src->src_name : "the model");
+    if (o->batch < 1)
+      return dpc_diag_fail(d, DPC_ERR_INVALID, "--epochs and --batch must be at least 1");
+    if (!(t->model = dpc_graph_clone(src))) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    snprintf(t->loss_name, sizeof t->loss_name, "%s",
+             src->values[src->obj.loss].name != DPC_NONE
+                 ? dpc_graph_str(src, src->values[src->obj.loss].name)
+                 : "");
+    t->batch = o->batch;
+  }
+  if ((st = pick_inputs(t, d))) return st;
+  if (o->on_start) o->on_start(o->user, "opening the data");
+  const char *spec = o->data ? o->data : "fashion-mnist";
+  if ((st = dpc_dataset_open(spec, DPC_SPLIT_TRAIN, &t->train_ds, d))) return st;
+  if ((st = check_data(t, t->train_ds, d))) return st;
+  /* test data: given, or the test split of a named dataset or folder (not of an npy pair) */
+  bool npy_pair = strchr(spec, ',') != NULL;
+  if (o->test_data || !npy_pair) {
+    if ((st = dpc_dataset_open(o->test_data ? o->test_data : spec, DPC_SPLIT_TEST, &t->test_ds, d)))
+      return st;
+    if ((st = check_data(t, t->test_ds, d))) return st;
+    if (t->art && dpc_dataset_size(t->test_ds) < t->batch) {
+      dpc_dataset_close(t->test_ds); /* not one whole batch to evaluate */
+      t->test_ds = NULL;
+    }
+  }
+  if ((st = dpc_order_init(&t->order, dpc_dataset_size(t->train_ds), o->seed, o->shuffle, d)))
+    return st;
+  t->batches = dpc_order_batches(&t->order, t->batch);
+  if (t->art) {
+    t->batches = dpc_dataset_size(t->train_ds) / t->batch;
+    if (!t->batches)
+      return dpc_diag_fail(
+          d, DPC_ERR_INVALID, "%s has %llu samples, fewer than the batch of %u %s was compiled for",
+          dpc_dataset_name(t->train_ds), (unsigned long long)dpc_dataset_size(t->train_ds),
+          t->batch, o->artifact);
+  }
+  /* The schedule's horizon is the planned run, --epochs of batches, unless the model fixes it;
+   * --steps only stops early, so a run stopped and resumed follows the same schedule. */
+  const dpc_graph *og = t->art ? dpc_artifact_plan(t->art, "train", NULL)->g : t->model;
+  const char *ospec =
+      og->obj.optimizer != DPC_NONE ? optimizer_spec(dpc_graph_str(og, og->obj.optimizer)) : NULL;
+  dpc_attrs oa = {og, og->obj.attr, og->obj.n_attr, ospec ? ospec : ""};
+  int64_t fixed = ospec && dpc_attrs_get(oa, "total_steps") ? dpc_attrs_int(oa, "total_steps") : 0;
+  t->total_steps = fixed > 0 ? (uint64_t)fixed : o->epochs * t->batches;
+  if (o->resume_path && (st = dpc_train_peek_checkpoint(t, d))) return st;
+  if (t->art) {
+    if ((st = open_artifact_runs(t, d))) return st;
+  } else if ((st = compile_graph(t, d))) {
+    return st;
   }
   if (o->init_path && (st = dpc_train_load_params(t, o->init_path, d))) return st;
   if (o->resume_path && (st = dpc_train_load_checkpoint(t, d))) return st;
@@ -367,7 +479,7 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
     uint64_t samples = 0;
     for (; t.batch_pos < t.batches && (!o->steps || t.step < o->steps); t.batch_pos++) {
       uint32_t n;
-      const uint64_t *idx = dpc_order_batch(&t.order, o->batch, t.batch_pos, &n);
+      const uint64_t *idx = dpc_order_batch(&t.order, t.batch, t.batch_pos, &n);
       run_t *r;
       double t0 = dpc_train_now();
       if ((st = run_for(&t, true, n, &r, d)) || (st = feed(r, t.train_ds, idx, n, d))) break;

@@ -36,6 +36,10 @@ typedef struct dpc_train_epoch {
 } dpc_train_epoch;
 
 typedef struct dpc_train_opts {
+  /* A compiled artifact (dpc compile --train) to train instead of a graph: its plans and
+   * kernels run as they are, so the batch size and the optimizer are the ones compiled in, and a
+   * partial last batch is left out. NULL: compile the graph given to dpc_train. */
+  const char *artifact;
   const char *data;      /* --data; NULL means fashion-mnist */
   const char *test_data; /* --test-data; NULL: the test split of --data when it has one */
   uint64_t epochs;       /* >= 1 */

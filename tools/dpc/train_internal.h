@@ -5,6 +5,7 @@
 #define DPC_TOOLS_TRAIN_INTERNAL_H
 
 #include "ir/plan.h"
+#include "runtime/artifact.h"
 #include "runtime/data.h"
 #include "runtime/session.h"
 #include "tools/dpc/train.h"
@@ -17,6 +18,7 @@ typedef struct run_t {
   dpc_plan *plan;
   dpc_session *s;
   dpc_native_kernel *native; /* compiled kernels, one per node; NULL on the reference backend */
+  bool borrowed;             /* plan and kernels belong to the artifact */
   uint32_t x, y, loss, lr, logits; /* value ids in plan->g */
 } run_t;
 
@@ -27,6 +29,8 @@ typedef struct trainer {
   dpc_graph *eval_g;  /* after the inference passes; outputs: the model's first, then the loss */
   char x_name[256], y_name[256], loss_name[256];
   uint32_t batch_sym;
+  uint32_t batch;    /* samples per step: --batch, or the artifact's */
+  dpc_artifact *art; /* opts.artifact, opened; NULL when training a graph */
   dpc_dataset *train_ds, *test_ds;
   dpc_order order;
   uint64_t batches, total_steps;

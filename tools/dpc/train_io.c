@@ -48,7 +48,7 @@ dpc_status dpc_train_peek_checkpoint(trainer *t, dpc_diag *d) {
              !(st = meta_u64(f, path, "dpc.seed", &seed, d)) &&
              !(st = meta_u64(f, path, "dpc.shuffle", &shuffle, d)) &&
              !(st = meta_u64(f, path, "dpc.total_steps", &total, d))) {
-    if (batch != t->o->batch)
+    if (batch != t->batch)
       st = dpc_diag_fail(d, DPC_ERR_INVALID,
                          "%s was made with --batch %llu; resume with the same batch size", path,
                          (unsigned long long)batch);
@@ -131,7 +131,7 @@ dpc_status dpc_train_save_checkpoint(trainer *t, uint64_t epoch, uint64_t batch,
   snprintf(step, sizeof step, "%llu", (unsigned long long)t->step);
   snprintf(ep, sizeof ep, "%llu", (unsigned long long)epoch);
   snprintf(b, sizeof b, "%llu", (unsigned long long)batch);
-  snprintf(bs, sizeof bs, "%u", t->o->batch);
+  snprintf(bs, sizeof bs, "%u", t->batch);
   snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->order.seed);
   snprintf(shuf, sizeof shuf, "%d", t->order.shuffle ? 1 : 0);
   snprintf(total, sizeof total, "%llu", (unsigned long long)t->total_steps);
