@@ -11,9 +11,11 @@
  * offset, all constants taken from the plan's concrete shapes. Dimensions of size 1 are dropped
  * and neighbours that stay contiguous in both operands merge, so the innermost loop runs over the
  * longest run contiguous in both (reshape and flatten are a single loop; a slice that keeps whole
- * rows copies whole rows), which LLVM turns into memcpy-like vector loops. The outermost loop is
- * the parallel one: the kernel does its iterations [begin, end), k->total is its trip count, and
- * each iteration writes a part of the output no other iteration writes.
+ * rows copies whole rows), which LLVM turns into memcpy-like vector loops. A transpose, whose
+ * innermost output dimension reads the input with a stride, is walked in TILE x TILE tiles
+ * instead, so that both sides' cache lines are used whole while they are in cache. The outermost
+ * loop is the parallel one: the kernel does its iterations [begin, end), k->total is its trip
+ * count, and each iteration writes a part of the output no other iteration writes.
  *
  * gather and gather_grad check every index before anything is written, as the reference does; on
  * a bad one the kernel returns nonzero at once and the runtime reruns the reference kernel for the
@@ -23,9 +25,11 @@
 #include "ir/rules.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GG_CHUNK 512 /* columns of a gather_grad row summed at once: 4 KiB of doubles */
+#define TILE     32  /* elements a side of the tiles a transpose is copied in */
 
 /* ---- small emitters -------------------------------------------------------------------------- */
 
@@ -45,13 +49,30 @@ static cg_val bin(cg_fn *f, const char *ins, const char *ty, cg_val a, cg_val b)
   return r;
 }
 
-/* i64 arithmetic with a constant, leaving out the instructions that would do nothing (the
- * emitted text is also what the kernel cache hashes, so it stays short and canonical). */
+/* i64 arithmetic with a constant, folded where a is a constant too and left out where it would
+ * do nothing: the emitted text is also what the kernel cache hashes, so it stays canonical. */
+static bool literal(cg_val a, int64_t *v) {
+  if (a.s[0] == '%') return false;
+  *v = strtoll(a.s, NULL, 10);
+  return true;
+}
+
 static cg_val add_c(cg_fn *f, cg_val a, int64_t c) {
+  int64_t v;
+  if (literal(a, &v)) return cg_const_i64(v + c);
   return c ? cg_add(f, a, cg_const_i64(c)) : a;
 }
 
+static cg_val add(cg_fn *f, cg_val a, cg_val b) {
+  int64_t v;
+  if (literal(b, &v)) return add_c(f, a, v);
+  if (literal(a, &v)) return add_c(f, b, v);
+  return cg_add(f, a, b);
+}
+
 static cg_val mul_c(cg_fn *f, cg_val a, int64_t c) {
+  int64_t v;
+  if (literal(a, &v)) return cg_const_i64(v * c);
   return c == 1 ? a : cg_mul(f, a, cg_const_i64(c));
 }
 
@@ -131,14 +152,76 @@ static void emit_walk(cg_fn *f, const walk *w, const char *ty, cg_val dst, cg_va
   for (uint32_t l = 0; l < w->rank; l++) {
     loops[l] = cg_loop_begin(f, l ? cg_const_i64(0) : lo, l ? cg_const_i64(w->dims[l]) : hi);
     for (int k = 0; k < 2; k++)
-      if (w->st[k][l]) off[k] = cg_add(f, off[k], mul_c(f, loops[l].i, w->st[k][l]));
+      if (w->st[k][l]) off[k] = add(f, off[k], mul_c(f, loops[l].i, w->st[k][l]));
   }
   move(f, ty, dst, off[0], src, off[1]);
   for (uint32_t l = w->rank; l-- > 0;) cg_loop_end(f, loops[l]);
 }
 
+/* The dimension to tile a walk along with its innermost one, or -1. When the innermost
+ * dimension reads the source with a stride (a transpose) while another reads it contiguously,
+ * a plain walk touches a new source cache line for every element and has left it before its
+ * neighbours are needed; walking TILE x TILE tiles of the two keeps both sides' lines in cache. */
+static int tile_dim(const walk *w) {
+  uint32_t a = w->rank - 1;
+  if (w->rank < 2 || w->st[1][a] == 1 || w->dims[a] < TILE) return -1;
+  for (uint32_t b = 0; b < a; b++)
+    if (w->st[1][b] == 1 && w->dims[b] >= TILE) return (int)b;
+  return -1;
+}
+
+/* One loop over the tiles of a dimension of size n: sets *lo and *hi to the tile's bounds. */
+static cg_loop tile_loop(cg_fn *f, cg_val lo_it, cg_val hi_it, int64_t n, cg_val *lo, cg_val *hi) {
+  cg_loop l = cg_loop_begin(f, lo_it, hi_it);
+  *lo = mul_c(f, l.i, TILE);
+  cg_val end = add_c(f, *lo, TILE), over = bin(f, "icmp sgt", "i64", end, cg_const_i64(n));
+  *hi = cg_tmp(f);
+  cg_line(f, "%s = select i1 %s, i64 %lld, i64 %s", hi->s, over.s, (long long)n, end.s);
+  return l;
+}
+
+/* A walk tiled along its innermost dimension a and dimension b (tile_dim): the other
+ * dimensions in order with b's loop running over tiles, then a's tiles, then the two within the
+ * tile. The outermost loop runs over [begin, end) and *total is its trip count: dimension 0, or
+ * when that is b, whichever of the two tile loops has more trips, to split that many ways. */
+static void emit_tiled(cg_fn *f, const walk *w, uint32_t b, const char *ty, cg_val dst, cg_val src,
+                       int64_t sbase, int64_t *total) {
+  enum { TILES_B = -1, TILES_A = -2 };
+  uint32_t a = w->rank - 1, nl = 0, no = 0;
+  int64_t ntiles[2] = {(w->dims[b] + TILE - 1) / TILE, (w->dims[a] + TILE - 1) / TILE};
+  int order[DPC_MAX_RANK + 1];
+  if (b == 0 && ntiles[1] > ntiles[0]) order[no++] = TILES_A;
+  for (uint32_t l = 0; l < a; l++) order[no++] = l == b ? TILES_B : (int)l;
+  if (no == a) order[no++] = TILES_A;
+  cg_loop loops[DPC_MAX_RANK + 2];
+  cg_val off[2] = {cg_const_i64(0), cg_const_i64(sbase)}, tlo[2], thi[2];
+  for (uint32_t j = 0; j < no; j++) {
+    int which = order[j] == TILES_B ? 0 : order[j] == TILES_A ? 1 : -1;
+    int64_t trips = which >= 0 ? ntiles[which] : w->dims[order[j]];
+    cg_val lo = j ? cg_const_i64(0) : (cg_val){"%begin"};
+    cg_val hi = j ? cg_const_i64(trips) : (cg_val){"%end"};
+    if (!j) *total = trips;
+    if (which >= 0) {
+      loops[nl++] = tile_loop(f, lo, hi, w->dims[which ? a : b], &tlo[which], &thi[which]);
+      continue;
+    }
+    loops[nl++] = cg_loop_begin(f, lo, hi);
+    for (int k = 0; k < 2; k++)
+      if (w->st[k][order[j]])
+        off[k] = add(f, off[k], mul_c(f, loops[nl - 1].i, w->st[k][order[j]]));
+  }
+  /* within the tile: b outside, a (contiguous in the destination) innermost */
+  for (int t = 0; t < 2; t++) {
+    uint32_t dim = t ? a : b;
+    loops[nl++] = cg_loop_begin(f, tlo[t], thi[t]);
+    for (int k = 0; k < 2; k++) off[k] = add(f, off[k], mul_c(f, loops[nl - 1].i, w->st[k][dim]));
+  }
+  move(f, ty, dst, off[0], src, off[1]);
+  while (nl-- > 0) cg_loop_end(f, loops[nl]);
+}
+
 /* The whole kernel as one walk from input 0 (from offset sbase) to output 0, parallel over the
- * walk's outermost dimension. */
+ * walk's outermost dimension (or tiles of it). */
 static void copy_kernel(cg_kernel *k, const walk *w, int64_t sbase) {
   cg_fn *f = k->f;
   const dpc_graph *g = f->g;
@@ -148,6 +231,11 @@ static void copy_kernel(cg_kernel *k, const walk *w, int64_t sbase) {
   if (w->empty) return;
   dpc_dtype bt = bits_dtype(g->values[n->out].dtype);
   cg_val src = cg_arg_ptr(f, 0, bt), dst = cg_arg_ptr(f, n->n_in, bt);
+  int b = tile_dim(w);
+  if (b >= 0) {
+    emit_tiled(f, w, (uint32_t)b, cg_store_type(bt), dst, src, sbase, &k->total);
+    return;
+  }
   emit_walk(f, w, cg_store_type(bt), dst, cg_const_i64(0), src, cg_const_i64(sbase),
             (cg_val){"%begin"}, (cg_val){"%end"});
 }
@@ -231,7 +319,7 @@ typedef struct parts {
   uint32_t ax;
 } parts;
 
-/* Part j's run, its position in a whole row, and its argument index. */
+/* Part j's run (its elements per outer index), and in *arg its index in args. */
 static int64_t part_run(const cg_fn *f, const parts *p, uint32_t j, uint32_t *arg) {
   const dpc_graph *g = f->g;
   const dpc_node *n = &g->nodes[f->node];
@@ -424,13 +512,13 @@ static dpc_status lower_slice_grad(cg_kernel *k, dpc_diag *d) {
   cg_loop lz = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(blk));
   cg_val pz = cg_tmp(f);
   cg_line(f, "%s = getelementptr inbounds %s, %s* %s, i64 %s", pz.s, ty, ty, out.s,
-          cg_add(f, at, lz.i).s);
+          add(f, at, lz.i).s);
   cg_line(f, "store %s 0, %s* %s", ty, ty, pz.s);
   cg_loop_end(f, lz);
   if_end(f, bz);
   if (any) {
     uint32_t bi = if_begin(f, in);
-    cg_val row = mul_c(f, cg_add(f, mul_c(f, q, count[p]), j), yst[p]);
+    cg_val row = mul_c(f, add(f, mul_c(f, q, count[p]), j), yst[p]);
     walk w;
     walk_init(&w, rank - p - 1, count + p + 1, dst + p + 1, yst + p + 1);
     emit_walk(f, &w, ty, out, add_c(f, at, rest_base), src, row, cg_const_i64(0),
@@ -493,9 +581,10 @@ static dpc_status lower_gather(cg_kernel *k, dpc_diag *d) {
     cg_val o, j;
     split_index(f, lr.i, outer, ni, &o, &j);
     cg_val kv = load_index(f, idx, iv->dtype, j);
-    cg_val neg = bin(f, "icmp slt", "i64", kv, cg_const_i64(0)), kw = cg_tmp(f);
-    cg_line(f, "%s = select i1 %s, i64 %s, i64 %s", kw.s, neg.s, add_c(f, kv, dim).s, kv.s);
-    cg_val from = mul_c(f, cg_add(f, mul_c(f, o, dim), kw), inner);
+    cg_val neg = bin(f, "icmp slt", "i64", kv, cg_const_i64(0)), up = add_c(f, kv, dim);
+    cg_val kw = cg_tmp(f);
+    cg_line(f, "%s = select i1 %s, i64 %s, i64 %s", kw.s, neg.s, up.s, kv.s);
+    cg_val from = mul_c(f, add(f, mul_c(f, o, dim), kw), inner);
     walk w = walk_run(inner);
     emit_walk(f, &w, ty, dst, mul_c(f, lr.i, inner), src, from, cg_const_i64(0),
               cg_const_i64(inner));
@@ -563,9 +652,9 @@ static dpc_status lower_gather_grad(cg_kernel *k, dpc_diag *d) {
     cg_val hit =
         bin(f, "or", "i1", bin(f, "icmp eq", "i64", kv, kk), bin(f, "icmp eq", "i64", kv, kneg));
     uint32_t bh = if_begin(f, hit);
-    cg_val from = cg_add(f, mul_c(f, cg_add(f, dyrow0, lj.i), inner), t0);
+    cg_val from = add(f, mul_c(f, add(f, dyrow0, lj.i), inner), t0);
     cg_loop la = cg_loop_begin(f, cg_const_i64(0), tn);
-    cg_val v = cg_load(f, src, t, cg_add(f, from, la.i));
+    cg_val v = cg_load(f, src, t, add(f, from, la.i));
     if (widen) {
       cg_val w = cg_tmp(f);
       cg_line(f, "%s = fpext float %s to double", w.s, v.s);
@@ -590,7 +679,7 @@ static dpc_status lower_gather_grad(cg_kernel *k, dpc_diag *d) {
       cg_line(f, "%s = fptrunc double %s to float", r.s, s.s);
       s = r;
     }
-    cg_store(f, dst, t, cg_add(f, cg_add(f, ddrow, t0), ls.i), s);
+    cg_store(f, dst, t, add(f, add(f, ddrow, t0), ls.i), s);
     cg_loop_end(f, ls);
     if (inner > chunk) cg_loop_end(f, lc);
     cg_loop_end(f, lr);
