@@ -51,7 +51,8 @@ int dpc_cmd_run(int argc, char **argv) {
   if (!cli_parse("run", run_opts, NRUN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
     printf("Usage: dpc run FILE.graph|FILE.dpx --input NAME=FILE.npy ... [--output-dir DIR]\n\n"
-           "Run a model's forward pass once on the reference backend and write every output\n"
+           "Run a model's forward pass once (compiled with LLVM unless --backend ref) and write "
+           "every output\n"
            "named in the model's 'output' statement as DIR/NAME.npy. Symbolic dimensions (the\n"
            "batch N) take their size from the data. Inputs only the loss needs (labels) may be\n"
            "left out. Params start from their initializers unless --param gives a value.\n");

@@ -18,6 +18,7 @@ static void usage(FILE *f) {
           "  run FILE         run a model on .npy inputs and write its outputs as .npy\n"
           "  train FILE       train a model on a dataset (Fashion-MNIST by default)\n"
           "  compile FILE     compile a model ahead of time into an artifact (.dpx)\n"
+          "  bench FILE       time a model's training step or forward pass\n"
           "  ops              list the ops a .graph model can use\n"
           "  version          print the version\n"
           "  help [COMMAND]   show help\n"
@@ -55,6 +56,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "train")) return dpc_cmd_train(argc, argv);
   if (!strcmp(cmd, "compile")) return dpc_cmd_compile(argc, argv);
   if (!strcmp(cmd, "ops")) return dpc_cmd_ops(argc, argv);
+  if (!strcmp(cmd, "bench")) return dpc_cmd_bench(argc, argv);
   fprintf(stderr, "dpc: unknown command '%s'\n\n", cmd);
   usage(stderr);
   return DPC_EXIT_USAGE;

@@ -1,0 +1,119 @@
+/*
+ * bench.c — timing a model's step (see bench.h).
+ */
+#include "tools/dpc/bench.h"
+
+#include "partitioner/partitioner.h"
+#include "runtime/rng.h"
+#include "runtime/session.h"
+#include "tools/dpc/train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Classes a label input indexes: the width of the logits it meets in a cross-entropy. */
+static int64_t classes_of(const dpc_graph *g, uint32_t labels) {
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    const dpc_node *n = &g->nodes[i];
+    if (n->op == DPC_OP_SOFTMAX_CROSS_ENTROPY && g->ids[n->in + 1] == labels) {
+      const dpc_shape *s = &g->values[g->ids[n->in]].shape;
+      return s->rank ? s->d[s->rank - 1] : 1;
+    }
+  }
+  return 1;
+}
+
+/* Uniform data for float inputs, valid classes for integer ones. */
+static void fill_inputs(const dpc_graph *g, dpc_session *s) {
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].op != DPC_OP_INPUT) continue;
+    uint32_t v = g->nodes[i].out;
+    dpc_tensor t = dpc_session_input(s, v);
+    int64_t n = dpc_tensor_numel(&t), c = classes_of(g, v);
+    for (int64_t k = 0; k < n; k++) {
+      if (dpc_dtype_is_float(t.dtype))
+        dpc_tstore(&t, k, dpc_rng_uniform(1234 + v, (uint64_t)k));
+      else
+        dpc_tstore_i64(&t, k, (int64_t)(dpc_rng_bits(99 + v, (uint64_t)k) % (uint64_t)c));
+    }
+  }
+}
+
+dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_result *r,
+                     dpc_diag *d) {
+  memset(r, 0, sizeof *r);
+  if (!o->inference && src->obj.loss == DPC_NONE)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the model has nothing to minimize: bench its forward pass with "
+                         "--inference");
+  if (o->batch < 1 || o->steps < 1)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "--batch and --steps must be at least 1");
+  double t0 = now_s();
+  dpc_graph *g = dpc_graph_clone(src);
+  int64_t *vals = g ? calloc(g->n_syms ? g->n_syms : 1, sizeof *vals) : NULL;
+  double *times = calloc(o->steps, sizeof *times);
+  dpc_plan *plan = NULL;
+  dpc_cpu_backend *cpu = NULL;
+  dpc_native_kernel *native = NULL;
+  dpc_session *s = NULL;
+  dpc_status st = g && vals && times ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_pass_opts po = {.training = !o->inference, .fuse = o->exec.llvm ? dpc_cpu_fusion() : 0};
+  if (!st && po.training) st = dpc_driver_default_horizon(g, d);
+  if (!st) st = dpc_passes_run(g, &po, d);
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = o->batch;
+  if (!st) st = dpc_graph_bind(g, vals, d);
+  if (!st) st = dpc_plan_single(g, "cpu:0", po.training, &plan, d);
+  if (!st && o->exec.llvm) {
+    native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);
+    st = native ? dpc_cpu_backend_new(&o->exec.cpu, &cpu, d)
+                : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    if (!st) st = dpc_cpu_compile_plan(cpu, plan, native, d);
+  }
+  dpc_session_opts so = {.training = po.training, .native = native, .threads = o->threads};
+  if (!st) st = dpc_session_new(plan, &so, &s, d);
+  if (!st) {
+    r->compile_s = now_s() - t0;
+    if (cpu) {
+      double secs;
+      uint32_t cached;
+      dpc_cpu_stats(cpu, &secs, &r->kernels, &cached);
+      snprintf(r->target, sizeof r->target, "%s", dpc_cpu_target_name(cpu));
+    } else {
+      snprintf(r->target, sizeof r->target, "reference kernels");
+    }
+    fill_inputs(plan->g, s);
+  }
+  for (uint32_t i = 0; !st && i < o->warmup + o->steps; i++) {
+    double a = now_s();
+    st = dpc_session_run(s, d);
+    if (i >= o->warmup) times[i - o->warmup] = now_s() - a;
+  }
+  if (!st) {
+    qsort(times, o->steps, sizeof *times, cmp_double);
+    r->median_s = times[o->steps / 2];
+    r->min_s = times[0];
+    r->p90_s = times[(o->steps * 9) / 10 < o->steps ? (o->steps * 9) / 10 : o->steps - 1];
+    r->samples_per_s = r->median_s > 0 ? o->batch / r->median_s : 0;
+  }
+  dpc_session_free(s);
+  dpc_cpu_backend_free(cpu);
+  free(native);
+  dpc_plan_free(plan);
+  free(times);
+  free(vals);
+  dpc_graph_free(g);
+  return st;
+}

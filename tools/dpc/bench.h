@@ -1,0 +1,33 @@
+/*
+ * bench.h — `dpc bench`: time a model's training step (or forward pass) on synthetic data.
+ *
+ * The model goes through the same pipeline as dpc train (passes, fusion, plan, compile); the
+ * data inputs are filled with uniform values and the label inputs with valid classes, once, so
+ * what is timed is the step alone. The median of the timed steps is the figure to quote: the
+ * machines are shared, and the median ignores the stray slow step.
+ */
+#ifndef DPC_TOOLS_BENCH_H
+#define DPC_TOOLS_BENCH_H
+
+#include "tools/dpc/driver.h"
+
+typedef struct dpc_bench_opts {
+  uint32_t batch;     /* every symbolic dimension takes this size */
+  uint32_t threads;   /* for compiled kernels: 0 = one per core */
+  bool inference;     /* the forward pass instead of the training step */
+  uint32_t warmup;    /* untimed steps first */
+  uint32_t steps;     /* timed steps */
+  dpc_exec_opts exec; /* llvm or the reference kernels */
+} dpc_bench_opts;
+
+typedef struct dpc_bench_result {
+  double compile_s;              /* passes, plan, and the LLVM compilation (the JIT) */
+  uint32_t kernels;              /* compiled */
+  double median_s, min_s, p90_s; /* per step */
+  double samples_per_s;          /* batch / median */
+  char target[160];              /* what the kernels were compiled for, or "reference" */
+} dpc_bench_result;
+
+dpc_status dpc_bench(const dpc_graph *g, const dpc_bench_opts *o, dpc_bench_result *r, dpc_diag *d);
+
+#endif

@@ -1,0 +1,90 @@
+/*
+ * cmd_bench.c — `dpc bench`: the median step time and samples/s of a model (tools/dpc/bench.c).
+ */
+#include "tools/dpc/bench.h"
+#include "tools/dpc/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const cli_opt bench_opts[] = {
+    {"batch", true, false, "samples per step; every symbolic dimension takes it (default 128)"},
+    {"threads", true, false, "threads for compiled kernels (default: one per core)"},
+    {"inference", false, false, "time the forward pass instead of the training step"},
+    {"steps", true, false, "timed steps (default 50)"},
+    {"warmup", true, false, "untimed steps before them (default 5)"},
+    {"backend", true, false, "llvm (default) or ref (the reference kernels)"},
+    {"json", false, false, "print one JSON object instead of text"},
+    {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
+};
+#define NBENCH (int)(sizeof bench_opts / sizeof *bench_opts)
+
+static bool get_u32(const cli_parsed *p, const char *name, uint32_t *out, uint32_t min) {
+  const char *v = cli_get(bench_opts, NBENCH, p, name);
+  if (!v) return true;
+  char *end;
+  errno = 0;
+  unsigned long x = strtoul(v, &end, 10);
+  if (errno || end == v || *end || v[0] == '-' || x < min || x > (1ul << 24)) {
+    cli_usage_error("bench", "--%s expects a whole number from %u, got '%s'", name, min, v);
+    return false;
+  }
+  *out = (uint32_t)x;
+  return true;
+}
+
+int dpc_cmd_bench(int argc, char **argv) {
+  cli_parsed p;
+  if (!cli_parse("bench", bench_opts, NBENCH, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
+  if (p.help) {
+    printf("Usage: dpc bench FILE.graph [--batch B] [--threads T] [--inference]\n\n"
+           "Time a model's training step (or, with --inference, its forward pass) on synthetic\n"
+           "data: compile it as dpc train would, run warm-up steps, then time each step and print\n"
+           "the median, the fastest and the 90th percentile, and samples/s at the median. The\n"
+           "compile time printed is the JIT's: passes, plan and LLVM. Figures and the commands\n"
+           "behind them: docs/benchmarks.md.\n");
+    cli_print_options(bench_opts, NBENCH);
+    return DPC_EXIT_OK;
+  }
+  if (p.npos != 1) return cli_usage_error("bench", "expects one model file (see dpc bench --help)");
+  dpc_bench_opts o = {.batch = 128, .warmup = 5, .steps = 50};
+  o.inference = cli_get(bench_opts, NBENCH, &p, "inference") != NULL;
+  if (!get_u32(&p, "batch", &o.batch, 1) || !get_u32(&p, "threads", &o.threads, 1) ||
+      !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0))
+    return DPC_EXIT_USAGE;
+  int rc = cli_exec_opts("bench", bench_opts, NBENCH, &p, &o.exec);
+  if (rc) return rc;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_graph *g = NULL;
+  dpc_bench_result r;
+  if (dpc_driver_load(p.pos[0], &g, &d) || dpc_bench(g, &o, &r, &d)) {
+    rc = cli_report("bench", &d);
+  } else {
+    const char *name = g->name != DPC_NONE ? dpc_graph_str(g, g->name) : p.pos[0];
+    const char *what = o.inference ? "inference" : "training";
+    if (cli_get(bench_opts, NBENCH, &p, "json")) {
+      printf("{\"model\": \"%s\", \"mode\": \"%s\", \"batch\": %u, \"threads\": %u, "
+             "\"backend\": \"%s\", \"target\": \"%s\", \"compile_s\": %.4f, \"kernels\": %u, "
+             "\"median_ms\": %.4f, \"min_ms\": %.4f, \"p90_ms\": %.4f, \"samples_per_s\": %.1f}\n",
+             name, what, o.batch, o.threads, o.exec.llvm ? "llvm" : "ref", r.target, r.compile_s,
+             r.kernels, r.median_s * 1e3, r.min_s * 1e3, r.p90_s * 1e3, r.samples_per_s);
+    } else {
+      char th[32];
+      if (o.threads)
+        snprintf(th, sizeof th, "%u thread%s", o.threads, o.threads == 1 ? "" : "s");
+      else
+        snprintf(th, sizeof th, "a thread per core");
+      printf("%s, %s step, batch %u, %s, %s\n", name, what, o.batch, th, r.target);
+      printf("  compile: %.3f s (%u kernels)\n", r.compile_s, r.kernels);
+      printf("  step:    median %.3f ms, fastest %.3f ms, 90th percentile %.3f ms (%u steps)\n",
+             r.median_s * 1e3, r.min_s * 1e3, r.p90_s * 1e3, o.steps);
+      printf("  %.0f samples/s\n", r.samples_per_s);
+    }
+  }
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+  return rc;
+}
