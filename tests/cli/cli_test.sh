@@ -85,7 +85,13 @@ expect 1 "run with a name the model lacks" -- "$dpc" run "$src/examples/fashion_
 contains "$work/err" "no input named 'q'" "the unknown name is reported"
 
 # compiled artifacts: dpc compile, then dpc run and dpc train on the .dpx (no LLVM involved)
-for cmd in compile train; do
+expect 0 "bench a training step" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --batch 4 --steps 3 --warmup 1 --json
+contains "$work/out" '"mode": "training", "batch": 4' "bench reports what it timed"
+contains "$work/out" '"samples_per_s": [1-9]' "bench reports samples/s"
+expect 0 "bench the forward pass on the reference kernels" -- "$dpc" bench "$src/examples/fashion_cnn.graph" --inference --batch 2 --steps 2 --backend ref
+contains "$work/out" "samples/s" "bench prints samples/s"
+expect 2 "bench with a bad --batch" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --batch 0
+for cmd in compile train bench; do
   expect 0 "dpc $cmd --help" -- "$dpc" $cmd --help
   contains "$work/out" "Usage: dpc $cmd" "dpc $cmd --help shows usage"
 done
