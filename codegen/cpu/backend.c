@@ -80,9 +80,9 @@ static const char preamble[] =
     "  %h = lshr i64 %g, 31\n  %i = xor i64 %g, %h\n  ret i64 %i\n}\n\n";
 
 cg_lower_fn cg_lowering(dpc_op op) {
-  static const cg_lower_fn *const tables[] = {cg_elementwise_table, cg_reduce_table,
-                                              cg_layout_table,      cg_matmul_table,
-                                              cg_window_table,      cg_norm_table};
+  static const cg_lower_fn *const tables[] = {
+      cg_elementwise_table, cg_reduce_table, cg_layout_table, cg_matmul_table,
+      cg_window_table,      cg_norm_table,   cg_pool_table};
   if ((unsigned)op >= DPC_OP_COUNT) return NULL;
   for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
     if (tables[i][op]) return tables[i][op];

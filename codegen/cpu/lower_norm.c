@@ -3,15 +3,17 @@
  *
  * Each kernel is the reference kernel (runtime/ref/ref_nn.c, ref_nn_grad.c) written out in IR:
  * the same two-pass statistics accumulated in double, the same expressions in the same order,
- * and no fast-math flags, so the results match the reference to the last bit for f64 (and f32,
- * f16, bf16 round once, from the same double). Shapes, epsilon and momentum are constants.
+ * and no fast-math flags. The one difference: each sum is kept in LANES interleaved partial
+ * sums (see "sums in lanes"), so LLVM can vectorise it. That changes only double rounding:
+ * f64 results may differ from the reference's in their last bits, f32, f16 and bf16 results
+ * almost never do. Shapes, epsilon and momentum are constants.
  *
  * Parallel loops: batch_norm and its gradient run over channels (each iteration reads its
  * channel's elements and writes its channel's outputs), layer_norm over rows. layer_norm_grad
- * has two kinds of iteration in one loop: the first `outer` compute dx of one row each; the
- * rest each sum dscale and dbias over all rows for one chunk of columns, recomputing each row's
- * statistics as the reference does (two bounded arrays of doubles on the stack, no heap), so no
- * two iterations write the same place.
+ * has two kinds of iteration in one loop: most compute dx of one row each; one per chunk of
+ * LN_CHUNK columns sums dscale and dbias over all rows for those columns, recomputing each
+ * row's statistics as the reference does (two bounded arrays of doubles on the stack, no
+ * heap), so no two iterations write the same place.
  *
  * Training mode: from the node's own `training` attribute when given (then only that path is
  * generated), else the run's %training argument.
@@ -134,6 +136,99 @@ static cg_val training_flag(cg_fn *f, int mode) {
   return r;
 }
 
+/* ---- sums in lanes ------------------------------------------------------------------------- */
+
+/* A sum over a row is LANES partial sums in double, element i going to lane i % LANES, added
+ * pairwise at the end: independent chains LLVM vectorises, where one running sum is a chain
+ * of dependent adds it may not reorder. The result differs from the reference's running sum
+ * only by double rounding (relative 1e-16, far below what f32 keeps), and does not depend on
+ * how the parallel loop is split. */
+#define LANES 8
+
+/* What is summed at element i of a row starting at index `base`: one or two terms. */
+typedef enum term_kind {
+  T_X,      /* x */
+  T_DEV2,   /* (x - m)^2 */
+  T_DY_DYX, /* dy, and dy * (x - m) * rstd */
+  T_G_GX,   /* g = dy * scale[i], and g * (x - m) * rstd */
+} term_kind;
+
+typedef struct terms {
+  term_kind kind;
+  cg_val base, xp, dyp, scp, m, rstd;
+  dpc_dtype tx, tdy, tsc;
+} terms;
+
+typedef struct lanes {
+  int n; /* sums: 1 or 2 */
+  cg_val acc[2][LANES];
+} lanes;
+
+static int n_terms(term_kind k) {
+  return k == T_X || k == T_DEV2 ? 1 : 2;
+}
+
+static void lanes_new(cg_fn *f, lanes *l, int n) {
+  l->n = n;
+  for (int s = 0; s < n; s++)
+    for (int j = 0; j < LANES; j++) l->acc[s][j] = cg_acc_new(f, "double", dc(0));
+}
+
+static void term_at(cg_fn *f, const terms *t, cg_val i, cg_val out[2]) {
+  cg_val idx = ibin(f, "add", t->base, i);
+  switch (t->kind) {
+  case T_X: out[0] = load_d(f, t->xp, t->tx, idx); break;
+  case T_DEV2: {
+    cg_val e = dop(f, "fsub", load_d(f, t->xp, t->tx, idx), t->m);
+    out[0] = dop(f, "fmul", e, e);
+    break;
+  }
+  case T_DY_DYX:
+  case T_G_GX: {
+    cg_val g = load_d(f, t->dyp, t->tdy, idx);
+    if (t->kind == T_G_GX) g = dop(f, "fmul", g, load_d(f, t->scp, t->tsc, i));
+    out[0] = g;
+    out[1] = dop(f, "fmul", dop(f, "fmul", g, dop(f, "fsub", load_d(f, t->xp, t->tx, idx), t->m)),
+                 t->rstd);
+    break;
+  }
+  }
+}
+
+static void lane_add(cg_fn *f, lanes *l, int j, const cg_val v[2]) {
+  for (int s = 0; s < l->n; s++)
+    cg_acc_set(f, l->acc[s][j], "double",
+               dop(f, "fadd", cg_acc_get(f, l->acc[s][j], "double"), v[s]));
+}
+
+/* Add the terms of elements [0, len) of the row at t->base: whole groups of LANES in a loop,
+ * the last len % LANES elements unrolled. */
+static void lanes_add(cg_fn *f, lanes *l, const terms *t, int64_t len) {
+  cg_val v[2];
+  if (len / LANES) {
+    cg_loop q = cg_loop_begin(f, ic(0), ic(len / LANES));
+    cg_val i0 = ibin(f, "mul", q.i, ic(LANES));
+    for (int j = 0; j < LANES; j++) {
+      term_at(f, t, ibin(f, "add", i0, ic(j)), v);
+      lane_add(f, l, j, v);
+    }
+    cg_loop_end(f, q);
+  }
+  for (int64_t j = 0; j < len % LANES; j++) {
+    term_at(f, t, ic(len / LANES * LANES + j), v);
+    lane_add(f, l, (int)j, v);
+  }
+}
+
+/* Sum s of the lanes, added pairwise. */
+static cg_val lanes_total(cg_fn *f, const lanes *l, int s) {
+  cg_val v[LANES];
+  for (int j = 0; j < LANES; j++) v[j] = cg_acc_get(f, l->acc[s][j], "double");
+  for (int w = LANES; w > 1; w /= 2)
+    for (int j = 0; j < w / 2; j++) v[j] = dop(f, "fadd", v[2 * j], v[2 * j + 1]);
+  return v[0];
+}
+
 /* ---- batch_norm ---------------------------------------------------------------------------- */
 
 /* [N, C, spatial...] seen per channel: element s of sample b of channel ch is at
@@ -161,25 +256,31 @@ static void chan_end(cg_fn *f, cg_loop l[2]) {
   cg_loop_end(f, l[0]);
 }
 
+/* The sums of terms t (its base aside) over channel ch: one row of sp elements per sample. */
+static void chan_sum(cg_fn *f, const chan *k, cg_val ch, const terms *t, cg_val out[2]) {
+  lanes l;
+  lanes_new(f, &l, n_terms(t->kind));
+  cg_loop lb = cg_loop_begin(f, ic(0), ic(k->n));
+  terms row = *t;
+  row.base = ibin(f, "mul", ibin(f, "add", ibin(f, "mul", lb.i, ic(k->c)), ch), ic(k->sp));
+  lanes_add(f, &l, &row, k->sp);
+  cg_loop_end(f, lb);
+  for (int s = 0; s < l.n; s++) out[s] = lanes_total(f, &l, s);
+}
+
 /* The batch mean and biased variance of channel ch, two passes (mean, then squared
  * deviations: a variance that cannot go negative), stored into the accumulators m and v.
  * count is never 0 here. */
 static void chan_stats(cg_fn *f, const chan *k, cg_val xp, dpc_dtype t, cg_val ch, cg_val m,
                        cg_val v) {
-  cg_loop l[2];
-  cg_val idx;
-  cg_val sum = cg_acc_new(f, "double", dc(0));
-  chan_begin(f, k, ch, l, &idx);
-  cg_acc_set(f, sum, "double", dop(f, "fadd", cg_acc_get(f, sum, "double"), load_d(f, xp, t, idx)));
-  chan_end(f, l);
-  cg_val mean = dop(f, "fdiv", cg_acc_get(f, sum, "double"), dc((double)k->count));
-  cg_val sq = cg_acc_new(f, "double", dc(0));
-  chan_begin(f, k, ch, l, &idx);
-  cg_val e = dop(f, "fsub", load_d(f, xp, t, idx), mean);
-  cg_acc_set(f, sq, "double", dop(f, "fadd", cg_acc_get(f, sq, "double"), dop(f, "fmul", e, e)));
-  chan_end(f, l);
+  terms tm = {.kind = T_X, .xp = xp, .tx = t};
+  cg_val sum[2], sq[2];
+  chan_sum(f, k, ch, &tm, sum);
+  cg_val mean = dop(f, "fdiv", sum[0], dc((double)k->count));
+  tm.kind = T_DEV2, tm.m = mean;
+  chan_sum(f, k, ch, &tm, sq);
   cg_acc_set(f, m, "double", mean);
-  cg_acc_set(f, v, "double", dop(f, "fdiv", cg_acc_get(f, sq, "double"), dc((double)k->count)));
+  cg_acc_set(f, v, "double", dop(f, "fdiv", sq[0], dc((double)k->count)));
 }
 
 /* y = scale * (x - m) / sqrt(v + eps) + bias with the batch's statistics when training, the
@@ -269,16 +370,12 @@ static dpc_status lower_batch_norm_grad(cg_kernel *k, dpc_diag *d) {
   }
   cg_val mv = cg_acc_get(f, m, "double"), vv = cg_acc_get(f, v, "double");
   cg_val rstd = dop(f, "fdiv", dc(1), dsqrt(f, dop(f, "fadd", vv, dc(eps))));
-  cg_val sb = cg_acc_new(f, "double", dc(0)), ss = cg_acc_new(f, "double", dc(0));
+  terms tg = {.kind = T_DY_DYX, .xp = xp, .dyp = dyp, .m = mv, .rstd = rstd, .tx = tx, .tdy = tdy};
+  cg_val sums[2];
+  chan_sum(f, &c, ch, &tg, sums);
+  cg_val sbv = sums[0], ssv = sums[1];
   cg_loop l[2];
-  cg_val idx;
-  chan_begin(f, &c, ch, l, &idx);
-  cg_val g = load_d(f, dyp, tdy, idx);
-  cg_acc_set(f, sb, "double", dop(f, "fadd", cg_acc_get(f, sb, "double"), g));
-  cg_val gx = dop(f, "fmul", dop(f, "fmul", g, dop(f, "fsub", load_d(f, xp, tx, idx), mv)), rstd);
-  cg_acc_set(f, ss, "double", dop(f, "fadd", cg_acc_get(f, ss, "double"), gx));
-  chan_end(f, l);
-  cg_val sbv = cg_acc_get(f, sb, "double"), ssv = cg_acc_get(f, ss, "double");
+  cg_val idx, g;
   cg_val kk = dop(f, "fmul", load_d(f, scp, tsc, ch), rstd);
   cg_val cnt = dc((double)c.count), sbm = dop(f, "fdiv", sbv, cnt);
   chan_begin(f, &c, ch, l, &idx);
@@ -313,19 +410,15 @@ static void rows_of(const cg_fn *f, uint32_t x_in, int64_t *outer, int64_t *inne
 /* Mean and sum of squared deviations of the row at base, two passes as the reference. */
 static void row_sums(cg_fn *f, cg_val xp, dpc_dtype t, cg_val base, int64_t inner, cg_val *mean,
                      cg_val *sq) {
-  cg_val sum = cg_acc_new(f, "double", dc(0));
-  cg_loop l = cg_loop_begin(f, ic(0), ic(inner));
-  cg_val v = load_d(f, xp, t, ibin(f, "add", base, l.i));
-  cg_acc_set(f, sum, "double", dop(f, "fadd", cg_acc_get(f, sum, "double"), v));
-  cg_loop_end(f, l);
-  cg_val m = dop(f, "fdiv", cg_acc_get(f, sum, "double"), dc((double)inner));
-  cg_val acc = cg_acc_new(f, "double", dc(0));
-  l = cg_loop_begin(f, ic(0), ic(inner));
-  cg_val e = dop(f, "fsub", load_d(f, xp, t, ibin(f, "add", base, l.i)), m);
-  cg_acc_set(f, acc, "double", dop(f, "fadd", cg_acc_get(f, acc, "double"), dop(f, "fmul", e, e)));
-  cg_loop_end(f, l);
-  *mean = m;
-  *sq = cg_acc_get(f, acc, "double");
+  terms tr = {.kind = T_X, .base = base, .xp = xp, .tx = t};
+  lanes l;
+  lanes_new(f, &l, 1);
+  lanes_add(f, &l, &tr, inner);
+  *mean = dop(f, "fdiv", lanes_total(f, &l, 0), dc((double)inner));
+  tr.kind = T_DEV2, tr.m = *mean;
+  lanes_new(f, &l, 1);
+  lanes_add(f, &l, &tr, inner);
+  *sq = lanes_total(f, &l, 0);
 }
 
 /* y = (x - mean) / sqrt(var + eps) * scale (+ bias) per row. */
@@ -391,39 +484,28 @@ static dpc_status lower_layer_norm_grad(cg_kernel *k, dpc_diag *d) {
   cg_val dxp = cg_arg_ptr(f, 3, tdx), dsp = cg_arg_ptr(f, 4, tds), dbp = cg_arg_ptr(f, 5, tdb);
   cg_val n = dc((double)inner);
   cg_loop li = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
-  cg_val is_row = cg_tmp(f);
-  cg_line(f, "%s = icmp slt i64 %s, %lld", is_row.s, li.i.s, (long long)outer);
-  uint32_t br = if_begin(f, is_row);
-  {
-    /* dx of row li */
-    cg_val base = ibin(f, "mul", li.i, ic(inner)), m, sq;
-    row_sums(f, xp, tx, base, inner, &m, &sq);
-    cg_val rstd = dop(f, "fdiv", dc(1), dsqrt(f, dop(f, "fadd", dop(f, "fdiv", sq, n), dc(eps))));
-    cg_val mg = cg_acc_new(f, "double", dc(0)), mgx = cg_acc_new(f, "double", dc(0));
-    cg_loop l = cg_loop_begin(f, ic(0), ic(inner));
-    cg_val i = ibin(f, "add", base, l.i);
-    cg_val g = dop(f, "fmul", load_d(f, dyp, tdy, i), load_d(f, scp, tsc, l.i));
-    cg_acc_set(f, mg, "double", dop(f, "fadd", cg_acc_get(f, mg, "double"), g));
-    cg_val gx = dop(f, "fmul", dop(f, "fmul", g, dop(f, "fsub", load_d(f, xp, tx, i), m)), rstd);
-    cg_acc_set(f, mgx, "double", dop(f, "fadd", cg_acc_get(f, mgx, "double"), gx));
-    cg_loop_end(f, l);
-    cg_val mgv = dop(f, "fdiv", cg_acc_get(f, mg, "double"), n);
-    cg_val mgxv = dop(f, "fdiv", cg_acc_get(f, mgx, "double"), n);
-    l = cg_loop_begin(f, ic(0), ic(inner));
-    i = ibin(f, "add", base, l.i);
-    g = dop(f, "fmul", load_d(f, dyp, tdy, i), load_d(f, scp, tsc, l.i));
-    cg_val xhat = dop(f, "fmul", dop(f, "fsub", load_d(f, xp, tx, i), m), rstd);
-    cg_val r = dop(f, "fsub", dop(f, "fsub", g, mgv), dop(f, "fmul", xhat, mgxv));
-    store_d(f, dxp, tdx, i, dop(f, "fmul", rstd, r));
-    cg_loop_end(f, l);
-  }
-  if_else(f, br);
+  /* The chunk iterations cost about as much as all the rows together (each recomputes every
+   * row's statistics), so they are spread evenly over the loop, chunk q at iteration
+   * q * spacing, rather than bunched at one end where one thread would get them all. The rows
+   * take the other iterations in order. */
+  int64_t spacing = (outer + chunks) / chunks;
+  cg_val q = ibin(f, "sdiv", li.i, ic(spacing));
+  cg_val on = cg_tmp(f), first = cg_tmp(f), inr = cg_tmp(f), is_chunk = cg_tmp(f);
+  cg_line(f, "%s = srem i64 %s, %lld", on.s, li.i.s, (long long)spacing);
+  cg_line(f, "%s = icmp eq i64 %s, 0", first.s, on.s);
+  cg_line(f, "%s = icmp slt i64 %s, %lld", inr.s, q.s, (long long)chunks);
+  cg_line(f, "%s = and i1 %s, %s", is_chunk.s, first.s, inr.s);
+  cg_val before = ibin(f, "add", q, ic(1)), clamp = cg_tmp(f), row = cg_tmp(f);
+  cg_line(f, "%s = icmp slt i64 %s, %lld", clamp.s, before.s, (long long)chunks);
+  cg_line(f, "%s = select i1 %s, i64 %s, i64 %lld", row.s, clamp.s, before.s, (long long)chunks);
+  row = ibin(f, "sub", li.i, row);
+  uint32_t br = if_begin(f, is_chunk);
   {
     /* dscale and dbias of columns [j0, j0 + jn), summed over every row */
     uint32_t id = cg_label(f);
     dpc_buf_printf(&f->head, "  %%ss%u = alloca [%d x double]\n", id, LN_CHUNK);
     dpc_buf_printf(&f->head, "  %%sb%u = alloca [%d x double]\n", id, LN_CHUNK);
-    cg_val j0 = ibin(f, "mul", ibin(f, "sub", li.i, ic(outer)), ic(LN_CHUNK));
+    cg_val j0 = ibin(f, "mul", q, ic(LN_CHUNK));
     cg_val left = ibin(f, "sub", ic(inner), j0), small = cg_tmp(f), jn = cg_tmp(f);
     cg_line(f, "%s = icmp slt i64 %s, %d", small.s, left.s, LN_CHUNK);
     cg_line(f, "%s = select i1 %s, i64 %s, i64 %d", jn.s, small.s, left.s, LN_CHUNK);
@@ -448,6 +530,26 @@ static dpc_status lower_layer_norm_grad(cg_kernel *k, dpc_diag *d) {
     cg_val j = ibin(f, "add", j0, l.i);
     store_d(f, dsp, tds, j, chunk_get(f, chunk_at(f, "ss", id, l.i)));
     store_d(f, dbp, tdb, j, chunk_get(f, chunk_at(f, "sb", id, l.i)));
+    cg_loop_end(f, l);
+  }
+  if_else(f, br);
+  {
+    /* dx of one row */
+    cg_val base = ibin(f, "mul", row, ic(inner)), m, sq;
+    row_sums(f, xp, tx, base, inner, &m, &sq);
+    cg_val rstd = dop(f, "fdiv", dc(1), dsqrt(f, dop(f, "fadd", dop(f, "fdiv", sq, n), dc(eps))));
+    terms tg = {T_G_GX, base, xp, dyp, scp, m, rstd, tx, tdy, tsc};
+    lanes ls;
+    lanes_new(f, &ls, 2);
+    lanes_add(f, &ls, &tg, inner);
+    cg_val mgv = dop(f, "fdiv", lanes_total(f, &ls, 0), n);
+    cg_val mgxv = dop(f, "fdiv", lanes_total(f, &ls, 1), n);
+    cg_loop l = cg_loop_begin(f, ic(0), ic(inner));
+    cg_val i = ibin(f, "add", base, l.i);
+    cg_val g = dop(f, "fmul", load_d(f, dyp, tdy, i), load_d(f, scp, tsc, l.i));
+    cg_val xhat = dop(f, "fmul", dop(f, "fsub", load_d(f, xp, tx, i), m), rstd);
+    cg_val r = dop(f, "fsub", dop(f, "fsub", g, mgv), dop(f, "fmul", xhat, mgxv));
+    store_d(f, dxp, tdx, i, dop(f, "fmul", rstd, r));
     cg_loop_end(f, l);
   }
   if_end(f, br);

@@ -16,7 +16,10 @@
  * covering it (found directly from the position: a small range of window rows and columns, and
  * a divisibility test only with dilation), dy of the window where the position is the window's
  * argmax (max: first maximum, or first NaN) or dy / divisor (avg). Sums run in double in the
- * reference's order, so results match it to the last bit for f64.
+ * reference's order, so results match it to the last bit. max_pool2d_grad first scans each
+ * window once for its argmax into a bounded stack buffer (the whole plane's windows, or those
+ * of a band of dx rows when the plane's do not fit) instead of rescanning a window for every
+ * position it covers, as the reference does.
  */
 #include "codegen/cpu/cg.h"
 
@@ -179,41 +182,103 @@ static cg_val divisor(cg_fn *f, const pool *p, const taps *ty, const taps *tx) {
   return r;
 }
 
-/* ---- forward -------------------------------------------------------------------------------- */
+/* ---- one window ----------------------------------------------------------------------------- */
 
-/* One output position (oy, ox) of plane `xbase`/`ybase` with its taps known. */
-static void pool_window(cg_fn *f, const pool *p, cg_val xp, cg_val yp, cg_val xbase, cg_val ybase,
-                        cg_val oy, const taps *ty, cg_val ox, const taps *tx) {
+typedef enum wkind {
+  W_MAX,    /* the maximum, in the calc type; NaN propagates */
+  W_AVG,    /* the sum in double, divided by the divisor */
+  W_ARGMAX, /* i64: where in the plane (iy*W + ix) the maximum comes from, -1 for nowhere */
+} wkind;
+
+/* Reduce the window with taps ty, tx of the plane at xbase, visiting only its taps inside the
+ * input, row-major (the reference's order). */
+static cg_val window_reduce(cg_fn *f, const pool *p, wkind kind, cg_val xp, cg_val xbase,
+                            const taps *ty, const taps *tx) {
   const char *ct = cg_calc_type(p->t);
   /* max starts at -inf, the identity of max, so a window with no input position gives -inf */
-  cg_val acc = p->is_max ? cg_acc_new(f, ct, cg_const(p->t, -INFINITY))
-                         : cg_acc_new(f, "double", cg_const(DPC_F64, 0));
+  cg_val acc = kind == W_AVG ? cg_acc_new(f, "double", cg_const(DPC_F64, 0))
+                             : cg_acc_new(f, ct, cg_const(p->t, -INFINITY));
+  cg_val best = kind == W_ARGMAX ? cg_acc_new(f, "i64", ic(-1)) : ic(0);
   cg_loop ly = cg_loop_begin(f, ty->lo, ty->hi);
   cg_val iy = ibin(f, "add", ty->start, ibin(f, "mul", ly.i, ic(p->w.dh)));
-  cg_val row = ibin(f, "add", xbase, ibin(f, "mul", iy, ic(p->w.w)));
+  cg_val row = ibin(f, "mul", iy, ic(p->w.w));
   cg_loop lx = cg_loop_begin(f, tx->lo, tx->hi);
   cg_val ix = ibin(f, "add", tx->start, ibin(f, "mul", lx.i, ic(p->w.dw)));
-  cg_val v = cg_load(f, xp, p->t, ibin(f, "add", row, ix));
-  if (p->is_max) {
-    /* m = v when v > m or v is NaN: v > NaN is false, so a NaN sticks */
+  cg_val at = ibin(f, "add", row, ix);
+  cg_val v = cg_load(f, xp, p->t, ibin(f, "add", xbase, at));
+  if (kind == W_AVG) {
+    cg_val s = cg_acc_get(f, acc, "double");
+    cg_acc_set(f, acc, "double", fbin(f, "fadd", "double", s, to_double(f, v, p->t)));
+  } else {
     cg_val m = cg_acc_get(f, acc, ct), gt = cg_tmp(f), nan = cg_tmp(f), take = cg_tmp(f),
            r = cg_tmp(f);
     cg_line(f, "%s = fcmp ogt %s %s, %s", gt.s, ct, v.s, m.s);
     cg_line(f, "%s = fcmp uno %s %s, %s", nan.s, ct, v.s, v.s);
-    cg_line(f, "%s = or i1 %s, %s", take.s, gt.s, nan.s);
+    if (kind == W_MAX) {
+      /* m = v when v > m or v is NaN: v > NaN is false, so a NaN sticks */
+      cg_line(f, "%s = or i1 %s, %s", take.s, gt.s, nan.s);
+    } else {
+      /* the gradient goes where the forward's value came from: the first position (even when
+       * every value is -inf), then a greater value, or the first NaN */
+      cg_val b = cg_acc_get(f, best, "i64"), none = cg_tmp(f), mord = cg_tmp(f), fnan = cg_tmp(f),
+             t1 = cg_tmp(f), nb = cg_tmp(f);
+      cg_line(f, "%s = icmp slt i64 %s, 0", none.s, b.s);
+      cg_line(f, "%s = fcmp ord %s %s, %s", mord.s, ct, m.s, m.s);
+      cg_line(f, "%s = and i1 %s, %s", fnan.s, nan.s, mord.s);
+      cg_line(f, "%s = or i1 %s, %s", t1.s, none.s, gt.s);
+      cg_line(f, "%s = or i1 %s, %s", take.s, t1.s, fnan.s);
+      cg_line(f, "%s = select i1 %s, i64 %s, i64 %s", nb.s, take.s, at.s, b.s);
+      cg_acc_set(f, best, "i64", nb);
+    }
     cg_line(f, "%s = select i1 %s, %s %s, %s %s", r.s, take.s, ct, v.s, ct, m.s);
     cg_acc_set(f, acc, ct, r);
-  } else {
-    cg_val s = cg_acc_get(f, acc, "double");
-    cg_acc_set(f, acc, "double", fbin(f, "fadd", "double", s, to_double(f, v, p->t)));
   }
   cg_loop_end(f, lx);
   cg_loop_end(f, ly);
-  cg_val out = cg_acc_get(f, acc, p->is_max ? ct : "double");
-  if (!p->is_max) out = from_double(f, fbin(f, "fdiv", "double", out, divisor(f, p, ty, tx)), p->t);
-  cg_val at = ibin(f, "add", ybase, ibin(f, "add", ibin(f, "mul", oy, ic(p->w.ow)), ox));
-  cg_store(f, yp, p->t, at, out);
+  if (kind == W_ARGMAX) return cg_acc_get(f, best, "i64");
+  if (kind == W_MAX) return cg_acc_get(f, acc, ct);
+  return fbin(f, "fdiv", "double", cg_acc_get(f, acc, "double"), divisor(f, p, ty, tx));
 }
+
+/* Where a row of window results goes: element base + ox of ptr, of type t (W_MAX, W_AVG), or
+ * of an argmax buffer of `itype` entries (W_ARGMAX). */
+typedef struct sink {
+  wkind kind;
+  cg_val ptr, base;
+  dpc_dtype t;
+  const char *itype;
+} sink;
+
+/* Every window of one row (taps ty), the columns split into border, interior and border
+ * segments so the interior's taps are constants. */
+static void window_row(cg_fn *f, const pool *p, cg_val xp, cg_val xbase, const taps *ty,
+                       const sink *s) {
+  int64_t sx[4];
+  segments(&p->ax, sx);
+  for (int cs = 0; cs < 3; cs++) {
+    if (sx[cs] >= sx[cs + 1]) continue;
+    cg_loop lx = cg_loop_begin(f, ic(sx[cs]), ic(sx[cs + 1]));
+    taps tx = taps_at(f, &p->ax, lx.i, cs == 1, p->include_pad);
+    cg_val r = window_reduce(f, p, s->kind, xp, xbase, ty, &tx);
+    cg_val at = ibin(f, "add", s->base, lx.i);
+    if (s->kind == W_ARGMAX) {
+      cg_val e = r;
+      if (strcmp(s->itype, "i64")) {
+        e = cg_tmp(f);
+        cg_line(f, "%s = trunc i64 %s to %s", e.s, r.s, s->itype);
+      }
+      cg_val q = cg_tmp(f);
+      cg_line(f, "%s = getelementptr inbounds %s, %s* %s, i64 %s", q.s, s->itype, s->itype,
+              s->ptr.s, at.s);
+      cg_line(f, "store %s %s, %s* %s", s->itype, e.s, s->itype, q.s);
+    } else {
+      cg_store(f, s->ptr, s->t, at, s->kind == W_AVG ? from_double(f, r, s->t) : r);
+    }
+    cg_loop_end(f, lx);
+  }
+}
+
+/* ---- forward -------------------------------------------------------------------------------- */
 
 static dpc_status lower_pool(cg_kernel *k, dpc_diag *d, bool is_max) {
   cg_fn *f = k->f;
@@ -223,9 +288,8 @@ static dpc_status lower_pool(cg_kernel *k, dpc_diag *d, bool is_max) {
   const dpc_window *w = &p.w;
   cg_val xp = cg_arg_ptr(f, 0, p.t), yp = cg_arg_ptr(f, 1, p.t);
   k->total = w->n * w->c;
-  int64_t sy[4], sx[4];
+  int64_t sy[4];
   segments(&p.ay, sy);
-  segments(&p.ax, sx);
   cg_loop lp = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
   cg_val xbase = ibin(f, "mul", lp.i, ic(w->h * w->w));
   cg_val ybase = ibin(f, "mul", lp.i, ic(w->oh * w->ow));
@@ -233,13 +297,9 @@ static dpc_status lower_pool(cg_kernel *k, dpc_diag *d, bool is_max) {
     if (sy[rs] >= sy[rs + 1]) continue;
     cg_loop ly = cg_loop_begin(f, ic(sy[rs]), ic(sy[rs + 1]));
     taps ty = taps_at(f, &p.ay, ly.i, rs == 1, p.include_pad);
-    for (int cs = 0; cs < 3; cs++) {
-      if (sx[cs] >= sx[cs + 1]) continue;
-      cg_loop lx = cg_loop_begin(f, ic(sx[cs]), ic(sx[cs + 1]));
-      taps tx = taps_at(f, &p.ax, lx.i, cs == 1, p.include_pad);
-      pool_window(f, &p, xp, yp, xbase, ybase, ly.i, &ty, lx.i, &tx);
-      cg_loop_end(f, lx);
-    }
+    sink s = {is_max ? W_MAX : W_AVG, yp, ibin(f, "add", ybase, ibin(f, "mul", ly.i, ic(w->ow))),
+              p.t, NULL};
+    window_row(f, &p, xp, xbase, &ty, &s);
     cg_loop_end(f, ly);
   }
   cg_loop_end(f, lp);
@@ -257,11 +317,11 @@ static dpc_status lower_avg_pool(cg_kernel *k, dpc_diag *d) {
 /* ---- gradients ------------------------------------------------------------------------------ */
 
 /* The window positions o covering input position i along an axis: tap j of window o lands on i
- * when i + pb - j*d == o*s, 0 <= j < k. In the reference's order (j ascending, so o
- * descending), candidates run o = hi - c for c in [0, count); with dilation a candidate covers
- * i only when (i + pb - o*s) % d == 0, tested by the caller. */
+ * when i + pb - j*d == o*s, 0 <= j < k, so o runs over [lo, hi]. In the reference's order (j
+ * ascending, so o descending) the candidates are o = hi - c for c in [0, count); with dilation
+ * a candidate covers i only when (i + pb - o*s) % d == 0, tested by cover_begin. */
 typedef struct cover {
-  cg_val hi, count;
+  cg_val lo, hi, count;
 } cover;
 
 static cover cover_of(cg_fn *f, const axis *x, cg_val i) {
@@ -270,8 +330,8 @@ static cover cover_of(cg_fn *f, const axis *x, cg_val i) {
   c.hi = imin(f, idiv(f, t, x->s), ic(x->out - 1));
   /* lowest o: ceil((t - (k-1)*d) / s), at least 0 */
   cg_val q = imax(f, ibin(f, "sub", t, ic((x->k - 1) * x->d)), ic(0));
-  cg_val lo = idiv(f, ibin(f, "add", q, ic(x->s - 1)), x->s);
-  c.count = imax(f, ibin(f, "add", ibin(f, "sub", c.hi, lo), ic(1)), ic(0));
+  c.lo = idiv(f, ibin(f, "add", q, ic(x->s - 1)), x->s);
+  c.count = imax(f, ibin(f, "add", ibin(f, "sub", c.hi, c.lo), ic(1)), ic(0));
   return c;
 }
 
@@ -296,41 +356,27 @@ static void cover_end(cg_fn *f, cg_loop l, uint32_t cond) {
   cg_loop_end(f, l);
 }
 
-/* Whether window (oy, ox) of the plane at xbase takes its maximum from input position `pos`
- * (iy*W + ix): the first position, row-major over the taps, holding the maximum, or the first
- * NaN, as the forward keeps exactly that value. Gives an i1. */
-static cg_val is_argmax(cg_fn *f, const pool *p, cg_val xp, cg_val xbase, const taps *ty,
-                        const taps *tx, cg_val pos) {
-  const char *ct = cg_calc_type(p->t);
-  cg_val m = cg_acc_new(f, ct, cg_const(p->t, -INFINITY));
-  cg_val best = cg_acc_new(f, "i64", ic(-1));
-  cg_loop ly = cg_loop_begin(f, ty->lo, ty->hi);
-  cg_val iy = ibin(f, "add", ty->start, ibin(f, "mul", ly.i, ic(p->w.dh)));
-  cg_val rowpos = ibin(f, "mul", iy, ic(p->w.w));
-  cg_loop lx = cg_loop_begin(f, tx->lo, tx->hi);
-  cg_val ix = ibin(f, "add", tx->start, ibin(f, "mul", lx.i, ic(p->w.dw)));
-  cg_val at = ibin(f, "add", rowpos, ix);
-  cg_val v = cg_load(f, xp, p->t, ibin(f, "add", xbase, at));
-  cg_val mv = cg_acc_get(f, m, ct), bv = cg_acc_get(f, best, "i64");
-  /* take when nothing is taken yet (even -inf), when v > m, or when v is the first NaN */
-  cg_val none = cg_tmp(f), gt = cg_tmp(f), vnan = cg_tmp(f), mord = cg_tmp(f), fnan = cg_tmp(f),
-         t1 = cg_tmp(f), take = cg_tmp(f), nm = cg_tmp(f), nb = cg_tmp(f);
-  cg_line(f, "%s = icmp slt i64 %s, 0", none.s, bv.s);
-  cg_line(f, "%s = fcmp ogt %s %s, %s", gt.s, ct, v.s, mv.s);
-  cg_line(f, "%s = fcmp uno %s %s, %s", vnan.s, ct, v.s, v.s);
-  cg_line(f, "%s = fcmp ord %s %s, %s", mord.s, ct, mv.s, mv.s);
-  cg_line(f, "%s = and i1 %s, %s", fnan.s, vnan.s, mord.s);
-  cg_line(f, "%s = or i1 %s, %s", t1.s, none.s, gt.s);
-  cg_line(f, "%s = or i1 %s, %s", take.s, t1.s, fnan.s);
-  cg_line(f, "%s = select i1 %s, %s %s, %s %s", nm.s, take.s, ct, v.s, ct, mv.s);
-  cg_line(f, "%s = select i1 %s, i64 %s, i64 %s", nb.s, take.s, at.s, bv.s);
-  cg_acc_set(f, m, ct, nm);
-  cg_acc_set(f, best, "i64", nb);
-  cg_loop_end(f, lx);
-  cg_loop_end(f, ly);
-  cg_val b = cg_acc_get(f, best, "i64"), eq = cg_tmp(f);
-  cg_line(f, "%s = icmp eq i64 %s, %s", eq.s, b.s, pos.s);
-  return eq;
+/* Stack for max_pool2d_grad's argmax buffer: one entry per window of the rows a band of dx
+ * rows needs. */
+#define ARGMAX_BYTES (64 * 1024)
+
+/* max_pool2d_grad keeps the argmax of every window a band of dx rows needs in a buffer, so
+ * each window is scanned once, not once per position it covers: the whole plane when it fits,
+ * else bands of `rows` dx rows (their windows: at most cap rows of them). *rows 0: not even one
+ * dx row's windows fit, scan per covering window instead. */
+static void argmax_bands(const pool *p, const char **itype, int64_t *rows, int64_t *cap) {
+  const dpc_window *w = &p->w;
+  *itype = w->h * w->w <= INT32_MAX ? "i32" : "i64";
+  int64_t esz = strcmp(*itype, "i32") ? 8 : 4;
+  *cap = ARGMAX_BYTES / esz / w->ow;
+  if (w->oh <= *cap) {
+    *rows = w->h, *cap = w->oh;
+    return;
+  }
+  /* dx rows [i, i + B) need window rows lo(i) .. hi(i + B - 1): at most
+   * floor((B - 1 + (kh-1)*dh) / sh) + 1 of them */
+  *rows = (*cap - 1) * w->sh - (w->kh - 1) * w->dh;
+  if (*rows < 1) *rows = 0;
 }
 
 static dpc_status lower_pool_grad(cg_kernel *k, dpc_diag *d, bool is_max) {
@@ -341,10 +387,38 @@ static dpc_status lower_pool_grad(cg_kernel *k, dpc_diag *d, bool is_max) {
   const dpc_window *w = &p.w;
   cg_val dyp = cg_arg_ptr(f, 0, p.t), xp = cg_arg_ptr(f, 1, p.t), dxp = cg_arg_ptr(f, 2, p.t);
   k->total = w->n * w->c;
+  const char *it = "i64";
+  int64_t band = w->h, cap = 0;
+  if (is_max) argmax_bands(&p, &it, &band, &cap);
+  bool buffered = is_max && band > 0;
+  if (!buffered) band = w->h;
+  cg_val buf = ic(0);
+  if (buffered) {
+    uint32_t id = cg_label(f);
+    dpc_buf_printf(&f->head, "  %%am%u = alloca [%lld x %s]\n", id, (long long)(cap * w->ow), it);
+    buf = cg_tmp(f);
+    cg_line(f, "%s = getelementptr inbounds [%lld x %s], [%lld x %s]* %%am%u, i64 0, i64 0", buf.s,
+            (long long)(cap * w->ow), it, (long long)(cap * w->ow), it, id);
+  }
   cg_loop lp = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
   cg_val xbase = ibin(f, "mul", lp.i, ic(w->h * w->w));
   cg_val ybase = ibin(f, "mul", lp.i, ic(w->oh * w->ow));
-  cg_loop liy = cg_loop_begin(f, ic(0), ic(w->h));
+  cg_loop lb = cg_loop_begin(f, ic(0), ic((w->h + band - 1) / band));
+  cg_val iy0 = ibin(f, "mul", lb.i, ic(band));
+  cg_val iy1 = imin(f, ibin(f, "add", iy0, ic(band)), ic(w->h));
+  cg_val oyf = ic(0);
+  if (buffered) {
+    /* the argmax of every window the band's rows need: rows first .. last */
+    oyf = cover_of(f, &p.ay, iy0).lo;
+    cg_val oyl = cover_of(f, &p.ay, ibin(f, "sub", iy1, ic(1))).hi;
+    cg_loop lo = cg_loop_begin(f, oyf, ibin(f, "add", oyl, ic(1)));
+    taps ty = taps_at(f, &p.ay, lo.i, false, false);
+    cg_val base = ibin(f, "mul", ibin(f, "sub", lo.i, oyf), ic(w->ow));
+    sink s = {W_ARGMAX, buf, base, p.t, it};
+    window_row(f, &p, xp, xbase, &ty, &s);
+    cg_loop_end(f, lo);
+  }
+  cg_loop liy = cg_loop_begin(f, iy0, iy1);
   cover cy = cover_of(f, &p.ay, liy.i);
   cg_loop lix = cg_loop_begin(f, ic(0), ic(w->w));
   cover cx = cover_of(f, &p.ax, lix.i);
@@ -354,20 +428,36 @@ static dpc_status lower_pool_grad(cg_kernel *k, dpc_diag *d, bool is_max) {
   uint32_t ify, ifx;
   cg_loop loy = cover_begin(f, &p.ay, liy.i, &cy, &oy, &ify);
   /* the window row's taps: for the argmax scan, or its share of the divisor */
-  taps ty = taps_at(f, &p.ay, oy, false, p.include_pad);
+  taps ty = {{{0}}, {{0}}, {{0}}, {{0}}};
+  if (!buffered) ty = taps_at(f, &p.ay, oy, false, p.include_pad);
   cg_loop lox = cover_begin(f, &p.ax, lix.i, &cx, &ox, &ifx);
-  taps tx = taps_at(f, &p.ax, ox, false, p.include_pad);
   cg_val at = ibin(f, "add", ybase, ibin(f, "add", ibin(f, "mul", oy, ic(w->ow)), ox));
   cg_val g = to_double(f, cg_load(f, dyp, p.t, at), p.t);
+  cg_val sum = cg_acc_get(f, acc, "double");
   if (is_max) {
+    cg_val b;
+    if (buffered) {
+      cg_val e = ibin(f, "add", ibin(f, "mul", ibin(f, "sub", oy, oyf), ic(w->ow)), ox);
+      cg_val q = cg_tmp(f), v = cg_tmp(f);
+      cg_line(f, "%s = getelementptr inbounds %s, %s* %s, i64 %s", q.s, it, it, buf.s, e.s);
+      cg_line(f, "%s = load %s, %s* %s", v.s, it, it, q.s);
+      b = v;
+      if (strcmp(it, "i64")) {
+        b = cg_tmp(f);
+        cg_line(f, "%s = sext %s %s to i64", b.s, it, v.s);
+      }
+    } else {
+      taps tx = taps_at(f, &p.ax, ox, false, false);
+      b = window_reduce(f, &p, W_ARGMAX, xp, xbase, &ty, &tx);
+    }
     /* a select, not a multiply: dy of a window that takes its maximum elsewhere may be NaN */
-    cg_val hit = is_argmax(f, &p, xp, xbase, &ty, &tx, pos), add = cg_tmp(f);
-    cg_val sum = cg_acc_get(f, acc, "double");
+    cg_val hit = cg_tmp(f), add = cg_tmp(f);
+    cg_line(f, "%s = icmp eq i64 %s, %s", hit.s, b.s, pos.s);
     cg_line(f, "%s = select i1 %s, double %s, double %s", add.s, hit.s, g.s,
             cg_const(DPC_F64, 0).s);
     cg_acc_set(f, acc, "double", fbin(f, "fadd", "double", sum, add));
   } else {
-    cg_val sum = cg_acc_get(f, acc, "double");
+    taps tx = taps_at(f, &p.ax, ox, false, p.include_pad);
     cg_val share = fbin(f, "fdiv", "double", g, divisor(f, &p, &ty, &tx));
     cg_acc_set(f, acc, "double", fbin(f, "fadd", "double", sum, share));
   }
@@ -377,6 +467,7 @@ static dpc_status lower_pool_grad(cg_kernel *k, dpc_diag *d, bool is_max) {
   cg_store(f, dxp, p.t, ibin(f, "add", xbase, pos), r);
   cg_loop_end(f, lix);
   cg_loop_end(f, liy);
+  cg_loop_end(f, lb);
   cg_loop_end(f, lp);
   return DPC_OK;
 }
