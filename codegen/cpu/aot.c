@@ -131,7 +131,7 @@ dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plan
   }
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef m = NULL;
-  if (!st) st = cg_parse_optimise(b, ctx, mod.data, &m, d);
+  if (!st) st = cg_parse_optimise(b, b->tm, ctx, mod.data, &m, d);
   char obj[4096];
   snprintf(obj, sizeof obj, "%s.%ld.o", path, (long)getpid());
   if (!st) {

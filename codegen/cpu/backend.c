@@ -1,6 +1,7 @@
 /*
  * backend.c — the LLVM side of the CPU backend: target machine, the O3 pipeline, ORC LLJIT, and
- * the cache of compiled kernels (see cpu.h). The kernels' IR is written by the lower_*.c files.
+ * kernel text generation (see cpu.h). Compiling a plan's kernels is jit.c; artifacts aot.c. The
+ * kernels' IR is written by the lower_*.c files.
  *
  * Facts this file relies on (shared/design/TOOLCHAIN.md): LLVMRunPasses needs the target
  * machine or nothing is vectorised; LLJIT runs no IR optimisation itself; a JIT resolves no
@@ -22,13 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 dpc_status cg_llvm_error(dpc_diag *d, const char *what, LLVMErrorRef e) {
   char *m = LLVMGetErrorMessage(e);
@@ -181,16 +175,14 @@ void dpc_cpu_stats(const dpc_cpu_backend *b, double *seconds, uint32_t *compiled
   if (cached) *cached = b->cached;
 }
 
+uint32_t dpc_cpu_disk_hits(const dpc_cpu_backend *b) {
+  return b->from_disk;
+}
+
 uint64_t cg_hash(const char *s) {
   uint64_t h = 1469598103934665603ull;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return h;
-}
-
-static dpc_native_fn cache_find(const dpc_cpu_backend *b, uint64_t h) {
-  for (uint32_t i = 0; i < b->n_cache; i++)
-    if (b->cache[i].hash == h) return b->cache[i].fn;
-  return NULL;
 }
 
 /* Generate one kernel's function text (named KERNEL) for node `node`. */
@@ -224,8 +216,19 @@ void cg_module_preamble(const dpc_cpu_backend *b, dpc_buf *out) {
                  b->vector_bits);
 }
 
-dpc_status cg_parse_optimise(dpc_cpu_backend *b, LLVMContextRef ctx, const char *text,
-                             LLVMModuleRef *out, dpc_diag *d) {
+LLVMTargetMachineRef cg_target_machine(const dpc_cpu_backend *b) {
+  LLVMTargetRef target;
+  char *err = NULL;
+  if (LLVMGetTargetFromTriple(b->triple, &target, &err)) {
+    LLVMDisposeMessage(err);
+    return NULL;
+  }
+  return LLVMCreateTargetMachine(target, b->triple, b->cpu, b->features, LLVMCodeGenLevelAggressive,
+                                 LLVMRelocPIC, LLVMCodeModelDefault);
+}
+
+dpc_status cg_parse_optimise(dpc_cpu_backend *b, LLVMTargetMachineRef tm, LLVMContextRef ctx,
+                             const char *text, LLVMModuleRef *out, dpc_diag *d) {
   *out = NULL;
   LLVMMemoryBufferRef mb =
       LLVMCreateMemoryBufferWithMemoryRangeCopy(text, strlen(text), "dpc-kernels");
@@ -244,11 +247,11 @@ dpc_status cg_parse_optimise(dpc_cpu_backend *b, LLVMContextRef ctx, const char 
   }
   if (err) LLVMDisposeMessage(err);
   LLVMSetTarget(m, b->triple);
-  LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(b->tm);
+  LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
   LLVMSetModuleDataLayout(m, dl);
   LLVMDisposeTargetData(dl);
   LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-  LLVMErrorRef e = LLVMRunPasses(m, "default<O3>", b->tm, po);
+  LLVMErrorRef e = LLVMRunPasses(m, "default<O3>", tm, po);
   LLVMDisposePassBuilderOptions(po);
   if (e) {
     LLVMDisposeModule(m);
@@ -261,94 +264,4 @@ dpc_status cg_parse_optimise(dpc_cpu_backend *b, LLVMContextRef ctx, const char 
   }
   *out = m;
   return DPC_OK;
-}
-
-/* Parse, optimise and add one module; look its functions up. */
-static dpc_status compile_module(dpc_cpu_backend *b, const char *text, char **names,
-                                 uint64_t *hashes, uint32_t n, dpc_diag *d) {
-  if (b->o.dump) b->o.dump(b->o.user, "llvm", text);
-  LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
-  LLVMModuleRef m;
-  dpc_status st = cg_parse_optimise(b, LLVMOrcThreadSafeContextGetContext(tsc), text, &m, d);
-  if (st) {
-    LLVMOrcDisposeThreadSafeContext(tsc);
-    return st;
-  }
-  LLVMErrorRef e;
-  LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, tsc);
-  LLVMOrcDisposeThreadSafeContext(tsc);
-  if ((e = LLVMOrcLLJITAddLLVMIRModule(b->jit, LLVMOrcLLJITGetMainJITDylib(b->jit), tsm))) {
-    LLVMOrcDisposeThreadSafeModule(tsm);
-    return cg_llvm_error(d, "adding kernels to the JIT", e);
-  }
-  for (uint32_t i = 0; i < n; i++) {
-    LLVMOrcExecutorAddress addr;
-    if ((e = LLVMOrcLLJITLookup(b->jit, &addr, names[i])))
-      return cg_llvm_error(d, "looking a kernel up", e);
-    dpc_native_fn fn;
-    uintptr_t a = (uintptr_t)addr;
-    memcpy(&fn, &a, sizeof fn);
-    if (DPC_VEC_RESERVE(b->cache, b->cap_cache, b->n_cache + 1))
-      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-    b->cache[b->n_cache++] = (cache_entry){hashes[i], fn};
-  }
-  return DPC_OK;
-}
-
-dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
-                                dpc_native_kernel *kernels, dpc_diag *d) {
-  double t0 = now_s();
-  const dpc_graph *g = plan->g;
-  dpc_buf mod = {0};
-  dpc_buf_puts(&mod, preamble);
-  dpc_buf_printf(&mod, "attributes #0 = { nounwind \"prefer-vector-width\"=\"%d\" }\n\n",
-                 b->vector_bits);
-  uint32_t n_new = 0;
-  char **names = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *names);
-  uint64_t *hashes = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *hashes);
-  uint64_t *node_hash = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *node_hash);
-  dpc_status st =
-      names && hashes && node_hash ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  for (uint32_t dv = 0; dv < plan->n_devs && !st; dv++) {
-    for (uint32_t j = 0; j < plan->devs[dv].n_steps && !st; j++) {
-      const dpc_step *sp = &plan->devs[dv].steps[j];
-      if (!cg_compiles(g, sp)) continue;
-      dpc_buf text = {0};
-      int64_t total = 1;
-      if ((st = cg_kernel_text(b, g, sp->node, &text, &total, d))) {
-        dpc_buf_free(&text);
-        break;
-      }
-      uint64_t h = cg_hash(text.data);
-      node_hash[sp->node] = h;
-      kernels[sp->node].total = total;
-      bool known = cache_find(b, h) != NULL;
-      for (uint32_t k = 0; k < n_new && !known; k++) known = hashes[k] == h;
-      if (known) {
-        b->cached++;
-      } else {
-        char name[40];
-        snprintf(name, sizeof name, "dpc_k%016llx", (unsigned long long)h);
-        char *at = strstr(text.data, "@KERNEL(");
-        dpc_buf_putn(&mod, text.data, (size_t)(at - text.data));
-        dpc_buf_printf(&mod, "@%s(", name);
-        dpc_buf_puts(&mod, at + 8);
-        names[n_new] = dpc_strdup(name);
-        hashes[n_new++] = h;
-        b->compiled++;
-      }
-      dpc_buf_free(&text);
-    }
-  }
-  if (!st && mod.oom) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory generating kernels");
-  if (!st && n_new) st = compile_module(b, mod.data, names, hashes, n_new, d);
-  for (uint32_t i = 0; !st && i < g->n_nodes; i++)
-    if (node_hash[i]) kernels[i].fn = cache_find(b, node_hash[i]);
-  for (uint32_t i = 0; names && i < n_new; i++) free(names[i]);
-  free(names);
-  free(hashes);
-  free(node_hash);
-  dpc_buf_free(&mod);
-  b->seconds += now_s() - t0;
-  return st;
 }

@@ -28,7 +28,7 @@ struct dpc_cpu_backend {
   uint32_t n_cache, cap_cache;
   uint32_t n_modules;
   double seconds;
-  uint32_t compiled, cached;
+  uint32_t compiled, cached, from_disk; /* kernels compiled, found in memory, read from disk */
   dpc_cpu_options o;
 };
 
@@ -41,10 +41,12 @@ dpc_status cg_kernel_text(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t
 uint64_t cg_hash(const char *s);
 /* Whether a plan step gets a kernel of its own (not fused into another's, and lowerable). */
 bool cg_compiles(const dpc_graph *g, const dpc_step *sp);
-/* Parse IR text into a module of ctx, verify it and run the O3 pipeline for the backend's target.
- */
-dpc_status cg_parse_optimise(dpc_cpu_backend *b, LLVMContextRef ctx, const char *text,
-                             LLVMModuleRef *out, dpc_diag *d);
+/* A target machine for the backend's target: one per thread that compiles (they are not
+ * thread-safe). NULL when LLVM has no such target. */
+LLVMTargetMachineRef cg_target_machine(const dpc_cpu_backend *b);
+/* Parse IR text into a module of ctx, verify it and run the O3 pipeline for target machine tm. */
+dpc_status cg_parse_optimise(dpc_cpu_backend *b, LLVMTargetMachineRef tm, LLVMContextRef ctx,
+                             const char *text, LLVMModuleRef *out, dpc_diag *d);
 dpc_status cg_llvm_error(dpc_diag *d, const char *what, LLVMErrorRef e);
 
 #endif

@@ -9,7 +9,8 @@
  *
  * This is the only module that includes LLVM headers. Kernels are cached by their IR: a kernel
  * already compiled (for another plan of the same model, another batch size's tail...) is not
- * compiled again. Nodes whose op has no lowering yet are left to the reference kernels.
+ * compiled again, and compiled kernels are kept on disk for the next run. Nodes whose op has no
+ * lowering yet are left to the reference kernels.
  */
 #ifndef DPC_CODEGEN_CPU_CPU_H
 #define DPC_CODEGEN_CPU_CPU_H
@@ -23,6 +24,10 @@ typedef struct dpc_cpu_options {
   /* --dump-llvm: called with each module's IR before and after optimisation */
   void (*dump)(void *user, const char *what, const char *text);
   void *user;
+  /* The folder of compiled kernels kept between runs: NULL for $DPC_CACHE_DIR or the default
+   * (~/.cache/dpc), "" or "off" for none (codegen/cpu/jit.c). */
+  const char *cache_dir;
+  unsigned jobs; /* threads that compile kernels: 0 for one per core */
 } dpc_cpu_options;
 
 typedef struct dpc_cpu_backend dpc_cpu_backend;
@@ -57,7 +62,9 @@ unsigned dpc_cpu_fusion(void);
 const char *dpc_cpu_target_name(const dpc_cpu_backend *b);
 int dpc_cpu_vector_bits(const dpc_cpu_backend *b);
 
-/* Time spent compiling so far, in seconds, and kernels compiled / found in the cache. */
+/* Time spent compiling so far, in seconds, and kernels compiled / found in memory. */
 void dpc_cpu_stats(const dpc_cpu_backend *b, double *seconds, uint32_t *compiled, uint32_t *cached);
+/* Kernels read from the disk cache instead of compiled. */
+uint32_t dpc_cpu_disk_hits(const dpc_cpu_backend *b);
 
 #endif

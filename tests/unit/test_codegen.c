@@ -14,6 +14,7 @@
 #include "passes/pass.h"
 #include "runtime/npy.h"
 #include "runtime/rng.h"
+#include "runtime/session.h"
 #include "tests/unit/unit.h"
 #include "tools/dpc/driver.h"
 #include "tools/dpc/train.h"
@@ -274,6 +275,86 @@ static void artifact_matches_jit(void) {
   dpc_diag_free(&d);
 }
 
+/* Plan fashion_mlp's inference at batch n, fused as the LLVM backend compiles it. */
+static dpc_plan *mlp_plan(int64_t n) {
+  dpc_graph *g = load_example("fashion_mlp");
+  if (!g) return NULL;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_pass_opts po = {.fuse = dpc_cpu_fusion()};
+  dpc_plan *plan = NULL;
+  int64_t vals[4] = {n, n, n, n};
+  CHECK(g->n_syms <= 4);
+  CHECK_MSG(dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK &&
+                dpc_plan_single(g, "cpu:0", false, &plan, &d) == DPC_OK,
+            "%s", d.msg);
+  dpc_diag_free(&d);
+  dpc_graph_free(g);
+  return plan;
+}
+
+/* Compile a plan with a fresh backend on the cache folder; report what it compiled and read. */
+static void compile_with_cache(const dpc_plan *plan, const char *dir, uint32_t *compiled,
+                               uint32_t *hits, float *logits) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_cpu_backend *b = NULL;
+  dpc_native_kernel *k = calloc(plan->g->n_nodes, sizeof *k);
+  dpc_session *s = NULL;
+  CHECK_MSG(dpc_cpu_backend_new(&(dpc_cpu_options){.cache_dir = dir}, &b, &d) == DPC_OK &&
+                dpc_cpu_compile_plan(b, plan, k, &d) == DPC_OK,
+            "%s", d.msg);
+  dpc_cpu_stats(b, NULL, compiled, NULL);
+  *hits = dpc_cpu_disk_hits(b);
+  CHECK_MSG(dpc_session_new(plan, &(dpc_session_opts){.native = k, .threads = 1}, &s, &d) == DPC_OK,
+            "%s", d.msg);
+  if (s) {
+    uint32_t x = dpc_graph_find(plan->g, "x");
+    dpc_tensor t = dpc_session_input(s, x);
+    for (int64_t i = 0; i < dpc_tensor_numel(&t); i++)
+      dpc_tstore(&t, i, dpc_rng_uniform(5, (uint64_t)i));
+    CHECK(dpc_session_run(s, &d) == DPC_OK);
+    dpc_tensor y = dpc_session_value(s, plan->g->outputs[0]);
+    memcpy(logits, y.data, dpc_tensor_bytes(&y));
+  }
+  dpc_session_free(s);
+  free(k);
+  dpc_cpu_backend_free(b);
+  dpc_diag_free(&d);
+}
+
+/* Kernels compiled once are read back from the disk cache by the next backend, give the same
+ * results, and an entry cut short is compiled again instead of linked. */
+static void disk_cache(void) {
+  dpc_plan *plan = mlp_plan(4);
+  if (!plan) return;
+  char dir[256], cmd[600];
+  snprintf(dir, sizeof dir, "%s/cache", tmpdir);
+  float a[40], b[40], c[40];
+  uint32_t compiled, hits;
+  compile_with_cache(plan, dir, &compiled, &hits, a);
+  CHECK_MSG(compiled > 0 && hits == 0, "first: %u compiled, %u from disk", compiled, hits);
+  uint32_t n = compiled;
+  compile_with_cache(plan, dir, &compiled, &hits, b);
+  CHECK_MSG(compiled == 0 && hits == n, "second: %u compiled, %u from disk", compiled, hits);
+  CHECK(!memcmp(a, b, sizeof a));
+  /* cut one entry short: it is compiled again, the others still read */
+  snprintf(cmd, sizeof cmd,
+           "f=$(ls %s/*/*.o | head -1) && head -c 100 \"$f\" > \"$f.x\" && mv \"$f.x\" \"$f\"",
+           dir);
+  CHECK(system(cmd) == 0);
+  compile_with_cache(plan, dir, &compiled, &hits, c);
+  CHECK_MSG(compiled == 1 && hits == n - 1, "after damage: %u compiled, %u from disk", compiled,
+            hits);
+  CHECK(!memcmp(a, c, sizeof a));
+  /* "off": nothing read or written */
+  compile_with_cache(plan, "off", &compiled, &hits, c);
+  CHECK(compiled == n && hits == 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+  dpc_plan_free(plan);
+}
+
 static void setup_tmp(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/dpc_codegen_XXXXXX");
   CHECK(mkdtemp(tmpdir) != NULL);
@@ -289,6 +370,7 @@ const unit_test unit_tests[] = {
     {"examples_match_reference", examples_match_reference},
     {"training_matches_reference", training_matches_reference},
     {"artifact_matches_jit", artifact_matches_jit},
+    {"disk_cache", disk_cache},
     {"cleanup", cleanup_tmp},
     {NULL, NULL},
 };

@@ -87,9 +87,9 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   if (!st) {
     r->compile_s = now_s() - t0;
     if (cpu) {
-      double secs;
       uint32_t cached;
-      dpc_cpu_stats(cpu, &secs, &r->kernels, &cached);
+      dpc_cpu_stats(cpu, &r->jit_s, &r->kernels, &cached);
+      r->disk_hits = dpc_cpu_disk_hits(cpu);
       snprintf(r->target, sizeof r->target, "%s", dpc_cpu_target_name(cpu));
     } else {
       snprintf(r->target, sizeof r->target, "reference kernels");

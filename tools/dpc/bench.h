@@ -21,8 +21,10 @@ typedef struct dpc_bench_opts {
 } dpc_bench_opts;
 
 typedef struct dpc_bench_result {
-  double compile_s;              /* passes, plan, and the LLVM compilation (the JIT) */
+  double compile_s;              /* passes, plan, the JIT and the session (its memory touched) */
+  double jit_s;                  /* of which generating and compiling kernels with LLVM */
   uint32_t kernels;              /* compiled */
+  uint32_t disk_hits;            /* read from the disk cache instead */
   double median_s, min_s, p90_s; /* per step */
   double samples_per_s;          /* batch / median */
   char target[160];              /* what the kernels were compiled for, or "reference" */
