@@ -36,12 +36,12 @@ typedef struct shape {
 /* The square sizes, then the MLP's (784-512-512-10, batch 128) forward products and the two
  * backward ones of each layer: dX = dY W^T, dW = X^T dY. */
 static const shape shapes[] = {
-    {128, 128, 128, 0, 0, "square"},       {256, 256, 256, 0, 0, "square"},
-    {512, 512, 512, 0, 0, "square"},       {1024, 1024, 1024, 0, 0, "square"},
-    {2048, 2048, 2048, 0, 0, "square"},    {128, 512, 784, 0, 0, "mlp fc1 fwd"},
-    {128, 512, 512, 0, 0, "mlp fc2 fwd"},  {128, 10, 512, 0, 0, "mlp fc3 fwd"},
-    {128, 512, 512, 0, 1, "mlp fc2 dX"},   {128, 512, 10, 0, 1, "mlp fc3 dX"},
-    {784, 512, 128, 1, 0, "mlp fc1 dW"},   {512, 512, 128, 1, 0, "mlp fc2 dW"},
+    {128, 128, 128, 0, 0, "square"},      {256, 256, 256, 0, 0, "square"},
+    {512, 512, 512, 0, 0, "square"},      {1024, 1024, 1024, 0, 0, "square"},
+    {2048, 2048, 2048, 0, 0, "square"},   {128, 512, 784, 0, 0, "mlp fc1 fwd"},
+    {128, 512, 512, 0, 0, "mlp fc2 fwd"}, {128, 10, 512, 0, 0, "mlp fc3 fwd"},
+    {128, 512, 512, 0, 1, "mlp fc2 dX"},  {128, 512, 10, 0, 1, "mlp fc3 dX"},
+    {784, 512, 128, 1, 0, "mlp fc1 dW"},  {512, 512, 128, 1, 0, "mlp fc2 dW"},
     {512, 10, 128, 1, 0, "mlp fc3 dW"},
 };
 
@@ -65,6 +65,18 @@ typedef struct compiled {
   dpc_native_kernel kern;
 } compiled;
 
+/* BENCH_DUMP=FILE writes the optimised IR of the kernels there (to read the micro-kernel's
+ * code: llc-14 -O3 -mattr=+avx512f,+avx512vl,+fma FILE). */
+static void dump(void *user, const char *what, const char *text) {
+  (void)user;
+  const char *path = getenv("BENCH_DUMP");
+  FILE *fp = path && !strcmp(what, "llvm-optimised") ? fopen(path, "w") : NULL;
+  if (fp) {
+    fputs(text, fp);
+    fclose(fp);
+  }
+}
+
 static void compile(const shape *s, compiled *out) {
   char text[512];
   /* stored shapes: a is [m, k] or [k, m] when transposed, b [k, n] or [n, k] */
@@ -85,7 +97,7 @@ static void compile(const shape *s, compiled *out) {
   const dpc_graph *pg = out->plan->g;
   dpc_native_kernel *k = calloc(pg->n_nodes, sizeof *k);
   if (!k) exit(1);
-  if (dpc_cpu_backend_new(&(dpc_cpu_options){0}, &out->cpu, &d)) die(&d, "backend");
+  if (dpc_cpu_backend_new(&(dpc_cpu_options){.dump = dump}, &out->cpu, &d)) die(&d, "backend");
   if (dpc_cpu_compile_plan(out->cpu, out->plan, k, &d)) die(&d, "compile");
   out->kern.fn = NULL;
   for (uint32_t i = 0; i < pg->n_nodes; i++)
@@ -117,8 +129,7 @@ static void run_dpc(const compiled *c, float *a, float *b, float *y, int pieces)
   void *args[3] = {a, b, y};
   int64_t t = c->kern.total;
   /* in `pieces` ranges, last first: iterations must not depend on each other's order */
-  for (int p = pieces; p-- > 0;)
-    c->kern.fn(args, t * p / pieces, t * (p + 1) / pieces, 0, 0);
+  for (int p = pieces; p-- > 0;) c->kern.fn(args, t * p / pieces, t * (p + 1) / pieces, 0, 0);
 }
 
 static void run_blas(const shape *s, const float *a, const float *b, float *y) {
@@ -140,18 +151,20 @@ static double max_rel(const float *x, const float *y, int64_t n) {
   return worst / (big > 0 ? big : 1);
 }
 
-static double best_of(int reps, const compiled *c, const shape *s, float *a, float *b, float *y) {
-  double best = 1e30;
+/* Best times of dpc and OpenBLAS, alternating so that both see the same load: these machines
+ * are shared, and a burst of other work would otherwise land on one side only. */
+static void best_of(int reps, const compiled *c, const shape *s, float *a, float *b, float *y1,
+                    float *y2, double *td, double *tb) {
+  *td = *tb = 1e30;
   for (int r = 0; r < reps; r++) {
     double t0 = now_s();
-    if (c)
-      run_dpc(c, a, b, y, 1);
-    else
-      run_blas(s, a, b, y);
-    double t = now_s() - t0;
-    if (t < best) best = t;
+    run_dpc(c, a, b, y1, 1);
+    double t1 = now_s();
+    run_blas(s, a, b, y2);
+    double t2 = now_s();
+    if (t1 - t0 < *td) *td = t1 - t0;
+    if (t2 - t1 < *tb) *tb = t2 - t1;
   }
-  return best;
 }
 
 /* Returns nonzero when the results differ. */
@@ -165,11 +178,13 @@ static int bench(const shape *s, bool timing) {
   run_dpc(&c, a, b, y1, 3); /* split in three ranges, also the warm-up */
   run_blas(s, a, b, y2);
   double err = max_rel(y1, y2, ny);
-  int bad = !(err < 1e-5);
+  /* f32 rounding grows like sqrt(k): 1e-5 up to k = 1024 */
+  int bad = !(err < 1e-5 * (s->k > 1024 ? sqrt((double)s->k / 1024) : 1));
   if (timing) {
     double flop = 2.0 * (double)s->m * (double)s->n * (double)s->k;
-    int reps = flop > 4e9 ? 3 : flop > 1e8 ? 10 : 50;
-    double td = best_of(reps, &c, s, a, b, y1), tb = best_of(reps, NULL, s, a, b, y2);
+    int reps = flop > 4e9 ? 5 : flop > 1e8 ? 20 : 100;
+    double td, tb;
+    best_of(reps, &c, s, a, b, y1, y2, &td, &tb);
     printf("%-12s %5lld %5lld %5lld  %s%s  %8.1f  %8.1f  %5.2f  %6lld  %.1e%s\n", s->what,
            (long long)s->m, (long long)s->n, (long long)s->k, s->ta ? "T" : "N", s->tb ? "T" : "N",
            flop / td * 1e-9, flop / tb * 1e-9, tb / td, (long long)c.kern.total, err,
@@ -223,8 +238,12 @@ int main(int argc, char **argv) {
          "dpc GF/s", "BLAS GF/s", "dpc/B", "pieces", "max rel diff");
   int bad = 0;
   if (argc >= 4) {
-    shape s = {atoll(argv[1]), atoll(argv[2]), atoll(argv[3]), argc > 4 ? atoi(argv[4]) : 0,
-               argc > 5 ? atoi(argv[5]) : 0, "custom"};
+    shape s = {atoll(argv[1]),
+               atoll(argv[2]),
+               atoll(argv[3]),
+               argc > 4 ? atoi(argv[4]) : 0,
+               argc > 5 ? atoi(argv[5]) : 0,
+               "custom"};
     return bench(&s, true);
   }
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) bad |= bench(&shapes[i], true);

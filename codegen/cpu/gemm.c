@@ -20,7 +20,8 @@
  *
  * Edges never take a separate code path: the packers zero-fill the panels past the matrix, and
  * the micro-kernel loads and stores its C tile with masks for the rows and columns that exist,
- * so a 10-column output costs one masked store per row, not a scalar loop.
+ * so a 10-column output costs one masked store per row, not a scalar loop. The tile is summed
+ * from zero and C added at the end, its lines prefetched before the k loop (see micro).
  *
  * Packing keeps A in its own orientation (a row-major copy for A, a column-major copy for A^T)
  * with a padded leading dimension, so it is a vector copy either way; B is packed into panels
@@ -30,24 +31,29 @@
  * sets instead of piling into one (a 512-float row is exactly 2 KiB: without padding, 14 such
  * rows would share 2 of the 64 sets of a 12-way L1).
  *
- * Must not: allocate at run time (buffers are allocas, ~0.7 MiB in all for f32), call out of
- * the kernel, or read memory outside the operands except in lanes a mask turns off.
+ * Must not: allocate at run time (buffers are allocas, ~0.7 MiB in all for f32, ~1 MiB with
+ * the f16/bf16 scratch), call out of the kernel, or read memory outside the operands except in
+ * lanes a mask turns off, and those at mapped addresses: a masked-off lane on an unmapped page
+ * still costs a microcode assist (it made a 9-column B^T pack 15x slower before dead rows were
+ * pointed at live ones).
  */
 #include "codegen/cpu/gemm.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <stdlib.h> /*TUNE*/
 
 /* Cache budgets of one core, in bytes (Zen 5: 48 KiB L1d, 1 MiB L2; the same split suits any
  * core with >= 32 KiB L1 and >= 512 KiB L2). */
-#define L1_PANELS (32 * 1024) /* one A strip plus one B panel, KC deep */
-#define L2_A (256 * 1024)     /* a packed A block, MC x KC */
-#define L2_B (384 * 1024)     /* a packed B block, KC x NC */
+#define L1_PANELS (32 * 1024)  /* one A strip plus one B panel, KC deep */
+#define L2_A      (256 * 1024) /* a packed A block, MC x KC */
+#define L2_B      (384 * 1024) /* a packed B block, KC x NC */
 /* The output of an f16/bf16 GEMM is accumulated in a calc-type scratch of at most this many
  * elements (gm_split keeps blocks within it). */
 #define SCRATCH_C (64 * 1024)
+
+/* Rows ahead that pack_a prefetches. */
+#define PF_ROWS 4
 
 #define MAX_MR 28
 #define MAX_NV 8
@@ -93,8 +99,7 @@ cg_val gm_sub(cg_fn *f, cg_val a, cg_val b) {
 }
 
 cg_val gm_gep(cg_fn *f, const char *ty, cg_val p, cg_val idx, bool inb) {
-  return gm_ev(f, "getelementptr %s%s, %s* %s, i64 %s", inb ? "inbounds " : "", ty, ty, p.s,
-               idx.s);
+  return gm_ev(f, "getelementptr %s%s, %s* %s, i64 %s", inb ? "inbounds " : "", ty, ty, p.s, idx.s);
 }
 
 static cg_val splat_i32(cg_fn *f, const gm_cfg *c, cg_val x64) {
@@ -106,7 +111,8 @@ static cg_val splat_i32(cg_fn *f, const gm_cfg *c, cg_val x64) {
 
 static void iota(const gm_cfg *c, char *out, size_t cap) {
   size_t o = (size_t)snprintf(out, cap, "<");
-  for (int l = 0; l < c->vl; l++) o += (size_t)snprintf(out + o, cap - o, "%si32 %d", l ? ", " : "", l);
+  for (int l = 0; l < c->vl; l++)
+    o += (size_t)snprintf(out + o, cap - o, "%si32 %d", l ? ", " : "", l);
   snprintf(out + o, cap - o, ">");
 }
 
@@ -206,6 +212,13 @@ typedef struct tile {
 static const tile tiles32[] = {{14, 2}, {28, 1}, {8, 3}, {6, 4}, {4, 6}, {2, 8}};
 static const tile tiles16[] = {{6, 2}, {12, 1}, {4, 3}, {2, 4}};
 
+/* The deepest KC for an mr x nr tile: an A strip and a B panel (mr + nr elements per step of
+ * k) fill ~32 KiB of L1, so the B panel survives while strips of A stream past it. */
+static int64_t kc_for(const gm_cfg *c, int mr, int64_t nr) {
+  int64_t kc = L1_PANELS / ((mr + nr) * c->esize) / 16 * 16;
+  return kc < 64 ? 64 : kc > 512 ? 512 : kc;
+}
+
 void gm_choose(gm_cfg *c, int vector_bits, dpc_dtype calc, int64_t m, int64_t n, int64_t k) {
   memset(c, 0, sizeof *c);
   c->calc = calc == DPC_F64 ? DPC_F64 : DPC_F32;
@@ -220,34 +233,32 @@ void gm_choose(gm_cfg *c, int vector_bits, dpc_dtype calc, int64_t m, int64_t n,
   if (m < 1) m = 1;
   if (n < 1) n = 1;
   if (k < 1) k = 1;
-  /* Cost in cycles: per step of k a tile issues mr*nv FMAs and mr+nv loads, two of either per
-   * cycle; per tile, the C tile's loads and stores and the loop setup. Padding rows and columns
+  /* Cost in cycles: per step of k a tile issues mr*nv FMAs (two pipes) and mr+nv loads (two
+   * ports, but measured nearer 1.5 a cycle next to the FMAs: 28x1, at 29 loads per 28 FMAs, ran
+   * 18% slower than 14x2); per KC block it loads and stores its C tile. Padding rows and columns
    * cost as much as real ones, which is what the choice is about. */
   const tile *menu = vector_bits >= 512 ? tiles32 : tiles16;
-  size_t nmenu = vector_bits >= 512 ? sizeof tiles32 / sizeof *tiles32
-                                    : sizeof tiles16 / sizeof *tiles16;
+  size_t nmenu =
+      vector_bits >= 512 ? sizeof tiles32 / sizeof *tiles32 : sizeof tiles16 / sizeof *tiles16;
   double best = 0;
   for (size_t i = 0; i < nmenu; i++) {
     const tile *t = &menu[i];
     int64_t nr = (int64_t)t->nv * c->vl;
-    double per_k = (t->mr * t->nv > t->mr + t->nv ? t->mr * t->nv : t->mr + t->nv) / 2.0;
+    double fma = t->mr * t->nv / 2.0, loads = (t->mr + t->nv) / 1.5;
+    double per_k = fma > loads ? fma : loads;
+    double blocks = (double)ceil_div(k, kc_for(c, t->mr, nr));
     double cost = (double)(ceil_div(m, t->mr) * ceil_div(n, nr)) *
-                  ((double)k * per_k + 2.0 * t->mr * t->nv + 20);
+                  ((double)k * per_k + blocks * (2.0 * t->mr * t->nv + 20));
     if (i == 0 || cost < best) {
-      best = cost;
+      best = c->cost = cost;
       c->mr = t->mr;
       c->nv = t->nv;
     }
   }
-  if (getenv("DPC_GEMM_TILE")) sscanf(getenv("DPC_GEMM_TILE"), "%d,%d", &c->mr, &c->nv); /*TUNE*/
   c->nr = c->nv * c->vl;
-  /* KC: an A strip and a B panel (mr + nr elements per step of k) fill ~32 KiB of L1, so the
-   * B panel survives while strips of A stream past it; then spread evenly over k (784 = 5 x
-   * 157 rather than 4 x 176 + 80). */
-  int64_t kc = L1_PANELS / ((c->mr + c->nr) * c->esize) / 16 * 16;
-  if (kc < 64) kc = 64;
-  if (kc > 512) kc = 512;
-  c->kc = round_up(ceil_div(k, ceil_div(k, kc)), 8);
+  /* KC at most kc_for, spread evenly over k (784 = 5 x 160 rather than 4 x 176 + 80); MC and
+   * NC fill the L2 budgets */
+  c->kc = round_up(ceil_div(k, ceil_div(k, kc_for(c, c->mr, c->nr))), 8);
   int64_t kcp = gm_pad_ld(c, c->kc);
   c->mc = L2_A / (kcp * c->esize) / c->mr * c->mr;
   if (c->mc < c->mr) c->mc = c->mr;
@@ -301,52 +312,62 @@ void gm_split(const gm_cfg *c, int64_t m, int64_t n, int64_t k, int64_t nbatch, 
 /* ---- the micro-kernel ------------------------------------------------------------------------ */
 
 typedef struct micro_args {
-  cg_val ap;             /* A(row 0 of the strip, 0) in the packed block */
-  int64_t a_rs, a_cs;    /* its strides */
-  cg_val bp;             /* B(0, col 0 of the panel) */
-  int64_t b_rs;          /* step of a B row: nr when packed, the buffer's row when direct */
-  int b_align;           /* alignment of the B vectors */
-  cg_val cp;             /* C(row, col) of the tile's corner */
-  int64_t ldc;           /* C row stride */
-  cg_val mr, nr, kc;     /* rows and columns of the tile that exist, depth */
-  cg_val first;          /* i1: start from zero instead of loading C */
+  cg_val ap;          /* A(row 0 of the strip, 0) in the packed block */
+  int64_t a_rs, a_cs; /* its strides */
+  cg_val bp;          /* B(0, col 0 of the panel) */
+  int64_t b_rs;       /* step of a B row: nr when packed, the buffer's row when direct */
+  int b_align;        /* alignment of the B vectors */
+  cg_val cp;          /* C(row, col) of the tile's corner */
+  int64_t ldc;        /* C row stride */
+  cg_val mr, nr, kc;  /* rows and columns of the tile that exist, depth */
+  cg_val first;       /* i1: start from zero instead of loading C */
 } micro_args;
 
-/* The MR x NR tile: accumulators as phis of a do-while over k (kc >= 1), C loaded and stored
- * with masks. fmul/fadd carry `contract` so the backend fuses them into FMAs where the target
- * has them (and stays correct, unfused, where it does not). */
+/* The MR x NR tile: accumulators as phis of a do-while over k (kc >= 1), started from zero.
+ * C is prefetched before the loop and added after it: by then (kc * MR * NV FMAs later, ~2500
+ * cycles for 14x2 and kc = 176) its lines are in L1, where loading C first would stall on
+ * memory once per tile per KC block (1024^3 and up, where C no longer stays in cache). Loads
+ * and stores of C are masked to the rows and columns that exist. fmul/fadd carry `contract` so
+ * the backend fuses them into FMAs where the target has them (and stays correct, unfused,
+ * where it does not). */
 static void micro(cg_fn *f, const gm_cfg *c, const micro_args *x) {
   uint32_t id = cg_label(f);
   int MR = c->mr, NV = c->nv, VL = c->vl;
-  cg_val cm[MAX_NV], mk[MAX_MR][MAX_NV], cptr[MAX_MR][MAX_NV], ld[MAX_MR][MAX_NV];
+  cg_val cm[MAX_NV], mk[MAX_MR][MAX_NV], cptr[MAX_MR][MAX_NV];
   for (int v = 0; v < NV; v++)
     cm[v] = gm_lanes(f, c, cg_const_i64(0), add_c(f, x->nr, -(int64_t)v * VL));
   for (int r = 0; r < MR; r++) {
     cg_val rv = gm_ev(f, "icmp sgt i64 %s, %d", x->mr.s, r);
     for (int v = 0; v < NV; v++) {
       mk[r][v] = r == 0 ? cm[v]
-                        : gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", rv.s, c->mty,
-                                cm[v].s, c->mty);
-      /* rows past mr may lie past the matrix: a plain GEP, and the mask keeps it unread */
-      cptr[r][v] = gm_gep(f, c->ty, x->cp, cg_const_i64(r * x->ldc + v * VL), false);
+                        : gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", rv.s, c->mty, cm[v].s,
+                                c->mty);
+      /* rows past mr may lie past the matrix: they read and write nothing, but their address
+       * must still be mapped (a masked access to an unmapped page costs a microcode assist,
+       * ~100x a load), so they point at row 0 */
+      cg_val at = gm_gep(f, c->ty, x->cp, cg_const_i64(r * x->ldc + v * VL), false);
+      cptr[r][v] = r == 0 ? at
+                          : gm_ev(f, "select i1 %s, %s* %s, %s* %s", rv.s, c->ty, at.s, c->ty,
+                                  gm_gep(f, c->ty, x->cp, cg_const_i64(v * VL), false).s);
     }
   }
-  cg_line(f, "br i1 %s, label %%K%u.z, label %%K%u.l", x->first.s, id, id);
-  dpc_buf_printf(&f->body, "K%u.l:\n", id);
+  cg_line(f, "br label %%K%u.pre", id);
+  dpc_buf_printf(&f->body, "K%u.pre:\n", id);
+  /* one prefetch per cache line of the tile's rows (for writing: the tile is stored) */
+  int lines = (c->nr * c->esize + 63) / 64;
   for (int r = 0; r < MR; r++)
-    for (int v = 0; v < NV; v++) ld[r][v] = gm_mload(f, c, cptr[r][v], mk[r][v]);
-  cg_line(f, "br label %%K%u.k", id);
-  dpc_buf_printf(&f->body, "K%u.z:\n", id);
+    for (int l = 0; l < lines; l++) {
+      cg_val at = gm_gep(f, c->ty, cptr[r][0], cg_const_i64(l * 64 / c->esize), false);
+      cg_val raw = gm_ev(f, "bitcast %s* %s to i8*", c->ty, at.s);
+      cg_line(f, "call void @llvm.prefetch.p0i8(i8* %s, i32 1, i32 3, i32 1)", raw.s);
+    }
   cg_line(f, "br label %%K%u.k", id);
   dpc_buf_printf(&f->body, "K%u.k:\n", id);
-  cg_line(f, "%%K%u.p = phi i64 [0, %%K%u.l], [0, %%K%u.z], [%%K%u.pn, %%K%u.k]", id, id, id, id,
-          id);
+  cg_line(f, "%%K%u.p = phi i64 [0, %%K%u.pre], [%%K%u.pn, %%K%u.k]", id, id, id, id);
   for (int r = 0; r < MR; r++)
     for (int v = 0; v < NV; v++)
-      cg_line(f,
-              "%%K%u.a%d_%d = phi %s [%s, %%K%u.l], [zeroinitializer, %%K%u.z], [%%K%u.n%d_%d, "
-              "%%K%u.k]",
-              id, r, v, c->vty, ld[r][v].s, id, id, id, r, v, id);
+      cg_line(f, "%%K%u.a%d_%d = phi %s [zeroinitializer, %%K%u.pre], [%%K%u.n%d_%d, %%K%u.k]", id,
+              r, v, c->vty, id, id, r, v, id);
   cg_val p;
   snprintf(p.s, sizeof p.s, "%%K%u.p", id);
   cg_val bq = gm_gep(f, c->ty, x->bp, mul_c(f, p, x->b_rs), true);
@@ -358,8 +379,8 @@ static void micro(cg_fn *f, const gm_cfg *c, const micro_args *x) {
     cg_val a = gm_ev(f, "load %s, %s* %s", c->ty, c->ty,
                      gm_gep(f, c->ty, aq, cg_const_i64(r * x->a_rs), true).s);
     cg_val ins = gm_ev(f, "insertelement %s undef, %s %s, i32 0", c->vty, c->ty, a.s);
-    cg_val s = gm_ev(f, "shufflevector %s %s, %s undef, %s zeroinitializer", c->vty, ins.s,
-                     c->vty, c->ity);
+    cg_val s = gm_ev(f, "shufflevector %s %s, %s undef, %s zeroinitializer", c->vty, ins.s, c->vty,
+                     c->ity);
     for (int v = 0; v < NV; v++) {
       cg_val prod = gm_ev(f, "fmul contract %s %s, %s", c->vty, s.s, bv[v].s);
       cg_line(f, "%%K%u.n%d_%d = fadd contract %s %%K%u.a%d_%d, %s", id, r, v, c->vty, id, r, v,
@@ -370,11 +391,16 @@ static void micro(cg_fn *f, const gm_cfg *c, const micro_args *x) {
   cg_val more = gm_ev(f, "icmp slt i64 %%K%u.pn, %s", id, x->kc.s);
   cg_line(f, "br i1 %s, label %%K%u.k, label %%K%u.d", more.s, id, id);
   dpc_buf_printf(&f->body, "K%u.d:\n", id);
+  /* C += the tile, or C = the tile on the first block of k */
+  cg_val keep = gm_ev(f, "xor i1 %s, true", x->first.s);
   for (int r = 0; r < MR; r++)
     for (int v = 0; v < NV; v++) {
       cg_val acc;
       snprintf(acc.s, sizeof acc.s, "%%K%u.n%d_%d", id, r, v);
-      gm_mstore(f, c, acc, cptr[r][v], mk[r][v]);
+      cg_val m =
+          gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", keep.s, c->mty, mk[r][v].s, c->mty);
+      cg_val old = gm_mload(f, c, cptr[r][v], m);
+      gm_mstore(f, c, gm_ev(f, "fadd %s %s, %s", c->vty, acc.s, old.s), cptr[r][v], mk[r][v]);
     }
 }
 
@@ -440,9 +466,12 @@ static void pack_b(cg_fn *f, const gm_cfg *c, const gm_mat *b, cg_val bp, int64_
       cg_val rows[MAX_VL];
       for (int l = 0; l < VL; l++) {
         cg_val live = gm_ev(f, "icmp sgt i64 %s, %d", ncol.s, v * VL + l);
-        cg_val m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", live.s, c->mty, kmask.s,
-                         c->mty);
-        cg_val col = mul_c(f, add_c(f, j0, v * VL + l), b->cs);
+        cg_val m =
+            gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", live.s, c->mty, kmask.s, c->mty);
+        /* a dead column reads (masked) the panel's first one: its own may be unmapped */
+        cg_val j =
+            gm_ev(f, "select i1 %s, i64 %s, i64 %s", live.s, add_c(f, j0, v * VL + l).s, j0.s);
+        cg_val col = mul_c(f, j, b->cs);
         rows[l] = gm_mload(f, c, gm_gep(f, c->ty, b->p, cg_add(f, col, kbase), false), m);
       }
       transpose(f, c, rows);
@@ -472,10 +501,24 @@ static void pack_b(cg_fn *f, const gm_cfg *c, const gm_mat *b, cg_val bp, int64_
   cg_loop_end(f, jp);
 }
 
+/* Prefetch n elements from p + ahead. The rows a packer reads are a few hundred bytes each and
+ * far apart: too short for the hardware prefetcher to pick up, so without this each would
+ * start with a trip to memory (~350 cycles; 364 rows per A block at 2048^3, where prefetching
+ * PF_ROWS rows ahead took dpc from 0.86 to 0.95 of OpenBLAS). Past the matrix's end the
+ * prefetch is dropped: it never faults. */
+static void prefetch_row(cg_fn *f, const gm_cfg *c, cg_val p, int64_t ahead, int64_t n) {
+  cg_val row = gm_gep(f, c->ty, p, cg_const_i64(ahead), false);
+  for (int64_t l = 0; l < ceil_div(n * c->esize, 64); l++) {
+    cg_val at = gm_gep(f, c->ty, row, cg_const_i64(l * 64 / c->esize), false);
+    cg_line(f, "call void @llvm.prefetch.p0i8(i8* %s, i32 0, i32 3, i32 1)",
+            gm_ev(f, "bitcast %s* %s to i8*", c->ty, at.s).s);
+  }
+}
+
 /* A[ic:ic+mcur, pc:pc+kc] into ap, rows padded with zeros to a multiple of mr. Row-major with
  * row stride ld, or (colmajor) column-major with column stride ld. */
-static void pack_a(cg_fn *f, const gm_cfg *c, const gm_mat *a, cg_val ap, bool colmajor,
-                   int64_t ld, cg_val ic, cg_val mcur, cg_val pc, cg_val kc) {
+static void pack_a(cg_fn *f, const gm_cfg *c, const gm_mat *a, cg_val ap, bool colmajor, int64_t ld,
+                   cg_val ic, cg_val mcur, cg_val pc, cg_val kc) {
   int VL = c->vl;
   int valign = VL * c->esize;
   cg_val mrows = mul_c(f, gm_ceil_div(f, mcur, c->mr), c->mr);
@@ -484,6 +527,7 @@ static void pack_a(cg_fn *f, const gm_cfg *c, const gm_mat *a, cg_val ap, bool c
     cg_loop p = cg_loop_begin(f, cg_const_i64(0), kc);
     cg_val src = gm_gep(f, c->ty, a->p, cg_add(f, mul_c(f, cg_add(f, pc, p.i), a->cs), ic), false);
     cg_val dst = gm_gep(f, c->ty, ap, mul_c(f, p.i, ld), true);
+    prefetch_row(f, c, src, PF_ROWS * a->cs, c->mc);
     cg_loop i0 = cg_loop_begin(f, cg_const_i64(0), gm_ceil_div(f, mrows, VL));
     cg_val off = mul_c(f, i0.i, VL);
     cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, mcur, off));
@@ -494,8 +538,9 @@ static void pack_a(cg_fn *f, const gm_cfg *c, const gm_mat *a, cg_val ap, bool c
   } else if (gm_vec_ok(c, a->t) && a->cs == 1) {
     cg_loop i = cg_loop_begin(f, cg_const_i64(0), mrows);
     cg_val live = gm_ev(f, "icmp slt i64 %s, %s", i.i.s, mcur.s);
-    cg_val src =
-        gm_gep(f, c->ty, a->p, cg_add(f, mul_c(f, cg_add(f, ic, i.i), a->rs), pc), false);
+    cg_val row = gm_ev(f, "select i1 %s, i64 %s, i64 %s", live.s, cg_add(f, ic, i.i).s, ic.s);
+    cg_val src = gm_gep(f, c->ty, a->p, cg_add(f, mul_c(f, row, a->rs), pc), false);
+    prefetch_row(f, c, src, PF_ROWS * a->rs, c->kc);
     cg_val dst = gm_gep(f, c->ty, ap, mul_c(f, i.i, ld), true);
     cg_loop p0 = cg_loop_begin(f, cg_const_i64(0), gm_ceil_div(f, kc, VL));
     cg_val off = mul_c(f, p0.i, VL);

@@ -33,6 +33,7 @@ typedef struct gm_cfg {
   int64_t kc;         /* depth of a packed block */
   int64_t mc, nc;     /* rows of a packed A block, columns of a packed B block */
   int64_t mmax, nmax; /* the largest m and n one gm_block call is given */
+  double cost;        /* gm_choose's estimate for the whole problem, in cycles */
 } gm_cfg;
 
 /* A matrix operand: element (i, j) is p[i * rs + j * cs], p pointing at the stored dtype t.

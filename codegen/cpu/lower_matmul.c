@@ -19,8 +19,8 @@
 
 typedef struct mm_geom {
   int64_t m, n, k;
-  int64_t a_rs, a_cs, b_rs, b_cs; /* element strides within one matrix */
-  dpc_shape batch;                /* output batch shape */
+  int64_t a_rs, a_cs, b_rs, b_cs;                 /* element strides within one matrix */
+  dpc_shape batch;                                /* output batch shape */
   int64_t a_bs[DPC_MAX_RANK], b_bs[DPC_MAX_RANK]; /* per batch dimension, in elements */
   int64_t nbatch;
 } mm_geom;
@@ -109,12 +109,21 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
     cg_loop_end(f, it);
     return DPC_OK;
   }
-  gm_cfg c;
+  /* C = A B, or C^T = B^T A^T when the output is narrow: N = 10 fills 10 of 16 lanes of one
+   * vector per row (and 28x1 tiles are load-bound), while M = 128 rows make 8 full vectors and
+   * the 10 columns become 10 of 14 rows of a 14x2 tile. The transposed C is written through the
+   * GEMM's scratch (C^T's rows are not contiguous), a copy of m*n elements per piece. */
+  gm_cfg c, ct;
   gm_choose(&c, f->vector_bits, t, mg.m, mg.n, mg.k);
+  gm_choose(&ct, f->vector_bits, t, mg.n, mg.m, mg.k);
+  bool tr = ct.cost < 0.8 * c.cost;
+  if (tr) c = ct;
+  int64_t M = tr ? mg.n : mg.m, N = tr ? mg.m : mg.n;
   int64_t mb, nb;
-  gm_split(&c, mg.m, mg.n, mg.k, mg.nbatch, !gm_vec_ok(&c, t), &mb, &nb);
+  gm_split(&c, M, N, mg.k, mg.nbatch, tr || !gm_vec_ok(&c, t), &mb, &nb);
+  gm_choose(&c, f->vector_bits, t, mb, nb, mg.k); /* the tile that suits one piece */
   gm_fit(&c, mb, nb);
-  int64_t tm = (mg.m + mb - 1) / mb, tn = (mg.n + nb - 1) / nb;
+  int64_t tm = (M + mb - 1) / mb, tn = (N + nb - 1) / nb;
   k->total = mg.nbatch * tm * tn;
   /* iteration = (batch, row block, column block), column blocks innermost */
   cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
@@ -125,16 +134,23 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   cg_val aoff, boff;
   batch_offsets(f, &mg, bt, &aoff, &boff);
   cg_val m0 = cg_mul(f, im, cg_const_i64(mb)), n0 = cg_mul(f, in, cg_const_i64(nb));
-  cg_val mcur = gm_min(f, cg_const_i64(mb), gm_sub(f, cg_const_i64(mg.m), m0));
-  cg_val ncur = gm_min(f, cg_const_i64(nb), gm_sub(f, cg_const_i64(mg.n), n0));
+  cg_val mcur = gm_min(f, cg_const_i64(mb), gm_sub(f, cg_const_i64(M), m0));
+  cg_val ncur = gm_min(f, cg_const_i64(nb), gm_sub(f, cg_const_i64(N), n0));
+  /* rows of the product come from a (from b^T when transposed), columns from b (a^T) */
   const char *st = cg_store_type(t);
-  gm_mat A = {gm_gep(f, st, pa, cg_add(f, aoff, cg_mul(f, m0, cg_const_i64(mg.a_rs))), true), t,
-              mg.a_rs, mg.a_cs, false};
-  gm_mat B = {gm_gep(f, st, pb, cg_add(f, boff, cg_mul(f, n0, cg_const_i64(mg.b_cs))), true), t,
-              mg.b_rs, mg.b_cs, false};
-  cg_val yoff = cg_add(f, cg_mul(f, bt, cg_const_i64(mn)),
-                       cg_add(f, cg_mul(f, m0, cg_const_i64(mg.n)), n0));
-  gm_mat C = {gm_gep(f, st, py, yoff, true), t, mg.n, 1, false};
+  cg_val rbase = tr ? cg_add(f, boff, cg_mul(f, m0, cg_const_i64(mg.b_cs)))
+                    : cg_add(f, aoff, cg_mul(f, m0, cg_const_i64(mg.a_rs)));
+  cg_val cbase = tr ? cg_add(f, aoff, cg_mul(f, n0, cg_const_i64(mg.a_rs)))
+                    : cg_add(f, boff, cg_mul(f, n0, cg_const_i64(mg.b_cs)));
+  gm_mat A = tr ? (gm_mat){gm_gep(f, st, pb, rbase, true), t, mg.b_cs, mg.b_rs, false}
+                : (gm_mat){gm_gep(f, st, pa, rbase, true), t, mg.a_rs, mg.a_cs, false};
+  gm_mat B = tr ? (gm_mat){gm_gep(f, st, pa, cbase, true), t, mg.a_cs, mg.a_rs, false}
+                : (gm_mat){gm_gep(f, st, pb, cbase, true), t, mg.b_rs, mg.b_cs, false};
+  /* y[bt][i][j] at bt*m*n + i*n + j; the transposed product's (i, j) is y's (j, i) */
+  cg_val corner = tr ? cg_add(f, cg_mul(f, n0, cg_const_i64(mg.n)), m0)
+                     : cg_add(f, cg_mul(f, m0, cg_const_i64(mg.n)), n0);
+  cg_val yoff = cg_add(f, cg_mul(f, bt, cg_const_i64(mn)), corner);
+  gm_mat C = {gm_gep(f, st, py, yoff, true), t, tr ? 1 : mg.n, tr ? mg.n : 1, false};
   gm_block(f, &c, &A, &B, &C, mcur, ncur, cg_const_i64(mg.k), (cg_val){"false"});
   cg_loop_end(f, it);
   return DPC_OK;

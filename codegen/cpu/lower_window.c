@@ -1,9 +1,566 @@
 /*
- * lower_window.c — LLVM IR for conv2d and its gradients.
- * (No op lowered here yet: these nodes run on the reference kernels.)
+ * lower_window.c — LLVM IR for conv2d and its two gradients, as GEMMs on the generator of
+ * gemm.c. NCHW, any stride, asymmetric padding, dilation and groups, all fixed at generation
+ * time from dpc_window_of (the function the shape rule uses, so kernel and rule agree).
+ *
+ * With K = cpg*kh*kw taps (q = (ci, ky, kx)) and P = oh*ow output pixels, per image and group:
+ *
+ *   conv2d              y[o, P]   = W[o, K] . Col[K, P]          Col = im2col(x)
+ *   conv2d_grad_input   dCol[K, P] = W^T[K, o] . dY[o, P]        dx += col2im(dCol)
+ *   conv2d_grad_weight  dW[o, K]  += dY[o, P] . Col^T[P, K]       summed over the batch
+ *
+ * im2col builds the columns of a block of whole output rows into a stack buffer (Col, at most
+ * COL_BYTES), which the GEMM then reads in place as its B. Blocks are as many output rows as
+ * fit: all of a 28x28 or 14x14 image for the example CNN (288 x 196 floats for its second
+ * layer), one row at a time for very large K; past that, K itself is cut (whole channels). When
+ * the stride is 1 and output rows are as wide as input rows ("same" padding), a tap's row of Col
+ * is the input plane shifted, and im2col_plane copies it a vector at a time with constant masks
+ * for the padding; otherwise im2col does a masked vector per output row and tap (stride 1) or
+ * an element at a time. col2im_rows sums dCol into each vector of dx once, over all taps, rather
+ * than scattering tap by tap (which re-reads what the previous tap just stored, a store
+ * forwarding stall each time).
+ *
+ * Parallel iterations: conv2d runs (image, group, row block) pieces, each writing its own part
+ * of y; the input gradient runs (image, group), because col2im scatters a row block into input
+ * rows that its neighbours also touch; the weight gradient runs (group, o block, K block) pieces
+ * of dW, each summing the whole batch, since that is the only split with disjoint outputs (and
+ * computes dW^T instead when that fits the micro-tile better: 9 taps x 32 channels).
+ *
+ * f16/bf16 are computed in f32 like the GEMM: dx and dW are accumulated in f32 scratch and
+ * rounded once at the end (adding into f16 memory would round at every tap).
  */
-#include "codegen/cpu/cg.h"
+#include "codegen/cpu/gemm.h"
+#include "ir/rules.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Bytes of a Col / dCol block: half the L2, beside the GEMM's packed A. */
+#define COL_BYTES (512 * 1024)
+/* Most vectors im2col_plane unrolls (taps x vectors of pixels): 117 for the CNN's second layer.
+ * Its first (9 x 52) compiled in 0.4 s instead of 0.05 s, more than it saved in a run. */
+#define PLANE_UNROLL 256
+
+typedef struct conv {
+  dpc_window w;
+  dpc_dtype t;
+  int64_t n, cpg, opg, kk, K, P; /* images, channels per group in and out, kh*kw, taps, pixels */
+} conv;
+
+static dpc_status conv_init(cg_fn *f, conv *cv, dpc_diag *d) {
+  const dpc_graph *g = f->g;
+  dpc_status st = dpc_window_of(g, f->node, &cv->w, d);
+  if (st) return st;
+  const dpc_node *nd = &g->nodes[f->node];
+  cv->t = g->values[nd->out].dtype;
+  const dpc_window *w = &cv->w;
+  /* n from dy (input 0 of the gradients) or x (input 0 of conv2d): both lead with it */
+  cv->n = g->values[g->ids[nd->in]].shape.d[0];
+  cv->cpg = w->c / w->groups;
+  cv->opg = w->oc / w->groups;
+  cv->kk = w->kh * w->kw;
+  cv->K = cv->cpg * cv->kk;
+  cv->P = w->oh * w->ow;
+  return DPC_OK;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+/* Output rows per block (rb) and the buffer's row stride (ld) for a Col of `rows` rows, and the
+ * rows of it one block may hold (kq <= rows: K is cut only when a single output row of all K
+ * taps exceeds the budget). */
+static void col_block(const gm_cfg *c, const conv *cv, int64_t rows, int64_t *rb, int64_t *ld,
+                      int64_t *kq) {
+  const dpc_window *w = &cv->w;
+  int64_t per_row = w->ow * rows * c->esize;
+  *rb = COL_BYTES / (per_row ? per_row : 1);
+  if (*rb < 1) *rb = 1;
+  if (*rb > w->oh) *rb = w->oh;
+  *ld = gm_pad_ld(c, ceil_div(*rb * w->ow, c->nr) * c->nr);
+  *kq = COL_BYTES / (*ld * c->esize);
+  if (*kq > rows) *kq = rows;
+  /* whole input channels per piece of K (col2im_rows gathers all of a channel's taps) */
+  if (*kq < rows) *kq = *kq / cv->kk * cv->kk;
+  if (*kq < cv->kk) *kq = cv->kk < rows ? cv->kk : rows;
+}
+
+static cg_val mulk(cg_fn *f, cg_val a, int64_t k) {
+  return cg_mul(f, a, cg_const_i64(k));
+}
+
+/* The tap (ci, ky, kx) of row q, and the output columns [lo, hi) whose input column
+ * ox*sw + off (off = kx*dw - pl) falls inside the image (as tap_cols in ref_conv.c). */
+typedef struct tap {
+  cg_val ci, ky, off, lo, hi;
+} tap;
+
+static tap tap_of(cg_fn *f, const conv *cv, cg_val q) {
+  const dpc_window *w = &cv->w;
+  tap t;
+  t.ci = gm_ev(f, "sdiv i64 %s, %lld", q.s, (long long)cv->kk);
+  cg_val r = gm_ev(f, "srem i64 %s, %lld", q.s, (long long)cv->kk);
+  t.ky = gm_ev(f, "sdiv i64 %s, %lld", r.s, (long long)w->kw);
+  cg_val kx = gm_ev(f, "srem i64 %s, %lld", r.s, (long long)w->kw);
+  t.off = gm_ev(f, "sub i64 %s, %lld", mulk(f, kx, w->dw).s, (long long)w->pl);
+  cg_val neg = gm_max(f, gm_sub(f, cg_const_i64(0), t.off), cg_const_i64(0));
+  t.lo = gm_ev(f, "sdiv i64 %s, %lld", cg_add(f, neg, cg_const_i64(w->sw - 1)).s, (long long)w->sw);
+  t.lo = gm_min(f, t.lo, cg_const_i64(w->ow));
+  cg_val u = gm_sub(f, cg_const_i64(w->w - 1), t.off); /* last input column minus off */
+  cg_val last = gm_ev(f, "sdiv i64 %s, %lld", u.s, (long long)w->sw);
+  cg_val inside = gm_ev(f, "icmp sge i64 %s, 0", u.s);
+  t.hi = gm_ev(f, "select i1 %s, i64 %s, i64 0", inside.s, cg_add(f, last, cg_const_i64(1)).s);
+  t.hi = gm_max(f, gm_min(f, t.hi, cg_const_i64(w->ow)), t.lo);
+  return t;
+}
+
+/* Input row of output row oy under tap t, and whether it is inside the image. */
+static cg_val in_row(cg_fn *f, const conv *cv, const tap *t, cg_val oy, cg_val *valid) {
+  const dpc_window *w = &cv->w;
+  cg_val iy = cg_add(f, mulk(f, oy, w->sh), mulk(f, t->ky, w->dh));
+  iy = gm_ev(f, "sub i64 %s, %lld", iy.s, (long long)w->pt);
+  *valid = gm_ev(f, "icmp ult i64 %s, %lld", iy.s, (long long)w->h); /* 0 <= iy < h */
+  return iy;
+}
+
+/* Lanes of the output-row chunk starting at column ox0 that the tap reads: [lo, hi) and < ow. */
+static cg_val chunk_mask(cg_fn *f, const gm_cfg *c, const conv *cv, const tap *t, int64_t ox0) {
+  cg_val m = gm_lanes(f, c, gm_sub(f, t->lo, cg_const_i64(ox0)),
+                      gm_sub(f, gm_min(f, t->hi, cg_const_i64(cv->w.ow)), cg_const_i64(ox0)));
+  return m;
+}
+
+/* Col[q - q0][(oy - oy0)*ow + ox] = x[plane0 + ci][iy][ox*sw + off] (0 outside the image), for
+ * q in [q0, q0 + nq) and oy in [oy0, oy0 + nrows). plane0: the first channel plane of the
+ * group in this image. Columns past nrows*ow up to the next nr are zeroed (the GEMM reads
+ * whole vectors there). */
+static void im2col(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val x, cg_val plane0, cg_val q0,
+                   cg_val nq, cg_val oy0, cg_val nrows, cg_val col, int64_t ld) {
+  const dpc_window *w = &cv->w;
+  bool vec = w->sw == 1 && gm_vec_ok(c, cv->t);
+  int64_t chunks = ceil_div(w->ow, c->vl);
+  cg_loop q = cg_loop_begin(f, cg_const_i64(0), nq);
+  tap t = tap_of(f, cv, cg_add(f, q0, q.i));
+  cg_val plane = mulk(f, cg_add(f, plane0, t.ci), w->h * w->w);
+  cg_val dst = gm_gep(f, c->ty, col, mulk(f, q.i, ld), true);
+  cg_val masks[8];
+  for (int64_t k = 0; vec && k < chunks && chunks <= 8; k++)
+    masks[k] = chunk_mask(f, c, cv, &t, k * c->vl);
+  cg_loop oy = cg_loop_begin(f, cg_const_i64(0), nrows);
+  cg_val valid, iy = in_row(f, cv, &t, cg_add(f, oy0, oy.i), &valid);
+  cg_val drow = gm_gep(f, c->ty, dst, mulk(f, oy.i, w->ow), true);
+  if (vec) {
+    /* src(ox) = x + plane + iy*w + off + ox; lanes outside [lo, hi) or rows outside the image
+     * stay unread, so the address may point before or past the plane */
+    cg_val iyv = gm_ev(f, "select i1 %s, i64 %s, i64 0", valid.s, iy.s); /* keep it mapped */
+    cg_val src = gm_gep(f, c->ty, x, cg_add(f, cg_add(f, plane, mulk(f, iyv, w->w)), t.off), false);
+    cg_loop ch = {0};
+    if (chunks > 8) ch = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(chunks));
+    for (int64_t k = 0; k < (chunks > 8 ? 1 : chunks); k++) {
+      cg_val ox0 = chunks > 8 ? mulk(f, ch.i, c->vl) : cg_const_i64(k * c->vl);
+      cg_val m;
+      if (chunks > 8) {
+        cg_val hi = gm_sub(f, gm_min(f, t.hi, cg_const_i64(w->ow)), ox0);
+        m = gm_lanes(f, c, gm_sub(f, t.lo, ox0), hi);
+      } else {
+        m = masks[k];
+      }
+      m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", valid.s, c->mty, m.s, c->mty);
+      cg_val v = gm_mload(f, c, gm_gep(f, c->ty, src, ox0, false), m);
+      cg_val keep = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, cg_const_i64(w->ow), ox0));
+      gm_mstore(f, c, v, gm_gep(f, c->ty, drow, ox0, true), keep);
+    }
+    if (chunks > 8) cg_loop_end(f, ch);
+  } else {
+    /* strided or widened: element by element, reading index 0 where the tap is outside */
+    cg_loop ox = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(w->ow));
+    cg_val a = gm_ev(f, "icmp sge i64 %s, %s", ox.i.s, t.lo.s);
+    cg_val b = gm_ev(f, "icmp slt i64 %s, %s", ox.i.s, t.hi.s);
+    cg_val ok = gm_ev(f, "and i1 %s, %s", valid.s, gm_ev(f, "and i1 %s, %s", a.s, b.s).s);
+    cg_val ix = cg_add(f, mulk(f, ox.i, w->sw), t.off);
+    cg_val idx = cg_add(f, plane, cg_add(f, mulk(f, iy, w->w), ix));
+    idx = gm_ev(f, "select i1 %s, i64 %s, i64 0", ok.s, idx.s);
+    cg_val v = cg_load(f, x, cv->t, idx);
+    v = gm_ev(f, "select i1 %s, %s %s, %s %s", ok.s, c->ty, v.s, c->ty, cg_const(c->calc, 0).s);
+    cg_line(f, "store %s %s, %s* %s", c->ty, v.s, c->ty, gm_gep(f, c->ty, drow, ox.i, true).s);
+    cg_loop_end(f, ox);
+  }
+  cg_loop_end(f, oy);
+  /* zeros from nrows*ow to the next multiple of nr: at most nv vectors */
+  cg_val used = mulk(f, nrows, w->ow);
+  cg_val left = gm_ev(f, "srem i64 %s, %d", used.s, c->nr);
+  cg_val tail = gm_ev(f, "srem i64 %s, %d", gm_ev(f, "sub i64 %d, %s", c->nr, left.s).s, c->nr);
+  for (int v = 0; v < c->nv; v++) {
+    cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, tail, cg_const_i64(v * c->vl)));
+    cg_val at = gm_gep(f, c->ty, dst, cg_add(f, used, cg_const_i64(v * c->vl)), false);
+    gm_mstore(f, c, (cg_val){"zeroinitializer"}, at, m);
+  }
+  cg_loop_end(f, q);
+}
+
+/* Whether im2col_plane can build this Col: stride 1 with output rows as wide as the input's
+ * (so a tap's whole column of pixels is one shifted run of the input plane), every output row
+ * in one block, and a small enough unrolled body (taps x vectors of pixels). */
+static bool plane_ok(const gm_cfg *c, const conv *cv, int64_t rb) {
+  const dpc_window *w = &cv->w;
+  return w->sh == 1 && w->sw == 1 && w->ow == w->w && rb == w->oh && gm_vec_ok(c, cv->t) &&
+         cv->kk * ceil_div(cv->P + c->nr, c->vl) <= PLANE_UNROLL;
+}
+
+/* im2col for plane_ok geometries, whole channels [ci0, ci0 + nci) at a time: row q of a tap
+ * (ky, kx) is the input plane shifted by s = (ky*dh - pt)*w + kx*dw - pl, with the pixels whose
+ * input falls in the padding masked off; both the shift and the masks are constants of the
+ * unrolled taps, so a vector of Col costs one masked load and one store (the general im2col
+ * spends ~10 instructions per output row and tap). */
+static void im2col_plane(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val x, cg_val plane0,
+                         cg_val ci0, cg_val nci, cg_val col, int64_t ld) {
+  const dpc_window *w = &cv->w;
+  /* up to the next multiple of nr: the GEMM reads whole vectors there, zeros past P */
+  int64_t chunks = ceil_div(ceil_div(cv->P, c->nr) * c->nr, c->vl);
+  cg_loop ci = cg_loop_begin(f, cg_const_i64(0), nci);
+  cg_val base =
+      gm_gep(f, c->ty, x, mulk(f, cg_add(f, plane0, cg_add(f, ci0, ci.i)), w->h * w->w), true);
+  cg_val rows = gm_gep(f, c->ty, col, mulk(f, ci.i, cv->kk * ld), true);
+  for (int64_t ky = 0; ky < w->kh; ky++)
+    for (int64_t kx = 0; kx < w->kw; kx++) {
+      int64_t sy = ky * w->dh - w->pt, sx = kx * w->dw - w->pl, shift = sy * w->w + sx;
+      cg_val dst = gm_gep(f, c->ty, rows, cg_const_i64((ky * w->kw + kx) * ld), true);
+      for (int64_t j = 0; j < chunks; j++) {
+        char mask[1024];
+        size_t o = (size_t)snprintf(mask, sizeof mask, "<");
+        int live = 0;
+        for (int l = 0; l < c->vl; l++) {
+          int64_t px = j * c->vl + l, iy = px / w->ow + sy, ix = px % w->ow + sx;
+          bool on = px < cv->P && iy >= 0 && iy < w->h && ix >= 0 && ix < w->w;
+          live += on;
+          o += (size_t)snprintf(mask + o, sizeof mask - o, "%si1 %s", l ? ", " : "",
+                                on ? "true" : "false");
+        }
+        snprintf(mask + o, sizeof mask - o, ">");
+        cg_val v = {"zeroinitializer"};
+        if (live) {
+          cg_val m = gm_ev(f, "select i1 true, %s %s, %s zeroinitializer", c->mty, mask, c->mty);
+          v = gm_mload(f, c, gm_gep(f, c->ty, base, cg_const_i64(j * c->vl + shift), false), m);
+        }
+        gm_vstore(f, c, v, gm_gep(f, c->ty, dst, cg_const_i64(j * c->vl), true), c->esize);
+      }
+    }
+  cg_loop_end(f, ci);
+}
+
+/* dx[plane0 + ci][iy][ox*sw + off] += dCol[q - q0][(oy - oy0)*ow + ox], the transpose of
+ * im2col; dx is calc-typed here (the caller's scratch for f16/bf16). */
+static void col2im(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val dx, cg_val plane0, cg_val q0,
+                   cg_val nq, cg_val oy0, cg_val nrows, cg_val col, int64_t ld) {
+  const dpc_window *w = &cv->w;
+  bool vec = w->sw == 1;
+  int64_t chunks = ceil_div(w->ow, c->vl);
+  cg_loop q = cg_loop_begin(f, cg_const_i64(0), nq);
+  tap t = tap_of(f, cv, cg_add(f, q0, q.i));
+  cg_val plane = mulk(f, cg_add(f, plane0, t.ci), w->h * w->w);
+  cg_val srcq = gm_gep(f, c->ty, col, mulk(f, q.i, ld), true);
+  cg_val masks[8];
+  for (int64_t k = 0; vec && k < chunks && chunks <= 8; k++)
+    masks[k] = chunk_mask(f, c, cv, &t, k * c->vl);
+  cg_loop oy = cg_loop_begin(f, cg_const_i64(0), nrows);
+  cg_val valid, iy = in_row(f, cv, &t, cg_add(f, oy0, oy.i), &valid);
+  uint32_t inside = gm_if(f, valid);
+  cg_val srow = gm_gep(f, c->ty, srcq, mulk(f, oy.i, w->ow), true);
+  cg_val drow = cg_add(f, plane, cg_add(f, mulk(f, iy, w->w), t.off)); /* index of ox = 0 */
+  if (vec) {
+    cg_val dst = gm_gep(f, c->ty, dx, drow, false);
+    cg_loop ch = {0};
+    if (chunks > 8) ch = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(chunks));
+    for (int64_t k = 0; k < (chunks > 8 ? 1 : chunks); k++) {
+      cg_val ox0 = chunks > 8 ? mulk(f, ch.i, c->vl) : cg_const_i64(k * c->vl);
+      cg_val m = chunks > 8 ? gm_lanes(f, c, gm_sub(f, t.lo, ox0),
+                                       gm_sub(f, gm_min(f, t.hi, cg_const_i64(w->ow)), ox0))
+                            : masks[k];
+      cg_val p = gm_gep(f, c->ty, dst, ox0, false);
+      cg_val old = gm_mload(f, c, p, m);
+      cg_val add = gm_mload(f, c, gm_gep(f, c->ty, srow, ox0, true), m);
+      gm_mstore(f, c, gm_ev(f, "fadd %s %s, %s", c->vty, old.s, add.s), p, m);
+    }
+    if (chunks > 8) cg_loop_end(f, ch);
+  } else {
+    cg_loop ox = cg_loop_begin(f, t.lo, t.hi);
+    cg_val p = gm_gep(f, c->ty, dx, cg_add(f, drow, mulk(f, ox.i, w->sw)), true);
+    cg_val old = gm_ev(f, "load %s, %s* %s", c->ty, c->ty, p.s);
+    cg_val add = gm_ev(f, "load %s, %s* %s", c->ty, c->ty, gm_gep(f, c->ty, srow, ox.i, true).s);
+    cg_line(f, "store %s %s, %s* %s", c->ty, gm_ev(f, "fadd %s %s, %s", c->ty, old.s, add.s).s,
+            c->ty, p.s);
+    cg_loop_end(f, ox);
+  }
+  gm_endif(f, inside);
+  cg_loop_end(f, oy);
+  cg_loop_end(f, q);
+}
+
+/* Whether col2im_rows can do this geometry: unit column stride, and a tap loop small enough to
+ * unroll (kh*kw masked loads per vector of an input row). */
+static bool rows_ok(const gm_cfg *c, const conv *cv) {
+  return cv->w.sw == 1 && cv->kk * ceil_div(cv->w.w, c->vl) <= 64;
+}
+
+/* The same sum as col2im, gathered per input row instead of scattered per tap: each vector of
+ * dx is loaded once, gets every tap's contribution from dCol (masked loads at shifted columns,
+ * the masks constants), and is stored once. Scattering tap by tap re-read a vector the previous
+ * tap had just stored one element over, which store forwarding cannot serve: 2x slower overall.
+ * dCol holds whole channels: rows [q0, q0 + nq) are channels [q0/kk, (q0+nq)/kk). */
+static void col2im_rows(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val dx, cg_val plane0,
+                        cg_val q0, cg_val nq, cg_val oy0, cg_val nrows, cg_val col, int64_t ld) {
+  const dpc_window *w = &cv->w;
+  int64_t chunks = ceil_div(w->w, c->vl);
+  cg_val ci0 = gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv->kk);
+  cg_val nci = gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv->kk);
+  /* the input rows this block of output rows reaches */
+  cg_val top = gm_ev(f, "sub i64 %s, %lld", mulk(f, oy0, w->sh).s, (long long)w->pt);
+  cg_val last = cg_add(f, mulk(f, cg_add(f, oy0, gm_sub(f, nrows, cg_const_i64(1))), w->sh),
+                       cg_const_i64((w->kh - 1) * w->dh - w->pt + 1));
+  cg_val iy_lo = gm_max(f, top, cg_const_i64(0));
+  cg_val iy_hi = gm_min(f, last, cg_const_i64(w->h));
+  cg_loop ci = cg_loop_begin(f, cg_const_i64(0), nci);
+  cg_val plane = mulk(f, cg_add(f, plane0, cg_add(f, ci0, ci.i)), w->h * w->w);
+  cg_val qrow = gm_gep(f, c->ty, col, mulk(f, ci.i, cv->kk * ld), true);
+  cg_loop iy = cg_loop_begin(f, iy_lo, iy_hi);
+  cg_val valid[64], rel[64];
+  for (int64_t ky = 0; ky < w->kh; ky++) {
+    /* output row of tap ky: (iy + pt - ky*dh) / sh when that divides, inside the block */
+    cg_val t = cg_add(f, iy.i, cg_const_i64(w->pt - ky * w->dh));
+    cg_val oy = t, ok = {"true"};
+    if (w->sh > 1) {
+      oy = gm_ev(f, "sdiv i64 %s, %lld", t.s, (long long)w->sh);
+      ok = gm_ev(f, "icmp eq i64 %s, 0", gm_ev(f, "srem i64 %s, %lld", t.s, (long long)w->sh).s);
+    }
+    cg_val r = gm_sub(f, oy, oy0);
+    cg_val in = gm_ev(f, "icmp ult i64 %s, %s", r.s, nrows.s);
+    valid[ky] = gm_ev(f, "and i1 %s, %s", in.s, ok.s);
+    rel[ky] = gm_ev(f, "select i1 %s, i64 %s, i64 0", valid[ky].s, r.s);
+  }
+  for (int64_t x0 = 0; x0 < chunks; x0++) {
+    int64_t ix0 = x0 * c->vl;
+    cg_val p = gm_gep(f, c->ty, dx,
+                      cg_add(f, plane, cg_add(f, mulk(f, iy.i, w->w), cg_const_i64(ix0))), true);
+    cg_val keep = gm_lanes(f, c, cg_const_i64(0), cg_const_i64(w->w - ix0));
+    cg_val acc = gm_mload(f, c, p, keep);
+    for (int64_t ky = 0; ky < w->kh; ky++) {
+      for (int64_t kx = 0; kx < w->kw; kx++) {
+        /* lane l is input column ix0 + l, output column ix0 + l - off */
+        int64_t off = kx * w->dw - w->pl, lo = off - ix0, hi = off - ix0 + w->ow;
+        if (hi > w->w - ix0) hi = w->w - ix0;
+        if (lo >= hi || lo >= c->vl || hi <= 0) continue; /* this tap misses the chunk */
+        cg_val m = gm_lanes(f, c, cg_const_i64(lo), cg_const_i64(hi));
+        m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", valid[ky].s, c->mty, m.s, c->mty);
+        cg_val src =
+            cg_add(f, cg_const_i64((ky * w->kw + kx) * ld + ix0 - off), mulk(f, rel[ky], w->ow));
+        cg_val v = gm_mload(f, c, gm_gep(f, c->ty, qrow, src, false), m);
+        acc = gm_ev(f, "fadd %s %s, %s", c->vty, acc.s, v.s);
+      }
+    }
+    gm_mstore(f, c, acc, p, keep);
+  }
+  cg_loop_end(f, iy);
+  cg_loop_end(f, ci);
+}
+
+/* Split the iteration index `it` into digits of the given (static) radices, last fastest. */
+static void digits(cg_fn *f, cg_val it, const int64_t *radix, int n, cg_val *out) {
+  for (int i = n; i-- > 0;) {
+    out[i] = gm_ev(f, "srem i64 %s, %lld", it.s, (long long)radix[i]);
+    it = gm_ev(f, "sdiv i64 %s, %lld", it.s, (long long)radix[i]);
+  }
+}
+
+static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
+  cg_fn *f = k->f;
+  conv cv;
+  dpc_status st = conv_init(f, &cv, d);
+  if (st) return st;
+  const dpc_window *w = &cv.w;
+  gm_cfg c;
+  gm_choose(&c, f->vector_bits, cv.t, cv.opg, cv.P, cv.K);
+  int64_t rb, ld, kq;
+  col_block(&c, &cv, cv.K, &rb, &ld, &kq);
+  gm_fit(&c, cv.opg, rb * w->ow);
+  int64_t nblk = ceil_div(w->oh, rb);
+  k->total = cv.n * w->groups * nblk;
+  if (k->total == 0) return DPC_OK;
+  const char *st_ty = cg_store_type(cv.t);
+  cg_val x = cg_arg_ptr(f, 0, cv.t), wt = cg_arg_ptr(f, 1, cv.t), y = cg_arg_ptr(f, 2, cv.t);
+  cg_val col = gm_alloca(f, c.ty, kq * ld);
+  cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
+  int64_t radix[3] = {cv.n, w->groups, nblk};
+  cg_val dg[3]; /* image, group, row block */
+  digits(f, it.i, radix, 3, dg);
+  cg_val oy0 = mulk(f, dg[2], rb);
+  cg_val nrows = gm_min(f, cg_const_i64(rb), gm_sub(f, cg_const_i64(w->oh), oy0));
+  cg_val plane0 = cg_add(f, mulk(f, dg[0], w->c), mulk(f, dg[1], cv.cpg));
+  cg_val obase = cg_add(f, mulk(f, dg[0], w->oc), mulk(f, dg[1], cv.opg)); /* first out plane */
+  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv.K, kq)));
+  cg_val q0 = mulk(f, qc.i, kq);
+  cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv.K), q0));
+  if (plane_ok(&c, &cv, rb)) /* kq is whole channels (col_block) */
+    im2col_plane(f, &c, &cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv.kk),
+                 gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv.kk), col, ld);
+  else
+    im2col(f, &c, &cv, x, plane0, q0, nq, oy0, nrows, col, ld);
+  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, dg[1], cv.opg * cv.K), q0), true), cv.t, cv.K,
+              1, false};
+  gm_mat B = {col, c.calc, ld, 1, true};
+  cg_val yoff = cg_add(f, mulk(f, obase, cv.P), mulk(f, oy0, w->ow));
+  gm_mat C = {gm_gep(f, st_ty, y, yoff, true), cv.t, cv.P, 1, false};
+  cg_val acc = gm_ev(f, "icmp sgt i64 %s, 0", qc.i.s);
+  gm_block(f, &c, &A, &B, &C, cg_const_i64(cv.opg), mulk(f, nrows, w->ow), nq, acc);
+  cg_loop_end(f, qc);
+  cg_loop_end(f, it);
+  return DPC_OK;
+}
+
+static dpc_status lower_grad_input(cg_kernel *k, dpc_diag *d) {
+  cg_fn *f = k->f;
+  conv cv;
+  dpc_status st = conv_init(f, &cv, d);
+  if (st) return st;
+  const dpc_window *w = &cv.w;
+  gm_cfg c;
+  gm_choose(&c, f->vector_bits, cv.t, cv.K, cv.P, cv.opg);
+  int64_t rb, ld, kq;
+  col_block(&c, &cv, cv.K, &rb, &ld, &kq);
+  gm_fit(&c, kq, rb * w->ow);
+  int64_t nblk = ceil_div(w->oh, rb), plane = w->h * w->w, group = cv.cpg * plane;
+  k->total = cv.n * w->groups;
+  if (k->total == 0) return DPC_OK;
+  const char *st_ty = cg_store_type(cv.t);
+  cg_val dy = cg_arg_ptr(f, 0, cv.t), wt = cg_arg_ptr(f, 1, cv.t), dx = cg_arg_ptr(f, 3, cv.t);
+  cg_val col = gm_alloca(f, c.ty, kq * ld);
+  /* f16/bf16: sum in an f32 copy of the group's planes, rounded into dx once */
+  bool scratch = !gm_vec_ok(&c, cv.t);
+  cg_val sbuf = scratch ? gm_alloca(f, c.ty, group) : dx;
+  cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
+  int64_t radix[2] = {cv.n, w->groups};
+  cg_val dg[2]; /* image, group */
+  digits(f, it.i, radix, 2, dg);
+  cg_val plane0 = cg_add(f, mulk(f, dg[0], w->c), mulk(f, dg[1], cv.cpg));
+  cg_val obase = cg_add(f, mulk(f, dg[0], w->oc), mulk(f, dg[1], cv.opg));
+  /* the planes summed into: dx's own (calc-typed) or the scratch, addressed from plane 0 */
+  cg_val acc_base = scratch ? cg_const_i64(0) : plane0;
+  cg_val accp = scratch ? sbuf : gm_gep(f, c.ty, dx, cg_const_i64(0), true);
+  cg_val zero0 = mulk(f, acc_base, plane);
+  cg_loop z = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(group));
+  cg_line(f, "store %s %s, %s* %s", c.ty, cg_const(c.calc, 0).s, c.ty,
+          gm_gep(f, c.ty, accp, cg_add(f, zero0, z.i), true).s);
+  cg_loop_end(f, z);
+  cg_loop blk = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(nblk));
+  cg_val oy0 = mulk(f, blk.i, rb);
+  cg_val nrows = gm_min(f, cg_const_i64(rb), gm_sub(f, cg_const_i64(w->oh), oy0));
+  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv.K, kq)));
+  cg_val q0 = mulk(f, qc.i, kq);
+  cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv.K), q0));
+  /* A(q, o) = w[group's o][q]: W^T, stored with q contiguous */
+  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, dg[1], cv.opg * cv.K), q0), true), cv.t, 1,
+              cv.K, false};
+  gm_mat B = {gm_gep(f, st_ty, dy, cg_add(f, mulk(f, obase, cv.P), mulk(f, oy0, w->ow)), true),
+              cv.t, cv.P, 1, false};
+  gm_mat C = {col, c.calc, ld, 1, false};
+  gm_block(f, &c, &A, &B, &C, nq, mulk(f, nrows, w->ow), cg_const_i64(cv.opg), (cg_val){"false"});
+  if (rows_ok(&c, &cv))
+    col2im_rows(f, &c, &cv, accp, acc_base, q0, nq, oy0, nrows, col, ld);
+  else
+    col2im(f, &c, &cv, accp, acc_base, q0, nq, oy0, nrows, col, ld);
+  cg_loop_end(f, qc);
+  cg_loop_end(f, blk);
+  if (scratch) {
+    cg_loop e = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(group));
+    cg_val v = gm_ev(f, "load %s, %s* %s", c.ty, c.ty, gm_gep(f, c.ty, sbuf, e.i, true).s);
+    cg_store(f, dx, cv.t, cg_add(f, mulk(f, plane0, plane), e.i), v);
+    cg_loop_end(f, e);
+  }
+  cg_loop_end(f, it);
+  return DPC_OK;
+}
+
+static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
+  cg_fn *f = k->f;
+  conv cv;
+  dpc_status st = conv_init(f, &cv, d);
+  if (st) return st;
+  const dpc_window *w = &cv.w;
+  /* dW[o, q], or dW^T[q, o] when the tile fits that better: the first layer of the CNN has
+   * 32 x 9, where 9 taps would fill 9 of 16 lanes and 32 channels fill 2 vectors exactly */
+  gm_cfg c, ct;
+  gm_choose(&c, f->vector_bits, cv.t, cv.opg, cv.K, cv.P);
+  gm_choose(&ct, f->vector_bits, cv.t, cv.K, cv.opg, cv.P);
+  bool tr = ct.cost < 0.9 * c.cost;
+  if (tr) c = ct;
+  int64_t M = tr ? cv.K : cv.opg, N = tr ? cv.opg : cv.K;
+  /* summed over the batch in a calc-type scratch when dW is f16/bf16 or transposed */
+  bool scratch = tr || !gm_vec_ok(&c, cv.t);
+  int64_t mb, nb;
+  gm_split(&c, M, N, cv.n * cv.P, w->groups, scratch, &mb, &nb);
+  gm_choose(&c, f->vector_bits, cv.t, mb, nb, cv.P);
+  int64_t rb, ld, kq;
+  col_block(&c, &cv, tr ? mb : nb, &rb, &ld, &kq);
+  (void)kq; /* all of a piece's taps are built at once: they are at most the GEMM's MC or NC */
+  gm_fit(&c, mb, nb);
+  int64_t tm = ceil_div(M, mb), tn = ceil_div(N, nb), nblk = ceil_div(w->oh, rb);
+  k->total = w->groups * tm * tn;
+  if (k->total == 0) return DPC_OK;
+  const char *st_ty = cg_store_type(cv.t);
+  cg_val dy = cg_arg_ptr(f, 0, cv.t), x = cg_arg_ptr(f, 1, cv.t), dw = cg_arg_ptr(f, 3, cv.t);
+  cg_val col = gm_alloca(f, c.ty, (tr ? mb : nb) * ld);
+  int64_t lds = gm_pad_ld(&c, nb);
+  cg_val sbuf = scratch ? gm_alloca(f, c.ty, mb * lds) : dw;
+  cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
+  int64_t radix[3] = {w->groups, tm, tn};
+  cg_val dg[3]; /* group, row block, column block */
+  digits(f, it.i, radix, 3, dg);
+  cg_val m0 = mulk(f, dg[1], mb), n0 = mulk(f, dg[2], nb);
+  cg_val mcur = gm_min(f, cg_const_i64(mb), gm_sub(f, cg_const_i64(M), m0));
+  cg_val ncur = gm_min(f, cg_const_i64(nb), gm_sub(f, cg_const_i64(N), n0));
+  cg_val q0 = tr ? m0 : n0, nq = tr ? mcur : ncur;             /* the piece's taps */
+  cg_val o0 = cg_add(f, mulk(f, dg[0], cv.opg), tr ? n0 : m0); /* its first channel */
+  cg_val dwoff = cg_add(f, mulk(f, o0, cv.K), q0);
+  gm_mat C = scratch ? (gm_mat){sbuf, c.calc, lds, 1, false}
+                     : (gm_mat){gm_gep(f, st_ty, dw, dwoff, true), cv.t, cv.K, 1, false};
+  cg_loop b = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cv.n));
+  cg_val plane0 = cg_add(f, mulk(f, b.i, w->c), mulk(f, dg[0], cv.cpg));
+  cg_loop blk = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(nblk));
+  cg_val oy0 = mulk(f, blk.i, rb);
+  cg_val nrows = gm_min(f, cg_const_i64(rb), gm_sub(f, cg_const_i64(w->oh), oy0));
+  if (plane_ok(&c, &cv, rb) && (tr ? mb : nb) % cv.kk == 0) /* pieces of whole channels */
+    im2col_plane(f, &c, &cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv.kk),
+                 gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv.kk), col, ld);
+  else
+    im2col(f, &c, &cv, x, plane0, q0, nq, oy0, nrows, col, ld);
+  cg_val dyoff = cg_add(f, mulk(f, cg_add(f, mulk(f, b.i, w->oc), o0), cv.P), mulk(f, oy0, w->ow));
+  gm_mat DY = {gm_gep(f, st_ty, dy, dyoff, true), cv.t, cv.P, 1, false}; /* dY[o, pixel] */
+  gm_mat COL = {col, c.calc, ld, 1, false};                              /* Col[q, pixel] */
+  /* the pixels are the sum's index: the operand that has them as rows is transposed */
+  gm_mat A = tr ? COL : DY, B = tr ? DY : COL;
+  B.rs = 1;
+  B.cs = tr ? cv.P : ld;
+  cg_val acc = gm_ev(f, "or i1 %s, %s", gm_ev(f, "icmp sgt i64 %s, 0", b.i.s).s,
+                     gm_ev(f, "icmp sgt i64 %s, 0", blk.i.s).s);
+  gm_block(f, &c, &A, &B, &C, mcur, ncur, mulk(f, nrows, w->ow), acc);
+  cg_loop_end(f, blk);
+  cg_loop_end(f, b);
+  if (scratch) {
+    cg_loop i = cg_loop_begin(f, cg_const_i64(0), mcur);
+    cg_loop j = cg_loop_begin(f, cg_const_i64(0), ncur);
+    cg_val v = gm_ev(f, "load %s, %s* %s", c.ty, c.ty,
+                     gm_gep(f, c.ty, sbuf, cg_add(f, mulk(f, i.i, lds), j.i), true).s);
+    cg_val o = tr ? j.i : i.i, q = tr ? i.i : j.i;
+    cg_store(f, dw, cv.t, cg_add(f, dwoff, cg_add(f, mulk(f, o, cv.K), q)), v);
+    cg_loop_end(f, j);
+    cg_loop_end(f, i);
+  }
+  cg_loop_end(f, it);
+  return DPC_OK;
+}
 
 const cg_lower_fn cg_window_table[DPC_OP_COUNT] = {
-    [DPC_OP_INPUT] = NULL,
+    [DPC_OP_CONV2D] = lower_conv2d,
+    [DPC_OP_CONV2D_GRAD_INPUT] = lower_grad_input,
+    [DPC_OP_CONV2D_GRAD_WEIGHT] = lower_grad_weight,
 };
