@@ -50,9 +50,14 @@ static bool can_join(const fuser *f, uint32_t root, uint32_t p) {
   if (f->n_nodes + 1 > MAX_GROUP_NODES || f->n_inputs - 1 + n->n_in > MAX_GROUP_INPUTS)
     return false;
   if (dpc_op_has(n->op, DPC_OPF_ELEMWISE)) return true;
-  /* an anchor writes its result into the root's buffer, so it must have the root's dtype */
-  return (f->fuse & DPC_FUSE_EPILOGUE) && is_anchor_op(n->op) && !f->anchored &&
-         v->dtype == DPC_F32 && rv->dtype == DPC_F32;
+  /* an anchor writes its result into the root's buffer, so it must have the root's dtype; a
+   * matmul's epilogue works on rows and columns, so its operands are matrices (or batches) */
+  if (!(f->fuse & DPC_FUSE_EPILOGUE) || !is_anchor_op(n->op) || f->anchored ||
+      v->dtype != DPC_F32 || rv->dtype != DPC_F32)
+    return false;
+  for (uint32_t k = 0; k < n->n_in; k++)
+    if (g->values[g->ids[n->in + k]].shape.rank < 2) return false;
+  return true;
 }
 
 /* Mark what feeds node i as candidates, and count its reads as the group's. */

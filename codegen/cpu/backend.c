@@ -88,7 +88,7 @@ bool dpc_cpu_lowers(dpc_op op) {
 }
 
 unsigned dpc_cpu_fusion(void) {
-  return DPC_FUSE_ELEMWISE;
+  return DPC_FUSE_ELEMWISE | DPC_FUSE_EPILOGUE;
 }
 
 /* Whether a plan step gets a kernel of its own: nodes fused into a group are compiled with

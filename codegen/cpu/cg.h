@@ -102,9 +102,12 @@ dpc_status cg_ew_element(cg_fn *f, uint32_t node, const cg_val *x, cg_val *out, 
  * group. */
 uint32_t cg_out_arg(const cg_fn *f);
 /* In a group with an anchor: apply the group's elementwise ops in place to the anchor's result,
- * already stored in the output, on rows [lo, hi) of the output seen as [P, Q] with P the
- * product of its dimensions 0..axis. Call it on rows just written, while they are in cache.
- * Without a group it does nothing. */
+ * already stored in the output, on rows [lo, hi) and columns [col_lo, col_hi) of the output seen
+ * as [P, Q]: P the product of its dimensions 0..axis, Q of the rest (axis < rank - 1). Call it
+ * on a block just written, while it is in cache. Without a group it does nothing. */
+dpc_status cg_epilogue_block(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, cg_val col_lo,
+                             cg_val col_hi, dpc_diag *d);
+/* The same on whole rows. */
 dpc_status cg_epilogue_rows(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, dpc_diag *d);
 
 /* ---- lowering --------------------------------------------------------------------------- */

@@ -71,7 +71,8 @@ static dpc_shape tail_shape(const dpc_shape *out, const dpc_shape *s, uint32_t f
   return t;
 }
 
-dpc_status cg_epilogue_rows(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, dpc_diag *d) {
+dpc_status cg_epilogue_block(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, cg_val col_lo,
+                             cg_val col_hi, dpc_diag *d) {
   const dpc_group *grp = f->grp;
   if (!grp) return DPC_OK;
   const dpc_graph *g = f->g;
@@ -79,9 +80,9 @@ dpc_status cg_epilogue_rows(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, dpc_d
   const dpc_shape *out = &rv->shape;
   uint32_t first = grp->anchor != DPC_NONE ? g->nodes[grp->anchor].n_in : 0;
   uint32_t n_ext = grp->n_inputs - first;
-  if (n_ext + 1 > CG_MAX_OPERANDS || axis >= (out->rank ? out->rank : 1))
+  if (n_ext + 1 > CG_MAX_OPERANDS || out->rank == 0 || axis + 1 >= out->rank)
     return dpc_diag_fail(d, DPC_ERR_INTERNAL, "epilogue: too many inputs or a bad axis");
-  /* the rows: per outside input, its offset at the start of each row */
+  /* per outside input: strides along every output dimension (0 where it broadcasts) */
   int64_t full[CG_MAX_OPERANDS][DPC_MAX_RANK];
   const dpc_shape *shapes[CG_MAX_OPERANDS];
   dpc_shape tails[CG_MAX_OPERANDS];
@@ -89,9 +90,9 @@ dpc_status cg_epilogue_rows(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, dpc_d
     shapes[i] = &g->values[grp->inputs[first + i]].shape;
     broadcast_strides(out, shapes[i], full[i]);
   }
-  uint32_t inner_from = out->rank ? axis + 1 : 0;
-  for (uint32_t i = 0; i < n_ext; i++) tails[i] = tail_shape(out, shapes[i], inner_from);
-  tails[n_ext] = tail_shape(out, out, inner_from);
+  /* the columns: the dimensions after `axis`, merged where every operand allows */
+  for (uint32_t i = 0; i < n_ext; i++) tails[i] = tail_shape(out, shapes[i], axis + 1);
+  tails[n_ext] = tail_shape(out, out, axis + 1);
   const dpc_shape *tp[CG_MAX_OPERANDS];
   for (uint32_t i = 0; i <= n_ext; i++) tp[i] = &tails[i];
   int64_t dims[DPC_MAX_RANK], stride[CG_MAX_OPERANDS][DPC_MAX_RANK];
@@ -106,9 +107,9 @@ dpc_status cg_epilogue_rows(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, dpc_d
   cg_loop row = cg_loop_begin(f, lo, hi);
   cg_val base[CG_MAX_OPERANDS];
   for (uint32_t i = 0; i < n_ext; i++) base[i] = cg_const_i64(0);
-  /* split the row number into its dimensions (one division each, per row) */
+  /* split the row number into its dimensions (a division each, once per row) */
   cg_val rest = row.i;
-  for (uint32_t a = axis + 1; out->rank && a-- > 0;) {
+  for (uint32_t a = axis + 1; a-- > 0;) {
     cg_val idx = rest;
     if (a > 0) {
       idx = cg_tmp(f);
@@ -121,30 +122,42 @@ dpc_status cg_epilogue_rows(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, dpc_d
       if (full[i][a]) base[i] = cg_add(f, base[i], cg_mul(f, idx, cg_const_i64(full[i][a])));
   }
   cg_val obase = cg_mul(f, row.i, cg_const_i64(q));
-  cg_loop loops[DPC_MAX_RANK];
-  cg_val off[CG_MAX_OPERANDS], ooff = obase;
+  cg_loop col = cg_loop_begin(f, col_lo, col_hi);
+  cg_val off[CG_MAX_OPERANDS], ooff = cg_add(f, obase, col.i);
   for (uint32_t i = 0; i < n_ext; i++) off[i] = base[i];
-  for (uint32_t lv = 0; lv < rank; lv++) {
-    loops[lv] = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(dims[lv]));
+  /* the column's place in each input: affine when the columns merged into one dimension (the
+   * loop then vectorises), else the column split into its dimensions */
+  cg_val cr = col.i;
+  for (uint32_t lv = rank; lv-- > 0;) {
+    cg_val idx = cr;
+    if (lv > 0) {
+      idx = cg_tmp(f);
+      cg_line(f, "%s = urem i64 %s, %lld", idx.s, cr.s, (long long)dims[lv]);
+      cg_val r2 = cg_tmp(f);
+      cg_line(f, "%s = udiv i64 %s, %lld", r2.s, cr.s, (long long)dims[lv]);
+      cr = r2;
+    }
     for (uint32_t i = 0; i < n_ext; i++)
-      if (stride[i][lv])
-        off[i] = cg_add(f, off[i], cg_mul(f, loops[lv].i, cg_const_i64(stride[i][lv])));
-    if (stride[n_ext][lv])
-      ooff = cg_add(f, ooff, cg_mul(f, loops[lv].i, cg_const_i64(stride[n_ext][lv])));
+      if (stride[i][lv]) off[i] = cg_add(f, off[i], cg_mul(f, idx, cg_const_i64(stride[i][lv])));
   }
-  cg_val ext[CG_MAX_OPERANDS], r;
+  cg_val ext[CG_MAX_OPERANDS + 4], r;
   for (uint32_t i = 0; i < n_ext; i++)
-    ext[i] = cg_load(f, ptr[i], g->values[grp->inputs[first + i]].dtype, off[i]);
+    ext[first + i] = cg_load(f, ptr[i], g->values[grp->inputs[first + i]].dtype, off[i]);
   cg_val a = cg_load(f, optr, rv->dtype, ooff);
-  /* eval_chain numbers outside inputs from the anchor's count: shift the array to match */
-  cg_val all[CG_MAX_OPERANDS + 4];
-  for (uint32_t i = 0; i < n_ext; i++) all[first + i] = ext[i];
-  dpc_status st = eval_chain(f, all, a, &r, d);
+  dpc_status st = eval_chain(f, ext, a, &r, d);
   if (st) return st;
   cg_store(f, optr, rv->dtype, ooff, r);
-  for (uint32_t lv = rank; lv-- > 0;) cg_loop_end(f, loops[lv]);
+  cg_loop_end(f, col);
   cg_loop_end(f, row);
   return DPC_OK;
+}
+
+dpc_status cg_epilogue_rows(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, dpc_diag *d) {
+  if (!f->grp) return DPC_OK;
+  const dpc_shape *out = &f->g->values[f->g->nodes[f->grp->root].out].shape;
+  int64_t q = 1;
+  for (uint32_t i = axis + 1; i < out->rank; i++) q *= out->d[i];
+  return cg_epilogue_block(f, axis, lo, hi, cg_const_i64(0), cg_const_i64(q), d);
 }
 
 /* A group with no anchor: one loop nest over the root's shape (as lower_elementwise.c). */

@@ -85,14 +85,13 @@ static void batch_offsets(cg_fn *f, const mm_geom *mg, cg_val t, cg_val *aoff, c
 }
 
 static dpc_status lower(cg_kernel *k, dpc_diag *d) {
-  (void)d;
   cg_fn *f = k->f;
   const dpc_graph *g = f->g;
   const dpc_node *nd = &g->nodes[f->node];
   dpc_dtype t = g->values[nd->out].dtype;
   mm_geom mg;
   geometry(g, f->node, &mg);
-  cg_val pa = cg_arg_ptr(f, 0, t), pb = cg_arg_ptr(f, 1, t), py = cg_arg_ptr(f, 2, t);
+  cg_val pa = cg_arg_ptr(f, 0, t), pb = cg_arg_ptr(f, 1, t), py = cg_arg_ptr(f, cg_out_arg(f), t);
   int64_t mn = mg.m * mg.n;
   if (mn == 0 || mg.nbatch == 0) {
     k->total = 0; /* an empty output: nothing to do */
@@ -152,6 +151,16 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   cg_val yoff = cg_add(f, cg_mul(f, bt, cg_const_i64(mn)), corner);
   gm_mat C = {gm_gep(f, st, py, yoff, true), t, tr ? 1 : mg.n, tr ? mg.n : 1, false};
   gm_block(f, &c, &A, &B, &C, mcur, ncur, cg_const_i64(mg.k), (cg_val){"false"});
+  if (f->grp) {
+    /* fused: the bias, activation... on this piece of y while it is in cache. y seen as
+     * [batch * m, n]: rows and columns of the piece, swapped back for the transposed product */
+    cg_val r0 = cg_add(f, cg_mul(f, bt, cg_const_i64(mg.m)), tr ? n0 : m0);
+    cg_val c0 = tr ? m0 : n0;
+    dpc_status est =
+        cg_epilogue_block(f, g->values[nd->out].shape.rank - 2, r0, cg_add(f, r0, tr ? ncur : mcur),
+                          c0, cg_add(f, c0, tr ? mcur : ncur), d);
+    if (est) return est;
+  }
   cg_loop_end(f, it);
   return DPC_OK;
 }

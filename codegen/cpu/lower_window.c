@@ -387,7 +387,8 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   k->total = cv.n * w->groups * nblk;
   if (k->total == 0) return DPC_OK;
   const char *st_ty = cg_store_type(cv.t);
-  cg_val x = cg_arg_ptr(f, 0, cv.t), wt = cg_arg_ptr(f, 1, cv.t), y = cg_arg_ptr(f, 2, cv.t);
+  cg_val x = cg_arg_ptr(f, 0, cv.t), wt = cg_arg_ptr(f, 1, cv.t),
+         y = cg_arg_ptr(f, cg_out_arg(f), cv.t);
   cg_val col = gm_alloca(f, c.ty, kq * ld);
   cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
   int64_t radix[3] = {cv.n, w->groups, nblk};
@@ -413,6 +414,14 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   cg_val acc = gm_ev(f, "icmp sgt i64 %s, 0", qc.i.s);
   gm_block(f, &c, &A, &B, &C, cg_const_i64(cv.opg), mulk(f, nrows, w->ow), nq, acc);
   cg_loop_end(f, qc);
+  if (f->grp) {
+    /* fused: the bias, activation... on the piece's output rows of its group's planes, y seen
+     * as [n * oc, oh * ow] */
+    cg_val c0 = mulk(f, oy0, w->ow);
+    st = cg_epilogue_block(f, 1, obase, cg_add(f, obase, cg_const_i64(cv.opg)), c0,
+                           cg_add(f, c0, mulk(f, nrows, w->ow)), d);
+    if (st) return st;
+  }
   cg_loop_end(f, it);
   return DPC_OK;
 }

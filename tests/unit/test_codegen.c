@@ -174,6 +174,87 @@ static void examples_match_reference(void) {
   }
 }
 
+/* A named input of the given shape, uniform in [-1, 1). */
+static dpc_named make_input(const char *name, dpc_shape shape, uint64_t seed) {
+  dpc_named v = {dpc_strdup(name), {NULL, DPC_F32, shape}};
+  int64_t n = dpc_shape_numel(&shape);
+  v.t.data = malloc((size_t)n * sizeof(float));
+  for (int64_t i = 0; i < n; i++)
+    ((float *)v.t.data)[i] = (float)(2 * dpc_rng_uniform(seed, (uint64_t)i) - 1);
+  return v;
+}
+
+/* Compiled (fused) and reference outputs agree. */
+static void check_same(const char *what, const dpc_graph *g, const dpc_named *feeds,
+                       uint32_t n_feeds) {
+  dpc_named *ref = NULL, *jit = NULL;
+  uint32_t n_ref = 0, n_jit = 0;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_exec_opts llvm = {.llvm = true};
+  CHECK_MSG(dpc_driver_infer(g, NULL, NULL, feeds, n_feeds, false, &ref, &n_ref, &d) == DPC_OK,
+            "%s: %s", what, d.msg);
+  CHECK_MSG(dpc_driver_infer(g, NULL, &llvm, feeds, n_feeds, false, &jit, &n_jit, &d) == DPC_OK,
+            "%s: %s", what, d.msg);
+  CHECK(n_ref == n_jit && n_ref > 0);
+  for (uint32_t o = 0; o < n_ref && o < n_jit; o++) {
+    int64_t n = dpc_tensor_numel(&ref[o].t);
+    double worst = 0, scale = 1e-3;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(dpc_tload(&ref[o].t, i)));
+    for (int64_t i = 0; i < n; i++)
+      worst = fmax(worst, fabs(dpc_tload(&ref[o].t, i) - dpc_tload(&jit[o].t, i)));
+    CHECK_MSG(worst <= 1e-4 * scale, "%s output %s: differs by %.3g (scale %.3g)", what,
+              ref[o].name, worst, scale);
+  }
+  dpc_named_free(ref, n_ref);
+  dpc_named_free(jit, n_jit);
+  dpc_diag_free(&d);
+}
+
+/* Epilogues in every geometry the anchors produce: a batched matmul with a residual and with a
+ * bias per row, a 2-D one, a narrow output (computed as C^T), conv2d with a bias per channel
+ * and with one per image row (the columns then split into two dimensions). */
+static void epilogues_match_reference(void) {
+  dpc_graph *g = parse(
+      "input x: f32[N, 6, 20]\ninput z: f32[N, 6, 9]\ninput im: f32[N, 3, 9, 10]\n"
+      "input flat: f32[N, 40]\n"
+      "param w: f32[20, 9] = he_normal(seed=1)\nparam c: f32[6, 1] = he_normal(seed=2)\n"
+      "param v: f32[20, 10] = he_normal(seed=3)\nparam r: f32[40, 40] = he_normal(seed=4)\n"
+      "param k: f32[5, 3, 3, 3] = he_normal(seed=5)\nparam kb: f32[5, 1, 1] = he_normal(seed=6)\n"
+      "param pr: f32[9, 1] = he_normal(seed=7)\n"
+      "a = tanh(matmul(x, w) + z)\n"
+      "b = relu(matmul(x, w) * c - 0.5)\n"
+      "e = sigmoid(matmul(flat, r) + 1)\n"
+      "q = matmul(x, v) + 1\n"
+      "h = relu(conv2d(im, k, pad=1) + kb)\n"
+      "u = conv2d(im, k, pad=1) - pr\n"
+      "output a, b, e, q, h, u\n");
+  if (!g) return;
+  /* every anchor fused, or the test tests nothing */
+  dpc_graph *c = dpc_graph_clone(g);
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_pass_opts po = {.fuse = dpc_cpu_fusion()};
+  CHECK(dpc_passes_run(c, &po, &d) == DPC_OK);
+  uint32_t anchors = 0;
+  for (uint32_t i = 0; i < c->n_nodes; i++)
+    if ((c->nodes[i].op == DPC_OP_MATMUL || c->nodes[i].op == DPC_OP_CONV2D) &&
+        c->nodes[i].fused != DPC_NONE)
+      anchors++;
+  CHECK_MSG(anchors == 6, "%u of 6 anchors fused", anchors);
+  dpc_graph_free(c);
+  dpc_diag_free(&d);
+  for (int64_t n = 1; n <= 3; n += 2) {
+    dpc_named feeds[4] = {make_input("x", (dpc_shape){3, {n, 6, 20}}, 1),
+                          make_input("z", (dpc_shape){3, {n, 6, 9}}, 2),
+                          make_input("im", (dpc_shape){4, {n, 3, 9, 10}}, 3),
+                          make_input("flat", (dpc_shape){2, {n, 40}}, 4)};
+    check_same("epilogues", g, feeds, 4);
+    for (int i = 0; i < 4; i++) drop(&feeds[i]);
+  }
+  dpc_graph_free(g);
+}
+
 /* Losses from a --log file, in step order. */
 static int read_losses(const char *path, double *out, int max) {
   FILE *f = fopen(path, "r");
@@ -368,6 +449,7 @@ const unit_test unit_tests[] = {
     {"setup", setup_tmp},
     {"fuse_groups", fuse_groups},
     {"examples_match_reference", examples_match_reference},
+    {"epilogues_match_reference", epilogues_match_reference},
     {"training_matches_reference", training_matches_reference},
     {"artifact_matches_jit", artifact_matches_jit},
     {"disk_cache", disk_cache},
