@@ -141,9 +141,10 @@ static uint32_t rcount(rd *r, size_t unit) {
   return r->bad ? 0 : n;
 }
 
-/* Allocate an array for a graph field; keeps capacities consistent for later growth. */
+/* Allocate an array for a graph field, replacing the one dpc_graph_new may have made; keeps
+ * capacities consistent for later growth. */
 #define ALLOC(arr, cap, n)                                                                         \
-  ((cap) = (n) ? (n) : 1, (arr) = calloc((cap), sizeof *(arr)), (arr) != NULL)
+  (free(arr), (cap) = (n) ? (n) : 1, (arr) = calloc((cap), sizeof *(arr)), (arr) != NULL)
 
 static dpc_status corrupt(dpc_diag *d, const char *name, const char *what) {
   return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: not a valid compiled plan (%s)", name, what);
