@@ -1,13 +1,16 @@
 /*
- * gemm.c — dpc's compiled matmul against OpenBLAS sgemm, single-threaded.
+ * gemm.c — dpc's compiled matmul against OpenBLAS sgemm, on one core or several.
  *
  *   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 build/bench/bench_gemm
+ *   bench_gemm --threads 2    dpc on a pool of 2 threads (set OPENBLAS_NUM_THREADS=2 to match)
+ *   bench_gemm --fused        the MLP's forward layers, relu(x w + b): dpc's one fused kernel
+ *                             against sgemm followed by a bias-and-ReLU pass
  *   bench_gemm --check        correctness sweep only (odd shapes, transposes, split ranges)
  *   bench_gemm M N K [ta tb]  one shape
  *
  * Each shape goes through dpc's own pipeline (a one-node .graph, passes, bind, plan, compile
  * with dpc_cpu_compile_plan); the compiled kernel is then called over [0, total) on this thread,
- * so the figure is one core's, like OpenBLAS with OPENBLAS_NUM_THREADS=1. Both read the same
+ * or on dpc's thread pool (runtime/pool.c, bound to cores) with --threads. Both read the same
  * inputs; the best of several repetitions is reported, after one warm-up call. The product never
  * links OpenBLAS: only this program does. Unset OPENBLAS_CORETYPE (these machines pin it to
  * Haswell, OpenBLAS's AVX2 kernel) to compare against its AVX-512 kernel; the kernel that ran
@@ -17,6 +20,7 @@
 #include "frontend/frontend.h"
 #include "partitioner/partitioner.h"
 #include "passes/pass.h"
+#include "runtime/pool.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -32,6 +36,12 @@ typedef struct shape {
   int ta, tb;
   const char *what;
 } shape;
+
+/* Set from the command line. */
+typedef struct opts {
+  dpc_pool *pool; /* NULL: call the kernel on this thread */
+  bool fused;     /* relu(matmul + bias), one fused kernel, against sgemm + a bias/ReLU pass */
+} opts;
 
 /* The square sizes, then the MLP's (784-512-512-10, batch 128) forward products and the two
  * backward ones of each layer: dX = dY W^T, dW = X^T dY. */
@@ -77,19 +87,22 @@ static void dump(void *user, const char *what, const char *text) {
   }
 }
 
-static void compile(const shape *s, compiled *out) {
-  char text[512];
-  /* stored shapes: a is [m, k] or [k, m] when transposed, b [k, n] or [n, k] */
+static void compile(const shape *s, bool fused, compiled *out) {
+  char text[512], bias[64] = "";
+  /* stored shapes: a is [m, k] or [k, m] when transposed, b [k, n] or [n, k]; fused, the group's
+   * arguments are a, b, then the bias */
+  if (fused) snprintf(bias, sizeof bias, "input bias: f32[%lld]\n", (long long)s->n);
   snprintf(text, sizeof text,
-           "model mm\ninput a: f32[%lld, %lld]\ninput b: f32[%lld, %lld]\n"
-           "y = matmul(a, b, transpose_a=%d, transpose_b=%d)\noutput y\n",
+           "model mm\ninput a: f32[%lld, %lld]\ninput b: f32[%lld, %lld]\n%s"
+           "y = %smatmul(a, b, transpose_a=%d, transpose_b=%d)%s\noutput y\n",
            (long long)(s->ta ? s->k : s->m), (long long)(s->ta ? s->m : s->k),
-           (long long)(s->tb ? s->n : s->k), (long long)(s->tb ? s->k : s->n), s->ta, s->tb);
+           (long long)(s->tb ? s->n : s->k), (long long)(s->tb ? s->k : s->n), bias,
+           fused ? "relu(" : "", s->ta, s->tb, fused ? " + bias)" : "");
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g;
   if (dpc_parse_graph("mm.graph", text, strlen(text), &g, &d)) die(&d, "parse");
-  dpc_pass_opts po = {0};
+  dpc_pass_opts po = {.fuse = fused ? dpc_cpu_fusion() : 0};
   int64_t none = 0;
   if (dpc_passes_run(g, &po, &d) || dpc_graph_bind(g, &none, &d)) die(&d, "passes");
   if (dpc_plan_single(g, "cpu:0", false, &out->plan, &d)) die(&d, "plan");
@@ -100,8 +113,9 @@ static void compile(const shape *s, compiled *out) {
   if (dpc_cpu_backend_new(&(dpc_cpu_options){.dump = dump}, &out->cpu, &d)) die(&d, "backend");
   if (dpc_cpu_compile_plan(out->cpu, out->plan, k, &d)) die(&d, "compile");
   out->kern.fn = NULL;
+  /* the one compiled kernel: the matmul, or the root of its fusion group */
   for (uint32_t i = 0; i < pg->n_nodes; i++)
-    if (pg->nodes[i].op == DPC_OP_MATMUL) out->kern = k[i];
+    if (k[i].fn && (fused || pg->nodes[i].op == DPC_OP_MATMUL)) out->kern = k[i];
   free(k);
   if (!out->kern.fn) {
     fprintf(stderr, "bench_gemm: the matmul was not compiled\n");
@@ -125,17 +139,32 @@ static float *random_matrix(int64_t n, unsigned *seed) {
   return p;
 }
 
-static void run_dpc(const compiled *c, float *a, float *b, float *y, int pieces) {
-  void *args[3] = {a, b, y};
+static void run_dpc(const opts *o, const compiled *c, float *a, float *b, float *bias, float *y,
+                    int pieces) {
+  void *args[4] = {a, b, o->fused ? bias : y, y};
   int64_t t = c->kern.total;
+  if (o->pool && pieces == 1) {
+    dpc_pool_run(o->pool, c->kern.fn, args, t, 0, 0);
+    return;
+  }
   /* in `pieces` ranges, last first: iterations must not depend on each other's order */
   for (int p = pieces; p-- > 0;) c->kern.fn(args, t * p / pieces, t * (p + 1) / pieces, 0, 0);
 }
 
-static void run_blas(const shape *s, const float *a, const float *b, float *y) {
+static void run_blas(const opts *o, const shape *s, const float *a, const float *b,
+                     const float *bias, float *y) {
   cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans,
               (int)s->m, (int)s->n, (int)s->k, 1.0f, a, s->ta ? (int)s->m : (int)s->k, b,
               s->tb ? (int)s->k : (int)s->n, 0.0f, y, (int)s->n);
+  if (!o->fused) return;
+  /* what a library user writes next: one more pass over the output (the compiler vectorises it) */
+  for (int64_t i = 0; i < s->m; i++) {
+    float *row = y + i * s->n;
+    for (int64_t j = 0; j < s->n; j++) {
+      float v = row[j] + bias[j];
+      row[j] = v > 0 ? v : 0;
+    }
+  }
 }
 
 /* max |x - y| / max |y|: the normwise difference. Elementwise relative differences say little
@@ -153,14 +182,14 @@ static double max_rel(const float *x, const float *y, int64_t n) {
 
 /* Best times of dpc and OpenBLAS, alternating so that both see the same load: these machines
  * are shared, and a burst of other work would otherwise land on one side only. */
-static void best_of(int reps, const compiled *c, const shape *s, float *a, float *b, float *y1,
-                    float *y2, double *td, double *tb) {
+static void best_of(const opts *o, int reps, const compiled *c, const shape *s, float *a, float *b,
+                    float *bias, float *y1, float *y2, double *td, double *tb) {
   *td = *tb = 1e30;
   for (int r = 0; r < reps; r++) {
     double t0 = now_s();
-    run_dpc(c, a, b, y1, 1);
+    run_dpc(o, c, a, b, bias, y1, 1);
     double t1 = now_s();
-    run_blas(s, a, b, y2);
+    run_blas(o, s, a, b, bias, y2);
     double t2 = now_s();
     if (t1 - t0 < *td) *td = t1 - t0;
     if (t2 - t1 < *tb) *tb = t2 - t1;
@@ -168,15 +197,16 @@ static void best_of(int reps, const compiled *c, const shape *s, float *a, float
 }
 
 /* Returns nonzero when the results differ. */
-static int bench(const shape *s, bool timing) {
+static int bench(const opts *o, const shape *s, bool timing) {
   unsigned seed = 12345;
   int64_t na = s->m * s->k, nb = s->k * s->n, ny = s->m * s->n;
   float *a = random_matrix(na, &seed), *b = random_matrix(nb, &seed);
   float *y1 = random_matrix(ny, &seed), *y2 = random_matrix(ny, &seed);
+  float *bias = random_matrix(s->n, &seed);
   compiled c;
-  compile(s, &c);
-  run_dpc(&c, a, b, y1, 3); /* split in three ranges, also the warm-up */
-  run_blas(s, a, b, y2);
+  compile(s, o->fused, &c);
+  run_dpc(o, &c, a, b, bias, y1, 3); /* split in three ranges, also the warm-up */
+  run_blas(o, s, a, b, bias, y2);
   double err = max_rel(y1, y2, ny);
   /* f32 rounding grows like sqrt(k): 1e-5 up to k = 1024 */
   int bad = !(err < 1e-5 * (s->k > 1024 ? sqrt((double)s->k / 1024) : 1));
@@ -184,7 +214,7 @@ static int bench(const shape *s, bool timing) {
     double flop = 2.0 * (double)s->m * (double)s->n * (double)s->k;
     int reps = flop > 4e9 ? 5 : flop > 1e8 ? 20 : 100;
     double td, tb;
-    best_of(reps, &c, s, a, b, y1, y2, &td, &tb);
+    best_of(o, reps, &c, s, a, b, bias, y1, y2, &td, &tb);
     printf("%-12s %5lld %5lld %5lld  %s%s  %8.1f  %8.1f  %5.2f  %6lld  %.1e%s\n", s->what,
            (long long)s->m, (long long)s->n, (long long)s->k, s->ta ? "T" : "N", s->tb ? "T" : "N",
            flop / td * 1e-9, flop / tb * 1e-9, tb / td, (long long)c.kern.total, err,
@@ -199,11 +229,12 @@ static int bench(const shape *s, bool timing) {
   free(b);
   free(y1);
   free(y2);
+  free(bias);
   return bad;
 }
 
 /* Shapes that cross every blocking boundary: 1, micro-tile edges, several KC / MC / NC blocks. */
-static int check(void) {
+static int check(const opts *o) {
   static const int64_t sizes[] = {1, 2, 7, 13, 15, 16, 17, 29, 31, 33, 47, 64, 97, 130, 200, 333};
   int fails = 0, n = 0;
   unsigned seed = 7;
@@ -218,34 +249,92 @@ static int check(void) {
     s.ta = (seed >> 20) & 1;
     s.tb = (seed >> 21) & 1;
     s.what = "check";
-    fails += bench(&s, false);
+    fails += bench(o, &s, false);
     n++;
   }
   static const shape big[] = {{700, 900, 1100, 0, 0, ""}, {700, 900, 1100, 1, 1, ""},
                               {1500, 40, 600, 0, 1, ""},  {33, 1500, 1300, 1, 0, ""},
                               {1, 3000, 1000, 0, 0, ""},  {3000, 1, 1000, 0, 0, ""}};
-  for (size_t i = 0; i < sizeof big / sizeof *big; i++, n++) fails += bench(&big[i], false);
+  for (size_t i = 0; i < sizeof big / sizeof *big; i++, n++) fails += bench(o, &big[i], false);
   printf("check: %d of %d shapes agree with OpenBLAS\n", n - fails, n);
   return fails != 0;
 }
 
+static const char usage[] =
+    "Usage: bench_gemm [--threads T] [--fused] [--check] [M N K [TA TB]]\n"
+    "\n"
+    "Times dpc's compiled matmul against OpenBLAS's sgemm (best of several runs, alternating)\n"
+    "at M=N=K 128..2048 and at the MLP's shapes, or at one shape M N K (TA, TB: 1 to\n"
+    "transpose A or B). Prints GFLOP/s of each and their ratio.\n"
+    "\n"
+    "  --threads T  run dpc's kernel on its thread pool of T threads (bound to cores); set\n"
+    "               OPENBLAS_NUM_THREADS=T so that OpenBLAS uses as many (default 1: this thread)\n"
+    "  --fused      the MLP's forward layers relu(x w + b): dpc's fused kernel against sgemm\n"
+    "               followed by a bias-and-ReLU pass over the output\n"
+    "  --check      compare with OpenBLAS on 66 odd shapes, no timing\n"
+    "\n"
+    "These machines set OPENBLAS_CORETYPE=Haswell (OpenBLAS's AVX2 kernel); compare with its\n"
+    "best: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 bench_gemm\n";
+
 int main(int argc, char **argv) {
-  if (argc == 2 && !strcmp(argv[1], "--check")) return check();
-  printf("OpenBLAS %s, kernel %s, OPENBLAS_NUM_THREADS=%s\n", OPENBLAS_VERSION,
-         openblas_get_corename(),
-         getenv("OPENBLAS_NUM_THREADS") ? getenv("OPENBLAS_NUM_THREADS") : "(unset)");
-  printf("%-12s %5s %5s %5s  %s  %8s  %8s  %5s  %6s  %s\n", "shape", "M", "N", "K", "op",
-         "dpc GF/s", "BLAS GF/s", "dpc/B", "pieces", "max rel diff");
-  int bad = 0;
-  if (argc >= 4) {
-    shape s = {atoll(argv[1]),
-               atoll(argv[2]),
-               atoll(argv[3]),
-               argc > 4 ? atoi(argv[4]) : 0,
-               argc > 5 ? atoi(argv[5]) : 0,
-               "custom"};
-    return bench(&s, true);
+  opts o = {0};
+  bool do_check = false;
+  int npos = 0;
+  char *pos[5];
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(usage, stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--check")) {
+      do_check = true;
+    } else if (!strcmp(argv[i], "--fused")) {
+      o.fused = true;
+    } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+      int t = atoi(argv[++i]);
+      dpc_diag d;
+      dpc_diag_init(&d);
+      if (t < 1 || dpc_pool_new((uint32_t)t, &o.pool, &d)) {
+        fprintf(stderr, "bench_gemm: --threads %s: cannot start the pool\n", argv[i]);
+        return 2;
+      }
+      dpc_diag_free(&d);
+    } else if (argv[i][0] != '-' && npos < 5) {
+      pos[npos++] = argv[i];
+    } else {
+      fprintf(stderr, "bench_gemm: unknown argument '%s' (see --help)\n", argv[i]);
+      return 2;
+    }
   }
-  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) bad |= bench(&shapes[i], true);
+  if (npos && npos < 3) {
+    fprintf(stderr, "bench_gemm: a shape is M N K [TA TB] (see --help)\n");
+    return 2;
+  }
+  int bad = 0;
+  if (do_check) {
+    bad = check(&o);
+  } else {
+    printf("OpenBLAS %s, kernel %s, OPENBLAS_NUM_THREADS=%s; dpc on %u thread(s)%s\n",
+           OPENBLAS_VERSION, openblas_get_corename(),
+           getenv("OPENBLAS_NUM_THREADS") ? getenv("OPENBLAS_NUM_THREADS") : "(unset)",
+           o.pool ? dpc_pool_size(o.pool) : 1, o.fused ? "; relu(x w + b)" : "");
+    printf("%-12s %5s %5s %5s  %s  %8s  %8s  %5s  %6s  %s\n", "shape", "M", "N", "K", "op",
+           "dpc GF/s", "BLAS GF/s", "dpc/B", "pieces", "max rel diff");
+    if (npos) {
+      shape s = {atoll(pos[0]),
+                 atoll(pos[1]),
+                 atoll(pos[2]),
+                 npos > 3 ? atoi(pos[3]) : 0,
+                 npos > 4 ? atoi(pos[4]) : 0,
+                 "custom"};
+      bad = bench(&o, &s, true);
+    } else {
+      for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        /* fused: the forward layers only (the backward products have no bias) */
+        if (o.fused && !strstr(shapes[i].what, "fwd")) continue;
+        bad |= bench(&o, &shapes[i], true);
+      }
+    }
+  }
+  if (o.pool) dpc_pool_free(o.pool);
   return bad;
 }

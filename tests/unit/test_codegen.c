@@ -374,6 +374,55 @@ static dpc_plan *mlp_plan(int64_t n) {
   return plan;
 }
 
+/* Training plans compute an update in its target's slot (no copy back) exactly when that is
+ * safe: fashion_mlp with SGD momentum, unfused (the reference backend's plan) and fused (the
+ * LLVM backend's, where each weight gradient's matmul anchors the momentum update's group). */
+static void updates_in_place(void) {
+  for (int fused = 0; fused < 2; fused++) {
+    dpc_graph *g = load_example("fashion_mlp");
+    if (!g) return;
+    dpc_diag d;
+    dpc_diag_init(&d);
+    dpc_pass_opts po = {.training = true, .fuse = fused ? dpc_cpu_fusion() : 0};
+    dpc_plan *plan = NULL;
+    int64_t vals[4] = {8, 8, 8, 8};
+    CHECK_MSG(dpc_driver_default_horizon(g, &d) == DPC_OK && dpc_passes_run(g, &po, &d) == DPC_OK &&
+                  dpc_graph_bind(g, vals, &d) == DPC_OK &&
+                  dpc_plan_single(g, "cpu:0", true, &plan, &d) == DPC_OK,
+              "%s", d.msg);
+    if (!plan) {
+      dpc_graph_free(g);
+      dpc_diag_free(&d);
+      return;
+    }
+    const dpc_graph *pg = plan->g;
+    int shared = 0, copied = 0;
+    for (uint32_t i = 0; i < pg->n_updates; i++) {
+      uint32_t v = pg->updates[i].value, t = pg->updates[i].target;
+      bool same = plan->slots[v].offset == plan->slots[t].offset;
+      bool copy = false;
+      for (uint32_t j = 0; j < plan->devs[0].n_steps; j++)
+        copy |= plan->devs[0].steps[j].kind == DPC_STEP_COPY && plan->devs[0].steps[j].dst == t;
+      CHECK_MSG(same != copy, "update %u of target %u: shared %d, copied %d", i, t, same, copy);
+      /* a momentum buffer whose new value's kernel is the weight gradient's matmul must not be
+       * overwritten before the epilogue reads it */
+      uint32_t prod = pg->values[v].node;
+      bool anchored = false;
+      for (uint32_t n = 0; n < pg->n_nodes; n++)
+        anchored |= pg->nodes[n].fused == prod && pg->nodes[n].op == DPC_OP_MATMUL;
+      if (anchored) CHECK_MSG(!same, "update %u is anchored by a matmul but shares its slot", i);
+      shared += same;
+      copied += copy;
+    }
+    /* 6 weights + 6 momenta + the step counter; fused, the 3 weight-momentum updates copy */
+    CHECK_MSG(shared + copied == 13 && copied == (fused ? 3 : 0), "fused %d: %d shared, %d copied",
+              fused, shared, copied);
+    dpc_plan_free(plan);
+    dpc_graph_free(g);
+    dpc_diag_free(&d);
+  }
+}
+
 /* Compile a plan with a fresh backend on the cache folder; report what it compiled and read. */
 static void compile_with_cache(const dpc_plan *plan, const char *dir, uint32_t *compiled,
                                uint32_t *hits, float *logits) {
@@ -452,6 +501,7 @@ const unit_test unit_tests[] = {
     {"epilogues_match_reference", epilogues_match_reference},
     {"training_matches_reference", training_matches_reference},
     {"artifact_matches_jit", artifact_matches_jit},
+    {"updates_in_place", updates_in_place},
     {"disk_cache", disk_cache},
     {"cleanup", cleanup_tmp},
     {NULL, NULL},
