@@ -2,7 +2,7 @@
  * gemm.c — dpc's compiled matmul against OpenBLAS sgemm, on one core or several.
  *
  *   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 build/bench/bench_gemm
- *   bench_gemm --threads 2    dpc on a pool of 2 threads (set OPENBLAS_NUM_THREADS=2 to match)
+ *   bench_gemm --threads 2    dpc on a pool of 2 threads, then OpenBLAS on 2 threads
  *   bench_gemm --fused        the MLP's forward layers, relu(x w + b): dpc's one fused kernel
  *                             against sgemm followed by a bias-and-ReLU pass
  *   bench_gemm --check        correctness sweep only (odd shapes, transposes, split ranges)
@@ -16,6 +16,9 @@
  * Haswell, OpenBLAS's AVX2 kernel) to compare against its AVX-512 kernel; the kernel that ran
  * is printed.
  */
+#define _GNU_SOURCE /* sched_setaffinity */
+#include <sched.h>
+
 #include "codegen/cpu/cpu.h"
 #include "frontend/frontend.h"
 #include "partitioner/partitioner.h"
@@ -30,6 +33,8 @@
 #include <time.h>
 
 char *openblas_get_corename(void);
+int openblas_get_num_threads(void);
+void openblas_set_num_threads(int n);
 
 typedef struct shape {
   int64_t m, n, k;
@@ -180,24 +185,44 @@ static double max_rel(const float *x, const float *y, int64_t n) {
   return worst / (big > 0 ? big : 1);
 }
 
-/* Best times of dpc and OpenBLAS, alternating so that both see the same load: these machines
- * are shared, and a burst of other work would otherwise land on one side only. */
+/* Best times of dpc and OpenBLAS, in alternating blocks so that both see the same load: these
+ * machines are shared, and a burst of other work would otherwise land on one side only. Blocks,
+ * not single calls: with several threads, a pool that just finished keeps spinning for a while
+ * (OpenBLAS's and dpc's alike) and would take the cores from the other side's first call. */
 static void best_of(const opts *o, int reps, const compiled *c, const shape *s, float *a, float *b,
-                    float *bias, float *y1, float *y2, double *td, double *tb) {
+                    float *bias, float *y1, float *y2, bool do_dpc, bool do_blas, double *td,
+                    double *tb) {
   *td = *tb = 1e30;
-  for (int r = 0; r < reps; r++) {
-    double t0 = now_s();
-    run_dpc(o, c, a, b, bias, y1, 1);
-    double t1 = now_s();
-    run_blas(o, s, a, b, bias, y2);
-    double t2 = now_s();
-    if (t1 - t0 < *td) *td = t1 - t0;
-    if (t2 - t1 < *tb) *tb = t2 - t1;
+  int per = reps < 8 ? 2 : reps / 4;
+  for (int r = 0; r < reps; r += per) {
+    for (int i = 0; do_dpc && i < per; i++) {
+      double t0 = now_s();
+      run_dpc(o, c, a, b, bias, y1, 1);
+      double t = now_s() - t0;
+      if (t < *td) *td = t;
+    }
+    for (int i = 0; do_blas && i < per; i++) {
+      double t0 = now_s();
+      run_blas(o, s, a, b, bias, y2);
+      double t = now_s() - t0;
+      if (t < *tb) *tb = t;
+    }
   }
 }
 
-/* Returns nonzero when the results differ. */
-static int bench(const opts *o, const shape *s, bool timing) {
+/* What bench measured for one shape. */
+typedef struct result {
+  double td, tb; /* best seconds of dpc and of OpenBLAS (0: not timed) */
+  double err;
+  int64_t pieces;
+  int bad; /* the results differ */
+} result;
+
+enum { BOTH, DPC_ONLY, BLAS_ONLY };
+
+/* Check one shape against OpenBLAS and time it: both sides in alternating blocks, or one side
+ * alone (with several threads each side runs in its own phase: see best_of). */
+static result bench(const opts *o, const shape *s, bool timing, int side) {
   unsigned seed = 12345;
   int64_t na = s->m * s->k, nb = s->k * s->n, ny = s->m * s->n;
   float *a = random_matrix(na, &seed), *b = random_matrix(nb, &seed);
@@ -207,21 +232,18 @@ static int bench(const opts *o, const shape *s, bool timing) {
   compile(s, o->fused, &c);
   run_dpc(o, &c, a, b, bias, y1, 3); /* split in three ranges, also the warm-up */
   run_blas(o, s, a, b, bias, y2);
-  double err = max_rel(y1, y2, ny);
+  result r = {0};
+  r.err = max_rel(y1, y2, ny);
+  r.pieces = c.kern.total;
   /* f32 rounding grows like sqrt(k): 1e-5 up to k = 1024 */
-  int bad = !(err < 1e-5 * (s->k > 1024 ? sqrt((double)s->k / 1024) : 1));
+  r.bad = !(r.err < 1e-5 * (s->k > 1024 ? sqrt((double)s->k / 1024) : 1));
   if (timing) {
     double flop = 2.0 * (double)s->m * (double)s->n * (double)s->k;
     int reps = flop > 4e9 ? 5 : flop > 1e8 ? 20 : 100;
-    double td, tb;
-    best_of(o, reps, &c, s, a, b, bias, y1, y2, &td, &tb);
-    printf("%-12s %5lld %5lld %5lld  %s%s  %8.1f  %8.1f  %5.2f  %6lld  %.1e%s\n", s->what,
-           (long long)s->m, (long long)s->n, (long long)s->k, s->ta ? "T" : "N", s->tb ? "T" : "N",
-           flop / td * 1e-9, flop / tb * 1e-9, tb / td, (long long)c.kern.total, err,
-           bad ? "  MISMATCH" : "");
-  } else if (bad) {
+    best_of(o, reps, &c, s, a, b, bias, y1, y2, side != BLAS_ONLY, side != DPC_ONLY, &r.td, &r.tb);
+  } else if (r.bad) {
     printf("MISMATCH %lldx%lldx%lld ta=%d tb=%d: max rel %.2e\n", (long long)s->m, (long long)s->n,
-           (long long)s->k, s->ta, s->tb, err);
+           (long long)s->k, s->ta, s->tb, r.err);
   }
   fflush(stdout);
   release(&c);
@@ -230,6 +252,47 @@ static int bench(const opts *o, const shape *s, bool timing) {
   free(y1);
   free(y2);
   free(bias);
+  return r;
+}
+
+static void print_row(const shape *s, const result *r) {
+  double flop = 2.0 * (double)s->m * (double)s->n * (double)s->k;
+  printf("%-12s %5lld %5lld %5lld  %s%s  %8.1f  %8.1f  %5.2f  %6lld  %.1e%s\n", s->what,
+         (long long)s->m, (long long)s->n, (long long)s->k, s->ta ? "T" : "N", s->tb ? "T" : "N",
+         flop / r->td * 1e-9, flop / r->tb * 1e-9, r->tb / r->td, (long long)r->pieces, r->err,
+         r->bad ? "  MISMATCH" : "");
+  fflush(stdout);
+}
+
+/* Time shapes: alternating on one thread; with several, all of dpc first (OpenBLAS checked on
+ * one thread, so none of its threads is awake), then all of OpenBLAS on its threads. */
+static int bench_all(const opts *o, const shape *list, size_t n, int threads) {
+  int bad = 0;
+  if (threads <= 1) {
+    for (size_t i = 0; i < n; i++) {
+      result r = bench(o, &list[i], true, BOTH);
+      print_row(&list[i], &r);
+      bad |= r.bad;
+    }
+    return bad;
+  }
+  result *rs = calloc(n, sizeof *rs);
+  if (!rs) exit(1);
+  openblas_set_num_threads(1);
+  for (size_t i = 0; i < n; i++) rs[i] = bench(o, &list[i], true, DPC_ONLY);
+  /* dpc's pool bound this thread to one core, and OpenBLAS's threads would inherit that */
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (int c = 0; c < CPU_SETSIZE; c++) CPU_SET(c, &all);
+  sched_setaffinity(0, sizeof all, &all);
+  openblas_set_num_threads(threads);
+  for (size_t i = 0; i < n; i++) {
+    result r = bench(o, &list[i], true, BLAS_ONLY);
+    rs[i].tb = r.tb;
+    print_row(&list[i], &rs[i]);
+    bad |= rs[i].bad | r.bad;
+  }
+  free(rs);
   return bad;
 }
 
@@ -249,13 +312,14 @@ static int check(const opts *o) {
     s.ta = (seed >> 20) & 1;
     s.tb = (seed >> 21) & 1;
     s.what = "check";
-    fails += bench(o, &s, false);
+    fails += bench(o, &s, false, BOTH).bad;
     n++;
   }
   static const shape big[] = {{700, 900, 1100, 0, 0, ""}, {700, 900, 1100, 1, 1, ""},
                               {1500, 40, 600, 0, 1, ""},  {33, 1500, 1300, 1, 0, ""},
                               {1, 3000, 1000, 0, 0, ""},  {3000, 1, 1000, 0, 0, ""}};
-  for (size_t i = 0; i < sizeof big / sizeof *big; i++, n++) fails += bench(o, &big[i], false);
+  for (size_t i = 0; i < sizeof big / sizeof *big; i++, n++)
+    fails += bench(o, &big[i], false, BOTH).bad;
   printf("check: %d of %d shapes agree with OpenBLAS\n", n - fails, n);
   return fails != 0;
 }
@@ -267,14 +331,17 @@ static const char usage[] =
     "at M=N=K 128..2048 and at the MLP's shapes, or at one shape M N K (TA, TB: 1 to\n"
     "transpose A or B). Prints GFLOP/s of each and their ratio.\n"
     "\n"
-    "  --threads T  run dpc's kernel on its thread pool of T threads (bound to cores); set\n"
-    "               OPENBLAS_NUM_THREADS=T so that OpenBLAS uses as many (default 1: this thread)\n"
+    "  --threads T  dpc's kernel on its thread pool of T threads (bound to cores), and OpenBLAS\n"
+    "               on T threads too. With T > 1 all of dpc's timings come first, then all of\n"
+    "               OpenBLAS's: each side's idle threads spin for a while after a call and would\n"
+    "               take cores from the other (start with OPENBLAS_NUM_THREADS=1, so that\n"
+    "               OpenBLAS's threads are not spinning from its start-up either)\n"
     "  --fused      the MLP's forward layers relu(x w + b): dpc's fused kernel against sgemm\n"
     "               followed by a bias-and-ReLU pass over the output\n"
     "  --check      compare with OpenBLAS on 66 odd shapes, no timing\n"
     "\n"
     "These machines set OPENBLAS_CORETYPE=Haswell (OpenBLAS's AVX2 kernel); compare with its\n"
-    "best: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 bench_gemm\n";
+    "best: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 bench_gemm ...\n";
 
 int main(int argc, char **argv) {
   opts o = {0};
@@ -313,10 +380,12 @@ int main(int argc, char **argv) {
   if (do_check) {
     bad = check(&o);
   } else {
-    printf("OpenBLAS %s, kernel %s, OPENBLAS_NUM_THREADS=%s; dpc on %u thread(s)%s\n",
-           OPENBLAS_VERSION, openblas_get_corename(),
-           getenv("OPENBLAS_NUM_THREADS") ? getenv("OPENBLAS_NUM_THREADS") : "(unset)",
-           o.pool ? dpc_pool_size(o.pool) : 1, o.fused ? "; relu(x w + b)" : "");
+    /* OpenBLAS runs on as many threads as dpc (or as OPENBLAS_NUM_THREADS says, if more) */
+    int threads = openblas_get_num_threads();
+    if (o.pool && (int)dpc_pool_size(o.pool) > threads) threads = (int)dpc_pool_size(o.pool);
+    printf("OpenBLAS %s, kernel %s, on %d thread(s); dpc on %u thread(s)%s\n", OPENBLAS_VERSION,
+           openblas_get_corename(), threads, o.pool ? dpc_pool_size(o.pool) : 1,
+           o.fused ? "; relu(x w + b)" : "");
     printf("%-12s %5s %5s %5s  %s  %8s  %8s  %5s  %6s  %s\n", "shape", "M", "N", "K", "op",
            "dpc GF/s", "BLAS GF/s", "dpc/B", "pieces", "max rel diff");
     if (npos) {
@@ -326,13 +395,14 @@ int main(int argc, char **argv) {
                  npos > 3 ? atoi(pos[3]) : 0,
                  npos > 4 ? atoi(pos[4]) : 0,
                  "custom"};
-      bad = bench(&o, &s, true);
+      bad = bench_all(&o, &s, 1, threads);
     } else {
-      for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
-        /* fused: the forward layers only (the backward products have no bias) */
-        if (o.fused && !strstr(shapes[i].what, "fwd")) continue;
-        bad |= bench(&o, &shapes[i], true);
-      }
+      /* fused: the forward layers only (the backward products have no bias) */
+      shape list[sizeof shapes / sizeof *shapes];
+      size_t n = 0;
+      for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        if (!o.fused || strstr(shapes[i].what, "fwd")) list[n++] = shapes[i];
+      bad = bench_all(&o, list, n, threads);
     }
   }
   if (o.pool) dpc_pool_free(o.pool);

@@ -99,9 +99,10 @@ def main():
     p90 = times[min(len(times) - 1, int(0.9 * len(times)))]
     what = "inference" if a.inference else "training step"
     blas = os.environ.get("OPENBLAS_CORETYPE", "(auto: its best for this CPU)")
-    print(f"pytorch {torch.__version__} {a.model} {what}, batch {a.batch}, {a.threads} thread(s), "
-          f"OPENBLAS_CORETYPE={blas}, OPENBLAS_NUM_THREADS="
-          f"{os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}")
+    print(f"pytorch {torch.__version__} {a.model} {what}, batch {a.batch}, torch threads "
+          f"{a.threads}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')}, "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}, "
+          f"OPENBLAS_CORETYPE={blas}")
     print(f"step: median {med * 1e3:.3f} ms, fastest {times[0] * 1e3:.3f} ms, "
           f"p90 {p90 * 1e3:.3f} ms ({a.steps} steps after {a.warmup} warm-up)")
     print(f"{a.batch / med:.0f} samples/s")

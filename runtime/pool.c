@@ -10,9 +10,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How long an idle worker spins before it sleeps: about 50 µs, shorter than the gap between two
- * kernels of a training step and far shorter than the cost of a wake-up from a condvar. */
-#define SPINS 20000
+/* How long an idle worker spins before it sleeps: SPINS pauses, about 200 µs. Longer than the
+ * gaps inside a training step (a few single-threaded kernels, a part that finished early), so a
+ * step never waits on a wake-up from the condvar, which costs 50-100 µs on these machines. */
+#define SPINS 4000
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 
 /* Worker stacks hold the GEMM kernels' packed panels (allocas of up to a few MB). */
 #define WORKER_STACK (16u << 20)
@@ -46,6 +55,8 @@ struct dpc_pool {
   _Atomic uint32_t sleepers; /* workers asleep on cv: only then is a broadcast needed */
   pthread_mutex_t mu;
   pthread_cond_t cv;
+  pthread_t caller; /* the thread last bound to core 0 by dpc_pool_run */
+  bool have_caller;
 };
 
 static void run_part(dpc_pool *p, const job *j, uint32_t i) {
@@ -76,7 +87,10 @@ static void *worker_main(void *arg) {
     uint64_t g;
     int spins = 0;
     while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen) {
-      if (++spins < SPINS) continue;
+      if (++spins < SPINS) {
+        cpu_relax();
+        continue;
+      }
       pthread_mutex_lock(&p->mu);
       atomic_fetch_add(&p->sleepers, 1);
       while ((g = atomic_load(&p->gen)) == seen) pthread_cond_wait(&p->cv, &p->mu);
@@ -163,6 +177,13 @@ int32_t dpc_pool_run(dpc_pool *p, dpc_native_fn fn, void *const *args, int64_t t
   /* a loop of one iteration (a scalar loss) or a one-thread pool runs right here */
   if (p->n < 2 || total < 2) return fn(args, 0, total, step, training);
   uint32_t parts = total < (int64_t)p->n ? (uint32_t)total : p->n;
+  /* The caller runs part 0 on core 0. Left unbound, the scheduler may keep it on a worker's
+   * core, where the two take turns: a 2-thread GEMM then ran at a third of its speed. */
+  if (!p->have_caller || !pthread_equal(p->caller, pthread_self())) {
+    bind_to_core(p, 0);
+    p->caller = pthread_self();
+    p->have_caller = true;
+  }
   p->job = (job){fn, args, total, step, training, parts};
   atomic_store(&p->done, 0);
   atomic_store(&p->bad, 0);

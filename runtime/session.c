@@ -13,6 +13,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct step_args {
   dpc_kernel_args a;
@@ -38,7 +39,36 @@ struct dpc_session {
   dpc_run_info run;
   const dpc_kernel_fn *kernels;
   dpc_pool *pool; /* runs compiled kernels across the cores; NULL without them */
+  double **prof;  /* per device, per step: seconds (dpc_session_profile); NULL when off */
 };
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+dpc_status dpc_session_profile(dpc_session *s, bool on, dpc_diag *d) {
+  if (s->prof) {
+    for (uint32_t i = 0; i < s->plan->n_devs; i++) free(s->prof[i]);
+    free(s->prof);
+    s->prof = NULL;
+  }
+  if (!on) return DPC_OK;
+  s->prof = calloc(s->plan->n_devs, sizeof *s->prof);
+  for (uint32_t i = 0; s->prof && i < s->plan->n_devs; i++) {
+    uint32_t n = s->plan->devs[i].n_steps;
+    if (!(s->prof[i] = calloc(n ? n : 1, sizeof **s->prof))) {
+      dpc_session_profile(s, false, d);
+      break;
+    }
+  }
+  return s->prof ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory for the profile");
+}
+
+const double *dpc_session_step_seconds(const dpc_session *s, uint32_t dev) {
+  return s->prof && dev < s->plan->n_devs ? s->prof[dev] : NULL;
+}
 
 void dpc_session_free(dpc_session *s) {
   if (!s) return;
@@ -51,6 +81,7 @@ void dpc_session_free(dpc_session *s) {
     if (s->steps) free(s->steps[i]);
   }
   dpc_pool_free(s->pool);
+  dpc_session_profile(s, false, NULL);
   free(s->devs);
   free(s->mem);
   free(s->steps);
@@ -259,6 +290,44 @@ dpc_status dpc_session_set(dpc_session *s, const char *name, const dpc_tensor *t
   return DPC_OK;
 }
 
+/* Step j of device i. */
+static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) {
+  const dpc_plan *p = s->plan;
+  const dpc_graph *g = p->g;
+  const dpc_plan_device *pd = &p->devs[i];
+  const dpc_step *sp = &pd->steps[j];
+  if (sp->kind == DPC_STEP_COPY) {
+    memcpy(s->tensors[sp->dst].data, s->tensors[sp->src].data,
+           dpc_tensor_bytes(&s->tensors[sp->dst]));
+    return DPC_OK;
+  }
+  const step_args *sa = &s->steps[i][j];
+  if (sa->fused) return DPC_OK;
+  if (!sa->native.fn) {
+    dpc_device *dev = s->devs[i];
+    return dev->ops->launch ? dev->ops->launch(dev, sa->fn, &sa->a, d) : sa->fn(&sa->a, d);
+  }
+  int32_t bad = s->pool
+                    ? dpc_pool_run(s->pool, sa->native.fn, sa->ptrs, sa->native.total, s->run.step,
+                                   s->run.training)
+                    : sa->native.fn(sa->ptrs, 0, sa->native.total, s->run.step, s->run.training);
+  if (!bad) return DPC_OK;
+  /* bad data: the reference kernels find it again and say where (a group's members first, in
+   * order, then its root) */
+  dpc_status st = DPC_OK;
+  for (uint32_t m = 0; m < j && !st; m++) {
+    const step_args *ma = &s->steps[i][m];
+    if (pd->steps[m].kind == DPC_STEP_KERNEL && ma->fused &&
+        g->nodes[pd->steps[m].node].fused == sp->node)
+      st = ma->fn(&ma->a, d);
+  }
+  if (!st) st = sa->fn(&sa->a, d);
+  if (!st)
+    st = dpc_graph_fail_node(p->g, sa->a.node, d, DPC_ERR_RUNTIME,
+                             "the compiled kernel reported bad data the reference kernel accepts");
+  return st;
+}
+
 dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
   const dpc_plan *p = s->plan;
   const dpc_graph *g = p->g;
@@ -269,42 +338,11 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
       return dpc_diag_fail(d, DPC_ERR_INVALID, "input '%s' was not given", lbl);
     }
   for (uint32_t i = 0; i < p->n_devs; i++) {
-    dpc_device *dev = s->devs[i];
-    const dpc_plan_device *pd = &p->devs[i];
-    for (uint32_t j = 0; j < pd->n_steps; j++) {
-      const dpc_step *sp = &pd->steps[j];
-      dpc_status st;
-      if (sp->kind == DPC_STEP_COPY) {
-        memcpy(s->tensors[sp->dst].data, s->tensors[sp->src].data,
-               dpc_tensor_bytes(&s->tensors[sp->dst]));
-        continue;
-      }
-      const step_args *sa = &s->steps[i][j];
-      if (sa->fused) continue;
-      if (sa->native.fn) {
-        int32_t bad =
-            s->pool ? dpc_pool_run(s->pool, sa->native.fn, sa->ptrs, sa->native.total, s->run.step,
-                                   s->run.training)
-                    : sa->native.fn(sa->ptrs, 0, sa->native.total, s->run.step, s->run.training);
-        if (!bad) continue;
-        /* bad data: the reference kernels find it again and say where (a group's members
-         * first, in order, then its root) */
-        st = DPC_OK;
-        for (uint32_t m = 0; m < j && !st; m++) {
-          const step_args *ma = &s->steps[i][m];
-          if (pd->steps[m].kind == DPC_STEP_KERNEL && ma->fused &&
-              g->nodes[pd->steps[m].node].fused == sp->node)
-            st = ma->fn(&ma->a, d);
-        }
-        if (!st) st = sa->fn(&sa->a, d);
-        if (!st)
-          st = dpc_graph_fail_node(
-              p->g, sa->a.node, d, DPC_ERR_RUNTIME,
-              "the compiled kernel reported bad data the reference kernel accepts");
-        return st;
-      }
-      st = dev->ops->launch ? dev->ops->launch(dev, sa->fn, &sa->a, d) : sa->fn(&sa->a, d);
+    for (uint32_t j = 0; j < p->devs[i].n_steps; j++) {
+      double t0 = s->prof ? now_s() : 0;
+      dpc_status st = run_step(s, i, j, d);
       if (st) return st;
+      if (s->prof) s->prof[i][j] += now_s() - t0;
     }
   }
   s->run.step++;

@@ -53,5 +53,11 @@ dpc_tensor dpc_session_value(const dpc_session *s, uint32_t value);
 uint64_t dpc_session_steps(const dpc_session *s);
 /* Set the step counter (it seeds dropout masks): to resume a run, or to repeat a step exactly. */
 void dpc_session_set_step(dpc_session *s, uint64_t step);
+/* Time every step of the plan from now on (on) or no longer (off; the times are dropped). Costs
+ * two clock reads a step: for `dpc bench --profile`, not for production runs. */
+dpc_status dpc_session_profile(dpc_session *s, bool on, dpc_diag *d);
+/* Seconds spent in each step of device dev's step list, summed over the runs since profiling
+ * began (0 for steps a fusion group's root computes); NULL when not profiling. */
+const double *dpc_session_step_seconds(const dpc_session *s, uint32_t dev);
 
 #endif

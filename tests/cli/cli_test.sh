@@ -90,6 +90,9 @@ contains "$work/out" '"mode": "training", "batch": 4' "bench reports what it tim
 contains "$work/out" '"samples_per_s": [1-9]' "bench reports samples/s"
 expect 0 "bench the forward pass on the reference kernels" -- "$dpc" bench "$src/examples/fashion_cnn.graph" --inference --batch 2 --steps 2 --backend ref
 contains "$work/out" "samples/s" "bench prints samples/s"
+expect 0 "bench with a profile" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --batch 4 --steps 2 --warmup 1 --profile
+contains "$work/out" "profile: [0-9]* kernels" "the profile counts the kernels"
+contains "$work/out" "h1: matmul + add + relu" "the profile names a fused kernel by its group"
 expect 2 "bench with a bad --batch" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --batch 0
 for cmd in compile train bench; do
   expect 0 "dpc $cmd --help" -- "$dpc" $cmd --help

@@ -52,6 +52,54 @@ static void fill_inputs(const dpc_graph *g, dpc_session *s) {
   }
 }
 
+/* What a kernel step computes, for the profile: its root's value and the group's ops. */
+static void describe(const dpc_graph *g, uint32_t node, char *out, size_t n) {
+  const dpc_node *nd = &g->nodes[node];
+  char lbl[96];
+  dpc_graph_value_label(g, nd->out, lbl, sizeof lbl);
+  size_t k = (size_t)snprintf(out, n, "%s: ", lbl);
+  for (uint32_t i = 0; i < node && k < n; i++)
+    if (g->nodes[i].fused == node)
+      k += (size_t)snprintf(out + k, n - k, "%s + ", dpc_op_name(g->nodes[i].op));
+  if (k < n) snprintf(out + k, n - k, "%s", dpc_op_name(nd->op));
+}
+
+/* Run `steps` more steps with every step timed; keep the slowest kernels. */
+static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, dpc_bench_result *r,
+                          dpc_diag *d) {
+  dpc_status st = dpc_session_profile(s, true, d);
+  for (uint32_t i = 0; !st && i < steps; i++) st = dpc_session_run(s, d);
+  if (st) return st;
+  const double *sec = dpc_session_step_seconds(s, 0);
+  const dpc_plan_device *pd = &p->devs[0];
+  r->n_top = r->n_kernels = 0;
+  r->profiled_ms = 0;
+  for (uint32_t j = 0; j < pd->n_steps; j++) {
+    double ms = sec[j] * 1e3 / steps;
+    r->profiled_ms += ms;
+    if (pd->steps[j].kind == DPC_STEP_KERNEL && p->g->nodes[pd->steps[j].node].fused != DPC_NONE)
+      continue;
+    r->n_kernels++;
+    /* insertion into the sorted top list */
+    uint32_t at = r->n_top;
+    while (at > 0 && r->top[at - 1].ms < ms) at--;
+    if (at >= DPC_BENCH_TOP) continue;
+    uint32_t last = r->n_top < DPC_BENCH_TOP ? r->n_top : DPC_BENCH_TOP - 1;
+    memmove(&r->top[at + 1], &r->top[at], (last - at) * sizeof *r->top);
+    if (r->n_top < DPC_BENCH_TOP) r->n_top++;
+    dpc_bench_kernel *e = &r->top[at];
+    e->ms = ms;
+    if (pd->steps[j].kind == DPC_STEP_COPY) {
+      char lbl[96];
+      dpc_graph_value_label(p->g, pd->steps[j].dst, lbl, sizeof lbl);
+      snprintf(e->what, sizeof e->what, "copy into %s", lbl);
+    } else {
+      describe(p->g, pd->steps[j].node, e->what, sizeof e->what);
+    }
+  }
+  return dpc_session_profile(s, false, d);
+}
+
 dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_result *r,
                      dpc_diag *d) {
   memset(r, 0, sizeof *r);
@@ -101,6 +149,7 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     st = dpc_session_run(s, d);
     if (i >= o->warmup) times[i - o->warmup] = now_s() - a;
   }
+  if (!st && o->profile) st = profile(s, plan, o->steps, r, d);
   if (!st) {
     qsort(times, o->steps, sizeof *times, cmp_double);
     r->median_s = times[o->steps / 2];

@@ -18,7 +18,16 @@ typedef struct dpc_bench_opts {
   uint32_t warmup;    /* untimed steps first */
   uint32_t steps;     /* timed steps */
   dpc_exec_opts exec; /* llvm or the reference kernels */
+  bool profile;       /* after the timed steps, as many again with each kernel timed */
 } dpc_bench_opts;
+
+/* One kernel of the profile: what it computes and its time per step. */
+typedef struct dpc_bench_kernel {
+  char what[200]; /* "h1 = relu(matmul(x, w1) + b1): matmul + add + relu" */
+  double ms;      /* per step, mean over the profiled steps */
+} dpc_bench_kernel;
+
+#define DPC_BENCH_TOP 24
 
 typedef struct dpc_bench_result {
   double compile_s;              /* passes, plan, the JIT and the session (its memory touched) */
@@ -28,6 +37,10 @@ typedef struct dpc_bench_result {
   double median_s, min_s, p90_s; /* per step */
   double samples_per_s;          /* batch / median */
   char target[160];              /* what the kernels were compiled for, or "reference" */
+  /* with opts.profile: the slowest kernels, slowest first, and the whole step's profiled time */
+  dpc_bench_kernel top[DPC_BENCH_TOP];
+  uint32_t n_top, n_kernels;
+  double profiled_ms;
 } dpc_bench_result;
 
 dpc_status dpc_bench(const dpc_graph *g, const dpc_bench_opts *o, dpc_bench_result *r, dpc_diag *d);

@@ -17,6 +17,7 @@ static const cli_opt bench_opts[] = {
     {"warmup", true, false, "untimed steps before them (default 5)"},
     {"backend", true, false, "llvm (default) or ref (the reference kernels)"},
     {"json", false, false, "print one JSON object instead of text"},
+    {"profile", false, false, "then time each kernel: where the step's time goes"},
     {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
 };
 #define NBENCH (int)(sizeof bench_opts / sizeof *bench_opts)
@@ -43,7 +44,8 @@ int dpc_cmd_bench(int argc, char **argv) {
            "Time a model's training step (or, with --inference, its forward pass) on synthetic\n"
            "data: compile it as dpc train would, run warm-up steps, then time each step and print\n"
            "the median, the fastest and the 90th percentile, and samples/s at the median. The\n"
-           "compile time printed is the JIT's: passes, plan and LLVM. Figures and the commands\n"
+           "compile time printed is the JIT's: passes, plan and LLVM. --profile then times each\n"
+           "kernel (a fusion group is one) and lists the slowest. Figures and the commands\n"
            "behind them: docs/benchmarks.md.\n");
     cli_print_options(bench_opts, NBENCH);
     return DPC_EXIT_OK;
@@ -51,6 +53,7 @@ int dpc_cmd_bench(int argc, char **argv) {
   if (p.npos != 1) return cli_usage_error("bench", "expects one model file (see dpc bench --help)");
   dpc_bench_opts o = {.batch = 128, .warmup = 5, .steps = 50};
   o.inference = cli_get(bench_opts, NBENCH, &p, "inference") != NULL;
+  o.profile = cli_get(bench_opts, NBENCH, &p, "profile") != NULL;
   if (!get_u32(&p, "batch", &o.batch, 1) || !get_u32(&p, "threads", &o.threads, 1) ||
       !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0))
     return DPC_EXIT_USAGE;
@@ -87,6 +90,14 @@ int dpc_cmd_bench(int argc, char **argv) {
       printf("  step:    median %.3f ms, fastest %.3f ms, 90th percentile %.3f ms (%u steps)\n",
              r.median_s * 1e3, r.min_s * 1e3, r.p90_s * 1e3, o.steps);
       printf("  %.0f samples/s\n", r.samples_per_s);
+      if (o.profile) {
+        printf("  profile: %u kernels, %.3f ms a step in all (mean of %u more steps); the "
+               "slowest:\n",
+               r.n_kernels, r.profiled_ms, o.steps);
+        for (uint32_t i = 0; i < r.n_top; i++)
+          printf("  %8.3f ms %5.1f%%  %s\n", r.top[i].ms,
+                 r.profiled_ms > 0 ? 100 * r.top[i].ms / r.profiled_ms : 0, r.top[i].what);
+      }
     }
   }
   dpc_graph_free(g);
