@@ -167,21 +167,27 @@ static void resume_is_bit_identical(void) {
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_train_opts o;
-  quiet_opts(&o);
-  o.data = data, o.epochs = 2, o.batch = 32, o.seed = 5; /* 5 batches an epoch, the last of 22 */
-  o.save_path = a_save, o.log_path = a_log;
-  CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s", d.msg);
-  /* the same run, stopped after one epoch with a checkpoint, then resumed */
-  o.save_path = NULL, o.log_path = b_log, o.steps = 5, o.checkpoint_path = ck;
-  CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s", d.msg);
-  o.steps = 0, o.checkpoint_path = NULL, o.resume_path = ck, o.save_path = b_save;
-  CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s", d.msg);
-  CHECK_MSG(same_file(a_save, b_save), "params after resume differ from an uninterrupted run");
-  double la[16], lb[16];
-  int na = read_losses(a_log, la, 16), nb = read_losses(b_log, lb, 16);
-  CHECK(na == 10 && nb == 10);
-  for (int i = 0; i < na && i < nb; i++)
-    CHECK_MSG(la[i] == lb[i], "step %d: %.9g vs %.9g", i + 1, la[i], lb[i]);
+  /* on the reference kernels, then on compiled ones (deterministic whatever the thread count) */
+  for (int llvm = 0; llvm < 2; llvm++) {
+    quiet_opts(&o);
+    o.exec.llvm = llvm;
+    o.data = data, o.epochs = 2, o.batch = 32, o.seed = 5; /* 5 batches an epoch, the last 22 */
+    o.save_path = a_save, o.log_path = a_log;
+    CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s", d.msg);
+    /* the same run, stopped after one epoch with a checkpoint, then resumed */
+    o.save_path = NULL, o.log_path = b_log, o.steps = 5, o.checkpoint_path = ck;
+    CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s", d.msg);
+    o.steps = 0, o.checkpoint_path = NULL, o.resume_path = ck, o.save_path = b_save;
+    CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s", d.msg);
+    CHECK_MSG(same_file(a_save, b_save), "%s: params after resume differ from an uninterrupted run",
+              llvm ? "llvm" : "ref");
+    double la[16], lb[16];
+    int na = read_losses(a_log, la, 16), nb = read_losses(b_log, lb, 16);
+    CHECK(na == 10 && nb == 10);
+    for (int i = 0; i < na && i < nb; i++)
+      CHECK_MSG(la[i] == lb[i], "%s step %d: %.9g vs %.9g", llvm ? "llvm" : "ref", i + 1, la[i],
+                lb[i]);
+  }
   /* a checkpoint of another model is refused by name */
   dpc_graph *other =
       parse("input x: f32[N, 16]\ninput y: i32[N]\nparam q: f32[16, 5] = zeros\n"
