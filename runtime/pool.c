@@ -57,6 +57,7 @@ struct dpc_pool {
   pthread_cond_t cv;
   pthread_t caller; /* the thread last bound to core 0 by dpc_pool_run */
   bool have_caller;
+  uint32_t *pus; /* dpc_pool_new_on: the OS PU index thread i is bound to; NULL: core i */
 };
 
 static void run_part(dpc_pool *p, const job *j, uint32_t i) {
@@ -68,6 +69,13 @@ static void run_part(dpc_pool *p, const job *j, uint32_t i) {
 
 static void bind_to_core(dpc_pool *p, uint32_t core) {
   if (!p->have_topo) return;
+  if (p->pus) {
+    hwloc_bitmap_t one = hwloc_bitmap_alloc();
+    hwloc_bitmap_only(one, p->pus[core]);
+    if (hwloc_set_cpubind(p->topo, one, HWLOC_CPUBIND_THREAD)) p->bound = false;
+    hwloc_bitmap_free(one);
+    return;
+  }
   int n = hwloc_get_nbobjs_by_type(p->topo, HWLOC_OBJ_CORE);
   if (n <= 0) return;
   hwloc_obj_t obj = hwloc_get_obj_by_type(p->topo, HWLOC_OBJ_CORE, core % (uint32_t)n);
@@ -107,9 +115,20 @@ static void *worker_main(void *arg) {
 }
 
 dpc_status dpc_pool_new(uint32_t threads, dpc_pool **out, dpc_diag *d) {
+  return dpc_pool_new_on(NULL, threads, out, d);
+}
+
+dpc_status dpc_pool_new_on(const uint32_t *pus, uint32_t threads, dpc_pool **out, dpc_diag *d) {
   *out = NULL;
   dpc_pool *p = calloc(1, sizeof *p);
   if (!p) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating threads");
+  if (pus && threads) {
+    if (!(p->pus = malloc(threads * sizeof *p->pus))) {
+      free(p);
+      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating threads");
+    }
+    memcpy(p->pus, pus, threads * sizeof *p->pus);
+  }
   p->bound = true;
   if (!hwloc_topology_init(&p->topo)) {
     if (!hwloc_topology_load(p->topo))
@@ -161,6 +180,7 @@ void dpc_pool_free(dpc_pool *p) {
   pthread_cond_destroy(&p->cv);
   if (p->have_topo) hwloc_topology_destroy(p->topo);
   free(p->workers);
+  free(p->pus);
   free(p);
 }
 

@@ -23,6 +23,9 @@ typedef struct dpc_pool dpc_pool;
 
 /* threads 0: one per core of the machine. Threads are bound to cores (when hwloc can). */
 dpc_status dpc_pool_new(uint32_t threads, dpc_pool **out, dpc_diag *d);
+/* A pool for a device's cores: thread i (the caller is thread 0) bound to OS PU pus[i]
+ * (runtime/topology.h's dpc_device_spec.pus); threads >= 1. */
+dpc_status dpc_pool_new_on(const uint32_t *pus, uint32_t threads, dpc_pool **out, dpc_diag *d);
 void dpc_pool_free(dpc_pool *p);
 uint32_t dpc_pool_size(const dpc_pool *p);
 /* Whether the threads could be bound to cores (false on machines hwloc cannot bind on). */

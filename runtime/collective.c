@@ -1,0 +1,225 @@
+/*
+ * collective.c — ring all-reduce over shared memory (see collective.h).
+ *
+ * With D ranks and buffers cut into D chunks, step t of the reduce-scatter has rank r add its
+ * predecessor's chunk (r-1-t) mod D into its own; after D-1 steps rank r holds the whole sum of
+ * chunk (r+1) mod D. Step t of the all-gather has rank r copy chunk (r-t) mod D from its
+ * predecessor. Every rank reads only its predecessor's buffer, in place.
+ *
+ * Synchronisation is one progress counter per rank, bumped after each step. Before step t a rank
+ * waits until both neighbours have finished step t-1: the predecessor, because step t reads
+ * what it wrote then; the successor, because step t overwrites the chunk the successor read at
+ * step t-1. At the end a rank waits for both neighbours to finish, so its buffer is not handed
+ * back (or re-published by the next call) while a neighbour still reads it.
+ */
+#include "runtime/collective.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct slot {
+  _Alignas(64) _Atomic uint64_t progress; /* steps finished, over all calls */
+  void *buf;                              /* this call's buffer, published before progress */
+  int64_t n;
+  dpc_dtype dtype;
+  uint64_t calls; /* calls finished: touched by its own rank only */
+  char name[32];
+} slot;
+
+struct dpc_comm {
+  uint32_t ranks;
+  double timeout_s;
+  slot *slots;
+  _Atomic int claimed; /* an abort took the message slot */
+  _Atomic int aborted; /* rank + 1 of the rank that failed, 0 when none */
+  char why[256];
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+dpc_status dpc_comm_new(uint32_t ranks, const char *const *names, double timeout_s, dpc_comm **out,
+                        dpc_diag *d) {
+  *out = NULL;
+  if (ranks < 1 || !(timeout_s > 0))
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "a collective needs at least one rank and a timeout");
+  dpc_comm *c = calloc(1, sizeof *c);
+  slot *s = c ? aligned_alloc(64, ranks * sizeof *s) : NULL;
+  if (!s) {
+    free(c);
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory for a collective of %u ranks", ranks);
+  }
+  memset(s, 0, ranks * sizeof *s);
+  for (uint32_t i = 0; i < ranks; i++) {
+    atomic_init(&s[i].progress, 0);
+    if (names && names[i])
+      snprintf(s[i].name, sizeof s[i].name, "%s", names[i]);
+    else
+      snprintf(s[i].name, sizeof s[i].name, "rank %u", i);
+  }
+  c->ranks = ranks;
+  c->timeout_s = timeout_s;
+  c->slots = s;
+  *out = c;
+  return DPC_OK;
+}
+
+void dpc_comm_free(dpc_comm *c) {
+  if (!c) return;
+  free(c->slots);
+  free(c);
+}
+
+uint32_t dpc_comm_ranks(const dpc_comm *c) {
+  return c->ranks;
+}
+
+void dpc_comm_abort(dpc_comm *c, uint32_t rank, const char *why) {
+  int expect = 0;
+  if (!atomic_compare_exchange_strong(&c->claimed, &expect, 1)) return; /* the first one counts */
+  snprintf(c->why, sizeof c->why, "%s", why ? why : "it stopped");
+  atomic_store_explicit(&c->aborted, (int)rank + 1, memory_order_release);
+}
+
+static dpc_status aborted(dpc_comm *c, uint32_t me, dpc_diag *d) {
+  int who = atomic_load_explicit(&c->aborted, memory_order_acquire) - 1;
+  return dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: all_reduce stopped because %s failed: %s",
+                       c->slots[me].name, c->slots[who].name, c->why);
+}
+
+/* Wait until rank `peer` has finished `target` steps. Spin first (a neighbour is usually a few
+ * microseconds behind), then yield the core (ranks may share cores), then give up. */
+static dpc_status wait_for(dpc_comm *c, uint32_t me, uint32_t peer, uint64_t target, uint64_t step,
+                           uint64_t steps, dpc_diag *d) {
+  uint64_t spins = 0;
+  double t0 = 0;
+  while (atomic_load_explicit(&c->slots[peer].progress, memory_order_acquire) < target) {
+    if (atomic_load_explicit(&c->aborted, memory_order_acquire)) return aborted(c, me, d);
+    if (++spins < 4000) {
+      cpu_relax();
+      continue;
+    }
+    sched_yield();
+    if (spins % 64) continue;
+    double t = now_s();
+    if (t0 == 0) {
+      t0 = t;
+    } else if (t - t0 > c->timeout_s) {
+      return dpc_diag_fail(d, DPC_ERR_RUNTIME,
+                           "%s waited %.1f s for %s in all_reduce (call %llu, step %llu of %llu): "
+                           "%s is stuck or gone",
+                           c->slots[me].name, t - t0, c->slots[peer].name,
+                           (unsigned long long)c->slots[me].calls + 1, (unsigned long long)step,
+                           (unsigned long long)steps, c->slots[peer].name);
+    }
+  }
+  return DPC_OK;
+}
+
+typedef float v16f __attribute__((vector_size(64)));
+typedef double v8d __attribute__((vector_size(64)));
+
+/* a[i] += b[i] (and, last, a[i] /= div when div > 1), in 64-byte vectors: the loop is bound by
+ * memory, and the baseline x86-64 target would otherwise leave it scalar. */
+static void add_f32(float *a, const float *b, int64_t n, float div) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    v16f x, y;
+    memcpy(&x, a + i, sizeof x);
+    memcpy(&y, b + i, sizeof y);
+    x += y;
+    if (div > 1) x /= div;
+    memcpy(a + i, &x, sizeof x);
+  }
+  for (; i < n; i++) {
+    a[i] += b[i];
+    if (div > 1) a[i] /= div;
+  }
+}
+
+static void add_f64(double *a, const double *b, int64_t n, double div) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    v8d x, y;
+    memcpy(&x, a + i, sizeof x);
+    memcpy(&y, b + i, sizeof y);
+    x += y;
+    if (div > 1) x /= div;
+    memcpy(a + i, &x, sizeof x);
+  }
+  for (; i < n; i++) {
+    a[i] += b[i];
+    if (div > 1) a[i] /= div;
+  }
+}
+
+dpc_status dpc_comm_all_reduce(dpc_comm *c, uint32_t rank, void *buf, dpc_dtype dtype, int64_t n,
+                               dpc_reduce op, dpc_diag *d) {
+  if (rank >= c->ranks)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "all_reduce: rank %u of %u", rank, c->ranks);
+  if (dtype != DPC_F32 && dtype != DPC_F64)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: all_reduce of %s (f32 and f64 only)",
+                         c->slots[rank].name, dpc_dtype_name(dtype));
+  if (atomic_load_explicit(&c->aborted, memory_order_acquire)) return aborted(c, rank, d);
+  uint32_t D = c->ranks;
+  slot *me = &c->slots[rank];
+  if (D == 1) {
+    me->calls++;
+    return DPC_OK;
+  }
+  uint32_t pred = (rank + D - 1) % D, succ = (rank + 1) % D;
+  uint64_t steps = 2 * (uint64_t)(D - 1), base = me->calls * (steps + 1);
+  me->buf = buf;
+  me->n = n;
+  me->dtype = dtype;
+  atomic_store_explicit(&me->progress, base + 1, memory_order_release);
+  size_t es = dtype == DPC_F64 ? 8 : 4;
+  for (uint64_t t = 0; t < steps; t++) {
+    dpc_status st = wait_for(c, rank, pred, base + 1 + t, t + 1, steps, d);
+    if (!st) st = wait_for(c, rank, succ, base + 1 + t, t + 1, steps, d);
+    if (st) return st;
+    const slot *p = &c->slots[pred];
+    if (t == 0 && (p->n != n || p->dtype != dtype)) {
+      char msg[200];
+      snprintf(msg, sizeof msg, "all_reduce of %lld %s here, of %lld %s on %s", (long long)n,
+               dpc_dtype_name(dtype), (long long)p->n, dpc_dtype_name(p->dtype), p->name);
+      dpc_comm_abort(c, rank, msg);
+      return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: %s", me->name, msg);
+    }
+    bool rs = t < D - 1;
+    uint32_t k = rs ? (uint32_t)((rank + 2 * D - 1 - t) % D)
+                    : (uint32_t)((rank + 2 * D - (t - (D - 1))) % D);
+    int64_t lo = n * (int64_t)k / D, hi = n * (int64_t)(k + 1) / D;
+    char *dst = (char *)buf + (size_t)lo * es;
+    const char *src = (const char *)p->buf + (size_t)lo * es;
+    if (rs) {
+      /* the last reduce-scatter step completes chunk k: the mean divides it there, once */
+      double div = op == DPC_REDUCE_MEAN && t == D - 2 ? (double)D : 1;
+      if (dtype == DPC_F32)
+        add_f32((float *)dst, (const float *)src, hi - lo, (float)div);
+      else
+        add_f64((double *)dst, (const double *)src, hi - lo, div);
+    } else if (hi > lo) {
+      memcpy(dst, src, (size_t)(hi - lo) * es);
+    }
+    atomic_store_explicit(&me->progress, base + 2 + t, memory_order_release);
+  }
+  dpc_status st = wait_for(c, rank, pred, base + 1 + steps, steps, steps, d);
+  if (!st) st = wait_for(c, rank, succ, base + 1 + steps, steps, steps, d);
+  if (st) return st;
+  me->calls++;
+  return DPC_OK;
+}

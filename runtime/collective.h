@@ -1,0 +1,42 @@
+/*
+ * collective.h — all-reduce among the devices of one process, over shared memory.
+ *
+ *   dpc_comm *c;
+ *   dpc_comm_new(2, (const char *[]){"cpu:0", "cpu:1"}, 10.0, &c, &d);
+ *   // on each device's thread, with its own buffer of n floats:
+ *   dpc_comm_all_reduce(c, rank, buf, DPC_F32, n, DPC_REDUCE_MEAN, &d);
+ *   dpc_comm_free(c);                                  // after every rank has returned
+ *
+ * A ring: reduce-scatter then all-gather, each rank reading its neighbour's buffer directly (no
+ * staging copies, no allocation per call). Element i's sum is always taken in the same order
+ * (around the ring from the rank after the one that owns i's chunk), so results are identical on
+ * every rank and bit-identical run to run. Ranks wait on their neighbours' progress counters by
+ * spinning, then yielding (ranks may share cores); a rank that waits longer than the timeout, or
+ * whose peer failed (dpc_comm_abort), returns an error naming both devices.
+ */
+#ifndef DPC_RUNTIME_COLLECTIVE_H
+#define DPC_RUNTIME_COLLECTIVE_H
+
+#include "ir/types.h"
+
+typedef struct dpc_comm dpc_comm;
+
+typedef enum dpc_reduce { DPC_REDUCE_SUM, DPC_REDUCE_MEAN } dpc_reduce;
+
+/* ranks >= 1 participants named names[i] (copied; used in messages); timeout_s > 0. */
+dpc_status dpc_comm_new(uint32_t ranks, const char *const *names, double timeout_s, dpc_comm **out,
+                        dpc_diag *d);
+void dpc_comm_free(dpc_comm *c);
+uint32_t dpc_comm_ranks(const dpc_comm *c);
+
+/* Every rank calls this with its own buffer, the same dtype (f32 or f64), n and op, in the same
+ * order of calls; on return buf holds the sum (or mean) over the ranks. The buffers must not
+ * overlap. */
+dpc_status dpc_comm_all_reduce(dpc_comm *c, uint32_t rank, void *buf, dpc_dtype dtype, int64_t n,
+                               dpc_reduce op, dpc_diag *d);
+
+/* Rank `rank` failed: every rank waiting in, or later entering, a collective returns an error
+ * that names it and says why. */
+void dpc_comm_abort(dpc_comm *c, uint32_t rank, const char *why);
+
+#endif

@@ -1,0 +1,304 @@
+/*
+ * test_devices.c — topology, device specs and the shared-memory all-reduce.
+ */
+#include "runtime/collective.h"
+#include "runtime/pool.h"
+#include "runtime/topology.h"
+#include "unit.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static dpc_topology *synthetic(const char *desc) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_topology *t = NULL;
+  CHECK_MSG(dpc_topology_load(desc, &t, &d) == DPC_OK, "%s", d.msg);
+  dpc_diag_free(&d);
+  return t;
+}
+
+/* 2 packages x 2 NUMA nodes x 8 cores x 2 PUs, and this machine. */
+static void topology(void) {
+  dpc_topology *t = synthetic("pack:2 numa:2 core:8 pu:2");
+  if (!t) return;
+  CHECK(t->n_packages == 2 && t->n_numa == 4 && t->n_cores == 32 && t->n_pus == 64);
+  CHECK(t->synthetic);
+  /* cores in logical order: 8 per NUMA node, PUs two apart */
+  CHECK(t->cores[0].numa == 0 && t->cores[8].numa == 1 && t->cores[31].numa == 3);
+  CHECK(t->cores[16].package == 1 && t->cores[15].package == 0);
+  CHECK(t->cores[1].pu == 2 && t->cores[31].pu == 62);
+  dpc_topology_free(t);
+  t = synthetic(NULL);
+  if (!t) return;
+  CHECK(t->n_cores >= 1 && t->n_pus >= t->n_cores && !t->synthetic);
+  CHECK(strstr(t->description, "cores") != NULL);
+  dpc_topology_free(t);
+}
+
+static void device_specs(void) {
+  dpc_topology *t = synthetic("pack:2 numa:2 core:8 pu:2");
+  if (!t) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_device_list l;
+  /* cpu: one device on every core */
+  CHECK(dpc_devices_parse(t, "cpu", &l, &d) == DPC_OK && l.n == 1 && l.devs[0].n_cores == 32);
+  dpc_device_list_free(&l);
+  /* cpu:3: 11 + 11 + 10 contiguous cores, no core twice */
+  CHECK(dpc_devices_parse(t, "cpu:3", &l, &d) == DPC_OK && l.n == 3);
+  if (l.n == 3) {
+    CHECK(l.devs[0].n_cores == 11 && l.devs[1].n_cores == 11 && l.devs[2].n_cores == 10);
+    CHECK(l.devs[1].cores[0] == 11 && l.devs[2].cores[0] == 22 && l.devs[2].cores[9] == 31);
+    CHECK(!strcmp(l.devs[2].name, "cpu:2") && !l.devs[0].shared);
+    CHECK(l.devs[1].pus[0] == t->cores[11].pu);
+  }
+  dpc_device_list_free(&l);
+  /* numa: one per node, with its own cores */
+  CHECK(dpc_devices_parse(t, "numa", &l, &d) == DPC_OK && l.n == 4);
+  for (uint32_t i = 0; i < l.n; i++) {
+    CHECK(l.devs[i].n_cores == 8 && l.devs[i].numa == i);
+    for (uint32_t k = 0; k < l.devs[i].n_cores; k++) CHECK(t->cores[l.devs[i].cores[k]].numa == i);
+  }
+  dpc_device_list_free(&l);
+  /* more devices than cores: they share, one core each */
+  CHECK(dpc_devices_parse(t, "cpu:40", &l, &d) == DPC_OK && l.n == 40);
+  if (l.n == 40) CHECK(l.devs[39].shared && l.devs[39].n_cores == 1 && l.devs[39].cores[0] == 7);
+  dpc_device_list_free(&l);
+  /* errors say what is accepted */
+  CHECK(dpc_devices_parse(t, "cpu:0", &l, &d) == DPC_ERR_INVALID && strstr(d.msg, "from 1"));
+  CHECK(dpc_devices_parse(t, "gpu", &l, &d) == DPC_ERR_INVALID && strstr(d.msg, "cpu:N"));
+  CHECK(dpc_devices_parse(t, "cpu:2x", &l, &d) == DPC_ERR_INVALID);
+  dpc_diag_free(&d);
+  dpc_topology_free(t);
+}
+
+/* A pool bound to given PUs runs every part. */
+static int32_t count_parts(void *const *args, int64_t b, int64_t e, uint64_t step, int32_t tr) {
+  (void)step, (void)tr;
+  int64_t *hits = args[0];
+  for (int64_t i = b; i < e; i++) hits[i]++;
+  return 0;
+}
+
+static void pool_on_cores(void) {
+  dpc_topology *t = synthetic(NULL);
+  if (!t) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  uint32_t pus[3] = {t->cores[0].pu, t->cores[t->n_cores - 1].pu, t->cores[0].pu};
+  dpc_pool *p = NULL;
+  CHECK_MSG(dpc_pool_new_on(pus, 3, &p, &d) == DPC_OK, "%s", d.msg);
+  if (p) {
+    int64_t hits[100] = {0};
+    void *args[1] = {hits};
+    CHECK(dpc_pool_run(p, count_parts, args, 100, 0, 0) == 0);
+    for (int i = 0; i < 100; i++) CHECK(hits[i] == 1);
+    dpc_pool_free(p);
+  }
+  dpc_diag_free(&d);
+  dpc_topology_free(t);
+}
+
+/* ---- all-reduce ---------------------------------------------------------------------------- */
+
+typedef struct ranker {
+  dpc_comm *c;
+  uint32_t rank;
+  void *buf;
+  dpc_dtype dt;
+  int64_t n;
+  dpc_reduce op;
+  int calls;
+  int stall; /* seconds to sleep before the first call (a stuck peer) */
+  dpc_status st;
+  char msg[512];
+} ranker;
+
+static void *rank_main(void *arg) {
+  ranker *r = arg;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  if (r->stall) sleep((unsigned)r->stall);
+  r->st = DPC_OK;
+  for (int i = 0; i < r->calls && !r->st; i++)
+    r->st = dpc_comm_all_reduce(r->c, r->rank, r->buf, r->dt, r->n, r->op, &d);
+  snprintf(r->msg, sizeof r->msg, "%s", r->st ? d.msg : "");
+  dpc_diag_free(&d);
+  return NULL;
+}
+
+/* Run `ranks` threads through `calls` all-reduces of their buffers. */
+static void run_ranks(dpc_comm *c, ranker *rs, uint32_t ranks) {
+  pthread_t th[16];
+  for (uint32_t i = 0; i < ranks; i++) pthread_create(&th[i], NULL, rank_main, &rs[i]);
+  for (uint32_t i = 0; i < ranks; i++) pthread_join(th[i], NULL);
+  (void)c;
+}
+
+static float value(uint32_t rank, int64_t i) {
+  return (float)((rank * 7919u + (uint64_t)i * 104729u) % 1000) / 128.0f - 3.0f;
+}
+
+/* Every rank ends with the sum (exact here: values are multiples of 1/128, small), over rank
+ * counts that divide n and ones that do not, n smaller than the ranks, and n = 0. */
+static void all_reduce_sums(void) {
+  static const uint32_t rank_counts[] = {1, 2, 3, 4, 7};
+  static const int64_t sizes[] = {0, 1, 5, 16, 1000, 100003};
+  dpc_diag d;
+  dpc_diag_init(&d);
+  for (size_t a = 0; a < sizeof rank_counts / sizeof *rank_counts; a++) {
+    uint32_t D = rank_counts[a];
+    for (size_t b = 0; b < sizeof sizes / sizeof *sizes; b++) {
+      int64_t n = sizes[b];
+      const char *names[7] = {"cpu:0", "cpu:1", "cpu:2", "cpu:3", "cpu:4", "cpu:5", "cpu:6"};
+      dpc_comm *c = NULL;
+      CHECK(dpc_comm_new(D, names, 30.0, &c, &d) == DPC_OK);
+      if (!c) continue;
+      ranker rs[7];
+      for (uint32_t r = 0; r < D; r++) {
+        float *buf = malloc((size_t)(n ? n : 1) * sizeof *buf);
+        for (int64_t i = 0; i < n; i++) buf[i] = value(r, i);
+        rs[r] = (ranker){c, r, buf, DPC_F32, n, DPC_REDUCE_SUM, 1, 0, DPC_OK, ""};
+      }
+      run_ranks(c, rs, D);
+      int bad = 0;
+      for (uint32_t r = 0; r < D; r++) {
+        CHECK_MSG(rs[r].st == DPC_OK, "D=%u n=%lld: %s", D, (long long)n, rs[r].msg);
+        const float *buf = rs[r].buf;
+        for (int64_t i = 0; i < n && bad < 3; i++) {
+          float want = 0;
+          for (uint32_t q = 0; q < D; q++) want += value(q, i);
+          if (buf[i] != want) {
+            bad++;
+            CHECK_MSG(buf[i] == want, "D=%u n=%lld rank %u [%lld]: %g, want %g", D, (long long)n, r,
+                      (long long)i, buf[i], want);
+          }
+        }
+        free(rs[r].buf);
+      }
+      dpc_comm_free(c);
+    }
+  }
+  dpc_diag_free(&d);
+}
+
+/* Means of inexact values: the same bits on every rank and in every run, f32 and f64, over many
+ * calls on the same communicator (each call's result fed into the next). */
+static void all_reduce_is_deterministic(void) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  const uint32_t D = 4;
+  const int64_t n = 4099;
+  for (int dt = 0; dt < 2; dt++) {
+    dpc_dtype t = dt ? DPC_F64 : DPC_F32;
+    size_t es = dt ? 8 : 4;
+    void *first[4] = {0};
+    for (int run = 0; run < 2; run++) {
+      dpc_comm *c = NULL;
+      CHECK(dpc_comm_new(D, NULL, 30.0, &c, &d) == DPC_OK);
+      if (!c) break;
+      ranker rs[4];
+      for (uint32_t r = 0; r < D; r++) {
+        void *buf = malloc((size_t)n * es);
+        for (int64_t i = 0; i < n; i++) {
+          double v = sin((double)(r * 31 + 1) * (double)i * 0.001) * 1e3 / 3.0;
+          if (dt)
+            ((double *)buf)[i] = v;
+          else
+            ((float *)buf)[i] = (float)v;
+        }
+        rs[r] = (ranker){c, r, buf, t, n, DPC_REDUCE_MEAN, 5, 0, DPC_OK, ""};
+      }
+      run_ranks(c, rs, D);
+      for (uint32_t r = 0; r < D; r++) {
+        CHECK_MSG(rs[r].st == DPC_OK, "%s", rs[r].msg);
+        CHECK_MSG(!memcmp(rs[r].buf, rs[0].buf, (size_t)n * es), "%s: rank %u differs from rank 0",
+                  dpc_dtype_name(t), r);
+      }
+      if (run == 0) {
+        for (uint32_t r = 0; r < D; r++) first[r] = rs[r].buf;
+      } else {
+        CHECK_MSG(!memcmp(rs[0].buf, first[0], (size_t)n * es), "%s: two runs differ",
+                  dpc_dtype_name(t));
+        for (uint32_t r = 0; r < D; r++) {
+          free(rs[r].buf);
+          free(first[r]);
+        }
+      }
+      dpc_comm_free(c);
+    }
+  }
+  /* the mean is the sum divided by the ranks, within rounding */
+  dpc_comm *c = NULL;
+  CHECK(dpc_comm_new(3, NULL, 30.0, &c, &d) == DPC_OK);
+  if (c) {
+    ranker rs[3];
+    double bufs[3][10];
+    for (uint32_t r = 0; r < 3; r++) {
+      for (int i = 0; i < 10; i++) bufs[r][i] = r + i * 0.5;
+      rs[r] = (ranker){c, r, bufs[r], DPC_F64, 10, DPC_REDUCE_MEAN, 1, 0, DPC_OK, ""};
+    }
+    run_ranks(c, rs, 3);
+    for (int i = 0; i < 10; i++) CHECK(fabs(bufs[2][i] - (1 + i * 0.5)) < 1e-12);
+    dpc_comm_free(c);
+  }
+  dpc_diag_free(&d);
+}
+
+/* A stuck rank makes the others fail within the timeout, naming it; a failed rank (abort) makes
+ * them fail at once with its reason; mismatched sizes are an error, not a crash. */
+static void all_reduce_failures(void) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  const char *names[3] = {"cpu:0", "cpu:1", "cpu:2"};
+  float a[64] = {0}, b[64] = {0}, e[64] = {0};
+  dpc_comm *c = NULL;
+  CHECK(dpc_comm_new(3, names, 0.3, &c, &d) == DPC_OK);
+  if (c) {
+    ranker rs[3] = {{c, 0, a, DPC_F32, 64, DPC_REDUCE_SUM, 1, 0, DPC_OK, ""},
+                    {c, 1, b, DPC_F32, 64, DPC_REDUCE_SUM, 1, 0, DPC_OK, ""},
+                    {c, 2, e, DPC_F32, 64, DPC_REDUCE_SUM, 0, 0, DPC_OK, ""}}; /* never comes */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    run_ranks(c, rs, 3);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    CHECK(rs[0].st == DPC_ERR_RUNTIME && rs[1].st == DPC_ERR_RUNTIME);
+    CHECK_MSG(strstr(rs[0].msg, "cpu:0 waited") || strstr(rs[1].msg, "for cpu:2"), "%s | %s",
+              rs[0].msg, rs[1].msg);
+    CHECK_MSG(strstr(rs[1].msg, "cpu:2") != NULL, "%s", rs[1].msg);
+    CHECK_MSG(took < 5.0, "the timeout of 0.3 s took %.1f s", took);
+    dpc_comm_free(c);
+  }
+  CHECK(dpc_comm_new(2, names, 30.0, &c, &d) == DPC_OK);
+  if (c) {
+    dpc_comm_abort(c, 1, "the loss became NaN");
+    CHECK(dpc_comm_all_reduce(c, 0, a, DPC_F32, 64, DPC_REDUCE_SUM, &d) == DPC_ERR_RUNTIME);
+    CHECK_MSG(strstr(d.msg, "cpu:1 failed: the loss became NaN") != NULL, "%s", d.msg);
+    dpc_comm_free(c);
+  }
+  CHECK(dpc_comm_new(2, names, 30.0, &c, &d) == DPC_OK);
+  if (c) {
+    ranker rs[2] = {{c, 0, a, DPC_F32, 64, DPC_REDUCE_SUM, 1, 0, DPC_OK, ""},
+                    {c, 1, b, DPC_F32, 32, DPC_REDUCE_SUM, 1, 0, DPC_OK, ""}};
+    run_ranks(c, rs, 2);
+    CHECK(rs[0].st != DPC_OK && rs[1].st != DPC_OK);
+    CHECK_MSG(strstr(rs[0].msg, "64") && strstr(rs[0].msg, "32"), "%s", rs[0].msg);
+    dpc_comm_free(c);
+  }
+  CHECK(dpc_comm_new(0, NULL, 1, &c, &d) == DPC_ERR_INVALID);
+  dpc_diag_free(&d);
+}
+
+const unit_test unit_tests[] = {
+    {"topology", topology},
+    {"device_specs", device_specs},
+    {"pool_on_cores", pool_on_cores},
+    {"all_reduce_sums", all_reduce_sums},
+    {"all_reduce_is_deterministic", all_reduce_is_deterministic},
+    {"all_reduce_failures", all_reduce_failures},
+    {NULL, NULL},
+};
