@@ -144,7 +144,16 @@ static float value(uint32_t rank, int64_t i) {
 
 /* Every rank ends with the sum (exact here: values are multiples of 1/128, small), over rank
  * counts that divide n and ones that do not, n smaller than the ranks, and n = 0. */
-static void all_reduce_sums(void) {
+static dpc_allreduce_algo algo; /* the algorithm under test */
+
+static dpc_status comm_new(uint32_t ranks, const char *const *names, double timeout_s,
+                           dpc_comm **out, dpc_diag *d) {
+  dpc_status st = dpc_comm_new(ranks, names, timeout_s, out, d);
+  if (!st) dpc_comm_set_algorithm(*out, algo);
+  return st;
+}
+
+static void sums(void) {
   static const uint32_t rank_counts[] = {1, 2, 3, 4, 7};
   static const int64_t sizes[] = {0, 1, 5, 16, 1000, 100003};
   dpc_diag d;
@@ -155,7 +164,7 @@ static void all_reduce_sums(void) {
       int64_t n = sizes[b];
       const char *names[7] = {"cpu:0", "cpu:1", "cpu:2", "cpu:3", "cpu:4", "cpu:5", "cpu:6"};
       dpc_comm *c = NULL;
-      CHECK(dpc_comm_new(D, names, 30.0, &c, &d) == DPC_OK);
+      CHECK(comm_new(D, names, 30.0, &c, &d) == DPC_OK);
       if (!c) continue;
       ranker rs[7];
       for (uint32_t r = 0; r < D; r++) {
@@ -187,7 +196,7 @@ static void all_reduce_sums(void) {
 
 /* Means of inexact values: the same bits on every rank and in every run, f32 and f64, over many
  * calls on the same communicator (each call's result fed into the next). */
-static void all_reduce_is_deterministic(void) {
+static void deterministic(void) {
   dpc_diag d;
   dpc_diag_init(&d);
   const uint32_t D = 4;
@@ -198,7 +207,7 @@ static void all_reduce_is_deterministic(void) {
     void *first[4] = {0};
     for (int run = 0; run < 2; run++) {
       dpc_comm *c = NULL;
-      CHECK(dpc_comm_new(D, NULL, 30.0, &c, &d) == DPC_OK);
+      CHECK(comm_new(D, NULL, 30.0, &c, &d) == DPC_OK);
       if (!c) break;
       ranker rs[4];
       for (uint32_t r = 0; r < D; r++) {
@@ -233,7 +242,7 @@ static void all_reduce_is_deterministic(void) {
   }
   /* the mean is the sum divided by the ranks, within rounding */
   dpc_comm *c = NULL;
-  CHECK(dpc_comm_new(3, NULL, 30.0, &c, &d) == DPC_OK);
+  CHECK(comm_new(3, NULL, 30.0, &c, &d) == DPC_OK);
   if (c) {
     ranker rs[3];
     double bufs[3][10];
@@ -250,13 +259,13 @@ static void all_reduce_is_deterministic(void) {
 
 /* A stuck rank makes the others fail within the timeout, naming it; a failed rank (abort) makes
  * them fail at once with its reason; mismatched sizes are an error, not a crash. */
-static void all_reduce_failures(void) {
+static void failures(void) {
   dpc_diag d;
   dpc_diag_init(&d);
   const char *names[3] = {"cpu:0", "cpu:1", "cpu:2"};
   float a[64] = {0}, b[64] = {0}, e[64] = {0};
   dpc_comm *c = NULL;
-  CHECK(dpc_comm_new(3, names, 0.3, &c, &d) == DPC_OK);
+  CHECK(comm_new(3, names, 0.3, &c, &d) == DPC_OK);
   if (c) {
     ranker rs[3] = {{c, 0, a, DPC_F32, 64, DPC_REDUCE_SUM, 1, 0, DPC_OK, ""},
                     {c, 1, b, DPC_F32, 64, DPC_REDUCE_SUM, 1, 0, DPC_OK, ""},
@@ -273,14 +282,14 @@ static void all_reduce_failures(void) {
     CHECK_MSG(took < 5.0, "the timeout of 0.3 s took %.1f s", took);
     dpc_comm_free(c);
   }
-  CHECK(dpc_comm_new(2, names, 30.0, &c, &d) == DPC_OK);
+  CHECK(comm_new(2, names, 30.0, &c, &d) == DPC_OK);
   if (c) {
     dpc_comm_abort(c, 1, "the loss became NaN");
     CHECK(dpc_comm_all_reduce(c, 0, a, DPC_F32, 64, DPC_REDUCE_SUM, &d) == DPC_ERR_RUNTIME);
     CHECK_MSG(strstr(d.msg, "cpu:1 failed: the loss became NaN") != NULL, "%s", d.msg);
     dpc_comm_free(c);
   }
-  CHECK(dpc_comm_new(2, names, 30.0, &c, &d) == DPC_OK);
+  CHECK(comm_new(2, names, 30.0, &c, &d) == DPC_OK);
   if (c) {
     ranker rs[2] = {{c, 0, a, DPC_F32, 64, DPC_REDUCE_SUM, 1, 0, DPC_OK, ""},
                     {c, 1, b, DPC_F32, 32, DPC_REDUCE_SUM, 1, 0, DPC_OK, ""}};
@@ -289,8 +298,20 @@ static void all_reduce_failures(void) {
     CHECK_MSG(strstr(rs[0].msg, "64") && strstr(rs[0].msg, "32"), "%s", rs[0].msg);
     dpc_comm_free(c);
   }
-  CHECK(dpc_comm_new(0, NULL, 1, &c, &d) == DPC_ERR_INVALID);
+  CHECK(comm_new(0, NULL, 1, &c, &d) == DPC_ERR_INVALID);
   dpc_diag_free(&d);
+}
+
+static void all_reduce_sums(void) {
+  for (algo = DPC_ALLREDUCE_DIRECT; algo <= DPC_ALLREDUCE_RING; algo++) sums();
+}
+
+static void all_reduce_is_deterministic(void) {
+  for (algo = DPC_ALLREDUCE_DIRECT; algo <= DPC_ALLREDUCE_RING; algo++) deterministic();
+}
+
+static void all_reduce_failures(void) {
+  for (algo = DPC_ALLREDUCE_DIRECT; algo <= DPC_ALLREDUCE_RING; algo++) failures();
 }
 
 const unit_test unit_tests[] = {
