@@ -84,6 +84,11 @@ dpc_status dpc_topology_load(const char *synthetic, dpc_topology **out, dpc_diag
       t->l3 = cache_size(topo, c, HWLOC_OBJ_L3CACHE);
     }
   }
+  hwloc_obj_t pack = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE, 0);
+  const char *model = pack ? hwloc_obj_get_info_by_name(pack, "CPUModel") : NULL;
+  snprintf(t->cpu_model, sizeof t->cpu_model, "%s", model ? model : "");
+  for (size_t k = strlen(t->cpu_model); k > 0 && t->cpu_model[k - 1] == ' '; k--)
+    t->cpu_model[k - 1] = 0; /* /proc/cpuinfo pads some models with spaces */
   for (uint32_t i = 0; i < t->n_numa; i++) {
     hwloc_obj_t n = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, i);
     t->numa_memory[i] = n && n->attr ? n->attr->numanode.local_memory : 0;

@@ -33,6 +33,7 @@ typedef struct dpc_topology {
   uint64_t l1d, l2, l3;  /* bytes, of the first core's caches (0 when absent) */
   bool synthetic;        /* not this machine: binding is meaningless */
   char description[160]; /* "1 package, 1 NUMA node, 2 cores, 2 PUs" */
+  char cpu_model[96];    /* the first package's CPUModel, "" when hwloc has none */
 } dpc_topology;
 
 /* synthetic: NULL for this machine, or an hwloc synthetic description for tests

@@ -41,26 +41,8 @@ static double now_s(void) {
 /* The cache folder, created if need be; "" when there is none. */
 static void cache_dir(const dpc_cpu_backend *b, char *out, size_t n) {
   out[0] = 0;
-  const char *env = b->o.cache_dir ? b->o.cache_dir : getenv("DPC_CACHE_DIR");
   char base[3072];
-  if (env) {
-    if (!*env || !strcmp(env, "off")) return;
-    snprintf(base, sizeof base, "%s", env);
-  } else if (getenv("XDG_CACHE_HOME") && *getenv("XDG_CACHE_HOME")) {
-    snprintf(base, sizeof base, "%s/dpc", getenv("XDG_CACHE_HOME"));
-  } else if (getenv("HOME") && *getenv("HOME")) {
-    snprintf(base, sizeof base, "%s/.cache/dpc", getenv("HOME"));
-  } else {
-    return;
-  }
-  /* one level at a time: the parents of a default folder may not exist yet */
-  for (char *p = base + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    mkdir(base, 0755);
-    *p = '/';
-  }
-  mkdir(base, 0755);
+  if (!dpc_cache_base_dir(b->o.cache_dir, base, sizeof base)) return;
   snprintf(out, n, "%s/kernels-llvm%s", base, LLVM_VERSION_STRING);
   if (mkdir(out, 0755) && errno != EEXIST) out[0] = 0;
 }

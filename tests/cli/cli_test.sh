@@ -93,8 +93,16 @@ contains "$work/out" "samples/s" "bench prints samples/s"
 expect 0 "bench with a profile" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --batch 4 --steps 2 --warmup 1 --profile
 contains "$work/out" "profile: [0-9]* kernels" "the profile counts the kernels"
 contains "$work/out" "h1: matmul + add + relu" "the profile names a fused kernel by its group"
+expect 0 "devices without calibration" -- "$dpc" devices --devices cpu:3 --no-calibrate
+contains "$work/out" "^cpu:2 " "devices lists cpu:N's devices"
+contains "$work/out" "machine: .* cores" "devices describes the machine"
+expect 0 "devices, calibrated" -- "$dpc" devices --devices cpu:2 --json
+contains "$work/out" '"gemm_gflops": [1-9]' "devices measures the GEMM"
+contains "$work/out" '"copy_gbs": \[[1-9]' "devices measures copies"
+expect 2 "devices with a bad spec" -- "$dpc" devices --devices gpu:1
+contains "$work/err" "cpu:N" "a bad device spec says what is accepted"
 expect 2 "bench with a bad --batch" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --batch 0
-for cmd in compile train bench; do
+for cmd in compile train bench devices; do
   expect 0 "dpc $cmd --help" -- "$dpc" $cmd --help
   contains "$work/out" "Usage: dpc $cmd" "dpc $cmd --help shows usage"
 done

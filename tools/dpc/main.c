@@ -19,6 +19,7 @@ static void usage(FILE *f) {
           "  train FILE       train a model on a dataset (Fashion-MNIST by default)\n"
           "  compile FILE     compile a model ahead of time into an artifact (.dpx)\n"
           "  bench FILE       time a model's training step or forward pass\n"
+          "  devices          list the devices of this machine, with measured speeds\n"
           "  ops              list the ops a .graph model can use\n"
           "  version          print the version\n"
           "  help [COMMAND]   show help\n"
@@ -57,6 +58,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "compile")) return dpc_cmd_compile(argc, argv);
   if (!strcmp(cmd, "ops")) return dpc_cmd_ops(argc, argv);
   if (!strcmp(cmd, "bench")) return dpc_cmd_bench(argc, argv);
+  if (!strcmp(cmd, "devices")) return dpc_cmd_devices(argc, argv);
   fprintf(stderr, "dpc: unknown command '%s'\n\n", cmd);
   usage(stderr);
   return DPC_EXIT_USAGE;

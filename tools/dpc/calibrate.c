@@ -1,0 +1,257 @@
+/*
+ * calibrate.c — device speed and copy bandwidth, measured and cached (see calibrate.h).
+ */
+#define _GNU_SOURCE /* pthread_setaffinity_np */
+#include "tools/dpc/calibrate.h"
+
+#include "codegen/cpu/cpu.h"
+#include "frontend/frontend.h"
+#include "partitioner/partitioner.h"
+#include "passes/pass.h"
+#include "runtime/pool.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define GEMM_N      512
+#define COPY_BYTES  (16u << 20)
+#define FULL_MATRIX 8 /* devices up to which every pair's copy is measured */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void dpc_calibration_free(dpc_calibration *c) {
+  free(c->gflops);
+  free(c->copy_gbs);
+  c->gflops = c->copy_gbs = NULL;
+}
+
+/* ---- compute -------------------------------------------------------------------------------- */
+
+/* The GEMM kernel, compiled once for all devices. */
+static dpc_status compile_gemm(dpc_cpu_backend **cpu, dpc_plan **plan, dpc_native_kernel *k,
+                               dpc_diag *d) {
+  char text[256];
+  snprintf(text, sizeof text,
+           "model calibrate\ninput a: f32[%d, %d]\ninput b: f32[%d, %d]\ny = matmul(a, b)\n"
+           "output y\n",
+           GEMM_N, GEMM_N, GEMM_N, GEMM_N);
+  dpc_graph *g = NULL;
+  int64_t none = 0;
+  dpc_pass_opts po = {0};
+  dpc_status st = dpc_parse_graph("calibrate.graph", text, strlen(text), &g, d);
+  if (!st) st = dpc_passes_run(g, &po, d);
+  if (!st) st = dpc_graph_bind(g, &none, d);
+  if (!st) st = dpc_plan_single(g, "cpu:0", false, plan, d);
+  dpc_graph_free(g);
+  if (!st) st = dpc_cpu_backend_new(&(dpc_cpu_options){0}, cpu, d);
+  dpc_native_kernel *all = st ? NULL : calloc((*plan)->g->n_nodes, sizeof *all);
+  if (!st && !all) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory calibrating");
+  if (!st) st = dpc_cpu_compile_plan(*cpu, *plan, all, d);
+  for (uint32_t i = 0; !st && i < (*plan)->g->n_nodes; i++)
+    if (all[i].fn) *k = all[i];
+  free(all);
+  return st;
+}
+
+static dpc_status measure_gemm(const dpc_device_spec *dev, const dpc_native_kernel *k, double *out,
+                               dpc_diag *d) {
+  size_t n = (size_t)GEMM_N * GEMM_N;
+  float *a = aligned_alloc(64, n * sizeof *a), *b = aligned_alloc(64, n * sizeof *b);
+  float *y = aligned_alloc(64, n * sizeof *y);
+  dpc_pool *pool = NULL;
+  dpc_status st = a && b && y ? dpc_pool_new_on(dev->pus, dev->n_cores, &pool, d)
+                              : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory calibrating");
+  if (!st) {
+    for (size_t i = 0; i < n; i++) a[i] = b[i] = (float)(i % 13) * 0.1f, y[i] = 0;
+    void *args[3] = {a, b, y};
+    double best = 1e30;
+    for (int r = 0; r < 8; r++) {
+      double t0 = now_s();
+      dpc_pool_run(pool, k->fn, args, k->total, 0, 0);
+      double t = now_s() - t0;
+      if (r && t < best) best = t; /* the first run warms caches and wakes the threads */
+    }
+    *out = 2.0 * GEMM_N * GEMM_N * GEMM_N / best * 1e-9;
+  }
+  dpc_pool_free(pool);
+  free(a);
+  free(b);
+  free(y);
+  return st;
+}
+
+/* ---- links -------------------------------------------------------------------------------- */
+
+typedef struct copy_job {
+  uint32_t pu;
+  char *buf;       /* touch: first-touch it here; copy: the destination */
+  const char *src; /* copy: the source */
+  double seconds;  /* copy: the median */
+} copy_job;
+
+static void bind_to(uint32_t pu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET((int)pu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+static void *touch_main(void *arg) {
+  copy_job *j = arg;
+  bind_to(j->pu);
+  memset(j->buf, 1, COPY_BYTES);
+  return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void *copy_main(void *arg) {
+  copy_job *j = arg;
+  bind_to(j->pu);
+  double t[7];
+  for (int r = 0; r < 7; r++) {
+    double t0 = now_s();
+    memcpy(j->buf, j->src, COPY_BYTES);
+    t[r] = now_s() - t0;
+  }
+  qsort(t, 7, sizeof *t, cmp_double);
+  j->seconds = t[3];
+  return NULL;
+}
+
+static void run_on(void *(*fn)(void *), copy_job *j) {
+  pthread_t th;
+  if (pthread_create(&th, NULL, fn, j)) {
+    fn(j); /* no thread: measure unbound rather than not at all */
+    return;
+  }
+  pthread_join(th, NULL);
+}
+
+static dpc_status measure_copy(const dpc_device_spec *from, const dpc_device_spec *to, double *out,
+                               dpc_diag *d) {
+  char *src = aligned_alloc(64, COPY_BYTES), *dst = aligned_alloc(64, COPY_BYTES);
+  if (!src || !dst) {
+    free(src);
+    free(dst);
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory calibrating");
+  }
+  copy_job ts = {from->pus[0], src, NULL, 0}, td = {to->pus[0], dst, NULL, 0};
+  run_on(touch_main, &ts);
+  run_on(touch_main, &td);
+  copy_job c = {to->pus[0], dst, src, 0};
+  run_on(copy_main, &c);
+  *out = COPY_BYTES / c.seconds * 1e-9;
+  free(src);
+  free(dst);
+  return DPC_OK;
+}
+
+/* ---- the cache ---------------------------------------------------------------------------- */
+
+static void cache_path(const dpc_topology *t, const dpc_device_list *devs,
+                       const dpc_calibrate_opts *o, char *out, size_t n) {
+  out[0] = 0;
+  char base[900];
+  if (!dpc_cache_base_dir(o->cache_dir, base, sizeof base)) return;
+  /* FNV-1a over everything the figures depend on */
+  uint64_t h = 1469598103934665603ull;
+  char key[512];
+  snprintf(key, sizeof key, "%s|%s|%s|%u", DPC_VERSION_STRING, t->cpu_model, t->description,
+           devs->n);
+  for (const char *p = key; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  for (uint32_t i = 0; i < devs->n; i++)
+    for (uint32_t k = 0; k < devs->devs[i].n_cores; k++)
+      h = (h ^ (devs->devs[i].pus[k] + 1u + 977u * i)) * 1099511628211ull;
+  snprintf(out, n, "%s/devices-%016llx.json", base, (unsigned long long)h);
+}
+
+static bool load_cache(const char *path, dpc_calibration *c) {
+  json_t *root = path[0] ? json_load_file(path, 0, NULL) : NULL;
+  if (!root) return false;
+  json_t *gf = json_object_get(root, "gflops"), *cp = json_object_get(root, "copy_gbs");
+  const char *when = json_string_value(json_object_get(root, "when"));
+  bool ok = json_is_array(gf) && json_is_array(cp) && json_array_size(gf) == c->n &&
+            json_array_size(cp) == (size_t)c->n * c->n && when;
+  for (uint32_t i = 0; ok && i < c->n; i++) {
+    ok = json_is_number(json_array_get(gf, i));
+    c->gflops[i] = json_number_value(json_array_get(gf, i));
+  }
+  for (size_t i = 0; ok && i < (size_t)c->n * c->n; i++) {
+    ok = json_is_number(json_array_get(cp, i));
+    c->copy_gbs[i] = json_number_value(json_array_get(cp, i));
+  }
+  if (ok) snprintf(c->when, sizeof c->when, "%s", when);
+  json_decref(root);
+  return ok;
+}
+
+static void save_cache(const char *path, const dpc_calibration *c) {
+  if (!path[0]) return;
+  json_t *root = json_object(), *gf = json_array(), *cp = json_array();
+  for (uint32_t i = 0; i < c->n; i++) json_array_append_new(gf, json_real(c->gflops[i]));
+  for (size_t i = 0; i < (size_t)c->n * c->n; i++)
+    json_array_append_new(cp, json_real(c->copy_gbs[i]));
+  json_object_set_new(root, "version", json_string(DPC_VERSION_STRING));
+  json_object_set_new(root, "when", json_string(c->when));
+  json_object_set_new(root, "gflops", gf);
+  json_object_set_new(root, "copy_gbs", cp);
+  /* written whole, then renamed: a reader never sees half a file */
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  if (!json_dump_file(root, tmp, JSON_INDENT(1))) rename(tmp, path);
+  json_decref(root);
+}
+
+dpc_status dpc_calibrate(const dpc_topology *t, const dpc_device_list *devs,
+                         const dpc_calibrate_opts *o, dpc_calibration *out, dpc_diag *d) {
+  memset(out, 0, sizeof *out);
+  out->n = devs->n;
+  out->gflops = calloc(devs->n, sizeof *out->gflops);
+  out->copy_gbs = calloc((size_t)devs->n * devs->n, sizeof *out->copy_gbs);
+  if (!out->gflops || !out->copy_gbs) {
+    dpc_calibration_free(out);
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory calibrating");
+  }
+  cache_path(t, devs, o, out->path, sizeof out->path);
+  if (!o->refresh && load_cache(out->path, out)) {
+    out->from_cache = true;
+    return DPC_OK;
+  }
+  dpc_cpu_backend *cpu = NULL;
+  dpc_plan *plan = NULL;
+  dpc_native_kernel k = {0};
+  dpc_status st = compile_gemm(&cpu, &plan, &k, d);
+  for (uint32_t i = 0; !st && i < devs->n; i++)
+    st = measure_gemm(&devs->devs[i], &k, &out->gflops[i], d);
+  for (uint32_t i = 0; !st && i < devs->n; i++)
+    for (uint32_t j = 0; !st && j < devs->n; j++)
+      if (devs->n <= FULL_MATRIX || j == i || j == (i + 1) % devs->n)
+        st = measure_copy(&devs->devs[i], &devs->devs[j], &out->copy_gbs[(size_t)i * devs->n + j],
+                          d);
+  dpc_cpu_backend_free(cpu);
+  dpc_plan_free(plan);
+  if (st) {
+    dpc_calibration_free(out);
+    return st;
+  }
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(out->when, sizeof out->when, "%Y-%m-%d %H:%M UTC", &tm);
+  save_cache(out->path, out);
+  return DPC_OK;
+}

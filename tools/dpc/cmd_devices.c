@@ -1,0 +1,127 @@
+/*
+ * cmd_devices.c — `dpc devices`: the machine as dpc sees it, the devices a --devices spec makes
+ * of it, and how fast each computes and copies (tools/dpc/calibrate.h).
+ */
+#include "tools/dpc/calibrate.h"
+#include "tools/dpc/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const cli_opt devices_opts[] = {
+    {"devices", true, false, "cpu (default), cpu:N or numa"},
+    {"no-calibrate", false, false, "list the devices without measuring them"},
+    {"recalibrate", false, false, "measure again instead of reading the cached figures"},
+    {"json", false, false, "print one JSON object instead of the table"},
+};
+#define NDEV (int)(sizeof devices_opts / sizeof *devices_opts)
+
+static void print_size(const char *what, uint64_t bytes) {
+  if (!bytes) return;
+  if (bytes >= (1u << 20))
+    printf(", %s %llu MiB", what, (unsigned long long)(bytes >> 20));
+  else
+    printf(", %s %llu KiB", what, (unsigned long long)(bytes >> 10));
+}
+
+static void print_json(const dpc_topology *t, const dpc_device_list *l, const dpc_calibration *c) {
+  printf("{\"machine\": \"%s\", \"cpu\": \"%s\", \"devices\": [", t->description, t->cpu_model);
+  for (uint32_t i = 0; i < l->n; i++) {
+    const dpc_device_spec *s = &l->devs[i];
+    printf("%s{\"name\": \"%s\", \"numa\": %u, \"pus\": [", i ? ", " : "", s->name, s->numa);
+    for (uint32_t k = 0; k < s->n_cores; k++) printf("%s%u", k ? ", " : "", s->pus[k]);
+    printf("]");
+    if (c) {
+      printf(", \"gemm_gflops\": %.1f, \"copy_gbs\": [", c->gflops[i]);
+      for (uint32_t j = 0; j < l->n; j++)
+        printf("%s%.2f", j ? ", " : "", c->copy_gbs[(size_t)i * l->n + j]);
+      printf("]");
+    }
+    printf("}");
+  }
+  printf("]");
+  if (c) printf(", \"calibrated\": \"%s\"", c->when);
+  printf("}\n");
+}
+
+static void print_table(const dpc_topology *t, const dpc_device_list *l, const dpc_calibration *c) {
+  printf("machine: %s", t->description);
+  print_size("L1d", t->l1d);
+  print_size("L2", t->l2);
+  print_size("L3", t->l3);
+  printf("%s%s\n", t->cpu_model[0] ? "; " : "", t->cpu_model);
+  printf("%-8s %5s  %-12s %4s", "device", "cores", "PUs", "NUMA");
+  if (c) {
+    printf("  %11s  copy GB/s to:", "GEMM GF/s");
+    for (uint32_t j = 0; j < l->n && j < 8; j++) printf(" %7s", l->devs[j].name);
+  }
+  printf("\n");
+  for (uint32_t i = 0; i < l->n; i++) {
+    const dpc_device_spec *s = &l->devs[i];
+    char pus[64] = "";
+    size_t k = 0;
+    for (uint32_t p = 0; p < s->n_cores && k < sizeof pus - 8; p++)
+      k += (size_t)snprintf(pus + k, sizeof pus - k, "%s%u", p ? "," : "", s->pus[p]);
+    if (k >= sizeof pus - 8) snprintf(pus + k, sizeof pus - k, ",...");
+    printf("%-8s %5u  %-12s %4u", s->name, s->n_cores, pus, s->numa);
+    if (c) {
+      printf("  %11.1f  %13s", c->gflops[i], "");
+      for (uint32_t j = 0; j < l->n && j < 8; j++) {
+        double v = c->copy_gbs[(size_t)i * l->n + j];
+        if (v > 0)
+          printf(" %7.1f", v);
+        else
+          printf(" %7s", "-");
+      }
+    }
+    printf("%s\n", s->shared ? "  (shares its core)" : "");
+  }
+  if (c)
+    printf("calibrated %s%s%s\n", c->when,
+           c->from_cache ? ", read from " : (c->path[0] ? ", saved to " : ""), c->path);
+}
+
+int dpc_cmd_devices(int argc, char **argv) {
+  cli_parsed p;
+  if (!cli_parse("devices", devices_opts, NDEV, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
+  if (p.help) {
+    printf("Usage: dpc devices [--devices SPEC] [--no-calibrate] [--recalibrate] [--json]\n\n"
+           "Show the machine as hwloc sees it and the devices a --devices spec makes of it:\n"
+           "cpu is one device on every core, cpu:N is N devices sharing the cores out (more\n"
+           "devices than cores share cores, for testing), numa is one device per NUMA node.\n"
+           "Each device is measured: GFLOP/s of dpc's GEMM on its cores, and GB/s of a copy\n"
+           "from each device's memory into each other's. The figures are cached per machine\n"
+           "in dpc's cache folder ($DPC_CACHE_DIR, else ~/.cache/dpc); the cost model uses\n"
+           "them to place work. See docs/devices.md.\n");
+    cli_print_options(devices_opts, NDEV);
+    return DPC_EXIT_OK;
+  }
+  if (p.npos != 0) return cli_usage_error("devices", "takes no file (see dpc devices --help)");
+  const char *spec = cli_get(devices_opts, NDEV, &p, "devices");
+  if (!spec) spec = "cpu";
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_topology *t = NULL;
+  dpc_device_list l = {0};
+  dpc_calibration cal = {0};
+  bool calibrate = !cli_get(devices_opts, NDEV, &p, "no-calibrate");
+  dpc_calibrate_opts co = {.refresh = cli_get(devices_opts, NDEV, &p, "recalibrate") != NULL};
+  int rc = DPC_EXIT_OK;
+  if (dpc_topology_load(NULL, &t, &d)) {
+    rc = cli_report("devices", &d);
+  } else if (dpc_devices_parse(t, spec, &l, &d)) {
+    cli_report("devices", &d);
+    rc = DPC_EXIT_USAGE; /* the command line asked for devices that cannot be */
+  } else if (calibrate && dpc_calibrate(t, &l, &co, &cal, &d)) {
+    rc = cli_report("devices", &d);
+  } else if (cli_get(devices_opts, NDEV, &p, "json")) {
+    print_json(t, &l, calibrate ? &cal : NULL);
+  } else {
+    print_table(t, &l, calibrate ? &cal : NULL);
+  }
+  dpc_calibration_free(&cal);
+  dpc_device_list_free(&l);
+  dpc_topology_free(t);
+  dpc_diag_free(&d);
+  return rc;
+}
