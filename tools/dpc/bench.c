@@ -3,6 +3,9 @@
  */
 #include "tools/dpc/bench.h"
 
+#include "partitioner/cost.h"
+#include "tools/dpc/calibrate.h"
+
 #include "partitioner/partitioner.h"
 #include "runtime/rng.h"
 #include "runtime/session.h"
@@ -64,19 +67,59 @@ static void describe(const dpc_graph *g, uint32_t node, char *out, size_t n) {
   if (k < n) snprintf(out + k, n - k, "%s", dpc_op_name(nd->op));
 }
 
+/* The calibrated speed of the cores `threads` kernels run on (0: all of them): device 0 of
+ * cpu:(cores / threads). */
+static dpc_status speed_of(uint32_t threads, dpc_device_speed *sp, dpc_diag *d) {
+  dpc_topology *t = NULL;
+  dpc_device_list l = {0};
+  dpc_calibration cal = {0};
+  dpc_status st = dpc_topology_load(NULL, &t, d);
+  if (!st) {
+    uint32_t per = threads && threads < t->n_cores ? threads : t->n_cores;
+    char spec[32];
+    snprintf(spec, sizeof spec, "cpu:%u", t->n_cores / per);
+    st = dpc_devices_parse(t, spec, &l, d);
+  }
+  if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, d);
+  if (!st) *sp = (dpc_device_speed){cal.gflops[0], cal.copy_gbs[0]};
+  dpc_calibration_free(&cal);
+  dpc_device_list_free(&l);
+  dpc_topology_free(t);
+  return st;
+}
+
 /* Run `steps` more steps with every step timed; keep the slowest kernels. */
-static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, dpc_bench_result *r,
-                          dpc_diag *d) {
-  dpc_status st = dpc_session_profile(s, true, d);
+static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uint32_t threads,
+                          dpc_bench_result *r, dpc_diag *d) {
+  dpc_device_speed sp;
+  dpc_node_cost *cost = calloc(p->g->n_nodes ? p->g->n_nodes : 1, sizeof *cost);
+  dpc_status st =
+      cost ? speed_of(threads, &sp, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (!st) st = dpc_cost_graph(p->g, cost, d);
+  if (st) {
+    free(cost);
+    return st;
+  }
+  r->gflops = sp.gflops;
+  r->mem_gbs = sp.mem_gbs;
+  st = dpc_session_profile(s, true, d);
   for (uint32_t i = 0; !st && i < steps; i++) st = dpc_session_run(s, d);
-  if (st) return st;
+  if (st) {
+    free(cost);
+    return st;
+  }
   const double *sec = dpc_session_step_seconds(s, 0);
   const dpc_plan_device *pd = &p->devs[0];
   r->n_top = r->n_kernels = 0;
-  r->profiled_ms = 0;
+  r->profiled_ms = r->predicted_ms = 0;
   for (uint32_t j = 0; j < pd->n_steps; j++) {
-    double ms = sec[j] * 1e3 / steps;
+    double ms = sec[j] * 1e3 / steps, pred = 0;
     r->profiled_ms += ms;
+    if (pd->steps[j].kind == DPC_STEP_KERNEL)
+      pred = dpc_cost_kernel_seconds(p->g, cost, pd->steps[j].node, &sp) * 1e3;
+    else /* a copy reads and writes its bytes */
+      pred = 2.0 * (double)p->slots[pd->steps[j].dst].bytes / (sp.mem_gbs * 1e9) * 1e3;
+    r->predicted_ms += pred;
     if (pd->steps[j].kind == DPC_STEP_KERNEL && p->g->nodes[pd->steps[j].node].fused != DPC_NONE)
       continue;
     r->n_kernels++;
@@ -89,6 +132,7 @@ static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, dpc
     if (r->n_top < DPC_BENCH_TOP) r->n_top++;
     dpc_bench_kernel *e = &r->top[at];
     e->ms = ms;
+    e->predicted_ms = pred;
     if (pd->steps[j].kind == DPC_STEP_COPY) {
       char lbl[96];
       dpc_graph_value_label(p->g, pd->steps[j].dst, lbl, sizeof lbl);
@@ -97,6 +141,7 @@ static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, dpc
       describe(p->g, pd->steps[j].node, e->what, sizeof e->what);
     }
   }
+  free(cost);
   return dpc_session_profile(s, false, d);
 }
 
@@ -149,7 +194,7 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     st = dpc_session_run(s, d);
     if (i >= o->warmup) times[i - o->warmup] = now_s() - a;
   }
-  if (!st && o->profile) st = profile(s, plan, o->steps, r, d);
+  if (!st && o->profile) st = profile(s, plan, o->steps, o->threads, r, d);
   if (!st) {
     qsort(times, o->steps, sizeof *times, cmp_double);
     r->median_s = times[o->steps / 2];

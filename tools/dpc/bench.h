@@ -23,8 +23,9 @@ typedef struct dpc_bench_opts {
 
 /* One kernel of the profile: what it computes and its time per step. */
 typedef struct dpc_bench_kernel {
-  char what[200]; /* "h1 = relu(matmul(x, w1) + b1): matmul + add + relu" */
-  double ms;      /* per step, mean over the profiled steps */
+  char what[200];      /* "h1 = relu(matmul(x, w1) + b1): matmul + add + relu" */
+  double ms;           /* per step, mean over the profiled steps */
+  double predicted_ms; /* the cost model's figure with this machine's calibration */
 } dpc_bench_kernel;
 
 #define DPC_BENCH_TOP 24
@@ -40,7 +41,8 @@ typedef struct dpc_bench_result {
   /* with opts.profile: the slowest kernels, slowest first, and the whole step's profiled time */
   dpc_bench_kernel top[DPC_BENCH_TOP];
   uint32_t n_top, n_kernels;
-  double profiled_ms;
+  double profiled_ms, predicted_ms;
+  double gflops, mem_gbs; /* the calibrated speed the prediction used */
 } dpc_bench_result;
 
 dpc_status dpc_bench(const dpc_graph *g, const dpc_bench_opts *o, dpc_bench_result *r, dpc_diag *d);

@@ -91,12 +91,15 @@ int dpc_cmd_bench(int argc, char **argv) {
              r.median_s * 1e3, r.min_s * 1e3, r.p90_s * 1e3, o.steps);
       printf("  %.0f samples/s\n", r.samples_per_s);
       if (o.profile) {
-        printf("  profile: %u kernels, %.3f ms a step in all (mean of %u more steps); the "
-               "slowest:\n",
-               r.n_kernels, r.profiled_ms, o.steps);
+        printf("  profile: %u kernels, %.3f ms a step in all (mean of %u more steps); the cost "
+               "model predicts %.3f ms\n"
+               "  (calibrated: %.0f GFLOP/s, %.1f GB/s; dpc devices). The slowest:\n",
+               r.n_kernels, r.profiled_ms, o.steps, r.predicted_ms, r.gflops, r.mem_gbs);
+        printf("  %8s %6s %9s  %s\n", "measured", "share", "predicted", "kernel");
         for (uint32_t i = 0; i < r.n_top; i++)
-          printf("  %8.3f ms %5.1f%%  %s\n", r.top[i].ms,
-                 r.profiled_ms > 0 ? 100 * r.top[i].ms / r.profiled_ms : 0, r.top[i].what);
+          printf("  %5.3f ms %5.1f%% %6.3f ms  %s\n", r.top[i].ms,
+                 r.profiled_ms > 0 ? 100 * r.top[i].ms / r.profiled_ms : 0, r.top[i].predicted_ms,
+                 r.top[i].what);
       }
     }
   }

@@ -1,0 +1,262 @@
+/*
+ * cost.c — per-node FLOPs, bytes and memory (see cost.h).
+ */
+#include "partitioner/cost.h"
+
+#include <string.h>
+
+static double numel(const dpc_value *v) {
+  return (double)dpc_shape_numel(&v->shape);
+}
+
+static double bytes_of(const dpc_value *v) {
+  return numel(v) * (double)dpc_dtype_size(v->dtype);
+}
+
+/* A rule gives the node's FLOPs; bytes and memory are the same for every op. */
+typedef double (*cost_rule)(const dpc_graph *g, const dpc_node *n);
+
+static const dpc_value *in(const dpc_graph *g, const dpc_node *n, uint32_t i) {
+  return dpc_node_input(g, n, i);
+}
+
+static const dpc_value *out(const dpc_graph *g, const dpc_node *n) {
+  return &g->values[n->out];
+}
+
+static double none(const dpc_graph *g, const dpc_node *n) {
+  (void)g, (void)n;
+  return 0;
+}
+
+/* Elementwise: a constant per output element, by how much work one element takes. */
+static double ew1(const dpc_graph *g, const dpc_node *n) {
+  return numel(out(g, n));
+}
+static double ew2(const dpc_graph *g, const dpc_node *n) {
+  return 2 * numel(out(g, n));
+}
+static double ew4(const dpc_graph *g, const dpc_node *n) {
+  return 4 * numel(out(g, n));
+}
+static double ew10(const dpc_graph *g, const dpc_node *n) { /* exp, log, tanh, erf, ... */
+  return 10 * numel(out(g, n));
+}
+static double ew20(const dpc_graph *g, const dpc_node *n) { /* gelu: erf and a few more */
+  return 20 * numel(out(g, n));
+}
+
+/* Reductions and their gradients: per element of the larger side. */
+static double per_in(const dpc_graph *g, const dpc_node *n) {
+  return numel(in(g, n, 0));
+}
+static double mse(const dpc_graph *g, const dpc_node *n) {
+  return 3 * numel(in(g, n, 0));
+}
+static double softmax(const dpc_graph *g, const dpc_node *n) { /* max, exp, sum, divide */
+  return 13 * numel(in(g, n, 0));
+}
+static double softmax_grad(const dpc_graph *g, const dpc_node *n) {
+  return 4 * numel(in(g, n, 0));
+}
+static double xent(const dpc_graph *g, const dpc_node *n) {
+  return 13 * numel(in(g, n, 0));
+}
+static double xent_grad(const dpc_graph *g, const dpc_node *n) {
+  return 13 * numel(in(g, n, 1));
+}
+static double norm(const dpc_graph *g, const dpc_node *n) { /* mean, variance, scale, shift */
+  return 8 * numel(in(g, n, 0));
+}
+static double norm_grad(const dpc_graph *g, const dpc_node *n) {
+  return 12 * numel(in(g, n, 1));
+}
+
+/* matmul: 2 M N K, with K from a's last (or, transposed, second to last) dimension. */
+static double matmul(const dpc_graph *g, const dpc_node *n) {
+  const dpc_value *a = in(g, n, 0);
+  int64_t k = a->shape.rank == 0 ? 1 : a->shape.d[a->shape.rank - 1];
+  if (a->shape.rank >= 2 &&
+      dpc_attrs_int(dpc_node_attrs(g, (uint32_t)(n - g->nodes)), "transpose_a"))
+    k = a->shape.d[a->shape.rank - 2];
+  return 2 * numel(out(g, n)) * (double)k;
+}
+
+/* Convolutions: 2 per output element and tap of one group's input channels; w is
+ * [C_out, C_in / groups, KH, KW], so numel(w) / C_out taps. Both gradients cost the same. */
+static double conv_taps(const dpc_value *w) {
+  return w->shape.rank ? numel(w) / (double)(w->shape.d[0] ? w->shape.d[0] : 1) : 1;
+}
+static double conv(const dpc_graph *g, const dpc_node *n) {
+  return 2 * numel(out(g, n)) * conv_taps(in(g, n, 1));
+}
+static double conv_grad_input(const dpc_graph *g, const dpc_node *n) { /* dy w x */
+  return 2 * numel(in(g, n, 0)) * conv_taps(in(g, n, 1));
+}
+static double conv_grad_weight(const dpc_graph *g, const dpc_node *n) { /* dy x w */
+  return 2 * numel(in(g, n, 0)) * conv_taps(in(g, n, 2));
+}
+
+/* Pools: one operation per output element and window tap. */
+static double pool_taps(const dpc_graph *g, const dpc_node *n) {
+  int64_t k[2] = {1, 1};
+  dpc_attrs_ints(dpc_node_attrs(g, (uint32_t)(n - g->nodes)), "kernel", k, 2, 2);
+  return (double)(k[0] * k[1]);
+}
+static double pool(const dpc_graph *g, const dpc_node *n) {
+  return numel(out(g, n)) * pool_taps(g, n);
+}
+static double pool_grad(const dpc_graph *g, const dpc_node *n) { /* dy x */
+  return numel(in(g, n, 0)) * pool_taps(g, n);
+}
+
+static const cost_rule rules[DPC_OP_COUNT] = {
+    [DPC_OP_INPUT] = none,
+    [DPC_OP_PARAM] = none,
+    [DPC_OP_STATE] = none,
+    [DPC_OP_CONSTANT] = none,
+    [DPC_OP_ADD] = ew1,
+    [DPC_OP_SUB] = ew1,
+    [DPC_OP_MUL] = ew1,
+    [DPC_OP_DIV] = ew4,
+    [DPC_OP_POW] = ew20,
+    [DPC_OP_MAX] = ew1,
+    [DPC_OP_MIN] = ew1,
+    [DPC_OP_NEG] = ew1,
+    [DPC_OP_ABS] = ew1,
+    [DPC_OP_RELU] = ew1,
+    [DPC_OP_RELU6] = ew2,
+    [DPC_OP_CLIP] = ew2,
+    [DPC_OP_LEAKY_RELU] = ew2,
+    [DPC_OP_GELU] = ew20,
+    [DPC_OP_SIGMOID] = ew10,
+    [DPC_OP_TANH] = ew10,
+    [DPC_OP_EXP] = ew10,
+    [DPC_OP_LOG] = ew10,
+    [DPC_OP_SQRT] = ew4,
+    [DPC_OP_RSQRT] = ew4,
+    [DPC_OP_ERF] = ew10,
+    [DPC_OP_FLOOR] = ew1,
+    [DPC_OP_SIGN] = ew1,
+    [DPC_OP_COS] = ew10,
+    [DPC_OP_SIN] = ew10,
+    [DPC_OP_EQUAL] = ew1,
+    [DPC_OP_LESS] = ew1,
+    [DPC_OP_GREATER] = ew1,
+    [DPC_OP_NOT] = ew1,
+    [DPC_OP_WHERE] = ew1,
+    [DPC_OP_SOFTMAX] = softmax,
+    [DPC_OP_LOG_SOFTMAX] = softmax,
+    [DPC_OP_SOFTMAX_CROSS_ENTROPY] = xent,
+    [DPC_OP_MSE] = mse,
+    [DPC_OP_REDUCE_SUM] = per_in,
+    [DPC_OP_REDUCE_MEAN] = per_in,
+    [DPC_OP_REDUCE_MAX] = per_in,
+    [DPC_OP_TRANSPOSE] = none,
+    [DPC_OP_RESHAPE] = none,
+    [DPC_OP_FLATTEN] = none,
+    [DPC_OP_CONCAT] = none,
+    [DPC_OP_SPLIT] = none,
+    [DPC_OP_SLICE] = none,
+    [DPC_OP_GATHER] = none,
+    [DPC_OP_CAST] = ew1,
+    [DPC_OP_MATMUL] = matmul,
+    [DPC_OP_CONV2D] = conv,
+    [DPC_OP_MAX_POOL2D] = pool,
+    [DPC_OP_AVG_POOL2D] = pool,
+    [DPC_OP_BATCH_NORM] = norm,
+    [DPC_OP_LAYER_NORM] = norm,
+    [DPC_OP_DROPOUT] = ew2,
+    [DPC_OP_SUM_TO] = per_in,
+    [DPC_OP_EXPAND] = none,
+    [DPC_OP_ZEROS_LIKE] = none,
+    [DPC_OP_SOFTMAX_GRAD] = softmax_grad,
+    [DPC_OP_LOG_SOFTMAX_GRAD] = softmax_grad,
+    [DPC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = xent_grad,
+    [DPC_OP_SLICE_GRAD] = none,
+    [DPC_OP_GATHER_GRAD] = per_in,
+    [DPC_OP_CONV2D_GRAD_INPUT] = conv_grad_input,
+    [DPC_OP_CONV2D_GRAD_WEIGHT] = conv_grad_weight,
+    [DPC_OP_MAX_POOL2D_GRAD] = pool_grad,
+    [DPC_OP_AVG_POOL2D_GRAD] = pool_grad,
+    [DPC_OP_BATCH_NORM_GRAD] = norm_grad,
+    [DPC_OP_LAYER_NORM_GRAD] = norm_grad,
+};
+
+bool dpc_cost_has_rule(dpc_op op) {
+  return op < DPC_OP_COUNT && rules[op] != NULL;
+}
+
+dpc_status dpc_cost_graph(const dpc_graph *g, dpc_node_cost *c, dpc_diag *d) {
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    const dpc_node *n = &g->nodes[i];
+    if (!dpc_cost_has_rule(n->op))
+      return dpc_graph_fail_node(g, i, d, DPC_ERR_INTERNAL, "%s has no cost rule",
+                                 dpc_op_name(n->op));
+    for (uint32_t k = 0; k < n->n_out; k++)
+      if (!dpc_shape_is_concrete(&g->values[n->out + k].shape))
+        return dpc_graph_fail_node(g, i, d, DPC_ERR_INVALID,
+                                   "cannot cost a graph with symbolic shapes: bind it first");
+    dpc_node_cost nc = {0};
+    bool source = dpc_op_has(n->op, DPC_OPF_SOURCE);
+    nc.flops = rules[n->op](g, n);
+    for (uint32_t k = 0; !source && k < n->n_in; k++) nc.bytes_in += bytes_of(in(g, n, k));
+    for (uint32_t k = 0; k < n->n_out; k++) nc.memory += bytes_of(&g->values[n->out + k]);
+    nc.bytes_out = source ? 0 : nc.memory;
+    c[i] = nc;
+  }
+  return DPC_OK;
+}
+
+dpc_cost_total dpc_cost_sum(const dpc_graph *g, const dpc_node_cost *c) {
+  dpc_cost_total t = {0};
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    t.flops += c[i].flops;
+    t.bytes += c[i].bytes_in + c[i].bytes_out;
+    switch (g->nodes[i].op) {
+    case DPC_OP_PARAM: t.param_bytes += c[i].memory; break;
+    case DPC_OP_STATE: t.state_bytes += c[i].memory; break;
+    default: t.activation_bytes += c[i].memory; break;
+    }
+  }
+  return t;
+}
+
+/* Whether value v is computed inside the group rooted at `root`. */
+static bool in_group(const dpc_graph *g, uint32_t v, uint32_t root) {
+  uint32_t p = g->values[v].node;
+  return p == root || g->nodes[p].fused == root;
+}
+
+double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint32_t node,
+                               const dpc_device_speed *s) {
+  const dpc_node *root = &g->nodes[node];
+  if (dpc_op_has(root->op, DPC_OPF_SOURCE) || root->fused != DPC_NONE) return 0;
+  double gemm = 0, other = 0, bytes = c[node].bytes_out;
+  for (uint32_t i = 0; i <= node; i++) {
+    const dpc_node *n = &g->nodes[i];
+    if (i != node && n->fused != node) continue;
+    bool heavy = n->op == DPC_OP_MATMUL || n->op == DPC_OP_CONV2D ||
+                 n->op == DPC_OP_CONV2D_GRAD_INPUT || n->op == DPC_OP_CONV2D_GRAD_WEIGHT;
+    if (heavy)
+      gemm += c[i].flops;
+    else
+      other += c[i].flops;
+    /* only what comes from outside the group is read from memory, each value once */
+    for (uint32_t k = 0; k < n->n_in; k++) {
+      uint32_t v = dpc_node_inputs(g, n)[k];
+      if (in_group(g, v, node)) continue;
+      bool seen = false;
+      for (uint32_t j = 0; j < i && !seen; j++) {
+        const dpc_node *m = &g->nodes[j];
+        if (j != node && m->fused != node) continue;
+        for (uint32_t q = 0; q < m->n_in && !seen; q++) seen = dpc_node_inputs(g, m)[q] == v;
+      }
+      for (uint32_t q = 0; q < k && !seen; q++) seen = dpc_node_inputs(g, n)[q] == v;
+      if (!seen) bytes += bytes_of(&g->values[v]);
+    }
+  }
+  double compute = (gemm + 4 * other) / (s->gflops * 1e9);
+  double memory = bytes / (s->mem_gbs * 1e9);
+  return compute > memory ? compute : memory;
+}

@@ -1,0 +1,57 @@
+/*
+ * cost.h — what each node of a graph costs: arithmetic, memory traffic, and the memory it holds.
+ *
+ *   dpc_node_cost *c = calloc(g->n_nodes, sizeof *c);
+ *   dpc_cost_graph(g, c, &d);                       // g bound: every shape concrete
+ *   dpc_cost_total t = dpc_cost_sum(g, c);          // FLOPs, bytes, parameter memory, ...
+ *   double s = dpc_cost_kernel_seconds(g, c, node, &speed);   // one kernel (a fusion group)
+ *
+ * FLOPs come from one rule per op (the table in cost.c, indexed by the op enum, checked
+ * complete by unit.cost): 2 M N K for matmul, the same per output element and kernel tap for
+ * convolutions and their gradients, a small constant per element for elementwise ops (1 for
+ * add, ~10 for a transcendental), per input element for reductions. Bytes are what a kernel
+ * reads and writes: for a fusion group, only the group's inputs from outside and the root's
+ * outputs, because that is what fusion saves. The partitioner weighs nodes with these figures,
+ * and the simulator turns them into time with a device's calibrated speed.
+ */
+#ifndef DPC_PARTITIONER_COST_H
+#define DPC_PARTITIONER_COST_H
+
+#include "ir/graph.h"
+
+typedef struct dpc_node_cost {
+  double flops;     /* floating-point (or integer) operations per run */
+  double bytes_in;  /* bytes its kernel reads */
+  double bytes_out; /* bytes its kernel writes */
+  double memory;    /* bytes of its outputs: what it holds while they live */
+} dpc_node_cost;
+
+/* Per-node costs of g (whose shapes must be concrete); out has g->n_nodes entries. */
+dpc_status dpc_cost_graph(const dpc_graph *g, dpc_node_cost *out, dpc_diag *d);
+
+/* Whether every op has a cost rule (unit.cost enumerates the table). */
+bool dpc_cost_has_rule(dpc_op op);
+
+typedef struct dpc_cost_total {
+  double flops, bytes;     /* over every kernel: FLOPs, bytes read + written */
+  double param_bytes;      /* params */
+  double state_bytes;      /* optimizer and model state */
+  double activation_bytes; /* every other value (no reuse: what the plan holds today) */
+} dpc_cost_total;
+
+dpc_cost_total dpc_cost_sum(const dpc_graph *g, const dpc_node_cost *c);
+
+/* A device's speed: GEMM-class arithmetic and memory bandwidth (dpc devices measures both). */
+typedef struct dpc_device_speed {
+  double gflops;  /* FLOP/s / 1e9 of matmul and convolution */
+  double mem_gbs; /* bytes/s / 1e9 a kernel streams */
+} dpc_device_speed;
+
+/* The predicted time of the kernel rooted at `node` (with its fusion group, if any): its
+ * arithmetic at the device's speed (elementwise and reduction ops at a quarter of it: they do
+ * not run at GEMM efficiency) or its memory traffic, whichever is longer (a roofline). 0 for
+ * sources and fused members. */
+double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint32_t node,
+                               const dpc_device_speed *s);
+
+#endif

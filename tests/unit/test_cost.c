@@ -1,0 +1,155 @@
+/*
+ * test_cost.c — the cost model: a rule for every op, exact FLOPs where they are known, and the
+ * bytes a fused kernel moves.
+ */
+#include "codegen/cpu/cpu.h"
+#include "frontend/frontend.h"
+#include "partitioner/cost.h"
+#include "passes/pass.h"
+#include "tools/dpc/driver.h"
+#include "unit.h"
+
+#include <stdlib.h>
+
+static void every_op_has_a_rule(void) {
+  for (int op = 0; op < DPC_OP_COUNT; op++)
+    CHECK_MSG(dpc_cost_has_rule((dpc_op)op), "%s has no cost rule", dpc_op_name((dpc_op)op));
+}
+
+/* Parse, run the pipeline (training when asked), bind every symbol to n. */
+static dpc_graph *prepared(const char *text, bool training, unsigned fuse, int64_t n) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_graph *g = NULL;
+  CHECK_MSG(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK, "%s", d.msg);
+  if (!g) return NULL;
+  dpc_pass_opts po = {.training = training, .fuse = fuse};
+  int64_t vals[8] = {n, n, n, n, n, n, n, n};
+  CHECK_MSG((!training || dpc_driver_default_horizon(g, &d) == DPC_OK) &&
+                dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK,
+            "%s", d.msg);
+  dpc_diag_free(&d);
+  return g;
+}
+
+static dpc_node_cost *costs(const dpc_graph *g) {
+  dpc_node_cost *c = calloc(g->n_nodes, sizeof *c);
+  dpc_diag d;
+  dpc_diag_init(&d);
+  CHECK_MSG(dpc_cost_graph(g, c, &d) == DPC_OK, "%s", d.msg);
+  dpc_diag_free(&d);
+  return c;
+}
+
+static double flops_of(const dpc_graph *g, const dpc_node_cost *c, dpc_op op) {
+  double f = 0;
+  for (uint32_t i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == op) f += c[i].flops;
+  return f;
+}
+
+static void exact_flops(void) {
+  dpc_graph *g = prepared("input a: f32[N, 3, 5]\ninput b: f32[7, 5]\n"
+                          "y = matmul(a, b, transpose_b=1)\n"
+                          "input c: f32[4, 6]\ninput e: f32[4, 9]\n"
+                          "z = matmul(c, e, transpose_a=1)\n"
+                          "input x: f32[N, 4, 10, 12]\ninput w: f32[8, 2, 3, 3]\n"
+                          "v = conv2d(x, w, pad=1, groups=2)\n"
+                          "p = max_pool2d(v, kernel=2)\n"
+                          "output y, z, p\n",
+                          false, 0, 2);
+  if (!g) return;
+  dpc_node_cost *c = costs(g);
+  /* batched [2,3,5] x [5,7]: 2 * 2*3*7 * 5; [4,6]^T x [4,9]: 2 * 6*9 * 4 */
+  CHECK(flops_of(g, c, DPC_OP_MATMUL) == 2.0 * 2 * 3 * 7 * 5 + 2.0 * 6 * 9 * 4);
+  /* y [2, 8, 10, 12], each output 2 input channels x 9 taps, 2 FLOPs a tap */
+  CHECK(flops_of(g, c, DPC_OP_CONV2D) == 2.0 * (2 * 8 * 10 * 12) * (2 * 3 * 3));
+  CHECK(flops_of(g, c, DPC_OP_MAX_POOL2D) == (2.0 * 8 * 5 * 6) * 4);
+  free(c);
+  dpc_graph_free(g);
+}
+
+static dpc_graph *example(const char *name, bool training, unsigned fuse, int64_t n) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/examples/%s.graph", DPC_SOURCE_DIR, name);
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    CHECK_MSG(false, "cannot open %s", path);
+    return NULL;
+  }
+  static char text[1 << 16];
+  size_t len = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[len] = 0;
+  return prepared(text, training, fuse, n);
+}
+
+/* The MLP's training step: its GEMMs are 3.22 MFLOP a sample (forward, weight gradients, and
+ * the input gradients of layers 2 and 3), as the anchors count them; its params as declared. */
+static void mlp_training(void) {
+  dpc_graph *g = example("fashion_mlp", true, 0, 128);
+  if (!g) return;
+  dpc_node_cost *c = costs(g);
+  double fwd = 2.0 * (784 * 512 + 512 * 512 + 512 * 10), dx = 2.0 * (512 * 512 + 512 * 10);
+  CHECK_MSG(flops_of(g, c, DPC_OP_MATMUL) == 128 * (2 * fwd + dx), "%.0f vs %.0f",
+            flops_of(g, c, DPC_OP_MATMUL), 128 * (2 * fwd + dx));
+  dpc_cost_total t = dpc_cost_sum(g, c);
+  CHECK(t.param_bytes == 4.0 * (784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10));
+  /* momentum buffers, one per param, and the step counter */
+  CHECK(t.state_bytes >= t.param_bytes && t.state_bytes < t.param_bytes + 64);
+  CHECK(t.flops > 128 * (2 * fwd + dx) && t.flops < 1.05 * 128 * (2 * fwd + dx));
+  free(c);
+  dpc_graph_free(g);
+}
+
+/* A fused kernel reads only what comes from outside its group: h1 = relu(x w1 + b1) moves x, w1,
+ * b1 and h1, never the pre-activation. */
+static void fused_bytes(void) {
+  dpc_graph *g = example("fashion_mlp", false, dpc_cpu_fusion(), 64);
+  if (!g) return;
+  dpc_node_cost *c = costs(g);
+  uint32_t h1 = dpc_graph_find(g, "h1");
+  CHECK(h1 != DPC_NONE);
+  if (h1 != DPC_NONE) {
+    uint32_t root = g->values[h1].node;
+    CHECK(g->nodes[root].fused == DPC_NONE);
+    double bytes = 4.0 * (64 * 784 + 784 * 512 + 512 + 64 * 512);
+    /* memory-bound speed: the time is the bytes */
+    dpc_device_speed slow = {1e9, 1};
+    double s = dpc_cost_kernel_seconds(g, c, root, &slow);
+    CHECK_MSG(fabs(s - bytes * 1e-9) < 1e-12, "%.6g s for %.0f bytes", s, bytes);
+    /* compute-bound: the GEMM's FLOPs at full speed, the add and relu at a quarter */
+    dpc_device_speed fast = {1, 1e9};
+    double gemm = 2.0 * 64 * 512 * 784, ew = 2.0 * 64 * 512;
+    s = dpc_cost_kernel_seconds(g, c, root, &fast);
+    CHECK_MSG(fabs(s - (gemm + 4 * ew) * 1e-9) < 1e-9 * s, "%.6g s", s);
+    /* members cost nothing on their own */
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+      if (g->nodes[i].fused == root) CHECK(dpc_cost_kernel_seconds(g, c, i, &fast) == 0);
+  }
+  free(c);
+  dpc_graph_free(g);
+}
+
+static void symbolic_is_an_error(void) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_graph *g = NULL;
+  const char *text = "input a: f32[N, 3]\ny = relu(a)\noutput y\n";
+  CHECK(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK);
+  if (g) {
+    dpc_node_cost c[8];
+    CHECK(dpc_cost_graph(g, c, &d) == DPC_ERR_INVALID && strstr(d.msg, "bind"));
+    dpc_graph_free(g);
+  }
+  dpc_diag_free(&d);
+}
+
+const unit_test unit_tests[] = {
+    {"every_op_has_a_rule", every_op_has_a_rule},
+    {"exact_flops", exact_flops},
+    {"mlp_training", mlp_training},
+    {"fused_bytes", fused_bytes},
+    {"symbolic_is_an_error", symbolic_is_an_error},
+    {NULL, NULL},
+};
