@@ -16,6 +16,7 @@ enum {
   DPC_OPF_DIFF = 1u << 2,     /* differentiable: autodiff must have a rule for it */
   DPC_OPF_ELEMWISE = 1u << 3, /* output element i depends only on input elements at i */
   DPC_OPF_MODE = 1u << 4,     /* behaves differently when training (dropout, batch_norm) */
+  DPC_OPF_COMM = 1u << 5,     /* communication: runs across devices (the executor, not a kernel) */
 };
 
 typedef enum dpc_op {

@@ -340,6 +340,7 @@ const dpc_shape_rule dpc_shape_rules[DPC_OP_COUNT] = {
     [DPC_OP_FLATTEN] = dpc_rule_flatten,
     [DPC_OP_CONCAT] = dpc_rule_concat,
     [DPC_OP_SPLIT] = dpc_rule_split,
+    [DPC_OP_ALL_REDUCE] = dpc_rule_all_reduce,
     [DPC_OP_SLICE] = dpc_rule_slice,
     [DPC_OP_GATHER] = dpc_rule_gather,
     [DPC_OP_CAST] = dpc_rule_cast,

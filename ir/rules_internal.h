@@ -184,6 +184,7 @@ dpc_status dpc_rule_softmax(dpc_graph *g, uint32_t node, dpc_diag *d);
 dpc_status dpc_rule_softmax_grad(dpc_graph *g, uint32_t node, dpc_diag *d);
 dpc_status dpc_rule_source(dpc_graph *g, uint32_t node, dpc_diag *d);
 dpc_status dpc_rule_split(dpc_graph *g, uint32_t node, dpc_diag *d);
+dpc_status dpc_rule_all_reduce(dpc_graph *g, uint32_t node, dpc_diag *d);
 dpc_status dpc_rule_sum_to(dpc_graph *g, uint32_t node, dpc_diag *d);
 dpc_status dpc_rule_transpose(dpc_graph *g, uint32_t node, dpc_diag *d);
 dpc_status dpc_rule_unary(dpc_graph *g, uint32_t node, dpc_diag *d);

@@ -360,3 +360,22 @@ dpc_status dpc_rule_matmul(dpc_graph *g, uint32_t node, dpc_diag *d) {
   set_out(g, node, 0, IN(0)->dtype, &s);
   return DPC_OK;
 }
+
+/* all_reduce: as many outputs as inputs, every input the same float type. */
+dpc_status dpc_rule_all_reduce(dpc_graph *g, uint32_t node, dpc_diag *d) {
+  uint32_t nout = g->nodes[node].n_out;
+  dpc_status st;
+  if (nout != NIN)
+    return fail(g, node, d, "all_reduce has %u inputs but %u outputs: one output per input", NIN,
+                nout);
+  if ((st = need_float(g, node, 0, d))) return st;
+  for (uint32_t i = 1; i < NIN; i++) {
+    if ((st = same_type(g, node, 0, i, d))) return st;
+  }
+  char op[16];
+  dpc_attrs_str(dpc_node_attrs(g, node), "op", op, sizeof op);
+  if (strcmp(op, "mean") && strcmp(op, "sum"))
+    return fail(g, node, d, "all_reduce op is mean or sum, not '%s'", op);
+  for (uint32_t k = 0; k < nout; k++) set_out(g, node, k, IN(0)->dtype, &IN(0)->shape);
+  return DPC_OK;
+}

@@ -110,6 +110,11 @@ static double pool_grad(const dpc_graph *g, const dpc_node *n) { /* dy x */
   return numel(in(g, n, 0)) * pool_taps(g, n);
 }
 
+/* all_reduce: one add per element of every input but the first. */
+static double all_reduce(const dpc_graph *g, const dpc_node *n) {
+  return numel(out(g, n)) * (double)(n->n_in ? n->n_in - 1 : 0);
+}
+
 static const cost_rule rules[DPC_OP_COUNT] = {
     [DPC_OP_INPUT] = none,
     [DPC_OP_PARAM] = none,
@@ -181,6 +186,7 @@ static const cost_rule rules[DPC_OP_COUNT] = {
     [DPC_OP_AVG_POOL2D_GRAD] = pool_grad,
     [DPC_OP_BATCH_NORM_GRAD] = norm_grad,
     [DPC_OP_LAYER_NORM_GRAD] = norm_grad,
+    [DPC_OP_ALL_REDUCE] = all_reduce,
 };
 
 bool dpc_cost_has_rule(dpc_op op) {

@@ -221,6 +221,7 @@ dpc_status dpc_ref_reshape(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_flatten(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_concat(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_split(const dpc_kernel_args *a, dpc_diag *d);
+dpc_status dpc_ref_all_reduce(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_slice(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_gather(const dpc_kernel_args *a, dpc_diag *d);
 dpc_status dpc_ref_slice_grad(const dpc_kernel_args *a, dpc_diag *d);

@@ -221,3 +221,20 @@ dpc_status dpc_ref_gather_grad(const dpc_kernel_args *a, dpc_diag *d) {
   }
   return DPC_OK;
 }
+
+/* The sum (or mean) of every input, in input order, written to every output: on one device,
+ * what the collective computes across devices. */
+dpc_status dpc_ref_all_reduce(const dpc_kernel_args *a, dpc_diag *d) {
+  (void)d;
+  char op[16];
+  dpc_attrs_str(dpc_ref_attrs(a), "op", op, sizeof op);
+  bool mean = !strcmp(op, "mean");
+  int64_t n = dpc_tensor_numel(&a->out[0]);
+  for (int64_t i = 0; i < n; i++) {
+    double s = 0;
+    for (uint32_t j = 0; j < a->n_in; j++) s += dpc_tload(&a->in[j], i);
+    if (mean) s /= a->n_in;
+    for (uint32_t k = 0; k < a->n_out; k++) dpc_tstore(&a->out[k], i, s);
+  }
+  return DPC_OK;
+}

@@ -54,6 +54,7 @@ const dpc_kernel_fn dpc_ref_kernels[DPC_OP_COUNT] = {
     [DPC_OP_FLATTEN] = dpc_ref_flatten,
     [DPC_OP_CONCAT] = dpc_ref_concat,
     [DPC_OP_SPLIT] = dpc_ref_split,
+    [DPC_OP_ALL_REDUCE] = dpc_ref_all_reduce,
     [DPC_OP_SLICE] = dpc_ref_slice,
     [DPC_OP_GATHER] = dpc_ref_gather,
     [DPC_OP_CAST] = dpc_ref_cast,

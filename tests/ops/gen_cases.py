@@ -1912,6 +1912,25 @@ def op_names():
     return names
 
 
+def gen_comm():
+    """all_reduce: every output is the sum (or mean) of every input."""
+    rng = np.random.default_rng(1000)
+    a, b, c = (randn(rng, (2, 3)) for _ in range(3))
+    case("all_reduce", "mean_three",
+         f"input a: {ty(a)}\ninput b: {ty(b)}\ninput c: {ty(c)}\nx, y, z = all_reduce(a, b, c)\noutput x, y, z",
+         {"a": a, "b": b, "c": c},
+         {k: ((a.astype(np.float64) + b + c) / 3).astype(f32) for k in "xyz"})
+    a, b = randn(rng, (4,), f64), randn(rng, (4,), f64)
+    case("all_reduce", "sum_f64", f'input a: {ty(a)}\ninput b: {ty(b)}\nx, y = all_reduce(a, b, op="sum")\noutput x, y',
+         {"a": a, "b": b}, {"x": a + b, "y": a + b})
+    a = randn(rng, (3, 2))
+    case("all_reduce", "one_rank_symbolic", f"input a: {ty(a, 'N')}\nx = all_reduce(a)\noutput x",
+         {"a": a}, {"x": a})
+    a, b = randn(rng, (2, 2)), randn(rng, (2, 3))
+    case("all_reduce", "shapes_differ", f"input a: {ty(a)}\ninput b: {ty(b)}\nx, y = all_reduce(a, b)\noutput x, y",
+         {"a": a, "b": b}, {}, test="error=all_reduce")
+
+
 def main():
     if CASES.exists():
         shutil.rmtree(CASES)
@@ -1933,6 +1952,7 @@ def main():
         gen_layout_grads()
         gen_conv_pool_grads()
         gen_norm_grads()
+        gen_comm()
     missing = [op for op in op_names() if op not in written]
     extra = [op for op in written if op not in op_names()]
     size = sum(f.stat().st_size for f in CASES.rglob("*") if f.is_file())
