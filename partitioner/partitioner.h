@@ -17,6 +17,21 @@
 dpc_status dpc_plan_single(const dpc_graph *g, const char *device, bool training, dpc_plan **out,
                            dpc_diag *d);
 
+/* Plan g on devices devs[0..n): each node on the device it is placed on (node.device, one of
+ * devs; unplaced nodes and every node of a one-device plan on devs[0]), communication ops on
+ * every device they connect (input k on device k), an event wherever a kernel reads a value
+ * computed on another device. Updates are computed in their target's slot where safe. */
+dpc_status dpc_plan_devices(const dpc_graph *g, const char *const *devs, uint32_t n, bool training,
+                            dpc_plan **out, dpc_diag *d);
+
+/* The synchronous data-parallel training graph (partitioner/data_parallel.c): `replica` is the
+ * training graph bound at the batch of one replica; the result holds `replicas` copies of it,
+ * copy r placed on devices[r] and reading rows [r b, (r + 1) b) of the global inputs of batch
+ * `batch` = replicas x b, with every param's gradient and the loss all-reduced (mean) between
+ * the copies. Replica 0 keeps the graph's names; replica r's values are named `name@r`. */
+dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint32_t replicas,
+                                   const char *const *devices, dpc_graph **out, dpc_diag *d);
+
 /* The graph as Graphviz text: one cluster per device, nodes labelled with op, name and type,
  * edges with the type that flows on them; edges between devices drawn red and dashed. */
 dpc_status dpc_dot_graph(const dpc_graph *g, dpc_buf *out);

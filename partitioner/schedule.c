@@ -49,9 +49,172 @@ static bool update_in_place(const dpc_graph *g, uint32_t v, uint32_t t, const bo
   return true;
 }
 
-dpc_status dpc_plan_single(const dpc_graph *src, const char *device, bool training, dpc_plan **out,
-                           dpc_diag *d) {
+/* Which of `devs` node i runs on: its placement's index (0 when unplaced, or with one device);
+ * DPC_NONE for communication between devices, which runs on every device it connects. */
+static dpc_status node_device(const dpc_graph *g, uint32_t i, const char *const *devs, uint32_t n,
+                              uint32_t *out, dpc_diag *d) {
+  const dpc_node *nd = &g->nodes[i];
+  *out = 0;
+  /* on one device, communication is an ordinary kernel: the reference computes it in place */
+  if (n == 1) return DPC_OK;
+  if (dpc_op_has(nd->op, DPC_OPF_COMM)) {
+    *out = DPC_NONE;
+    if (nd->n_in > n)
+      return dpc_graph_fail_node(g, i, d, DPC_ERR_INVALID,
+                                 "%s connects %u devices, but the plan has %u", dpc_op_name(nd->op),
+                                 nd->n_in, n);
+    return DPC_OK;
+  }
+  if (nd->device == DPC_NONE) return DPC_OK;
+  const char *want = dpc_graph_str(g, nd->device);
+  for (uint32_t k = 0; k < n; k++)
+    if (!strcmp(devs[k], want)) {
+      *out = k;
+      return DPC_OK;
+    }
+  return dpc_graph_fail_node(g, i, d, DPC_ERR_INVALID,
+                             "is placed on '%s', which is not one of the plan's %u devices", want,
+                             n);
+}
+
+typedef struct planner {
+  dpc_plan *p;
+  uint32_t *ndev;  /* per node: device, DPC_NONE for communication */
+  uint32_t *vdev;  /* per value: the device its slot is on */
+  uint32_t *event; /* per value: the event a cross-device reader waits on, or DPC_NONE */
+  bool *waited;    /* [device][event]: already waited for in this step list */
+  uint32_t *in_place;
+  bool *taken;
+} planner;
+
+static void planner_free(planner *pl) {
+  free(pl->ndev);
+  free(pl->vdev);
+  free(pl->event);
+  free(pl->waited);
+  free(pl->in_place);
+  free(pl->taken);
+}
+
+/* The kernel step of node i on device dev, with the waits before it and the signals after. */
+static dpc_status emit_node(planner *pl, uint32_t i, uint32_t dev, uint32_t rank, dpc_diag *d) {
+  dpc_plan *p = pl->p;
+  const dpc_graph *g = p->g;
+  const dpc_node *nd = &g->nodes[i];
+  dpc_status st = DPC_OK;
+  for (uint32_t k = 0; k < nd->n_in && !st; k++) {
+    uint32_t v = dpc_node_inputs(g, nd)[k], e = pl->event[v];
+    if (e == DPC_NONE || pl->vdev[v] == dev || pl->waited[(size_t)dev * p->n_events + e]) continue;
+    pl->waited[(size_t)dev * p->n_events + e] = true;
+    st = push_step(
+        &p->devs[dev],
+        (dpc_step){.kind = DPC_STEP_WAIT, .node = DPC_NONE, .peer = pl->vdev[v], .event = e}, d);
+  }
+  if (!st)
+    st = push_step(&p->devs[dev], (dpc_step){.kind = DPC_STEP_KERNEL, .node = i, .peer = rank}, d);
+  for (uint32_t k = 0; k < nd->n_out && !st; k++) {
+    uint32_t v = nd->out + k;
+    if (pl->event[v] != DPC_NONE && pl->vdev[v] == dev)
+      st = push_step(
+          &p->devs[dev],
+          (dpc_step){.kind = DPC_STEP_SIGNAL, .node = DPC_NONE, .peer = dev, .event = pl->event[v]},
+          d);
+  }
+  return st;
+}
+
+static dpc_status plan_build(planner *pl, const char *const *devs, uint32_t n, bool training,
+                             dpc_diag *d) {
+  dpc_plan *p = pl->p;
+  const dpc_graph *g = p->g;
+  uint32_t nn = g->n_nodes ? g->n_nodes : 1, nv = g->n_values ? g->n_values : 1;
+  pl->ndev = malloc(nn * sizeof *pl->ndev);
+  pl->vdev = calloc(nv, sizeof *pl->vdev);
+  pl->event = malloc(nv * sizeof *pl->event);
+  pl->in_place = malloc(nv * sizeof *pl->in_place);
+  pl->taken = calloc(nv, sizeof *pl->taken);
+  if (!pl->ndev || !pl->vdev || !pl->event || !pl->in_place || !pl->taken)
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory building the plan");
+  dpc_status st = DPC_OK;
+  for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
+    st = node_device(g, i, devs, n, &pl->ndev[i], d);
+    const dpc_node *nd = &g->nodes[i];
+    for (uint32_t k = 0; k < nd->n_out && !st; k++)
+      pl->vdev[nd->out + k] = pl->ndev[i] == DPC_NONE ? k : pl->ndev[i];
+  }
+  /* communication: input k must already be on device k */
+  for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
+    const dpc_node *nd = &g->nodes[i];
+    if (pl->ndev[i] != DPC_NONE) continue;
+    for (uint32_t k = 0; k < nd->n_in && !st; k++)
+      if (pl->vdev[dpc_node_inputs(g, nd)[k]] != k)
+        st = dpc_graph_fail_node(g, i, d, DPC_ERR_INVALID,
+                                 "input %u of %s is on %s, not on device %u", k,
+                                 dpc_op_name(nd->op), devs[pl->vdev[dpc_node_inputs(g, nd)[k]]], k);
+  }
+  /* an event for every value a kernel on another device reads (sources are set before the
+   * step; communication lines its devices up itself) */
+  for (uint32_t v = 0; v < g->n_values; v++) pl->event[v] = DPC_NONE;
+  for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
+    const dpc_node *nd = &g->nodes[i];
+    if (pl->ndev[i] == DPC_NONE || dpc_op_has(nd->op, DPC_OPF_SOURCE)) continue;
+    for (uint32_t k = 0; k < nd->n_in; k++) {
+      uint32_t v = dpc_node_inputs(g, nd)[k];
+      if (pl->vdev[v] == pl->ndev[i] || dpc_op_has(g->nodes[g->values[v].node].op, DPC_OPF_SOURCE))
+        continue;
+      if (pl->event[v] == DPC_NONE) pl->event[v] = p->n_events++;
+    }
+  }
+  pl->waited = calloc((size_t)n * (p->n_events ? p->n_events : 1), sizeof *pl->waited);
+  if (!st && !pl->waited) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory building the plan");
+  /* updates computed in their target's slot where safe (update_in_place) */
+  for (uint32_t v = 0; v < g->n_values; v++) pl->in_place[v] = DPC_NONE;
+  for (uint32_t i = 0; training && i < g->n_updates && !st; i++) {
+    uint32_t v = g->updates[i].value, t = g->updates[i].target;
+    if (pl->vdev[v] != pl->vdev[t])
+      st = dpc_diag_fail(d, DPC_ERR_INVALID, "an update crosses devices (%s to %s)",
+                         devs[pl->vdev[v]], devs[pl->vdev[t]]);
+    else if (update_in_place(g, v, t, pl->taken)) {
+      pl->in_place[v] = t;
+      pl->taken[v] = true;
+    }
+  }
+  /* slots, one buffer per device */
+  for (uint32_t v = 0; v < g->n_values && !st; v++) {
+    if (pl->in_place[v] != DPC_NONE) continue;
+    const dpc_value *val = &g->values[v];
+    uint64_t bytes = (uint64_t)dpc_shape_numel(&val->shape) * dpc_dtype_size(val->dtype);
+    dpc_plan_device *dv = &p->devs[pl->vdev[v]];
+    p->slots[v] = (dpc_slot){pl->vdev[v], dv->bytes, bytes};
+    dv->bytes += (bytes + DPC_SLOT_ALIGN - 1) / DPC_SLOT_ALIGN * DPC_SLOT_ALIGN;
+  }
+  for (uint32_t v = 0; v < g->n_values; v++)
+    if (pl->in_place[v] != DPC_NONE) p->slots[v] = p->slots[pl->in_place[v]];
+  /* each device's steps in the graph's order */
+  for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
+    const dpc_node *nd = &g->nodes[i];
+    if (dpc_op_has(nd->op, DPC_OPF_SOURCE)) continue;
+    if (pl->ndev[i] != DPC_NONE) {
+      st = emit_node(pl, i, pl->ndev[i], 0, d);
+      continue;
+    }
+    for (uint32_t k = 0; k < nd->n_in && !st; k++) st = emit_node(pl, i, k, k, d);
+  }
+  for (uint32_t i = 0; training && i < g->n_updates && !st; i++)
+    if (pl->in_place[g->updates[i].value] != g->updates[i].target)
+      st = push_step(&p->devs[pl->vdev[g->updates[i].target]],
+                     (dpc_step){.kind = DPC_STEP_COPY,
+                                .node = DPC_NONE,
+                                .src = g->updates[i].value,
+                                .dst = g->updates[i].target},
+                     d);
+  return st;
+}
+
+dpc_status dpc_plan_devices(const dpc_graph *src, const char *const *devs, uint32_t n,
+                            bool training, dpc_plan **out, dpc_diag *d) {
   *out = NULL;
+  if (n < 1) return dpc_diag_fail(d, DPC_ERR_INVALID, "a plan needs at least one device");
   for (uint32_t v = 0; v < src->n_values; v++) {
     if (!dpc_shape_is_concrete(&src->values[v].shape)) {
       char ty[160], lbl[96];
@@ -66,61 +229,27 @@ dpc_status dpc_plan_single(const dpc_graph *src, const char *device, bool traini
   if (!p) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory building the plan");
   p->training = training;
   p->g = dpc_graph_clone(src);
-  p->devs = calloc(1, sizeof *p->devs);
+  p->devs = calloc(n, sizeof *p->devs);
   p->slots = calloc(src->n_values ? src->n_values : 1, sizeof *p->slots);
-  if (!p->g || !p->devs || !p->slots || !(p->devs[0].name = dpc_strdup(device))) {
+  bool ok = p->g && p->devs && p->slots;
+  for (uint32_t k = 0; ok && k < n; k++) ok = (p->devs[k].name = dpc_strdup(devs[k])) != NULL;
+  if (!ok) {
     dpc_plan_free(p);
     return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory building the plan");
   }
-  p->n_devs = 1;
-  const dpc_graph *g = p->g;
-  /* in_place[v]: the target whose slot update value v shares, else DPC_NONE */
-  uint32_t *in_place = malloc((g->n_values ? g->n_values : 1) * sizeof *in_place);
-  bool *taken = calloc(g->n_values ? g->n_values : 1, sizeof *taken);
-  if (!in_place || !taken) {
-    free(in_place);
-    free(taken);
-    dpc_plan_free(p);
-    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory building the plan");
-  }
-  for (uint32_t v = 0; v < g->n_values; v++) in_place[v] = DPC_NONE;
-  for (uint32_t i = 0; training && i < g->n_updates; i++) {
-    uint32_t v = g->updates[i].value, t = g->updates[i].target;
-    if (update_in_place(g, v, t, taken)) {
-      in_place[v] = t;
-      taken[v] = true;
-    }
-  }
-  uint64_t off = 0;
-  for (uint32_t v = 0; v < g->n_values; v++) {
-    if (in_place[v] != DPC_NONE) continue;
-    const dpc_value *val = &g->values[v];
-    uint64_t bytes = (uint64_t)dpc_shape_numel(&val->shape) * dpc_dtype_size(val->dtype);
-    p->slots[v] = (dpc_slot){0, off, bytes};
-    off += (bytes + DPC_SLOT_ALIGN - 1) / DPC_SLOT_ALIGN * DPC_SLOT_ALIGN;
-  }
-  for (uint32_t v = 0; v < g->n_values; v++)
-    if (in_place[v] != DPC_NONE) p->slots[v] = p->slots[in_place[v]];
-  p->devs[0].bytes = off;
-  dpc_status st = DPC_OK;
-  for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
-    if (dpc_op_has(g->nodes[i].op, DPC_OPF_SOURCE)) continue;
-    st = push_step(&p->devs[0], (dpc_step){.kind = DPC_STEP_KERNEL, .node = i}, d);
-  }
-  for (uint32_t i = 0; training && i < g->n_updates && !st; i++)
-    if (in_place[g->updates[i].value] != g->updates[i].target)
-      st = push_step(&p->devs[0],
-                     (dpc_step){.kind = DPC_STEP_COPY,
-                                .node = DPC_NONE,
-                                .src = g->updates[i].value,
-                                .dst = g->updates[i].target},
-                     d);
-  free(in_place);
-  free(taken);
+  p->n_devs = n;
+  planner pl = {p, NULL, NULL, NULL, NULL, NULL, NULL};
+  dpc_status st = plan_build(&pl, devs, n, training, d);
+  planner_free(&pl);
   if (st) {
     dpc_plan_free(p);
     return st;
   }
   *out = p;
   return DPC_OK;
+}
+
+dpc_status dpc_plan_single(const dpc_graph *src, const char *device, bool training, dpc_plan **out,
+                           dpc_diag *d) {
+  return dpc_plan_devices(src, &device, 1, training, out, d);
 }

@@ -2,14 +2,24 @@
  * session.c — the executor: one buffer per device, one pass over each device's step list.
  *
  * Everything a step needs (its input and output tensors) is prepared when the session is made,
- * so a run only walks arrays. Devices run in order on this thread for now; with several devices
- * each gets a worker and cross-device steps wait on events (plan.h has the step kinds).
+ * so a run only walks arrays. With several devices each device has a runner thread and a thread
+ * pool on its own cores (runtime/executor.h), its step list waits on events for values other
+ * devices compute, and communication steps go through runtime/collective.h. A device that fails
+ * makes the others fail at once (aborted collectives, failed flag) instead of waiting out the
+ * timeout, and the session refuses to run again.
  */
 #include "runtime/session.h"
 #include "ir/fusion.h"
+#include "runtime/collective.h"
 #include "runtime/device.h"
+#include "runtime/executor.h"
 #include "runtime/init.h"
 #include "runtime/pool.h"
+#include "runtime/topology.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +33,8 @@ typedef struct step_args {
   void **ptrs;              /* the native kernel's args: input then output data pointers (for a
                                fusion group's root, the group's inputs then its outputs) */
   bool fused;               /* computed by its group's compiled kernel: nothing to run */
+  bool comm;                /* a communication op between devices: this device's part of it */
+  uint32_t rank;            /* comm: which input/output is this device's */
 } step_args;
 
 struct dpc_session {
@@ -40,6 +52,14 @@ struct dpc_session {
   const dpc_kernel_fn *kernels;
   dpc_pool *pool; /* runs compiled kernels across the cores; NULL without them */
   double **prof;  /* per device, per step: seconds (dpc_session_profile); NULL when off */
+  /* several devices */
+  dpc_pool **pools;         /* per device: its cores */
+  dpc_executor *ex;         /* its runner threads */
+  dpc_comm *comm;           /* all-reduce between them */
+  _Atomic uint64_t *events; /* per plan event: the run (step + 1) that last signalled it */
+  _Atomic int failed;       /* a device failed in this run: stop waiting */
+  bool broken;              /* a run failed: events and collectives are out of step */
+  double timeout_s;
 };
 
 static double now_s(void) {
@@ -81,6 +101,11 @@ void dpc_session_free(dpc_session *s) {
     if (s->steps) free(s->steps[i]);
   }
   dpc_pool_free(s->pool);
+  dpc_executor_free(s->ex);
+  for (uint32_t i = 0; s->pools && i < p->n_devs; i++) dpc_pool_free(s->pools[i]);
+  free(s->pools);
+  dpc_comm_free(s->comm);
+  free((void *)s->events);
   dpc_session_profile(s, false, NULL);
   free(s->devs);
   free(s->mem);
@@ -125,6 +150,44 @@ static void share_persistent(dpc_session *s, const dpc_session *other) {
     s->tensors[n->out] = *t;
     s->shared[n->out] = true;
   }
+}
+
+static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d);
+
+/* Several devices: the cores of each (from the --devices spec), a pool on them, a runner, the
+ * collectives and the events. */
+static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_diag *d) {
+  const dpc_plan *plan = s->plan;
+  uint32_t n = plan->n_devs;
+  char spec[32];
+  snprintf(spec, sizeof spec, "cpu:%u", n);
+  const char *want = o && o->devices ? o->devices : spec;
+  dpc_topology *t = NULL;
+  dpc_device_list l = {0};
+  dpc_status st = dpc_topology_load(NULL, &t, d);
+  if (!st) st = dpc_devices_parse(t, want, &l, d);
+  if (!st && l.n != n)
+    st = dpc_diag_fail(d, DPC_ERR_INVALID, "the plan has %u devices, --devices %s makes %u", n,
+                       want, l.n);
+  s->timeout_s = o && o->timeout_s > 0 ? o->timeout_s : 60;
+  s->pools = st ? NULL : calloc(n, sizeof *s->pools);
+  s->events = st ? NULL : calloc(plan->n_events ? plan->n_events : 1, sizeof *s->events);
+  const char **names = st ? NULL : calloc(n, sizeof *names);
+  uint32_t *first = st ? NULL : calloc(n, sizeof *first);
+  if (!st && (!s->pools || !s->events || !names || !first))
+    st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening devices");
+  for (uint32_t i = 0; !st && i < n; i++) {
+    names[i] = plan->devs[i].name;
+    first[i] = l.devs[i].pus[0];
+    if (o && o->native) st = dpc_pool_new_on(l.devs[i].pus, l.devs[i].n_cores, &s->pools[i], d);
+  }
+  if (!st) st = dpc_comm_new(n, names, s->timeout_s, &s->comm, d);
+  if (!st) st = dpc_executor_new(n, t->synthetic ? NULL : first, run_device, s, &s->ex, d);
+  free(names);
+  free(first);
+  dpc_device_list_free(&l);
+  dpc_topology_free(t);
+  return st;
 }
 
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,
@@ -193,13 +256,30 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
     for (uint32_t j = 0; j < pd->n_steps; j++) {
       const dpc_step *sp = &pd->steps[j];
       if (sp->kind == DPC_STEP_COPY) continue;
+      if (sp->kind == DPC_STEP_WAIT || sp->kind == DPC_STEP_SIGNAL) {
+        if (plan->n_devs > 1 && sp->event < plan->n_events) continue;
+        st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s: step %u waits on event %u of %u", pd->name, j,
+                           sp->event, plan->n_events);
+        break;
+      }
       if (sp->kind != DPC_STEP_KERNEL) {
-        st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                           "%s: step kind %d needs the multi-device executor", pd->name,
+        st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: step kind %d is not run yet", pd->name,
                            (int)sp->kind);
         break;
       }
       const dpc_node *n = &g->nodes[sp->node];
+      if (plan->n_devs > 1 && dpc_op_has(n->op, DPC_OPF_COMM)) {
+        s->steps[i][j].comm = true;
+        s->steps[i][j].rank = sp->peer;
+        s->steps[i][j].a = (dpc_kernel_args){g,
+                                             sp->node,
+                                             &s->targs[base[sp->node]],
+                                             n->n_in,
+                                             &s->targs[base[sp->node] + n->n_in],
+                                             n->n_out,
+                                             &s->run};
+        continue;
+      }
       dpc_kernel_fn fn = s->kernels[n->op];
       if (!fn) {
         st = dpc_graph_fail_node(g, sp->node, d, DPC_ERR_UNSUPPORTED,
@@ -231,7 +311,9 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
     }
   }
   free(base);
-  if (!st && o && o->native && (!o->threads || o->threads > 1))
+  if (!st && plan->n_devs > 1)
+    st = open_devices(s, o, d);
+  else if (!st && o && o->native && (!o->threads || o->threads > 1))
     st = dpc_pool_new(o->threads, &s->pool, d);
   if (st || (st = fill_sources(s, d))) goto fail;
   *out = s;
@@ -290,6 +372,31 @@ dpc_status dpc_session_set(dpc_session *s, const char *name, const dpc_tensor *t
   return DPC_OK;
 }
 
+/* A value another device computes: wait until it has signalled this run's. Spin, then yield,
+ * then fail after the timeout naming both devices; stop at once if a device failed. */
+static dpc_status wait_event(dpc_session *s, uint32_t dev, const dpc_step *sp, dpc_diag *d) {
+  uint64_t want = s->run.step + 1, spins = 0;
+  double t0 = 0;
+  while (atomic_load_explicit(&s->events[sp->event], memory_order_acquire) < want) {
+    if (atomic_load(&s->failed))
+      return dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: stopped because another device failed",
+                           s->plan->devs[dev].name);
+    if (++spins < 4000) continue;
+    sched_yield();
+    if (spins % 64) continue;
+    double t = now_s();
+    if (t0 == 0) {
+      t0 = t;
+    } else if (t - t0 > s->timeout_s) {
+      return dpc_diag_fail(d, DPC_ERR_RUNTIME,
+                           "%s waited %.1f s for %s (event %u of the plan): %s is stuck or gone",
+                           s->plan->devs[dev].name, t - t0, s->plan->devs[sp->peer].name, sp->event,
+                           s->plan->devs[sp->peer].name);
+    }
+  }
+  return DPC_OK;
+}
+
 /* Step j of device i. */
 static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) {
   const dpc_plan *p = s->plan;
@@ -301,16 +408,31 @@ static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) 
            dpc_tensor_bytes(&s->tensors[sp->dst]));
     return DPC_OK;
   }
+  if (sp->kind == DPC_STEP_SIGNAL) {
+    atomic_store_explicit(&s->events[sp->event], s->run.step + 1, memory_order_release);
+    return DPC_OK;
+  }
+  if (sp->kind == DPC_STEP_WAIT) return wait_event(s, i, sp, d);
   const step_args *sa = &s->steps[i][j];
   if (sa->fused) return DPC_OK;
+  if (sa->comm) {
+    /* this device's input, reduced in its output with every other device's */
+    const dpc_tensor *x = &sa->a.in[sa->rank];
+    dpc_tensor *y = &sa->a.out[sa->rank];
+    if (x->data != y->data) memcpy(y->data, x->data, dpc_tensor_bytes(y));
+    char op[16];
+    dpc_attrs_str(dpc_node_attrs(g, sp->node), "op", op, sizeof op);
+    return dpc_comm_all_reduce(s->comm, i, y->data, y->dtype, dpc_tensor_numel(y),
+                               strcmp(op, "sum") ? DPC_REDUCE_MEAN : DPC_REDUCE_SUM, d);
+  }
+  dpc_pool *pool = s->pools ? s->pools[i] : s->pool;
   if (!sa->native.fn) {
     dpc_device *dev = s->devs[i];
     return dev->ops->launch ? dev->ops->launch(dev, sa->fn, &sa->a, d) : sa->fn(&sa->a, d);
   }
-  int32_t bad = s->pool
-                    ? dpc_pool_run(s->pool, sa->native.fn, sa->ptrs, sa->native.total, s->run.step,
-                                   s->run.training)
-                    : sa->native.fn(sa->ptrs, 0, sa->native.total, s->run.step, s->run.training);
+  int32_t bad = pool ? dpc_pool_run(pool, sa->native.fn, sa->ptrs, sa->native.total, s->run.step,
+                                    s->run.training)
+                     : sa->native.fn(sa->ptrs, 0, sa->native.total, s->run.step, s->run.training);
   if (!bad) return DPC_OK;
   /* bad data: the reference kernels find it again and say where (a group's members first, in
    * order, then its root) */
@@ -337,15 +459,43 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
       dpc_graph_value_label(g, g->nodes[i].out, lbl, sizeof lbl);
       return dpc_diag_fail(d, DPC_ERR_INVALID, "input '%s' was not given", lbl);
     }
-  for (uint32_t i = 0; i < p->n_devs; i++) {
-    for (uint32_t j = 0; j < p->devs[i].n_steps; j++) {
-      double t0 = s->prof ? now_s() : 0;
-      dpc_status st = run_step(s, i, j, d);
-      if (st) return st;
-      if (s->prof) s->prof[i][j] += now_s() - t0;
+  if (s->broken)
+    return dpc_diag_fail(d, DPC_ERR_RUNTIME,
+                         "this session failed in an earlier step and cannot run again");
+  if (s->ex) {
+    atomic_store(&s->failed, 0);
+    dpc_status st = dpc_executor_run(s->ex, d);
+    if (st) {
+      s->broken = true;
+      return st;
     }
+    s->run.step++;
+    return DPC_OK;
+  }
+  for (uint32_t j = 0; j < p->devs[0].n_steps; j++) {
+    double t0 = s->prof ? now_s() : 0;
+    dpc_status st = run_step(s, 0, j, d);
+    if (st) return st;
+    if (s->prof) s->prof[0][j] += now_s() - t0;
   }
   s->run.step++;
+  return DPC_OK;
+}
+
+/* Device dev's step list, on its runner thread. */
+static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
+  dpc_session *s = ctx;
+  const dpc_plan_device *pd = &s->plan->devs[dev];
+  for (uint32_t j = 0; j < pd->n_steps; j++) {
+    double t0 = s->prof ? now_s() : 0;
+    dpc_status st = run_step(s, dev, j, d);
+    if (st) {
+      atomic_store(&s->failed, 1);
+      dpc_comm_abort(s->comm, dev, d->msg);
+      return st;
+    }
+    if (s->prof) s->prof[dev][j] += now_s() - t0;
+  }
   return DPC_OK;
 }
 

@@ -29,8 +29,14 @@ typedef struct dpc_session_opts {
   /* Compiled kernels, one per node of the plan's graph (fn NULL where the node has none); the
    * array must outlive the session. NULL: every node runs on `kernels`. */
   const dpc_native_kernel *native;
-  /* Threads that run compiled kernels: 0 for one per core, 1 for the calling thread alone. */
+  /* Threads that run compiled kernels: 0 for one per core, 1 for the calling thread alone.
+   * With several devices each device runs on its own cores (below) and this is ignored. */
   uint32_t threads;
+  /* Several devices: the --devices spec they come from (runtime/topology.h; NULL: cpu:N for
+   * the plan's N devices), and how long a device may wait for another (0: 60 s) before the
+   * run fails with an error naming both. */
+  const char *devices;
+  double timeout_s;
 } dpc_session_opts;
 
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,

@@ -39,6 +39,9 @@ static const cli_opt train_opts[] = {
     {"backend", true, false,
      "llvm (default: kernels compiled for this CPU) or ref (the reference kernels)"},
     {"threads", true, false, "threads for compiled kernels (default: one per core)"},
+    {"devices", true, false,
+     "cpu (default), or cpu:N / numa: synchronous data parallel over those devices"},
+    {"timeout", true, false, "seconds a device waits for another before the step fails (60)"},
     {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
     {"quiet", false, false, "print only errors and the final summary"},
     {"verify-each", false, false, "run the verifier after every pass"},
@@ -136,7 +139,11 @@ int dpc_cmd_train(int argc, char **argv) {
            "accuracy of its first output). See docs/training.md.\n\n"
            "A FILE.dpx from 'dpc compile --train' runs its compiled kernels without LLVM: its\n"
            "batch size and optimizer are the ones compiled in, and a partial last batch (of the\n"
-           "training or the test data) is left out.\n");
+           "training or the test data) is left out.\n\n"
+           "--devices cpu:N trains data parallel: the model is replicated on N devices (each\n"
+           "its own cores), each global --batch is split evenly between them, and gradients are\n"
+           "averaged with an all-reduce before every update, so the result is single-device\n"
+           "training on the same batches. See docs/strategies.md.\n");
     cli_print_options(train_opts, NTRAIN);
     return DPC_EXIT_OK;
   }
@@ -170,6 +177,10 @@ int dpc_cmd_train(int argc, char **argv) {
   uint64_t threads = 0;
   if (!get_u64(&p, "threads", &threads, 1)) return DPC_EXIT_USAGE;
   o.threads = (uint32_t)(threads > 1024 ? 1024 : threads);
+  o.devices = cli_get(train_opts, NTRAIN, &p, "devices");
+  uint64_t timeout = 0;
+  if (!get_u64(&p, "timeout", &timeout, 1)) return DPC_EXIT_USAGE;
+  o.timeout_s = (double)timeout;
   o.passes.verify_each = cli_get(train_opts, NTRAIN, &p, "verify-each") != NULL;
   o.passes.print_after = cli_get(train_opts, NTRAIN, &p, "print-after");
   o.passes.dump = cli_print_dump;

@@ -5,6 +5,8 @@
 #include "tools/dpc/train.h"
 #include "tools/dpc/train_internal.h"
 
+#include "runtime/topology.h"
+
 #include "partitioner/partitioner.h"
 #include "runtime/data.h"
 
@@ -140,16 +142,38 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   int64_t *vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
   dpc_status st = vals ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = k == t->batch_sym ? (int64_t)n : -1;
+  /* data parallel when training on several devices and the batch splits evenly between them */
+  uint32_t D = t->replicas;
+  bool parallel = training && D > 1 && n % D == 0;
+  uint32_t per = parallel ? n / D : n;
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = k == t->batch_sym ? (int64_t)per : -1;
   if (!st) st = dpc_graph_bind(g, vals, d);
-  if (!st) st = dpc_plan_single(g, "cpu:0", training, &r->plan, d);
+  if (!st && parallel) {
+    char names[256][16];
+    const char *devs[256];
+    for (uint32_t k = 0; k < D; k++) {
+      snprintf(names[k], sizeof names[k], "cpu:%u", k);
+      devs[k] = names[k];
+    }
+    dpc_graph *dp = NULL;
+    st = dpc_data_parallel_graph(g, n, D, devs, &dp, d);
+    if (!st) st = dpc_plan_devices(dp, devs, D, true, &r->plan, d);
+    dpc_graph_free(dp);
+  } else if (!st) {
+    st = dpc_plan_single(g, "cpu:0", training, &r->plan, d);
+  }
+  r->parallel = parallel;
   if (!st && t->cpu) {
     r->native = calloc(r->plan->g->n_nodes ? r->plan->g->n_nodes : 1, sizeof *r->native);
     st = r->native ? dpc_cpu_compile_plan(t->cpu, r->plan, r->native, d)
                    : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   }
-  dpc_session_opts so = {
-      .training = training, .share = share, .native = r->native, .threads = t->o->threads};
+  dpc_session_opts so = {.training = training,
+                         .share = share,
+                         .native = r->native,
+                         .threads = t->o->threads,
+                         .devices = t->o->devices,
+                         .timeout_s = t->o->timeout_s};
   if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
   free(vals);
   dpc_graph_free(g);
@@ -171,6 +195,28 @@ static void close_run(run_t *r) {
     dpc_plan_free(r->plan);
   }
   memset(r, 0, sizeof *r);
+}
+
+/* Data parallel: every replica's params and state take replica 0's (after they were loaded, or
+ * after a step that ran on replica 0 alone). Replica r's copy of P is named P@r. */
+static dpc_status sync_replicas(trainer *t, dpc_diag *d) {
+  const run_t *r = &t->train_full;
+  if (!r->parallel) return DPC_OK;
+  const dpc_graph *g = r->plan->g;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    if (!dpc_op_has(g->nodes[i].op, DPC_OPF_PERSIST)) continue;
+    uint32_t v = g->nodes[i].out;
+    const char *name = dpc_graph_str(g, g->values[v].name), *at = strrchr(name, '@');
+    if (!at) continue;
+    char base[256];
+    snprintf(base, sizeof base, "%.*s", (int)(at - name), name);
+    uint32_t src = dpc_graph_find(g, base);
+    if (src == DPC_NONE)
+      return dpc_diag_fail(d, DPC_ERR_INTERNAL, "replica value '%s' has no '%s'", name, base);
+    dpc_tensor from = dpc_session_value(r->s, src), to = dpc_session_value(r->s, v);
+    memcpy(to.data, from.data, dpc_tensor_bytes(&to));
+  }
+  return DPC_OK;
 }
 
 /* The session for a batch of n: the full one, or the one for the partial last batch. */
@@ -400,6 +446,21 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   dpc_status st;
   if (o->epochs < 1)
     return dpc_diag_fail(d, DPC_ERR_INVALID, "--epochs and --batch must be at least 1");
+  t->replicas = 1;
+  if (o->devices) {
+    dpc_topology *topo = NULL;
+    dpc_device_list l = {0};
+    st = dpc_topology_load(NULL, &topo, d);
+    if (!st) st = dpc_devices_parse(topo, o->devices, &l, d);
+    if (!st) t->replicas = l.n;
+    dpc_device_list_free(&l);
+    dpc_topology_free(topo);
+    if (st) return st;
+    if (t->replicas > 1 && o->artifact)
+      return dpc_diag_fail(
+          d, DPC_ERR_UNSUPPORTED,
+          "a compiled artifact runs on one device; train the .graph with --devices");
+  }
   if (o->artifact) {
     if ((st = open_artifact(t, d))) return st;
   } else {
@@ -460,6 +521,7 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   }
   if (o->init_path && (st = dpc_train_load_params(t, o->init_path, d))) return st;
   if (o->resume_path && (st = dpc_train_load_checkpoint(t, d))) return st;
+  if ((o->init_path || o->resume_path) && (st = sync_replicas(t, d))) return st;
   if (o->log_path && !(t->log = fopen(o->log_path, t->resumed ? "a" : "w")))
     return dpc_diag_fail(d, DPC_ERR_IO, "cannot write the log '%s'", o->log_path);
   return DPC_OK;
@@ -489,6 +551,8 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
         dpc_diag_prefix(d, "step %llu: ", (unsigned long long)t.step + 1);
         break;
       }
+      /* a batch that ran on the first device alone: the other replicas catch up */
+      if (!r->parallel && (st = sync_replicas(&t, d))) break;
       double dt = dpc_train_now() - t0;
       t.step++;
       dpc_train_step s = {t.step,

@@ -59,6 +59,11 @@ typedef struct dpc_train_opts {
   dpc_pass_opts passes; /* verify_each, print_after, dump */
   dpc_exec_opts exec;   /* reference kernels, or compiled with LLVM (the default in dpc train) */
   uint32_t threads;     /* for compiled kernels: 0 = one per core */
+  /* --devices: NULL or "cpu" for one device; cpu:N / numa for synchronous data parallel over
+   * those devices (each full batch split evenly between them; a batch that does not split
+   * evenly runs on the first device) */
+  const char *devices;
+  double timeout_s; /* how long a device waits for another before the step fails (0: 60 s) */
   void (*on_start)(void *user, const char *what);
   void (*on_step)(void *user, const dpc_train_step *s);
   void (*on_epoch)(void *user, const dpc_train_epoch *e);

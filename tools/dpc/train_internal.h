@@ -19,11 +19,13 @@ typedef struct run_t {
   dpc_session *s;
   dpc_native_kernel *native; /* compiled kernels, one per node; NULL on the reference backend */
   bool borrowed;             /* plan and kernels belong to the artifact */
+  bool parallel;             /* data parallel over the devices: the replicas stay in step */
   uint32_t x, y, loss, lr, logits; /* value ids in plan->g */
 } run_t;
 
 typedef struct trainer {
   const dpc_train_opts *o;
+  uint32_t replicas;  /* devices of --devices (1: one device) */
   dpc_graph *model;   /* the model with the command line's optimizer settings */
   dpc_graph *train_g; /* after the training passes, batch symbolic */
   dpc_graph *eval_g;  /* after the inference passes; outputs: the model's first, then the loss */

@@ -1,0 +1,248 @@
+/*
+ * data_parallel.c — the synchronous data-parallel training graph (see partitioner.h).
+ *
+ * From the training graph bound at the per-replica batch b = B / D, build one graph holding D
+ * replicas of it, replica r placed on device r:
+ *
+ *   x: f32[B, ...]                       the global inputs, as the data loader fills them
+ *   x@r = slice(x, rows r*b .. (r+1)*b)  each replica's shard            (device r)
+ *   ... the forward and backward graph of each replica ...              (device r)
+ *   w.grad@0, ..., w.grad@D-1 = all_reduce(w.grad of each replica)      (mean, across devices)
+ *   ... each replica's optimizer update from the reduced gradient ...   (device r)
+ *   loss, loss@1, ... = all_reduce(loss of each replica)                (what training reports)
+ *
+ * Replica 0 keeps the graph's names (so checkpoints, `--init` and evaluation see the params
+ * they know); replica r > 0 names its values `name@r`. The replicas start from the same
+ * initializers and apply the same reduced gradients, so their params stay bit-identical. Nodes
+ * are added node by node across replicas, so each all-reduce comes right after the last replica
+ * computes its gradient, and the updates after it. A gradient computed inside a fusion group
+ * (the weight gradient's GEMM fused into the momentum update) leaves the group, which stays a
+ * valid group of the elementwise ops that remain.
+ */
+#include "partitioner/partitioner.h"
+
+#include "ir/print.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct builder {
+  const dpc_graph *r; /* the replica graph */
+  dpc_graph *g;       /* the data-parallel graph */
+  uint32_t D;
+  uint32_t **val;    /* [replica][replica-graph value] -> value of g */
+  uint32_t **node;   /* [replica][replica-graph node] -> node of g */
+  uint32_t *devname; /* string id of device r in g */
+  bool *is_grad;     /* replica-graph values that are a param's gradient */
+} builder;
+
+static dpc_status nomem(dpc_diag *d) {
+  return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory building the data-parallel graph");
+}
+
+/* Name value v of g after replica value rv of replica `rep`: the same name on replica 0. */
+static dpc_status name_value(builder *b, uint32_t v, uint32_t rv, uint32_t rep, dpc_diag *d) {
+  uint32_t nm = b->r->values[rv].name;
+  if (nm == DPC_NONE) return DPC_OK;
+  const char *s = dpc_graph_str(b->r, nm);
+  char buf[256];
+  if (rep == 0)
+    snprintf(buf, sizeof buf, "%s", s);
+  else
+    snprintf(buf, sizeof buf, "%s@%u", s, rep);
+  return dpc_graph_set_name(b->g, v, buf, strlen(buf), d);
+}
+
+/* Copy node i of the replica graph into g for replica `rep`, inputs remapped. */
+static dpc_status clone_node(builder *b, uint32_t i, uint32_t rep, dpc_diag *d) {
+  const dpc_graph *r = b->r;
+  const dpc_node *n = &r->nodes[i];
+  uint32_t mark = dpc_graph_attr_mark(b->g);
+  for (uint32_t k = 0; k < n->n_attr; k++)
+    if (dpc_graph_attr_copy(b->g, r, &r->attrs[n->attr + k])) return nomem(d);
+  uint32_t ins[64];
+  if (n->n_in > 64) return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "a node with over 64 inputs");
+  for (uint32_t k = 0; k < n->n_in; k++) ins[k] = b->val[rep][dpc_node_inputs(r, n)[k]];
+  dpc_node_desc desc = {n->op, ins, n->n_in, mark, n->n_out, n->loc, b->devname[rep]};
+  uint32_t id;
+  dpc_status st = dpc_graph_add_node(b->g, &desc, &id, d);
+  if (st) return st;
+  b->node[rep][i] = id;
+  for (uint32_t k = 0; k < n->n_out && !st; k++) {
+    uint32_t v = b->g->nodes[id].out + k;
+    b->val[rep][n->out + k] = v;
+    st = name_value(b, v, n->out + k, rep, d);
+  }
+  return st;
+}
+
+/* The global input for replica input node i, and each replica's slice of it. */
+static dpc_status split_input(builder *b, uint32_t i, int64_t batch, dpc_diag *d) {
+  const dpc_graph *r = b->r;
+  const dpc_value *x = &r->values[r->nodes[i].out];
+  if (x->shape.rank == 0)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "input '%s' has no batch dimension to shard",
+                         dpc_graph_str(r, x->name));
+  int64_t dims[DPC_MAX_RANK];
+  for (uint32_t k = 0; k < x->shape.rank; k++) dims[k] = x->shape.d[k];
+  int64_t per = dims[0];
+  dims[0] = batch;
+  uint32_t mark = dpc_graph_attr_mark(b->g);
+  if (dpc_graph_attr_dtype(b->g, "dtype", x->dtype) ||
+      dpc_graph_attr_shape(b->g, "shape", dims, x->shape.rank))
+    return nomem(d);
+  dpc_node_desc desc = {DPC_OP_INPUT, NULL, 0, mark, 1, r->nodes[i].loc, b->devname[0]};
+  uint32_t id;
+  dpc_status st = dpc_graph_add_node(b->g, &desc, &id, d);
+  if (st) return st;
+  uint32_t global = b->g->nodes[id].out;
+  if ((st = name_value(b, global, r->nodes[i].out, 0, d))) return st;
+  for (uint32_t rep = 0; rep < b->D && !st; rep++) {
+    int64_t start = per * rep, end = per * (rep + 1), axis = 0;
+    mark = dpc_graph_attr_mark(b->g);
+    if (dpc_graph_attr_ints(b->g, "starts", &start, 1) ||
+        dpc_graph_attr_ints(b->g, "ends", &end, 1) || dpc_graph_attr_ints(b->g, "axes", &axis, 1))
+      return nomem(d);
+    dpc_node_desc sd = {DPC_OP_SLICE, &global, 1, mark, 1, r->nodes[i].loc, b->devname[rep]};
+    if ((st = dpc_graph_add_node(b->g, &sd, &id, d))) return st;
+    b->node[rep][i] = id;
+    b->val[rep][r->nodes[i].out] = b->g->nodes[id].out;
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s@shard%u", dpc_graph_str(r, x->name), rep);
+    st = dpc_graph_set_name(b->g, b->g->nodes[id].out, nm, strlen(nm), d);
+  }
+  return st;
+}
+
+/* all_reduce(mean) of replica value rv across the replicas; its outputs take rv's place (and
+ * names) from here on. */
+static dpc_status reduce_value(builder *b, uint32_t rv, dpc_diag *d) {
+  uint32_t ins[256];
+  for (uint32_t rep = 0; rep < b->D; rep++) ins[rep] = b->val[rep][rv];
+  /* the replicas' own values give up their names to the reduced ones */
+  for (uint32_t rep = 0; rep < b->D; rep++) {
+    const dpc_value *v = &b->g->values[ins[rep]];
+    if (v->name == DPC_NONE) continue;
+    char nm[300];
+    snprintf(nm, sizeof nm, "%s.local", dpc_graph_str(b->g, v->name));
+    dpc_status st = dpc_graph_set_name(b->g, ins[rep], nm, strlen(nm), d);
+    if (st) return st;
+  }
+  uint32_t mark = dpc_graph_attr_mark(b->g);
+  if (dpc_graph_attr_str(b->g, "op", "mean")) return nomem(d);
+  dpc_node_desc desc = {
+      DPC_OP_ALL_REDUCE,
+      ins,
+      b->D,
+      mark,
+      b->D,
+      b->r->values[rv].node < b->r->n_nodes ? b->r->nodes[b->r->values[rv].node].loc : (dpc_loc){0},
+      DPC_NONE};
+  uint32_t id;
+  dpc_status st = dpc_graph_add_node(b->g, &desc, &id, d);
+  for (uint32_t rep = 0; rep < b->D && !st; rep++) {
+    uint32_t v = b->g->nodes[id].out + rep;
+    b->val[rep][rv] = v;
+    st = name_value(b, v, rv, rep, d);
+  }
+  return st;
+}
+
+static dpc_status build(builder *b, int64_t batch, dpc_diag *d) {
+  const dpc_graph *r = b->r;
+  dpc_status st = DPC_OK;
+  for (uint32_t i = 0; i < r->n_nodes && !st; i++) {
+    const dpc_node *n = &r->nodes[i];
+    if (n->op == DPC_OP_INPUT) {
+      st = split_input(b, i, batch, d);
+      continue;
+    }
+    for (uint32_t rep = 0; rep < b->D && !st; rep++) st = clone_node(b, i, rep, d);
+    for (uint32_t k = 0; k < n->n_out && !st; k++)
+      if (b->is_grad[n->out + k] || n->out + k == r->obj.loss) st = reduce_value(b, n->out + k, d);
+  }
+  /* fusion groups, with the gradients taken out of them */
+  for (uint32_t i = 0; i < r->n_nodes && !st; i++) {
+    const dpc_node *n = &r->nodes[i];
+    if (n->fused == DPC_NONE || n->op == DPC_OP_INPUT) continue;
+    bool grad = false;
+    for (uint32_t k = 0; k < n->n_out; k++) grad |= b->is_grad[n->out + k];
+    for (uint32_t rep = 0; rep < b->D; rep++)
+      b->g->nodes[b->node[rep][i]].fused = grad ? DPC_NONE : b->node[rep][n->fused];
+  }
+  for (uint32_t i = 0; i < r->n_updates && !st; i++)
+    for (uint32_t rep = 0; rep < b->D && !st; rep++)
+      st = dpc_graph_add_update(b->g, b->val[rep][r->updates[i].target],
+                                b->val[rep][r->updates[i].value], r->updates[i].loc, d);
+  for (uint32_t i = 0; i < r->n_outputs && !st; i++)
+    st = dpc_graph_add_output(b->g, b->val[0][r->outputs[i]], d);
+  if (!st && r->obj.loss != DPC_NONE) {
+    uint32_t mark = dpc_graph_attr_mark(b->g);
+    for (uint32_t k = 0; k < r->obj.n_attr && !st; k++)
+      if (dpc_graph_attr_copy(b->g, r, &r->attrs[r->obj.attr + k])) st = nomem(d);
+    if (!st)
+      st = dpc_graph_set_objective(b->g, b->val[0][r->obj.loss], dpc_graph_str(r, r->obj.optimizer),
+                                   mark, r->obj.loc, d);
+  }
+  return st;
+}
+
+dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint32_t replicas,
+                                   const char *const *devices, dpc_graph **out, dpc_diag *d) {
+  *out = NULL;
+  if (replicas < 2 || replicas > 256)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "data parallel needs 2 to 256 replicas, not %u",
+                         replicas);
+  builder b = {replica, dpc_graph_new(), replicas, NULL, NULL, NULL, NULL};
+  dpc_status st = b.g ? DPC_OK : nomem(d);
+  if (!st) {
+    b.val = calloc(replicas, sizeof *b.val);
+    b.node = calloc(replicas, sizeof *b.node);
+    b.devname = calloc(replicas, sizeof *b.devname);
+    b.is_grad = calloc(replica->n_values ? replica->n_values : 1, sizeof *b.is_grad);
+    if (!b.val || !b.node || !b.devname || !b.is_grad) st = nomem(d);
+  }
+  for (uint32_t rep = 0; !st && rep < replicas; rep++) {
+    b.val[rep] = malloc((replica->n_values ? replica->n_values : 1) * sizeof **b.val);
+    b.node[rep] = malloc((replica->n_nodes ? replica->n_nodes : 1) * sizeof **b.node);
+    b.devname[rep] = dpc_graph_intern(b.g, devices[rep], strlen(devices[rep]));
+    if (!b.val[rep] || !b.node[rep] || b.devname[rep] == DPC_NONE) st = nomem(d);
+  }
+  /* the gradients: what autodiff named P.grad for each param P */
+  for (uint32_t i = 0; !st && i < replica->n_nodes; i++) {
+    if (replica->nodes[i].op != DPC_OP_PARAM) continue;
+    uint32_t nm = replica->values[replica->nodes[i].out].name;
+    if (nm == DPC_NONE) continue;
+    char gname[300];
+    snprintf(gname, sizeof gname, "%s.grad", dpc_graph_str(replica, nm));
+    uint32_t gv = dpc_graph_find(replica, gname);
+    if (gv != DPC_NONE) b.is_grad[gv] = true;
+  }
+  /* the replica graph's symbols, bound as there (the shard size) */
+  for (uint32_t k = 0; !st && k < replica->n_syms; k++) {
+    const char *s = dpc_graph_str(replica, replica->syms[k]);
+    if (dpc_graph_symbol(b.g, s, strlen(s)) != k) st = nomem(d);
+  }
+  for (uint32_t k = 0; !st && k < replica->n_syms; k++) b.g->sym_vals[k] = replica->sym_vals[k];
+  if (!st && replica->name != DPC_NONE) {
+    const char *s = dpc_graph_str(replica, replica->name);
+    b.g->name = dpc_graph_intern(b.g, s, strlen(s));
+  }
+  if (!st) st = build(&b, batch, d);
+  if (!st) st = dpc_verify(b.g, d);
+  for (uint32_t rep = 0; rep < replicas && b.val; rep++) {
+    free(b.val[rep]);
+    if (b.node) free(b.node[rep]);
+  }
+  free(b.val);
+  free(b.node);
+  free(b.devname);
+  free(b.is_grad);
+  if (st) {
+    dpc_graph_free(b.g);
+    return st;
+  }
+  *out = b.g;
+  return DPC_OK;
+}
