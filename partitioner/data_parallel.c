@@ -59,8 +59,18 @@ static dpc_status clone_node(builder *b, uint32_t i, uint32_t rep, dpc_diag *d) 
   const dpc_graph *r = b->r;
   const dpc_node *n = &r->nodes[i];
   uint32_t mark = dpc_graph_attr_mark(b->g);
-  for (uint32_t k = 0; k < n->n_attr; k++)
-    if (dpc_graph_attr_copy(b->g, r, &r->attrs[n->attr + k])) return nomem(d);
+  bool dropout = n->op == DPC_OP_DROPOUT;
+  for (uint32_t k = 0; k < n->n_attr; k++) {
+    const dpc_attr *a = &r->attrs[n->attr + k];
+    if (dropout && !strcmp(dpc_graph_str(r, a->name), "offset")) continue;
+    if (dpc_graph_attr_copy(b->g, r, a)) return nomem(d);
+  }
+  /* replica rep's dropout draws the mask of its rows of the whole batch, as one device would */
+  if (dropout) {
+    int64_t first = dpc_attrs_int(dpc_node_attrs(r, i), "offset") +
+                    (int64_t)rep * dpc_shape_numel(&r->values[n->out].shape);
+    if (dpc_graph_attr_int(b->g, "offset", first)) return nomem(d);
+  }
   uint32_t ins[64];
   if (n->n_in > 64) return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "a node with over 64 inputs");
   for (uint32_t k = 0; k < n->n_in; k++) ins[k] = b->val[rep][dpc_node_inputs(r, n)[k]];

@@ -447,8 +447,8 @@ static void g_layer_norm(const dpc_grad_args *a) {
 static void g_dropout(const dpc_grad_args *a) {
   /* the same node on dy draws the same mask: it depends only on seed, step and position */
   if (!a->want[0]) return;
-  static const char *const names[] = {"p", "seed", "training"};
-  uint32_t n = with_attrs(a, DPC_OP_DROPOUT, &a->dy[0], 1, 0, names, 3);
+  static const char *const names[] = {"p", "seed", "training", "offset"};
+  uint32_t n = with_attrs(a, DPC_OP_DROPOUT, &a->dy[0], 1, 0, names, 4);
   if (n != DPC_NONE) a->dx[0] = G->nodes[n].out;
 }
 

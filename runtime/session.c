@@ -60,6 +60,7 @@ struct dpc_session {
   _Atomic int failed;       /* a device failed in this run: stop waiting */
   bool broken;              /* a run failed: events and collectives are out of step */
   double timeout_s;
+  uint32_t stall; /* dpc_session_opts.test_stall_device */
 };
 
 static double now_s(void) {
@@ -170,6 +171,7 @@ static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_di
     st = dpc_diag_fail(d, DPC_ERR_INVALID, "the plan has %u devices, --devices %s makes %u", n,
                        want, l.n);
   s->timeout_s = o && o->timeout_s > 0 ? o->timeout_s : 60;
+  s->stall = o ? o->test_stall_device : 0;
   s->pools = st ? NULL : calloc(n, sizeof *s->pools);
   s->events = st ? NULL : calloc(plan->n_events ? plan->n_events : 1, sizeof *s->events);
   const char **names = st ? NULL : calloc(n, sizeof *names);
@@ -486,6 +488,11 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
 static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
   dpc_session *s = ctx;
   const dpc_plan_device *pd = &s->plan->devs[dev];
+  if (s->stall == dev + 1) { /* the test hook: stuck until the others give up on it */
+    double t0 = now_s();
+    while (!atomic_load(&s->failed) && now_s() - t0 < 10 * s->timeout_s) sched_yield();
+    return dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s stalled (test hook)", pd->name);
+  }
   for (uint32_t j = 0; j < pd->n_steps; j++) {
     double t0 = s->prof ? now_s() : 0;
     dpc_status st = run_step(s, dev, j, d);

@@ -37,6 +37,9 @@ typedef struct dpc_session_opts {
    * run fails with an error naming both. */
   const char *devices;
   double timeout_s;
+  /* A test hook: device k - 1 stalls instead of running its steps (0: none), to check that the
+   * others fail within the timeout instead of hanging. */
+  uint32_t test_stall_device;
 } dpc_session_opts;
 
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,

@@ -405,7 +405,10 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   if (op == DPC_OP_CAST) {
     r = convert(f, x[0], e.in_t[0], e.out_t);
   } else {
-    st = scalar(f, node, &e, x, train_on, off[e.n_in], stream, &r, d);
+    /* dropout's mask is indexed from its offset (a replica's place in the whole batch) */
+    int64_t first = op == DPC_OP_DROPOUT ? dpc_attrs_int(dpc_node_attrs(g, node), "offset") : 0;
+    cg_val index = first ? cg_add(f, off[e.n_in], cg_const_i64(first)) : off[e.n_in];
+    st = scalar(f, node, &e, x, train_on, index, stream, &r, d);
   }
   if (st) return st;
   cg_store(f, ptr[e.n_in], e.out_t, off[e.n_in], r);

@@ -375,8 +375,9 @@ dpc_status dpc_ref_dropout(const dpc_kernel_args *a, dpc_diag *d) {
    * elements and the gradient can recompute it instead of storing it. */
   uint64_t stream = dpc_rng_dropout_seed((uint64_t)dpc_attrs_int(at, "seed"), a->run->step);
   double keep_p = 1.0 - p;
+  uint64_t offset = (uint64_t)dpc_attrs_int(at, "offset");
   for (int64_t i = 0; i < n; i++) {
-    bool keep = dpc_rng_uniform(stream, (uint64_t)i) >= p;
+    bool keep = dpc_rng_uniform(stream, offset + (uint64_t)i) >= p;
     dpc_tstore(y, i, keep ? dpc_tload(x, i) / keep_p : 0.0);
   }
   return DPC_OK;

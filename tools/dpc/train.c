@@ -173,7 +173,8 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
                          .native = r->native,
                          .threads = t->o->threads,
                          .devices = t->o->devices,
-                         .timeout_s = t->o->timeout_s};
+                         .timeout_s = t->o->timeout_s,
+                         .test_stall_device = t->o->test_stall_device};
   if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
   free(vals);
   dpc_graph_free(g);

@@ -64,6 +64,7 @@ typedef struct dpc_train_opts {
    * evenly runs on the first device) */
   const char *devices;
   double timeout_s; /* how long a device waits for another before the step fails (0: 60 s) */
+  uint32_t test_stall_device; /* tests: dpc_session_opts.test_stall_device */
   void (*on_start)(void *user, const char *what);
   void (*on_step)(void *user, const dpc_train_step *s);
   void (*on_epoch)(void *user, const dpc_train_epoch *e);
