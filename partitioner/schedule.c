@@ -77,6 +77,23 @@ static dpc_status node_device(const dpc_graph *g, uint32_t i, const char *const 
                              n);
 }
 
+/* Whether node `reader` is the only reader of v, and v is nothing else: not an output, update
+ * value or target, or the loss, and computed by a node (a source is set from outside). */
+static bool sole_reader(const dpc_graph *g, uint32_t v, uint32_t reader) {
+  if (dpc_op_has(g->nodes[g->values[v].node].op, DPC_OPF_SOURCE) || v == g->obj.loss) return false;
+  for (uint32_t i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == v) return false;
+  for (uint32_t i = 0; i < g->n_updates; i++)
+    if (g->updates[i].value == v || g->updates[i].target == v) return false;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    if (i == reader) continue;
+    const dpc_node *n = &g->nodes[i];
+    for (uint32_t k = 0; k < n->n_in; k++)
+      if (dpc_node_inputs(g, n)[k] == v) return false;
+  }
+  return true;
+}
+
 typedef struct planner {
   dpc_plan *p;
   uint32_t *ndev;  /* per node: device, DPC_NONE for communication */
@@ -190,6 +207,16 @@ static dpc_status plan_build(planner *pl, const char *const *devs, uint32_t n, b
   }
   for (uint32_t v = 0; v < g->n_values; v++)
     if (pl->in_place[v] != DPC_NONE) p->slots[v] = p->slots[pl->in_place[v]];
+  /* each device's share of a collective is reduced where its input lies when nothing else reads
+   * the input (a gradient): no copy into the output first */
+  for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
+    const dpc_node *nd = &g->nodes[i];
+    if (pl->ndev[i] != DPC_NONE) continue;
+    for (uint32_t k = 0; k < nd->n_in; k++) {
+      uint32_t v = dpc_node_inputs(g, nd)[k];
+      if (sole_reader(g, v, i)) p->slots[nd->out + k] = p->slots[v];
+    }
+  }
   /* each device's steps in the graph's order */
   for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
     const dpc_node *nd = &g->nodes[i];

@@ -55,6 +55,17 @@ static void fill_inputs(const dpc_graph *g, dpc_session *s) {
   }
 }
 
+static dpc_status count_devices(const char *spec, uint32_t *n, dpc_diag *d) {
+  dpc_topology *t = NULL;
+  dpc_device_list l = {0};
+  dpc_status st = dpc_topology_load(NULL, &t, d);
+  if (!st) st = dpc_devices_parse(t, spec, &l, d);
+  if (!st) *n = l.n;
+  dpc_device_list_free(&l);
+  dpc_topology_free(t);
+  return st;
+}
+
 /* What a kernel step computes, for the profile: its root's value and the group's ops. */
 static void describe(const dpc_graph *g, uint32_t node, char *out, size_t n) {
   const dpc_node *nd = &g->nodes[node];
@@ -69,7 +80,8 @@ static void describe(const dpc_graph *g, uint32_t node, char *out, size_t n) {
 
 /* The calibrated speed of the cores `threads` kernels run on (0: all of them): device 0 of
  * cpu:(cores / threads). */
-static dpc_status speed_of(uint32_t threads, dpc_device_speed *sp, dpc_diag *d) {
+static dpc_status speed_of(uint32_t threads, const char *devices, dpc_device_speed *sp,
+                           dpc_diag *d) {
   dpc_topology *t = NULL;
   dpc_device_list l = {0};
   dpc_calibration cal = {0};
@@ -78,7 +90,7 @@ static dpc_status speed_of(uint32_t threads, dpc_device_speed *sp, dpc_diag *d) 
     uint32_t per = threads && threads < t->n_cores ? threads : t->n_cores;
     char spec[32];
     snprintf(spec, sizeof spec, "cpu:%u", t->n_cores / per);
-    st = dpc_devices_parse(t, spec, &l, d);
+    st = dpc_devices_parse(t, devices ? devices : spec, &l, d);
   }
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, d);
   if (!st) *sp = (dpc_device_speed){cal.gflops[0], cal.copy_gbs[0]};
@@ -90,11 +102,11 @@ static dpc_status speed_of(uint32_t threads, dpc_device_speed *sp, dpc_diag *d) 
 
 /* Run `steps` more steps with every step timed; keep the slowest kernels. */
 static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uint32_t threads,
-                          dpc_bench_result *r, dpc_diag *d) {
+                          const char *devices, dpc_bench_result *r, dpc_diag *d) {
   dpc_device_speed sp;
   dpc_node_cost *cost = calloc(p->g->n_nodes ? p->g->n_nodes : 1, sizeof *cost);
   dpc_status st =
-      cost ? speed_of(threads, &sp, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+      cost ? speed_of(threads, devices, &sp, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   if (!st) st = dpc_cost_graph(p->g, cost, d);
   if (st) {
     free(cost);
@@ -166,16 +178,37 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   dpc_pass_opts po = {.training = !o->inference, .fuse = o->exec.llvm ? dpc_cpu_fusion() : 0};
   if (!st && po.training) st = dpc_driver_default_horizon(g, d);
   if (!st) st = dpc_passes_run(g, &po, d);
-  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = o->batch;
+  uint32_t D = 1;
+  if (!st && o->devices) st = count_devices(o->devices, &D, d);
+  if (!st && D > 1 && (!po.training || o->batch % D))
+    st = dpc_diag_fail(d, DPC_ERR_INVALID,
+                       "--devices %s: data parallel is for training, with a batch that splits "
+                       "evenly (%u is not a multiple of %u)",
+                       o->devices, o->batch, D);
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = o->batch / D;
   if (!st) st = dpc_graph_bind(g, vals, d);
-  if (!st) st = dpc_plan_single(g, "cpu:0", po.training, &plan, d);
+  if (!st && D > 1) {
+    char names[256][16];
+    const char *devs[256];
+    for (uint32_t k = 0; k < D; k++) {
+      snprintf(names[k], sizeof names[k], "cpu:%u", k);
+      devs[k] = names[k];
+    }
+    dpc_graph *dp = NULL;
+    st = dpc_data_parallel_graph(g, o->batch, D, devs, &dp, d);
+    if (!st) st = dpc_plan_devices(dp, devs, D, true, &plan, d);
+    dpc_graph_free(dp);
+  } else if (!st) {
+    st = dpc_plan_single(g, "cpu:0", po.training, &plan, d);
+  }
   if (!st && o->exec.llvm) {
     native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);
     st = native ? dpc_cpu_backend_new(&o->exec.cpu, &cpu, d)
                 : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
     if (!st) st = dpc_cpu_compile_plan(cpu, plan, native, d);
   }
-  dpc_session_opts so = {.training = po.training, .native = native, .threads = o->threads};
+  dpc_session_opts so = {
+      .training = po.training, .native = native, .threads = o->threads, .devices = o->devices};
   if (!st) st = dpc_session_new(plan, &so, &s, d);
   if (!st) {
     r->compile_s = now_s() - t0;
@@ -194,7 +227,7 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     st = dpc_session_run(s, d);
     if (i >= o->warmup) times[i - o->warmup] = now_s() - a;
   }
-  if (!st && o->profile) st = profile(s, plan, o->steps, o->threads, r, d);
+  if (!st && o->profile) st = profile(s, plan, o->steps, o->threads, o->devices, r, d);
   if (!st) {
     qsort(times, o->steps, sizeof *times, cmp_double);
     r->median_s = times[o->steps / 2];

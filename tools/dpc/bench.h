@@ -12,13 +12,14 @@
 #include "tools/dpc/driver.h"
 
 typedef struct dpc_bench_opts {
-  uint32_t batch;     /* every symbolic dimension takes this size */
-  uint32_t threads;   /* for compiled kernels: 0 = one per core */
-  bool inference;     /* the forward pass instead of the training step */
-  uint32_t warmup;    /* untimed steps first */
-  uint32_t steps;     /* timed steps */
-  dpc_exec_opts exec; /* llvm or the reference kernels */
-  bool profile;       /* after the timed steps, as many again with each kernel timed */
+  uint32_t batch;      /* every symbolic dimension takes this size */
+  uint32_t threads;    /* for compiled kernels: 0 = one per core */
+  bool inference;      /* the forward pass instead of the training step */
+  uint32_t warmup;     /* untimed steps first */
+  uint32_t steps;      /* timed steps */
+  dpc_exec_opts exec;  /* llvm or the reference kernels */
+  bool profile;        /* after the timed steps, as many again with each kernel timed */
+  const char *devices; /* NULL or cpu: one device; cpu:N / numa: data parallel (training) */
 } dpc_bench_opts;
 
 /* One kernel of the profile: what it computes and its time per step. */

@@ -18,6 +18,7 @@ static const cli_opt bench_opts[] = {
     {"backend", true, false, "llvm (default) or ref (the reference kernels)"},
     {"json", false, false, "print one JSON object instead of text"},
     {"profile", false, false, "then time each kernel: where the step's time goes"},
+    {"devices", true, false, "cpu (default), or cpu:N / numa: data-parallel training over them"},
     {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
 };
 #define NBENCH (int)(sizeof bench_opts / sizeof *bench_opts)
@@ -54,6 +55,7 @@ int dpc_cmd_bench(int argc, char **argv) {
   dpc_bench_opts o = {.batch = 128, .warmup = 5, .steps = 50};
   o.inference = cli_get(bench_opts, NBENCH, &p, "inference") != NULL;
   o.profile = cli_get(bench_opts, NBENCH, &p, "profile") != NULL;
+  o.devices = cli_get(bench_opts, NBENCH, &p, "devices");
   if (!get_u32(&p, "batch", &o.batch, 1) || !get_u32(&p, "threads", &o.threads, 1) ||
       !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0))
     return DPC_EXIT_USAGE;
