@@ -5,19 +5,19 @@
  * replicas of it, replica r placed on device r:
  *
  *   x: f32[B, ...]                       the global inputs, as the data loader fills them
- *   x@r = slice(x, rows r*b .. (r+1)*b)  each replica's shard            (device r)
+ *   x.shard<r> = slice(x, rows r*b ..)   each replica's shard            (device r)
  *   ... the forward and backward graph of each replica ...              (device r)
- *   w.grad@0, ..., w.grad@D-1 = all_reduce(w.grad of each replica)      (mean, across devices)
+ *   w.grad, w.grad.replica1, ... = all_reduce(each replica's w.grad.local)   (mean)
  *   ... each replica's optimizer update from the reduced gradient ...   (device r)
- *   loss, loss@1, ... = all_reduce(loss of each replica)                (what training reports)
+ *   loss, loss.replica1, ... = all_reduce(each replica's loss.local)    (what training reports)
  *
  * Replica 0 keeps the graph's names (so checkpoints, `--init` and evaluation see the params
- * they know); replica r > 0 names its values `name@r`. The replicas start from the same
- * initializers and apply the same reduced gradients, so their params stay bit-identical. Nodes
- * are added node by node across replicas, so each all-reduce comes right after the last replica
- * computes its gradient, and the updates after it. A gradient computed inside a fusion group
- * (the weight gradient's GEMM fused into the momentum update) leaves the group, which stays a
- * valid group of the elementwise ops that remain.
+ * they know); replica r > 0 names its values `name.replica<r>` (dpc_replica_of reads it back). The
+ * replicas start from the same initializers and apply the same reduced gradients, so their params
+ * stay bit-identical. Nodes are added node by node across replicas, so each all-reduce comes right
+ * after the last replica computes its gradient, and the updates after it. A gradient computed
+ * inside a fusion group (the weight gradient's GEMM fused into the momentum update) leaves the
+ * group, which stays a valid group of the elementwise ops that remain.
  */
 #include "partitioner/partitioner.h"
 
@@ -50,7 +50,7 @@ static dpc_status name_value(builder *b, uint32_t v, uint32_t rv, uint32_t rep, 
   if (rep == 0)
     snprintf(buf, sizeof buf, "%s", s);
   else
-    snprintf(buf, sizeof buf, "%s@%u", s, rep);
+    snprintf(buf, sizeof buf, "%s" DPC_REPLICA_SUFFIX "%u", s, rep);
   return dpc_graph_set_name(b->g, v, buf, strlen(buf), d);
 }
 
@@ -119,7 +119,7 @@ static dpc_status split_input(builder *b, uint32_t i, int64_t batch, dpc_diag *d
     b->node[rep][i] = id;
     b->val[rep][r->nodes[i].out] = b->g->nodes[id].out;
     char nm[256];
-    snprintf(nm, sizeof nm, "%s@shard%u", dpc_graph_str(r, x->name), rep);
+    snprintf(nm, sizeof nm, "%s.shard%u", dpc_graph_str(r, x->name), rep);
     st = dpc_graph_set_name(b->g, b->g->nodes[id].out, nm, strlen(nm), d);
   }
   return st;
@@ -255,4 +255,14 @@ dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint
   }
   *out = b.g;
   return DPC_OK;
+}
+
+bool dpc_replica_of(const char *name, char *base, size_t n) {
+  const char *p = strstr(name, DPC_REPLICA_SUFFIX), *last = NULL;
+  for (; p; p = strstr(p + 1, DPC_REPLICA_SUFFIX)) last = p;
+  if (!last) return false;
+  const char *digits = last + strlen(DPC_REPLICA_SUFFIX);
+  if (!*digits || strspn(digits, "0123456789") != strlen(digits)) return false;
+  snprintf(base, n, "%.*s", (int)(last - name), name);
+  return true;
 }

@@ -28,9 +28,14 @@ dpc_status dpc_plan_devices(const dpc_graph *g, const char *const *devs, uint32_
  * training graph bound at the batch of one replica; the result holds `replicas` copies of it,
  * copy r placed on devices[r] and reading rows [r b, (r + 1) b) of the global inputs of batch
  * `batch` = replicas x b, with every param's gradient and the loss all-reduced (mean) between
- * the copies. Replica 0 keeps the graph's names; replica r's values are named `name@r`. */
+ * the copies. Replica 0 keeps the graph's names; replica r's are NAME.replica<r>. */
 dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint32_t replicas,
                                    const char *const *devices, dpc_graph **out, dpc_diag *d);
+
+/* Replica r > 0 of a data-parallel graph names its values NAME.replica<r>. */
+#define DPC_REPLICA_SUFFIX ".replica"
+/* Whether `name` is a replica's copy; if so, base gets the original's name. */
+bool dpc_replica_of(const char *name, char *base, size_t n);
 
 /* The graph as Graphviz text: one cluster per device, nodes labelled with op, name and type,
  * edges with the type that flows on them; edges between devices drawn red and dashed. */

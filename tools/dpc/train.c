@@ -199,7 +199,7 @@ static void close_run(run_t *r) {
 }
 
 /* Data parallel: every replica's params and state take replica 0's (after they were loaded, or
- * after a step that ran on replica 0 alone). Replica r's copy of P is named P@r. */
+ * after a step that ran on replica 0 alone). Replica r's copy of P is P.replica<r>. */
 static dpc_status sync_replicas(trainer *t, dpc_diag *d) {
   const run_t *r = &t->train_full;
   if (!r->parallel) return DPC_OK;
@@ -207,10 +207,9 @@ static dpc_status sync_replicas(trainer *t, dpc_diag *d) {
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     if (!dpc_op_has(g->nodes[i].op, DPC_OPF_PERSIST)) continue;
     uint32_t v = g->nodes[i].out;
-    const char *name = dpc_graph_str(g, g->values[v].name), *at = strrchr(name, '@');
-    if (!at) continue;
+    const char *name = dpc_graph_str(g, g->values[v].name);
     char base[256];
-    snprintf(base, sizeof base, "%.*s", (int)(at - name), name);
+    if (!dpc_replica_of(name, base, sizeof base)) continue;
     uint32_t src = dpc_graph_find(g, base);
     if (src == DPC_NONE)
       return dpc_diag_fail(d, DPC_ERR_INTERNAL, "replica value '%s' has no '%s'", name, base);

@@ -8,6 +8,8 @@
 #include "runtime/safetensors.h"
 #include "tools/dpc/train_internal.h"
 
+#include "partitioner/partitioner.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -72,7 +74,8 @@ dpc_status dpc_train_load_checkpoint(trainer *t, dpc_diag *d) {
   for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
     if (!dpc_op_has(g->nodes[i].op, DPC_OPF_PERSIST)) continue;
     const char *name = dpc_graph_str(g, g->values[g->nodes[i].out].name);
-    if (strchr(name, '@')) continue; /* a data-parallel replica's copy: synced from its original */
+    char base[256];
+    if (dpc_replica_of(name, base, sizeof base)) continue; /* synced from the original */
     const dpc_tensor *tt = dpc_st_find(f, name);
     if (!tt) {
       st = dpc_diag_fail(d, DPC_ERR_INVALID,
@@ -116,7 +119,8 @@ static uint32_t collect(trainer *t, bool params_only, dpc_st_tensor *out) {
     if (!dpc_op_has(op, DPC_OPF_PERSIST)) continue;
     uint32_t v = g->nodes[i].out;
     const char *name = dpc_graph_str(g, g->values[v].name);
-    if (strchr(name, '@')) continue; /* a data-parallel replica's copy of `name` before the @ */
+    char base[256];
+    if (dpc_replica_of(name, base, sizeof base)) continue; /* a data-parallel replica's copy */
     if (params_only && op == DPC_OP_STATE && dpc_graph_find(t->model, name) == DPC_NONE) continue;
     if (out) out[n] = (dpc_st_tensor){name, dpc_session_value(t->train_full.s, v)};
     n++;
