@@ -101,8 +101,19 @@ contains "$work/out" '"gemm_gflops": [1-9]' "devices measures the GEMM"
 contains "$work/out" '"copy_gbs": \[[1-9]' "devices measures copies"
 expect 2 "devices with a bad spec" -- "$dpc" devices --devices gpu:1
 contains "$work/err" "cpu:N" "a bad device spec says what is accepted"
+expect 0 "plan data parallel" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:2 --batch 64 --dot "$work/plan.dot" --json "$work/plan.json"
+contains "$work/out" "^cpu:1 " "plan shows each device"
+contains "$work/out" "predicted step" "plan predicts the step"
+contains "$work/plan.json" '"comm_bytes_per_step": [1-9]' "plan's JSON counts the bytes moved"
+contains "$work/plan.dot" "cluster" "plan's dot has a cluster per device"
+if command -v dot >/dev/null; then
+  expect 0 "dot -Tsvg accepts the plan" -- dot -Tsvg "$work/plan.dot" -o "$work/plan.svg"
+fi
+expect 2 "plan with an unknown strategy" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --strategy pipeline
+expect 1 "plan with a batch that does not split" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:3 --batch 64
+contains "$work/err" "does not split evenly" "plan says why the batch does not fit"
 expect 2 "bench with a bad --batch" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --batch 0
-for cmd in compile train bench devices; do
+for cmd in compile train bench devices plan; do
   expect 0 "dpc $cmd --help" -- "$dpc" $cmd --help
   contains "$work/out" "Usage: dpc $cmd" "dpc $cmd --help shows usage"
 done

@@ -55,6 +55,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) DPC_PRINTF(2, 3);
 
 int dpc_cmd_check(int argc, char **argv);
 int dpc_cmd_devices(int argc, char **argv);
+int dpc_cmd_plan(int argc, char **argv);
 int dpc_cmd_print(int argc, char **argv);
 int dpc_cmd_run(int argc, char **argv);
 int dpc_cmd_train(int argc, char **argv);

@@ -20,6 +20,7 @@ static void usage(FILE *f) {
           "  compile FILE     compile a model ahead of time into an artifact (.dpx)\n"
           "  bench FILE       time a model's training step or forward pass\n"
           "  devices          list the devices of this machine, with measured speeds\n"
+          "  plan FILE        show how a training step is spread over devices, with predictions\n"
           "  ops              list the ops a .graph model can use\n"
           "  version          print the version\n"
           "  help [COMMAND]   show help\n"
@@ -59,6 +60,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "ops")) return dpc_cmd_ops(argc, argv);
   if (!strcmp(cmd, "bench")) return dpc_cmd_bench(argc, argv);
   if (!strcmp(cmd, "devices")) return dpc_cmd_devices(argc, argv);
+  if (!strcmp(cmd, "plan")) return dpc_cmd_plan(argc, argv);
   fprintf(stderr, "dpc: unknown command '%s'\n\n", cmd);
   usage(stderr);
   return DPC_EXIT_USAGE;

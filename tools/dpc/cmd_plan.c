@@ -1,0 +1,221 @@
+/*
+ * cmd_plan.c — `dpc plan`: how a model's training step is spread over devices, what each device
+ * does, how long the cost model says it takes, and what moves between them.
+ */
+#include "partitioner/cost.h"
+#include "partitioner/partitioner.h"
+#include "passes/pass.h"
+#include "tools/dpc/calibrate.h"
+#include "tools/dpc/cli.h"
+#include "tools/dpc/driver.h"
+
+#include "codegen/cpu/cpu.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const cli_opt plan_opts[] = {
+    {"devices", true, false, "cpu (default), cpu:N or numa"},
+    {"strategy", true, false, "data (default with several devices) or single"},
+    {"batch", true, false, "the global batch of one step (default 128)"},
+    {"dot", true, false, "FILE: the plan as Graphviz, one cluster per device"},
+    {"json", true, false, "FILE: per device predicted time, memory, and the communication"},
+};
+#define NPLAN (int)(sizeof plan_opts / sizeof *plan_opts)
+
+typedef struct dev_summary {
+  uint32_t kernels, comms;
+  double compute_s, comm_s, comm_bytes;
+} dev_summary;
+
+/* The plan of the training step: bound at the replica batch, replicated when D > 1. */
+static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, dpc_plan **out,
+                            dpc_diag *d) {
+  dpc_graph *g = dpc_graph_clone(src);
+  if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_pass_opts po = {.training = true, .fuse = dpc_cpu_fusion()};
+  int64_t *vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
+  dpc_status st =
+      vals ? dpc_driver_default_horizon(g, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (!st) st = dpc_passes_run(g, &po, d);
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = batch / D;
+  if (!st) st = dpc_graph_bind(g, vals, d);
+  char names[256][16];
+  const char *devs[256];
+  for (uint32_t k = 0; k < D; k++) {
+    snprintf(names[k], sizeof names[k], "cpu:%u", k);
+    devs[k] = names[k];
+  }
+  if (!st && D > 1) {
+    dpc_graph *dp = NULL;
+    st = dpc_data_parallel_graph(g, batch, D, devs, &dp, d);
+    if (!st) st = dpc_plan_devices(dp, devs, D, true, out, d);
+    dpc_graph_free(dp);
+  } else if (!st) {
+    st = dpc_plan_devices(g, devs, 1, true, out, d);
+  }
+  free(vals);
+  dpc_graph_free(g);
+  return st;
+}
+
+/* Each device's predicted compute (cost model, calibrated speed) and communication: an
+ * all-reduce moves 2 (D-1)/D of its bytes per device, at the devices' copy bandwidth. */
+static void summarise(const dpc_plan *p, const dpc_node_cost *c, const dpc_calibration *cal,
+                      dev_summary *out) {
+  const dpc_graph *g = p->g;
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    dpc_device_speed sp = {cal->gflops[i], cal->copy_gbs[(size_t)i * cal->n + i]};
+    dev_summary *s = &out[i];
+    memset(s, 0, sizeof *s);
+    for (uint32_t j = 0; j < p->devs[i].n_steps; j++) {
+      const dpc_step *st = &p->devs[i].steps[j];
+      if (st->kind == DPC_STEP_COPY) {
+        s->compute_s += 2.0 * (double)p->slots[st->dst].bytes / (sp.mem_gbs * 1e9);
+        continue;
+      }
+      if (st->kind != DPC_STEP_KERNEL) continue;
+      const dpc_node *n = &g->nodes[st->node];
+      if (dpc_op_has(n->op, DPC_OPF_COMM) && p->n_devs > 1) {
+        double bytes = (double)p->slots[n->out].bytes * 2.0 * (p->n_devs - 1) / p->n_devs;
+        s->comms++;
+        s->comm_bytes += bytes;
+        s->comm_s += bytes / (sp.mem_gbs * 1e9);
+        continue;
+      }
+      if (n->fused != DPC_NONE) continue;
+      s->kernels++;
+      s->compute_s += dpc_cost_kernel_seconds(g, c, st->node, &sp);
+    }
+  }
+}
+
+static dpc_status write_json(const char *path, const dpc_plan *p, const dev_summary *s,
+                             double step_s, dpc_diag *d) {
+  FILE *f = fopen(path, "w");
+  if (!f) return dpc_diag_fail(d, DPC_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+  double comm = 0;
+  fprintf(f, "{\"devices\": [");
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    fprintf(f,
+            "%s{\"name\": \"%s\", \"kernels\": %u, \"collectives\": %u, \"compute_ms\": %.4f, "
+            "\"comm_ms\": %.4f, \"memory_bytes\": %llu, \"comm_bytes\": %.0f}",
+            i ? ", " : "", p->devs[i].name, s[i].kernels, s[i].comms, s[i].compute_s * 1e3,
+            s[i].comm_s * 1e3, (unsigned long long)p->devs[i].bytes, s[i].comm_bytes);
+    comm += s[i].comm_bytes;
+  }
+  fprintf(f, "], \"predicted_step_ms\": %.4f, \"comm_bytes_per_step\": %.0f}\n", step_s * 1e3,
+          comm);
+  return fclose(f) ? dpc_diag_fail(d, DPC_ERR_IO, "cannot write '%s'", path) : DPC_OK;
+}
+
+int dpc_cmd_plan(int argc, char **argv) {
+  cli_parsed p;
+  if (!cli_parse("plan", plan_opts, NPLAN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
+  if (p.help) {
+    printf("Usage: dpc plan FILE.graph [--devices SPEC] [--strategy data] [--batch B]\n"
+           "                [--dot FILE] [--json FILE]\n\n"
+           "Plan a model's training step over devices and show it: each device's kernels and\n"
+           "collectives, its predicted compute and communication time (the cost model with\n"
+           "this machine's calibration, as dpc devices measures it), its memory, and the bytes\n"
+           "that move per step. --dot writes the plan as Graphviz (one cluster per device),\n"
+           "--json the figures. See docs/strategies.md.\n");
+    cli_print_options(plan_opts, NPLAN);
+    return DPC_EXIT_OK;
+  }
+  if (p.npos != 1) return cli_usage_error("plan", "expects one model file (see dpc plan --help)");
+  const char *spec = cli_get(plan_opts, NPLAN, &p, "devices");
+  const char *strategy = cli_get(plan_opts, NPLAN, &p, "strategy");
+  const char *bs = cli_get(plan_opts, NPLAN, &p, "batch");
+  char *end = NULL;
+  unsigned long batch = bs ? strtoul(bs, &end, 10) : 128;
+  if (bs && (end == bs || *end || batch < 1 || batch > (1ul << 24)))
+    return cli_usage_error("plan", "--batch expects a whole number from 1, got '%s'", bs);
+  if (strategy && strcmp(strategy, "data") && strcmp(strategy, "single"))
+    return cli_usage_error("plan",
+                           "--strategy %s: this version plans data (data parallel) or single "
+                           "(one device); model, hybrid and pipeline come next",
+                           strategy);
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_graph *g = NULL;
+  dpc_topology *t = NULL;
+  dpc_device_list l = {0};
+  dpc_calibration cal = {0};
+  dpc_plan *plan = NULL;
+  dpc_node_cost *cost = NULL;
+  dev_summary *sum = NULL;
+  int rc = DPC_EXIT_OK;
+  dpc_status st = dpc_driver_load(p.pos[0], &g, &d);
+  if (!st && g->obj.loss == DPC_NONE)
+    st = dpc_diag_fail(&d, DPC_ERR_INVALID, "%s has nothing to minimize: plans are of training",
+                       p.pos[0]);
+  if (!st) st = dpc_topology_load(NULL, &t, &d);
+  if (!st) st = dpc_devices_parse(t, spec ? spec : "cpu", &l, &d);
+  uint32_t D = st ? 1 : l.n;
+  if (!st && strategy && !strcmp(strategy, "single") && D > 1)
+    st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--strategy single takes one device, not %u", D);
+  if (!st && batch % D)
+    st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--batch %lu does not split evenly over %u devices",
+                       batch, D);
+  if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, &d);
+  if (!st) st = make_plan(g, (uint32_t)batch, D, &plan, &d);
+  if (!st) {
+    cost = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *cost);
+    sum = calloc(D, sizeof *sum);
+    st = cost && sum ? dpc_cost_graph(plan->g, cost, &d)
+                     : dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
+  }
+  if (st) {
+    rc = cli_report("plan", &d);
+    goto done;
+  }
+  summarise(plan, cost, &cal, sum);
+  double step = 0, comm = 0;
+  for (uint32_t i = 0; i < D; i++) {
+    double s = sum[i].compute_s + sum[i].comm_s;
+    if (s > step) step = s;
+    comm += sum[i].comm_bytes;
+  }
+  const char *name = g->name != DPC_NONE ? dpc_graph_str(g, g->name) : p.pos[0];
+  if (D > 1)
+    printf("%s, training step, batch %lu, data parallel on %u devices (%s)\n", name, batch, D,
+           spec);
+  else
+    printf("%s, training step, batch %lu, on one device (%s)\n", name, batch, spec ? spec : "cpu");
+  printf("%-8s %8s %12s %12s %10s %10s %12s\n", "device", "kernels", "collectives", "compute ms",
+         "comm ms", "memory MB", "comm MB/step");
+  for (uint32_t i = 0; i < D; i++)
+    printf("%-8s %8u %12u %12.3f %10.3f %10.1f %12.2f\n", plan->devs[i].name, sum[i].kernels,
+           sum[i].comms, sum[i].compute_s * 1e3, sum[i].comm_s * 1e3,
+           (double)plan->devs[i].bytes / 1e6, sum[i].comm_bytes / 1e6);
+  printf("predicted step %.3f ms (%.0f samples/s); %.2f MB moved between devices per step\n",
+         step * 1e3, step > 0 ? (double)batch / step : 0, comm / 1e6);
+  const char *dot = cli_get(plan_opts, NPLAN, &p, "dot");
+  if (dot) {
+    dpc_buf b = {0};
+    FILE *f = fopen(dot, "w");
+    if (!f || dpc_dot_graph(plan->g, &b)) {
+      dpc_diag_fail(&d, DPC_ERR_IO, "cannot write '%s'", dot);
+      rc = cli_report("plan", &d);
+    } else {
+      fwrite(b.data, 1, b.len, f);
+    }
+    if (f) fclose(f);
+    dpc_buf_free(&b);
+  }
+  const char *json = cli_get(plan_opts, NPLAN, &p, "json");
+  if (!rc && json && write_json(json, plan, sum, step, &d)) rc = cli_report("plan", &d);
+done:
+  free(sum);
+  free(cost);
+  dpc_plan_free(plan);
+  dpc_calibration_free(&cal);
+  dpc_device_list_free(&l);
+  dpc_topology_free(t);
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+  return rc;
+}
