@@ -7,6 +7,8 @@
 #include "frontend/frontend.h"
 #include "runtime/npy.h"
 #include "runtime/rng.h"
+#include "partitioner/partitioner.h"
+#include "passes/pass.h"
 #include "runtime/safetensors.h"
 #include "tests/unit/unit.h"
 #include "tools/dpc/train.h"
@@ -337,6 +339,83 @@ static void data_parallel_matches_one_device(void) {
   dpc_graph_free(g);
 }
 
+/* Model parallel with the model's own placement: the hidden layer on cpu:1, the rest on cpu:0;
+ * values cross between them through events. The same kernels in the same order as on one
+ * device: the losses and params must be bit-identical. */
+static void model_parallel_matches_one_device(void) {
+  char xs[256], ys[256], data[600], save[2][256], logs[2][256];
+  path_in(xs, sizeof xs, "mpx.npy");
+  path_in(ys, sizeof ys, "mpy.npy");
+  write_data(xs, ys, 300, 16, 5, -1);
+  snprintf(data, sizeof data, "%s,%s", xs, ys);
+  for (int k = 0; k < 2; k++) {
+    char nm[32];
+    snprintf(nm, sizeof nm, "mp%d.safetensors", k);
+    path_in(save[k], sizeof save[k], nm);
+    snprintf(nm, sizeof nm, "mp%d.jsonl", k);
+    path_in(logs[k], sizeof logs[k], nm);
+  }
+  dpc_graph *g = parse("model split\ninput x: f32[N, 16]\ninput y: i32[N]\n"
+                       "param w1: f32[16, 32] = he_normal(seed=1)\nparam b1: f32[32] = zeros\n"
+                       "param w2: f32[32, 5] = xavier_uniform(seed=2)\nparam b2: f32[5] = zeros\n"
+                       "device cpu:1 {\n  h = relu(matmul(x, w1) + b1)\n}\n"
+                       "logits = matmul(h, w2) + b2 @ cpu:0\n"
+                       "loss = softmax_cross_entropy(logits, y)\noutput logits\n"
+                       "minimize loss with sgd(lr=0.1, momentum=0.9)\n");
+  if (!g) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  /* the plan: kernels on both devices, values handed over through events */
+  dpc_graph *c = dpc_graph_clone(g);
+  dpc_pass_opts po = {.training = true};
+  int64_t n32[4] = {32, 32, 32, 32};
+  const char *devs[2] = {"cpu:0", "cpu:1"};
+  dpc_plan *plan = NULL;
+  CHECK_MSG(c && dpc_passes_run(c, &po, &d) == DPC_OK && dpc_graph_bind(c, n32, &d) == DPC_OK &&
+                dpc_plan_devices(c, devs, 2, true, &plan, &d) == DPC_OK,
+            "%s", d.msg);
+  if (plan) {
+    uint32_t kernels[2] = {0, 0}, waits = 0;
+    for (uint32_t i = 0; i < 2; i++)
+      for (uint32_t j = 0; j < plan->devs[i].n_steps; j++) {
+        kernels[i] += plan->devs[i].steps[j].kind == DPC_STEP_KERNEL;
+        waits += plan->devs[i].steps[j].kind == DPC_STEP_WAIT;
+      }
+    CHECK_MSG(kernels[0] > 2 && kernels[1] > 2 && plan->n_events >= 2 && waits >= 2,
+              "kernels %u + %u, %u events, %u waits", kernels[0], kernels[1], plan->n_events,
+              waits);
+    dpc_plan_free(plan);
+  }
+  dpc_graph_free(c);
+  for (int llvm = 0; llvm < 2; llvm++) {
+    for (int k = 0; k < 2; k++) {
+      dpc_train_opts o;
+      quiet_opts(&o);
+      o.exec.llvm = llvm;
+      o.data = data, o.epochs = 1, o.batch = 32, o.seed = 4; /* 9 batches and one of 12 */
+      o.devices = k ? "cpu:2" : NULL;
+      o.strategy = k ? "model" : NULL;
+      o.save_path = save[k], o.log_path = logs[k];
+      CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s", d.msg);
+    }
+    double l0[16], l1[16];
+    int n0 = read_losses(logs[0], l0, 16), n1 = read_losses(logs[1], l1, 16);
+    CHECK_MSG(n0 == 10 && n1 == 10, "%d and %d steps", n0, n1);
+    for (int i = 0; i < n0 && i < n1; i++)
+      CHECK_MSG(l0[i] == l1[i], "%s step %d: %.9g vs %.9g", llvm ? "llvm" : "ref", i + 1, l0[i],
+                l1[i]);
+    CHECK_MSG(same_file(save[0], save[1]), "%s: params differ", llvm ? "llvm" : "ref");
+  }
+  for (int k = 0; k < 2; k++) {
+    unlink(save[k]);
+    unlink(logs[k]);
+  }
+  unlink(xs);
+  unlink(ys);
+  dpc_diag_free(&d);
+  dpc_graph_free(g);
+}
+
 /* A device that never comes ends the step with an error naming it, within the timeout. */
 static void stuck_device_fails_in_time(void) {
   char xs[256], ys[256], data[600];
@@ -375,6 +454,7 @@ const unit_test unit_tests[] = {
     {"clear_errors", clear_errors},
     {"data_parallel_matches_one_device", data_parallel_matches_one_device},
     {"stuck_device_fails_in_time", stuck_device_fails_in_time},
+    {"model_parallel_matches_one_device", model_parallel_matches_one_device},
     {"cleanup", cleanup_tmp},
     {NULL, NULL},
 };

@@ -180,20 +180,22 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   if (!st) st = dpc_passes_run(g, &po, d);
   uint32_t D = 1;
   if (!st && o->devices) st = count_devices(o->devices, &D, d);
-  if (!st && D > 1 && (!po.training || o->batch % D))
+  if (!st && D > 1 && !o->model && (!po.training || o->batch % D))
     st = dpc_diag_fail(d, DPC_ERR_INVALID,
                        "--devices %s: data parallel is for training, with a batch that splits "
                        "evenly (%u is not a multiple of %u)",
                        o->devices, o->batch, D);
-  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = o->batch / D;
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = o->model ? o->batch : o->batch / D;
   if (!st) st = dpc_graph_bind(g, vals, d);
-  if (!st && D > 1) {
-    char names[256][16];
-    const char *devs[256];
-    for (uint32_t k = 0; k < D; k++) {
-      snprintf(names[k], sizeof names[k], "cpu:%u", k);
-      devs[k] = names[k];
-    }
+  char names[256][16];
+  const char *devs[256];
+  for (uint32_t k = 0; k < D && k < 256; k++) {
+    snprintf(names[k], sizeof names[k], "cpu:%u", k);
+    devs[k] = names[k];
+  }
+  if (!st && D > 1 && o->model) {
+    st = dpc_plan_devices(g, devs, D, po.training, &plan, d);
+  } else if (!st && D > 1) {
     dpc_graph *dp = NULL;
     st = dpc_data_parallel_graph(g, o->batch, D, devs, &dp, d);
     if (!st) st = dpc_plan_devices(dp, devs, D, true, &plan, d);

@@ -20,6 +20,7 @@ typedef struct dpc_bench_opts {
   dpc_exec_opts exec;  /* llvm or the reference kernels */
   bool profile;        /* after the timed steps, as many again with each kernel timed */
   const char *devices; /* NULL or cpu: one device; cpu:N / numa: data parallel (training) */
+  bool model;          /* with devices: model parallel by the graph's own placement */
 } dpc_bench_opts;
 
 /* One kernel of the profile: what it computes and its time per step. */

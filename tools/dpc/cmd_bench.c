@@ -19,6 +19,7 @@ static const cli_opt bench_opts[] = {
     {"json", false, false, "print one JSON object instead of text"},
     {"profile", false, false, "then time each kernel: where the step's time goes"},
     {"devices", true, false, "cpu (default), or cpu:N / numa: data-parallel training over them"},
+    {"strategy", true, false, "with several devices: data (default) or model (@ cpu:K placement)"},
     {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
 };
 #define NBENCH (int)(sizeof bench_opts / sizeof *bench_opts)
@@ -56,6 +57,10 @@ int dpc_cmd_bench(int argc, char **argv) {
   o.inference = cli_get(bench_opts, NBENCH, &p, "inference") != NULL;
   o.profile = cli_get(bench_opts, NBENCH, &p, "profile") != NULL;
   o.devices = cli_get(bench_opts, NBENCH, &p, "devices");
+  const char *strategy = cli_get(bench_opts, NBENCH, &p, "strategy");
+  if (strategy && strcmp(strategy, "data") && strcmp(strategy, "model"))
+    return cli_usage_error("bench", "--strategy is data or model, not '%s'", strategy);
+  o.model = strategy && !strcmp(strategy, "model");
   if (!get_u32(&p, "batch", &o.batch, 1) || !get_u32(&p, "threads", &o.threads, 1) ||
       !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0))
     return DPC_EXIT_USAGE;

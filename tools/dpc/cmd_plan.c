@@ -18,7 +18,8 @@
 
 static const cli_opt plan_opts[] = {
     {"devices", true, false, "cpu (default), cpu:N or numa"},
-    {"strategy", true, false, "data (default with several devices) or single"},
+    {"strategy", true, false,
+     "data (default with several devices), model (the graph's @ cpu:K placement) or single"},
     {"batch", true, false, "the global batch of one step (default 128)"},
     {"dot", true, false, "FILE: the plan as Graphviz, one cluster per device"},
     {"json", true, false, "FILE: per device predicted time, memory, and the communication"},
@@ -31,8 +32,8 @@ typedef struct dev_summary {
 } dev_summary;
 
 /* The plan of the training step: bound at the replica batch, replicated when D > 1. */
-static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, dpc_plan **out,
-                            dpc_diag *d) {
+static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bool model,
+                            dpc_plan **out, dpc_diag *d) {
   dpc_graph *g = dpc_graph_clone(src);
   if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_pass_opts po = {.training = true, .fuse = dpc_cpu_fusion()};
@@ -40,7 +41,7 @@ static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, dp
   dpc_status st =
       vals ? dpc_driver_default_horizon(g, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   if (!st) st = dpc_passes_run(g, &po, d);
-  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = batch / D;
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = model ? batch : batch / D;
   if (!st) st = dpc_graph_bind(g, vals, d);
   char names[256][16];
   const char *devs[256];
@@ -48,7 +49,9 @@ static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, dp
     snprintf(names[k], sizeof names[k], "cpu:%u", k);
     devs[k] = names[k];
   }
-  if (!st && D > 1) {
+  if (!st && model) {
+    st = dpc_plan_devices(g, devs, D, true, out, d);
+  } else if (!st && D > 1) {
     dpc_graph *dp = NULL;
     st = dpc_data_parallel_graph(g, batch, D, devs, &dp, d);
     if (!st) st = dpc_plan_devices(dp, devs, D, true, out, d);
@@ -92,6 +95,80 @@ static void summarise(const dpc_plan *p, const dpc_node_cost *c, const dpc_calib
   }
 }
 
+/* The step's predicted time: each device walks its step list with its own clock; a wait takes
+ * the clock of the signal it waits for (a value crossing devices costs its bytes at the copy
+ * bandwidth), a collective starts when every device has reached it. Returns the latest clock,
+ * and adds the bytes that cross devices through events to each receiver's comm_bytes. */
+static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_calibration *cal,
+                       dev_summary *sum) {
+  uint32_t n = p->n_devs;
+  double *clock = calloc(n, sizeof *clock), *sig = malloc((p->n_events + 1) * sizeof *sig);
+  uint32_t *pos = calloc(n, sizeof *pos);
+  double *ebytes = calloc(p->n_events + 1, sizeof *ebytes);
+  if (!clock || !sig || !pos || !ebytes) {
+    free(clock), free(sig), free(pos), free(ebytes);
+    return 0;
+  }
+  for (uint32_t e = 0; e <= p->n_events; e++) sig[e] = -1;
+  const dpc_graph *g = p->g;
+  /* each event's bytes: the value whose producer signals it */
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t j = 1; j < p->devs[i].n_steps; j++) {
+      const dpc_step *st = &p->devs[i].steps[j];
+      if (st->kind != DPC_STEP_SIGNAL) continue;
+      uint32_t k = j; /* the kernel just before it (other signals may sit between) */
+      while (k > 0 && p->devs[i].steps[k].kind != DPC_STEP_KERNEL) k--;
+      const dpc_node *nd = &g->nodes[p->devs[i].steps[k].node];
+      for (uint32_t o = 0; o < nd->n_out; o++)
+        ebytes[st->event] += (double)p->slots[nd->out + o].bytes;
+    }
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (uint32_t i = 0; i < n; i++) {
+      dpc_device_speed sp = {cal->gflops[i], cal->copy_gbs[(size_t)i * cal->n + i]};
+      while (pos[i] < p->devs[i].n_steps) {
+        const dpc_step *st = &p->devs[i].steps[pos[i]];
+        if (st->kind == DPC_STEP_WAIT) {
+          if (sig[st->event] < 0) break;
+          double arrive = sig[st->event] + ebytes[st->event] / (sp.mem_gbs * 1e9);
+          if (arrive > clock[i]) clock[i] = arrive;
+          sum[i].comm_bytes += ebytes[st->event];
+        } else if (st->kind == DPC_STEP_SIGNAL) {
+          sig[st->event] = clock[i];
+        } else if (st->kind == DPC_STEP_COPY) {
+          clock[i] += 2.0 * (double)p->slots[st->dst].bytes / (sp.mem_gbs * 1e9);
+        } else if (st->kind == DPC_STEP_KERNEL && dpc_op_has(g->nodes[st->node].op, DPC_OPF_COMM) &&
+                   n > 1) {
+          /* every device must be at this collective */
+          bool all = true;
+          double start = 0;
+          for (uint32_t q = 0; q < n && all; q++) {
+            const dpc_plan_device *pq = &p->devs[q];
+            all = pos[q] < pq->n_steps && pq->steps[pos[q]].kind == DPC_STEP_KERNEL &&
+                  pq->steps[pos[q]].node == st->node;
+            if (all && clock[q] > start) start = clock[q];
+          }
+          if (!all) break;
+          for (uint32_t q = 0; q < n; q++) {
+            clock[q] = start + sum[q].comm_s / (sum[q].comms ? sum[q].comms : 1);
+            if (q != i) pos[q]++;
+          }
+        } else if (st->kind == DPC_STEP_KERNEL) {
+          clock[i] += dpc_cost_kernel_seconds(g, c, st->node, &sp);
+        }
+        pos[i]++;
+        progress = true;
+      }
+    }
+  }
+  double end = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (clock[i] > end) end = clock[i];
+  free(clock), free(sig), free(pos), free(ebytes);
+  return end;
+}
+
 static dpc_status write_json(const char *path, const dpc_plan *p, const dev_summary *s,
                              double step_s, dpc_diag *d) {
   FILE *f = fopen(path, "w");
@@ -133,11 +210,14 @@ int dpc_cmd_plan(int argc, char **argv) {
   unsigned long batch = bs ? strtoul(bs, &end, 10) : 128;
   if (bs && (end == bs || *end || batch < 1 || batch > (1ul << 24)))
     return cli_usage_error("plan", "--batch expects a whole number from 1, got '%s'", bs);
-  if (strategy && strcmp(strategy, "data") && strcmp(strategy, "single"))
+  if (strategy && strcmp(strategy, "data") && strcmp(strategy, "single") &&
+      strcmp(strategy, "model"))
     return cli_usage_error("plan",
-                           "--strategy %s: this version plans data (data parallel) or single "
-                           "(one device); model, hybrid and pipeline come next",
+                           "--strategy %s: this version plans data (data parallel), model (the "
+                           "graph's own placement) or single (one device); hybrid and pipeline "
+                           "come next",
                            strategy);
+  bool model = strategy && !strcmp(strategy, "model");
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
@@ -157,11 +237,11 @@ int dpc_cmd_plan(int argc, char **argv) {
   uint32_t D = st ? 1 : l.n;
   if (!st && strategy && !strcmp(strategy, "single") && D > 1)
     st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--strategy single takes one device, not %u", D);
-  if (!st && batch % D)
+  if (!st && !model && batch % D)
     st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--batch %lu does not split evenly over %u devices",
                        batch, D);
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, &d);
-  if (!st) st = make_plan(g, (uint32_t)batch, D, &plan, &d);
+  if (!st) st = make_plan(g, (uint32_t)batch, D, model, &plan, &d);
   if (!st) {
     cost = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *cost);
     sum = calloc(D, sizeof *sum);
@@ -173,16 +253,12 @@ int dpc_cmd_plan(int argc, char **argv) {
     goto done;
   }
   summarise(plan, cost, &cal, sum);
-  double step = 0, comm = 0;
-  for (uint32_t i = 0; i < D; i++) {
-    double s = sum[i].compute_s + sum[i].comm_s;
-    if (s > step) step = s;
-    comm += sum[i].comm_bytes;
-  }
+  double step = simulate(plan, cost, &cal, sum), comm = 0;
+  for (uint32_t i = 0; i < D; i++) comm += sum[i].comm_bytes;
   const char *name = g->name != DPC_NONE ? dpc_graph_str(g, g->name) : p.pos[0];
   if (D > 1)
-    printf("%s, training step, batch %lu, data parallel on %u devices (%s)\n", name, batch, D,
-           spec);
+    printf("%s, training step, batch %lu, %s on %u devices (%s)\n", name, batch,
+           model ? "model parallel (the graph's placement)" : "data parallel", D, spec);
   else
     printf("%s, training step, batch %lu, on one device (%s)\n", name, batch, spec ? spec : "cpu");
   printf("%-8s %8s %12s %12s %10s %10s %12s\n", "device", "kernels", "collectives", "compute ms",

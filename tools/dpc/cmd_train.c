@@ -41,6 +41,8 @@ static const cli_opt train_opts[] = {
     {"threads", true, false, "threads for compiled kernels (default: one per core)"},
     {"devices", true, false,
      "cpu (default), or cpu:N / numa: synchronous data parallel over those devices"},
+    {"strategy", true, false,
+     "with several devices: data (default) or model (the graph's own @ cpu:K placement)"},
     {"timeout", true, false, "seconds a device waits for another before the step fails (60)"},
     {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
     {"quiet", false, false, "print only errors and the final summary"},
@@ -178,6 +180,7 @@ int dpc_cmd_train(int argc, char **argv) {
   if (!get_u64(&p, "threads", &threads, 1)) return DPC_EXIT_USAGE;
   o.threads = (uint32_t)(threads > 1024 ? 1024 : threads);
   o.devices = cli_get(train_opts, NTRAIN, &p, "devices");
+  o.strategy = cli_get(train_opts, NTRAIN, &p, "strategy");
   uint64_t timeout = 0;
   if (!get_u64(&p, "timeout", &timeout, 1)) return DPC_EXIT_USAGE;
   o.timeout_s = (double)timeout;

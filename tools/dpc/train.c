@@ -144,21 +144,24 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   dpc_status st = vals ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   /* data parallel when training on several devices and the batch splits evenly between them */
   uint32_t D = t->replicas;
-  bool parallel = training && D > 1 && n % D == 0;
+  bool model = training && D > 1 && t->o->strategy && !strcmp(t->o->strategy, "model");
+  bool parallel = training && D > 1 && !model && n % D == 0;
   uint32_t per = parallel ? n / D : n;
   for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = k == t->batch_sym ? (int64_t)per : -1;
   if (!st) st = dpc_graph_bind(g, vals, d);
+  char names[256][16];
+  const char *devs[256];
+  for (uint32_t k = 0; k < D && k < 256; k++) {
+    snprintf(names[k], sizeof names[k], "cpu:%u", k);
+    devs[k] = names[k];
+  }
   if (!st && parallel) {
-    char names[256][16];
-    const char *devs[256];
-    for (uint32_t k = 0; k < D; k++) {
-      snprintf(names[k], sizeof names[k], "cpu:%u", k);
-      devs[k] = names[k];
-    }
     dpc_graph *dp = NULL;
     st = dpc_data_parallel_graph(g, n, D, devs, &dp, d);
     if (!st) st = dpc_plan_devices(dp, devs, D, true, &r->plan, d);
     dpc_graph_free(dp);
+  } else if (!st && model) {
+    st = dpc_plan_devices(g, devs, D, true, &r->plan, d);
   } else if (!st) {
     st = dpc_plan_single(g, "cpu:0", training, &r->plan, d);
   }
@@ -456,6 +459,11 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
     dpc_device_list_free(&l);
     dpc_topology_free(topo);
     if (st) return st;
+    if (o->strategy && strcmp(o->strategy, "data") && strcmp(o->strategy, "model"))
+      return dpc_diag_fail(d, DPC_ERR_INVALID,
+                           "--strategy %s: this version trains data (data parallel) or model "
+                           "(the model's own placement); hybrid and pipeline come next",
+                           o->strategy);
     if (t->replicas > 1 && o->artifact)
       return dpc_diag_fail(
           d, DPC_ERR_UNSUPPORTED,
