@@ -32,6 +32,20 @@ dpc_status dpc_plan_devices(const dpc_graph *g, const char *const *devs, uint32_
 dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint32_t replicas,
                                    const char *const *devices, dpc_graph **out, dpc_diag *d);
 
+/* What automatic placement did: the bytes its cut moves (KiB, as METIS counts them) and the
+ * forward FLOPs each device got (the first 16 devices). */
+typedef struct dpc_place_report {
+  double cut_kib;
+  double flops[16];
+} dpc_place_report;
+
+/* Place the nodes of `model` (its forward graph and loss, before the training passes) on
+ * devices[0..n) with METIS (partitioner/metis.c): compute balanced by `speed` (relative; NULL:
+ * equal), memory balanced, bytes between devices few. Nodes the model places itself keep their
+ * place. Sets node.device; the training passes then follow it. */
+dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *devices,
+                           const double *speed, uint32_t n, dpc_place_report *report, dpc_diag *d);
+
 /* Replica r > 0 of a data-parallel graph names its values NAME.replica<r>. */
 #define DPC_REPLICA_SUFFIX ".replica"
 /* Whether `name` is a replica's copy; if so, base gets the original's name. */

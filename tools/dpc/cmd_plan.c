@@ -33,9 +33,17 @@ typedef struct dev_summary {
 
 /* The plan of the training step: bound at the replica batch, replicated when D > 1. */
 static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bool model,
-                            dpc_plan **out, dpc_diag *d) {
+                            const char *spec, dpc_plan **out, dpc_diag *d) {
   dpc_graph *g = dpc_graph_clone(src);
   if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  bool placed = false;
+  if (model) {
+    dpc_status st = dpc_driver_place(g, batch, spec, D, &placed, d);
+    if (st) {
+      dpc_graph_free(g);
+      return st;
+    }
+  }
   dpc_pass_opts po = {.training = true, .fuse = dpc_cpu_fusion()};
   int64_t *vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
   dpc_status st =
@@ -241,7 +249,7 @@ int dpc_cmd_plan(int argc, char **argv) {
     st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--batch %lu does not split evenly over %u devices",
                        batch, D);
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, &d);
-  if (!st) st = make_plan(g, (uint32_t)batch, D, model, &plan, &d);
+  if (!st) st = make_plan(g, (uint32_t)batch, D, model, spec ? spec : "cpu", &plan, &d);
   if (!st) {
     cost = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *cost);
     sum = calloc(D, sizeof *sum);

@@ -2,12 +2,15 @@
  * driver.c — load, bind, plan and run: the path shared by `dpc run` and the op tests.
  */
 #include "tools/dpc/driver.h"
+
+#include "tools/dpc/calibrate.h"
 #include "frontend/frontend.h"
 #include "ir/print.h"
 #include "partitioner/partitioner.h"
 #include "runtime/artifact.h"
 #include "runtime/session.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,5 +242,32 @@ dpc_status dpc_driver_infer_artifact(const char *path, const dpc_named *feeds, u
   }
   dpc_session_free(s);
   dpc_artifact_close(a);
+  return st;
+}
+
+dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, uint32_t n,
+                            bool *placed_auto, dpc_diag *d) {
+  *placed_auto = false;
+  for (uint32_t i = 0; i < model->n_nodes; i++)
+    if (model->nodes[i].device != DPC_NONE) return DPC_OK; /* the model's own placement */
+  dpc_topology *t = NULL;
+  dpc_device_list l = {0};
+  dpc_calibration cal = {0};
+  dpc_status st = dpc_topology_load(NULL, &t, d);
+  if (!st) st = dpc_devices_parse(t, spec, &l, d);
+  if (!st && l.n != n)
+    st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "--devices %s makes %u devices, not %u", spec, l.n, n);
+  if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, d);
+  char names[256][16];
+  const char *devs[256];
+  for (uint32_t k = 0; k < n && k < 256; k++) {
+    snprintf(names[k], sizeof names[k], "cpu:%u", k);
+    devs[k] = names[k];
+  }
+  if (!st) st = dpc_place_metis(model, batch, devs, cal.gflops, n, NULL, d);
+  *placed_auto = !st;
+  dpc_calibration_free(&cal);
+  dpc_device_list_free(&l);
+  dpc_topology_free(t);
   return st;
 }

@@ -27,6 +27,11 @@ void dpc_named_free(dpc_named *v, uint32_t n);
 /* Give a schedule that needs a horizon (cosine, linear) a stand-in one when the model sets
  * none, so the training pipeline can be checked or printed without a run's length. */
 dpc_status dpc_driver_default_horizon(dpc_graph *g, dpc_diag *d);
+/* Model parallel: unless the model places its nodes itself (`@ cpu:K`, device blocks), place
+ * them on the n devices of `spec` with METIS, weighted by the devices' calibrated GEMM speed
+ * (dpc devices). *placed_auto says whether it did. */
+dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, uint32_t n,
+                            bool *placed_auto, dpc_diag *d);
 
 /* Parse and verify a model file. */
 dpc_status dpc_driver_load(const char *path, dpc_graph **out, dpc_diag *d);

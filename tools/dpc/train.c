@@ -524,6 +524,10 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   if (o->resume_path && (st = dpc_train_peek_checkpoint(t, d))) return st;
   if (t->art) {
     if ((st = open_artifact_runs(t, d))) return st;
+  } else if (t->replicas > 1 && o->strategy && !strcmp(o->strategy, "model") &&
+             (st = dpc_driver_place(t->model, o->batch, o->devices, t->replicas, &t->placed_auto,
+                                    d))) {
+    return st;
   } else if ((st = compile_graph(t, d))) {
     return st;
   }

@@ -26,6 +26,7 @@ typedef struct run_t {
 typedef struct trainer {
   const dpc_train_opts *o;
   uint32_t replicas;  /* devices of --devices (1: one device) */
+  bool placed_auto;   /* --strategy model placed the model with METIS */
   dpc_graph *model;   /* the model with the command line's optimizer settings */
   dpc_graph *train_g; /* after the training passes, batch symbolic */
   dpc_graph *eval_g;  /* after the inference passes; outputs: the model's first, then the loss */
