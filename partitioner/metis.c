@@ -168,3 +168,32 @@ dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *d
   free(dev_id);
   return st;
 }
+
+dpc_status dpc_place_simple(dpc_graph *model, int64_t batch, const char *const *devices, uint32_t n,
+                            bool contiguous, dpc_diag *d) {
+  if (n < 1) return dpc_diag_fail(d, DPC_ERR_INVALID, "placement needs at least one device");
+  dpc_graph *g = dpc_graph_clone(model);
+  int64_t *vals = g ? malloc((g->n_syms ? g->n_syms : 1) * sizeof *vals) : NULL;
+  dpc_node_cost *c = g ? calloc(g->n_nodes ? g->n_nodes : 1, sizeof *c) : NULL;
+  dpc_status st = g && vals && c ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = batch;
+  if (!st) st = dpc_graph_bind(g, vals, d);
+  if (!st) st = dpc_cost_graph(g, c, d);
+  double total = 0, run = 0;
+  for (uint32_t i = 0; !st && i < g->n_nodes; i++) total += c[i].flops;
+  for (uint32_t i = 0; !st && i < model->n_nodes; i++) {
+    dpc_node *nd = &model->nodes[i];
+    /* contiguous: the node's device is where the FLOPs before it end, as a layer split does */
+    uint32_t k = contiguous ? (uint32_t)(total > 0 ? run / total * n : 0) : i % n;
+    run += c[i].flops;
+    if (k >= n) k = n - 1;
+    if (nd->device == DPC_NONE) {
+      nd->device = dpc_graph_intern(model, devices[k], strlen(devices[k]));
+      if (nd->device == DPC_NONE) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    }
+  }
+  free(c);
+  free(vals);
+  dpc_graph_free(g);
+  return st;
+}

@@ -46,6 +46,11 @@ typedef struct dpc_place_report {
 dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *devices,
                            const double *speed, uint32_t n, dpc_place_report *report, dpc_diag *d);
 
+/* Baselines to measure METIS against: a contiguous split of the nodes in graph order by their
+ * FLOPs (a layer split), or round-robin. The model's own placement is kept. */
+dpc_status dpc_place_simple(dpc_graph *model, int64_t batch, const char *const *devices, uint32_t n,
+                            bool contiguous, dpc_diag *d);
+
 /* Replica r > 0 of a data-parallel graph names its values NAME.replica<r>. */
 #define DPC_REPLICA_SUFFIX ".replica"
 /* Whether `name` is a replica's copy; if so, base gets the original's name. */

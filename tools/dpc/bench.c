@@ -177,6 +177,12 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   dpc_status st = g && vals && times ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_pass_opts po = {.training = !o->inference, .fuse = o->exec.llvm ? dpc_cpu_fusion() : 0};
   if (!st && po.training) st = dpc_driver_default_horizon(g, d);
+  if (!st && o->model && o->devices) {
+    uint32_t nd = 1;
+    bool placed;
+    st = count_devices(o->devices, &nd, d);
+    if (!st) st = dpc_driver_place(g, o->batch, o->devices, nd, &placed, d);
+  }
   if (!st) st = dpc_passes_run(g, &po, d);
   uint32_t D = 1;
   if (!st && o->devices) st = count_devices(o->devices, &D, d);

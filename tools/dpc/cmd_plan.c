@@ -21,6 +21,8 @@ static const cli_opt plan_opts[] = {
     {"strategy", true, false,
      "data (default with several devices), model (the graph's @ cpu:K placement) or single"},
     {"batch", true, false, "the global batch of one step (default 128)"},
+    {"placement", true, false,
+     "with --strategy model: metis (default), contiguous (a layer split) or roundrobin"},
     {"dot", true, false, "FILE: the plan as Graphviz, one cluster per device"},
     {"json", true, false, "FILE: per device predicted time, memory, and the communication"},
 };
@@ -33,11 +35,23 @@ typedef struct dev_summary {
 
 /* The plan of the training step: bound at the replica batch, replicated when D > 1. */
 static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bool model,
-                            const char *spec, dpc_plan **out, dpc_diag *d) {
+                            const char *spec, const char *placement, dpc_plan **out, dpc_diag *d) {
   dpc_graph *g = dpc_graph_clone(src);
   if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   bool placed = false;
-  if (model) {
+  if (model && placement && strcmp(placement, "metis")) {
+    char names[256][16];
+    const char *devs[256];
+    for (uint32_t k = 0; k < D && k < 256; k++) {
+      snprintf(names[k], sizeof names[k], "cpu:%u", k);
+      devs[k] = names[k];
+    }
+    dpc_status st = dpc_place_simple(g, batch, devs, D, !strcmp(placement, "contiguous"), d);
+    if (st) {
+      dpc_graph_free(g);
+      return st;
+    }
+  } else if (model) {
     dpc_status st = dpc_driver_place(g, batch, spec, D, &placed, d);
     if (st) {
       dpc_graph_free(g);
@@ -226,6 +240,11 @@ int dpc_cmd_plan(int argc, char **argv) {
                            "come next",
                            strategy);
   bool model = strategy && !strcmp(strategy, "model");
+  const char *placement = cli_get(plan_opts, NPLAN, &p, "placement");
+  if (placement && strcmp(placement, "metis") && strcmp(placement, "contiguous") &&
+      strcmp(placement, "roundrobin"))
+    return cli_usage_error("plan", "--placement is metis, contiguous or roundrobin, not '%s'",
+                           placement);
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
@@ -249,7 +268,7 @@ int dpc_cmd_plan(int argc, char **argv) {
     st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--batch %lu does not split evenly over %u devices",
                        batch, D);
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, &d);
-  if (!st) st = make_plan(g, (uint32_t)batch, D, model, spec ? spec : "cpu", &plan, &d);
+  if (!st) st = make_plan(g, (uint32_t)batch, D, model, spec ? spec : "cpu", placement, &plan, &d);
   if (!st) {
     cost = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *cost);
     sum = calloc(D, sizeof *sum);
