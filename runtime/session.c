@@ -61,6 +61,9 @@ struct dpc_session {
   bool broken;              /* a run failed: events and collectives are out of step */
   double timeout_s;
   uint32_t stall; /* dpc_session_opts.test_stall_device */
+  /* dpc_session_trace: per device, the recorded step events */
+  dpc_trace_event **trace;
+  uint32_t *n_trace, trace_cap, trace_runs, trace_run;
 };
 
 static double now_s(void) {
@@ -87,6 +90,44 @@ dpc_status dpc_session_profile(dpc_session *s, bool on, dpc_diag *d) {
   return s->prof ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory for the profile");
 }
 
+dpc_status dpc_session_trace(dpc_session *s, uint32_t runs, dpc_diag *d) {
+  for (uint32_t i = 0; s->trace && i < s->plan->n_devs; i++) free(s->trace[i]);
+  free(s->trace);
+  free(s->n_trace);
+  s->trace = NULL;
+  s->n_trace = NULL;
+  s->trace_runs = s->trace_run = 0;
+  if (!runs) return DPC_OK;
+  uint32_t most = 1;
+  for (uint32_t i = 0; i < s->plan->n_devs; i++)
+    if (s->plan->devs[i].n_steps > most) most = s->plan->devs[i].n_steps;
+  s->trace_cap = most * runs;
+  s->trace = calloc(s->plan->n_devs, sizeof *s->trace);
+  s->n_trace = calloc(s->plan->n_devs, sizeof *s->n_trace);
+  bool ok = s->trace && s->n_trace;
+  for (uint32_t i = 0; ok && i < s->plan->n_devs; i++)
+    ok = (s->trace[i] = malloc(s->trace_cap * sizeof **s->trace)) != NULL;
+  if (!ok) {
+    dpc_session_trace(s, 0, d);
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory for the trace");
+  }
+  s->trace_runs = runs;
+  return DPC_OK;
+}
+
+const dpc_trace_event *dpc_session_trace_events(const dpc_session *s, uint32_t dev, uint32_t *n) {
+  *n = s->trace && dev < s->plan->n_devs ? s->n_trace[dev] : 0;
+  return *n ? s->trace[dev] : NULL;
+}
+
+/* Time step j of device dev into the profile and the trace. */
+static void record(dpc_session *s, uint32_t dev, uint32_t j, double t0) {
+  double t1 = now_s();
+  if (s->prof) s->prof[dev][j] += t1 - t0;
+  if (s->trace && s->trace_run < s->trace_runs && s->n_trace[dev] < s->trace_cap)
+    s->trace[dev][s->n_trace[dev]++] = (dpc_trace_event){j, s->trace_run, t0, t1};
+}
+
 const double *dpc_session_step_seconds(const dpc_session *s, uint32_t dev) {
   return s->prof && dev < s->plan->n_devs ? s->prof[dev] : NULL;
 }
@@ -108,6 +149,7 @@ void dpc_session_free(dpc_session *s) {
   dpc_comm_free(s->comm);
   free((void *)s->events);
   dpc_session_profile(s, false, NULL);
+  dpc_session_trace(s, 0, NULL);
   free(s->devs);
   free(s->mem);
   free(s->steps);
@@ -471,15 +513,18 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
       s->broken = true;
       return st;
     }
+    if (s->trace) s->trace_run++;
     s->run.step++;
     return DPC_OK;
   }
+  bool timed = s->prof || s->trace;
   for (uint32_t j = 0; j < p->devs[0].n_steps; j++) {
-    double t0 = s->prof ? now_s() : 0;
+    double t0 = timed ? now_s() : 0;
     dpc_status st = run_step(s, 0, j, d);
     if (st) return st;
-    if (s->prof) s->prof[0][j] += now_s() - t0;
+    if (timed) record(s, 0, j, t0);
   }
+  if (s->trace) s->trace_run++;
   s->run.step++;
   return DPC_OK;
 }
@@ -493,15 +538,16 @@ static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
     while (!atomic_load(&s->failed) && now_s() - t0 < 10 * s->timeout_s) sched_yield();
     return dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s stalled (test hook)", pd->name);
   }
+  bool timed = s->prof || s->trace;
   for (uint32_t j = 0; j < pd->n_steps; j++) {
-    double t0 = s->prof ? now_s() : 0;
+    double t0 = timed ? now_s() : 0;
     dpc_status st = run_step(s, dev, j, d);
     if (st) {
       atomic_store(&s->failed, 1);
       dpc_comm_abort(s->comm, dev, d->msg);
       return st;
     }
-    if (s->prof) s->prof[dev][j] += now_s() - t0;
+    if (timed) record(s, dev, j, t0);
   }
   return DPC_OK;
 }

@@ -69,4 +69,14 @@ dpc_status dpc_session_profile(dpc_session *s, bool on, dpc_diag *d);
  * began (0 for steps a fusion group's root computes); NULL when not profiling. */
 const double *dpc_session_step_seconds(const dpc_session *s, uint32_t dev);
 
+/* A timeline (dpc train --trace): when each step of each device started and ended, for the next
+ * `runs` runs (0 stops recording). Times are seconds on the monotonic clock. */
+typedef struct dpc_trace_event {
+  uint32_t step; /* index in the device's step list */
+  uint32_t run;  /* which recorded run */
+  double start, end;
+} dpc_trace_event;
+dpc_status dpc_session_trace(dpc_session *s, uint32_t runs, dpc_diag *d);
+const dpc_trace_event *dpc_session_trace_events(const dpc_session *s, uint32_t dev, uint32_t *n);
+
 #endif

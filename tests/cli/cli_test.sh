@@ -112,6 +112,10 @@ fi
 expect 2 "plan with an unknown strategy" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --strategy pipeline
 expect 1 "plan with a batch that does not split" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:3 --batch 64
 contains "$work/err" "does not split evenly" "plan says why the batch does not fit"
+expect 0 "train data parallel with a trace" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --steps 3 --trace "$work/trace.json" --quiet
+contains "$work/trace.json" '"traceEvents"' "the trace is a Chrome trace"
+contains "$work/trace.json" '"name": "cpu:1"' "the trace has a track per device"
+contains "$work/trace.json" '"cat": "communication"' "the trace shows the all-reduce"
 expect 2 "bench with a bad --batch" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --batch 0
 for cmd in compile train bench devices plan; do
   expect 0 "dpc $cmd --help" -- "$dpc" $cmd --help

@@ -35,6 +35,9 @@ static const cli_opt train_opts[] = {
     {"checkpoint", true, false, "FILE.safetensors: where checkpoints go (written at the end too)"},
     {"checkpoint-every", true, false, "write a checkpoint every N steps (needs --checkpoint)"},
     {"resume", true, false, "FILE.safetensors: continue a run from its checkpoint"},
+    {"trace", true, false,
+     "FILE.json: a timeline of the first 20 steps, a track per device (chrome://tracing, "
+     "Perfetto)"},
     {"log", true, false, "FILE.jsonl: one JSON object per step (and per epoch)"},
     {"backend", true, false,
      "llvm (default: kernels compiled for this CPU) or ref (the reference kernels)"},
@@ -170,6 +173,7 @@ int dpc_cmd_train(int argc, char **argv) {
   o.checkpoint_path = cli_get(train_opts, NTRAIN, &p, "checkpoint");
   o.resume_path = cli_get(train_opts, NTRAIN, &p, "resume");
   o.log_path = cli_get(train_opts, NTRAIN, &p, "log");
+  o.trace_path = cli_get(train_opts, NTRAIN, &p, "trace");
   if (o.checkpoint_every && !o.checkpoint_path)
     return cli_usage_error("train", "--checkpoint-every needs --checkpoint FILE.safetensors");
   if (o.resume_path && o.init_path)

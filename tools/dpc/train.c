@@ -534,6 +534,8 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   if (o->init_path && (st = dpc_train_load_params(t, o->init_path, d))) return st;
   if (o->resume_path && (st = dpc_train_load_checkpoint(t, d))) return st;
   if ((o->init_path || o->resume_path) && (st = sync_replicas(t, d))) return st;
+  /* the first 20 steps of the full-batch session (the steady state, a few times over) */
+  if (o->trace_path && (st = dpc_session_trace(t->train_full.s, 20, d))) return st;
   if (o->log_path && !(t->log = fopen(o->log_path, t->resumed ? "a" : "w")))
     return dpc_diag_fail(d, DPC_ERR_IO, "cannot write the log '%s'", o->log_path);
   return DPC_OK;
@@ -614,6 +616,7 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
   }
   if (!st && o->checkpoint_path) st = dpc_train_save_checkpoint(&t, t.epoch, t.batch_pos, d);
   if (!st && o->save_path) st = dpc_train_save_params(&t, o->save_path, d);
+  if (!st && o->trace_path) st = dpc_train_write_trace(&t, d);
   trainer_free(&t);
   return st;
 }

@@ -55,10 +55,11 @@ typedef struct dpc_train_opts {
   const char *checkpoint_path; /* where checkpoints go */
   uint64_t checkpoint_every;   /* steps; 0: only at the end when checkpoint_path is set */
   const char *resume_path;
-  const char *log_path; /* JSON lines, one per step */
-  dpc_pass_opts passes; /* verify_each, print_after, dump */
-  dpc_exec_opts exec;   /* reference kernels, or compiled with LLVM (the default in dpc train) */
-  uint32_t threads;     /* for compiled kernels: 0 = one per core */
+  const char *log_path;   /* JSON lines, one per step */
+  const char *trace_path; /* Chrome trace (Perfetto) of the first steps: a track per device */
+  dpc_pass_opts passes;   /* verify_each, print_after, dump */
+  dpc_exec_opts exec;     /* reference kernels, or compiled with LLVM (the default in dpc train) */
+  uint32_t threads;       /* for compiled kernels: 0 = one per core */
   /* --devices: NULL or "cpu" for one device; cpu:N / numa for synchronous data parallel over
    * those devices (each full batch split evenly between them; a batch that does not split
    * evenly runs on the first device) */

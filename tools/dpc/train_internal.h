@@ -51,6 +51,8 @@ dpc_status dpc_train_peek_checkpoint(trainer *t, dpc_diag *d); /* settings the g
 dpc_status dpc_train_load_checkpoint(trainer *t, dpc_diag *d); /* values and position */
 dpc_status dpc_train_save_checkpoint(trainer *t, uint64_t epoch, uint64_t batch, dpc_diag *d);
 dpc_status dpc_train_load_params(trainer *t, const char *path, dpc_diag *d);
+/* --trace: the recorded first steps of the training session as a Chrome trace. */
+dpc_status dpc_train_write_trace(trainer *t, dpc_diag *d);
 dpc_status dpc_train_save_params(trainer *t, const char *path, dpc_diag *d);
 void dpc_train_log_step(trainer *t, const dpc_train_step *s);
 void dpc_train_log_epoch(trainer *t, const dpc_train_epoch *e);

@@ -224,3 +224,71 @@ void dpc_train_log_epoch(trainer *t, const dpc_train_epoch *e) {
   fprintf(t->log, "}\n");
   fflush(t->log);
 }
+
+/* ---- the trace ------------------------------------------------------------------------------ */
+
+/* One JSON string's content: the characters a label can hold, escaped. */
+static void json_text(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    if ((unsigned char)*s >= 0x20) fputc(*s, f);
+  }
+}
+
+dpc_status dpc_train_write_trace(trainer *t, dpc_diag *d) {
+  const run_t *r = &t->train_full;
+  if (!t->o->trace_path || !r->s) return DPC_OK;
+  FILE *f = fopen(t->o->trace_path, "w");
+  if (!f) return dpc_diag_fail(d, DPC_ERR_IO, "cannot write the trace '%s'", t->o->trace_path);
+  const dpc_plan *p = r->plan;
+  const dpc_graph *g = p->g;
+  double t0 = -1;
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    uint32_t n;
+    const dpc_trace_event *e = dpc_session_trace_events(r->s, i, &n);
+    if (n && (t0 < 0 || e[0].start < t0)) t0 = e[0].start;
+  }
+  fprintf(f, "{\"traceEvents\": [\n");
+  bool first = true;
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    fprintf(
+        f,
+        "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %u, \"args\": {\"name\": \"%s\"}}",
+        first ? "" : ",\n", i, p->devs[i].name);
+    first = false;
+    uint32_t n;
+    const dpc_trace_event *e = dpc_session_trace_events(r->s, i, &n);
+    for (uint32_t k = 0; k < n; k++) {
+      const dpc_step *st = &p->devs[i].steps[e[k].step];
+      char lbl[160] = "";
+      const char *cat = "kernel";
+      if (st->kind == DPC_STEP_KERNEL) {
+        const dpc_node *nd = &g->nodes[st->node];
+        if (nd->fused != DPC_NONE) continue; /* computed by its group's kernel */
+        dpc_graph_value_label(g, nd->out, lbl, sizeof lbl);
+        size_t m = strlen(lbl);
+        snprintf(lbl + m, sizeof lbl - m, " (%s)", dpc_op_name(nd->op));
+        if (dpc_op_has(nd->op, DPC_OPF_COMM)) cat = "communication";
+      } else if (st->kind == DPC_STEP_WAIT) {
+        snprintf(lbl, sizeof lbl, "wait for %s", p->devs[st->peer].name);
+        cat = "wait";
+      } else if (st->kind == DPC_STEP_SIGNAL) {
+        continue;
+      } else {
+        char v[96];
+        dpc_graph_value_label(g, st->dst, v, sizeof v);
+        snprintf(lbl, sizeof lbl, "copy into %s", v);
+        cat = "copy";
+      }
+      fprintf(f, ",\n{\"name\": \"");
+      json_text(f, lbl);
+      fprintf(f,
+              "\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %u, \"tid\": 0, \"ts\": %.3f, "
+              "\"dur\": %.3f, \"args\": {\"step\": %u}}",
+              cat, i, (e[k].start - t0) * 1e6, (e[k].end - e[k].start) * 1e6, e[k].run + 1);
+    }
+  }
+  fprintf(f, "\n]}\n");
+  return fclose(f) ? dpc_diag_fail(d, DPC_ERR_IO, "cannot write the trace '%s'", t->o->trace_path)
+                   : DPC_OK;
+}
