@@ -31,9 +31,10 @@ typedef struct builder {
   const dpc_graph *r; /* the replica graph */
   dpc_graph *g;       /* the data-parallel graph */
   uint32_t D;
+  uint32_t mp; /* devices per replica (hybrid): replica rep's device k is devname[rep * mp + k] */
   uint32_t **val;    /* [replica][replica-graph value] -> value of g */
   uint32_t **node;   /* [replica][replica-graph node] -> node of g */
-  uint32_t *devname; /* string id of device r in g */
+  uint32_t *devname; /* string id of each device in g */
   bool *is_grad;     /* replica-graph values that are a param's gradient */
 } builder;
 
@@ -74,7 +75,20 @@ static dpc_status clone_node(builder *b, uint32_t i, uint32_t rep, dpc_diag *d) 
   uint32_t ins[64];
   if (n->n_in > 64) return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "a node with over 64 inputs");
   for (uint32_t k = 0; k < n->n_in; k++) ins[k] = b->val[rep][dpc_node_inputs(r, n)[k]];
-  dpc_node_desc desc = {n->op, ins, n->n_in, mark, n->n_out, n->loc, b->devname[rep]};
+  /* the replica graph's placement cpu:k (hybrid) becomes this replica's k-th device */
+  uint32_t local = 0; /* plain data parallel (mp 1) puts a whole replica on one device */
+  if (n->device != DPC_NONE && b->mp > 1) {
+    const char *s = dpc_graph_str(r, n->device);
+    char *end = NULL;
+    unsigned long k = !strncmp(s, "cpu:", 4) ? strtoul(s + 4, &end, 10) : b->mp;
+    if (!end || *end || k >= b->mp)
+      return dpc_graph_fail_node(r, i, d, DPC_ERR_INVALID,
+                                 "is placed on '%s': a replica has the devices cpu:0 to cpu:%u", s,
+                                 b->mp - 1);
+    local = (uint32_t)k;
+  }
+  dpc_node_desc desc = {
+      n->op, ins, n->n_in, mark, n->n_out, n->loc, b->devname[rep * b->mp + local]};
   uint32_t id;
   dpc_status st = dpc_graph_add_node(b->g, &desc, &id, d);
   if (st) return st;
@@ -114,7 +128,8 @@ static dpc_status split_input(builder *b, uint32_t i, int64_t batch, dpc_diag *d
     if (dpc_graph_attr_ints(b->g, "starts", &start, 1) ||
         dpc_graph_attr_ints(b->g, "ends", &end, 1) || dpc_graph_attr_ints(b->g, "axes", &axis, 1))
       return nomem(d);
-    dpc_node_desc sd = {DPC_OP_SLICE, &global, 1, mark, 1, r->nodes[i].loc, b->devname[rep]};
+    dpc_node_desc sd = {DPC_OP_SLICE,           &global, 1, mark, 1, r->nodes[i].loc,
+                        b->devname[rep * b->mp]};
     if ((st = dpc_graph_add_node(b->g, &sd, &id, d))) return st;
     b->node[rep][i] = id;
     b->val[rep][r->nodes[i].out] = b->g->nodes[id].out;
@@ -199,26 +214,30 @@ static dpc_status build(builder *b, int64_t batch, dpc_diag *d) {
 }
 
 dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint32_t replicas,
-                                   const char *const *devices, dpc_graph **out, dpc_diag *d) {
+                                   uint32_t mp, const char *const *devices, dpc_graph **out,
+                                   dpc_diag *d) {
   *out = NULL;
   if (replicas < 2 || replicas > 256)
     return dpc_diag_fail(d, DPC_ERR_INVALID, "data parallel needs 2 to 256 replicas, not %u",
                          replicas);
-  builder b = {replica, dpc_graph_new(), replicas, NULL, NULL, NULL, NULL};
+  if (mp < 1) mp = 1;
+  builder b = {replica, dpc_graph_new(), replicas, mp, NULL, NULL, NULL, NULL};
   dpc_status st = b.g ? DPC_OK : nomem(d);
   if (!st) {
     b.val = calloc(replicas, sizeof *b.val);
     b.node = calloc(replicas, sizeof *b.node);
-    b.devname = calloc(replicas, sizeof *b.devname);
+    b.devname = calloc((size_t)replicas * mp, sizeof *b.devname);
     b.is_grad = calloc(replica->n_values ? replica->n_values : 1, sizeof *b.is_grad);
     if (!b.val || !b.node || !b.devname || !b.is_grad) st = nomem(d);
   }
   for (uint32_t rep = 0; !st && rep < replicas; rep++) {
     b.val[rep] = malloc((replica->n_values ? replica->n_values : 1) * sizeof **b.val);
     b.node[rep] = malloc((replica->n_nodes ? replica->n_nodes : 1) * sizeof **b.node);
-    b.devname[rep] = dpc_graph_intern(b.g, devices[rep], strlen(devices[rep]));
-    if (!b.val[rep] || !b.node[rep] || b.devname[rep] == DPC_NONE) st = nomem(d);
+    if (!b.val[rep] || !b.node[rep]) st = nomem(d);
   }
+  for (uint32_t k = 0; !st && k < replicas * mp; k++)
+    if ((b.devname[k] = dpc_graph_intern(b.g, devices[k], strlen(devices[k]))) == DPC_NONE)
+      st = nomem(d);
   /* the gradients: what autodiff named P.grad for each param P */
   for (uint32_t i = 0; !st && i < replica->n_nodes; i++) {
     if (replica->nodes[i].op != DPC_OP_PARAM) continue;

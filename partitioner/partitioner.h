@@ -26,11 +26,13 @@ dpc_status dpc_plan_devices(const dpc_graph *g, const char *const *devs, uint32_
 
 /* The synchronous data-parallel training graph (partitioner/data_parallel.c): `replica` is the
  * training graph bound at the batch of one replica; the result holds `replicas` copies of it,
- * copy r placed on devices[r] and reading rows [r b, (r + 1) b) of the global inputs of batch
+ * copy r placed on devices[r] (hybrid, mp > 1: the replica's own placement cpu:k goes to
+ * devices[r * mp + k]) and reading rows [r b, (r + 1) b) of the global inputs of batch
  * `batch` = replicas x b, with every param's gradient and the loss all-reduced (mean) between
  * the copies. Replica 0 keeps the graph's names; replica r's are NAME.replica<r>. */
 dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint32_t replicas,
-                                   const char *const *devices, dpc_graph **out, dpc_diag *d);
+                                   uint32_t mp, const char *const *devices, dpc_graph **out,
+                                   dpc_diag *d);
 
 /* What automatic placement did: the bytes its cut moves (KiB, as METIS counts them) and the
  * forward FLOPs each device got (the first 16 devices). */

@@ -58,7 +58,7 @@ static dpc_status node_device(const dpc_graph *g, uint32_t i, const char *const 
   /* on one device, communication is an ordinary kernel: the reference computes it in place */
   if (n == 1) return DPC_OK;
   if (dpc_op_has(nd->op, DPC_OPF_COMM)) {
-    *out = DPC_NONE;
+    *out = DPC_NONE; /* on its inputs' devices */
     if (nd->n_in > n)
       return dpc_graph_fail_node(g, i, d, DPC_ERR_INVALID,
                                  "%s connects %u devices, but the plan has %u", dpc_op_name(nd->op),
@@ -153,21 +153,19 @@ static dpc_status plan_build(planner *pl, const char *const *devs, uint32_t n, b
   if (!pl->ndev || !pl->vdev || !pl->event || !pl->in_place || !pl->taken)
     return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory building the plan");
   dpc_status st = DPC_OK;
+  /* communication: output k lives where input k does, and the inputs are on distinct devices */
   for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
     st = node_device(g, i, devs, n, &pl->ndev[i], d);
     const dpc_node *nd = &g->nodes[i];
     for (uint32_t k = 0; k < nd->n_out && !st; k++)
-      pl->vdev[nd->out + k] = pl->ndev[i] == DPC_NONE ? k : pl->ndev[i];
-  }
-  /* communication: input k must already be on device k */
-  for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
-    const dpc_node *nd = &g->nodes[i];
-    if (pl->ndev[i] != DPC_NONE) continue;
-    for (uint32_t k = 0; k < nd->n_in && !st; k++)
-      if (pl->vdev[dpc_node_inputs(g, nd)[k]] != k)
-        st = dpc_graph_fail_node(g, i, d, DPC_ERR_INVALID,
-                                 "input %u of %s is on %s, not on device %u", k,
-                                 dpc_op_name(nd->op), devs[pl->vdev[dpc_node_inputs(g, nd)[k]]], k);
+      pl->vdev[nd->out + k] =
+          pl->ndev[i] == DPC_NONE ? pl->vdev[dpc_node_inputs(g, nd)[k]] : pl->ndev[i];
+    for (uint32_t k = 0; pl->ndev[i] == DPC_NONE && k < nd->n_in && !st; k++)
+      for (uint32_t q = 0; q < k && !st; q++)
+        if (pl->vdev[dpc_node_inputs(g, nd)[k]] == pl->vdev[dpc_node_inputs(g, nd)[q]])
+          st = dpc_graph_fail_node(g, i, d, DPC_ERR_INVALID,
+                                   "inputs %u and %u of %s are both on %s", q, k,
+                                   dpc_op_name(nd->op), devs[pl->vdev[dpc_node_inputs(g, nd)[k]]]);
   }
   /* an event for every value a kernel on another device reads (sources are set before the
    * step; communication lines its devices up itself) */
@@ -225,7 +223,8 @@ static dpc_status plan_build(planner *pl, const char *const *devs, uint32_t n, b
       st = emit_node(pl, i, pl->ndev[i], 0, d);
       continue;
     }
-    for (uint32_t k = 0; k < nd->n_in && !st; k++) st = emit_node(pl, i, k, k, d);
+    for (uint32_t k = 0; k < nd->n_in && !st; k++)
+      st = emit_node(pl, i, pl->vdev[dpc_node_inputs(g, nd)[k]], k, d);
   }
   for (uint32_t i = 0; training && i < g->n_updates && !st; i++)
     if (pl->in_place[g->updates[i].value] != g->updates[i].target)

@@ -36,7 +36,7 @@ struct dpc_comm {
   slot *slots;
   _Atomic int claimed; /* an abort took the message slot */
   _Atomic int aborted; /* rank + 1 of the rank that failed, 0 when none */
-  char why[256];
+  char who[32], why[256];
   dpc_allreduce_algo algo;
   /* the adds for this CPU (AVX-512 when it has it) */
   void (*add_f32)(void *dst, const void *src, int64_t n, double div);
@@ -146,17 +146,18 @@ void dpc_comm_set_algorithm(dpc_comm *c, dpc_allreduce_algo algo) {
   c->algo = algo;
 }
 
-void dpc_comm_abort(dpc_comm *c, uint32_t rank, const char *why) {
+void dpc_comm_abort(dpc_comm *c, const char *who, const char *why) {
   int expect = 0;
   if (!atomic_compare_exchange_strong(&c->claimed, &expect, 1)) return; /* the first one counts */
+  snprintf(c->who, sizeof c->who, "%s", who ? who : "a device");
   snprintf(c->why, sizeof c->why, "%s", why ? why : "it stopped");
-  atomic_store_explicit(&c->aborted, (int)rank + 1, memory_order_release);
+  atomic_store_explicit(&c->aborted, 1, memory_order_release);
 }
 
 static dpc_status aborted(dpc_comm *c, uint32_t me, dpc_diag *d) {
-  int who = atomic_load_explicit(&c->aborted, memory_order_acquire) - 1;
+  (void)atomic_load_explicit(&c->aborted, memory_order_acquire); /* who and why are set */
   return dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: all_reduce stopped because %s failed: %s",
-                       c->slots[me].name, c->slots[who].name, c->why);
+                       c->slots[me].name, c->who, c->why);
 }
 
 /* Wait until rank `peer` has finished `target` steps. Spin first (a neighbour is usually a few
@@ -200,7 +201,7 @@ static dpc_status check_peers(dpc_comm *c, uint32_t rank, int64_t n, dpc_dtype d
     char msg[200];
     snprintf(msg, sizeof msg, "all_reduce of %lld %s here, of %lld %s on %s", (long long)n,
              dpc_dtype_name(dtype), (long long)p->n, dpc_dtype_name(p->dtype), p->name);
-    dpc_comm_abort(c, rank, msg);
+    dpc_comm_abort(c, c->slots[rank].name, msg);
     return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: %s", c->slots[rank].name, msg);
   }
   return DPC_OK;
@@ -285,7 +286,7 @@ dpc_status dpc_comm_all_reduce(dpc_comm *c, uint32_t rank, void *buf, dpc_dtype 
       char msg[200];
       snprintf(msg, sizeof msg, "all_reduce of %lld %s here, of %lld %s on %s", (long long)n,
                dpc_dtype_name(dtype), (long long)p->n, dpc_dtype_name(p->dtype), p->name);
-      dpc_comm_abort(c, rank, msg);
+      dpc_comm_abort(c, c->slots[rank].name, msg);
       return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: %s", me->name, msg);
     }
     bool rs = t < D - 1;

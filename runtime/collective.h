@@ -44,8 +44,8 @@ void dpc_comm_set_algorithm(dpc_comm *c, dpc_allreduce_algo algo);
 dpc_status dpc_comm_all_reduce(dpc_comm *c, uint32_t rank, void *buf, dpc_dtype dtype, int64_t n,
                                dpc_reduce op, dpc_diag *d);
 
-/* Rank `rank` failed: every rank waiting in, or later entering, a collective returns an error
- * that names it and says why. */
-void dpc_comm_abort(dpc_comm *c, uint32_t rank, const char *why);
+/* Device `who` failed (a rank, or another device of the run): every rank waiting in, or later
+ * entering, a collective returns an error that names it and says why. */
+void dpc_comm_abort(dpc_comm *c, const char *who, const char *why);
 
 #endif

@@ -35,6 +35,7 @@ typedef struct step_args {
   bool fused;               /* computed by its group's compiled kernel: nothing to run */
   bool comm;                /* a communication op between devices: this device's part of it */
   uint32_t rank;            /* comm: which input/output is this device's */
+  dpc_comm *group;          /* comm: the communicator of the devices it connects */
 } step_args;
 
 struct dpc_session {
@@ -53,9 +54,10 @@ struct dpc_session {
   dpc_pool *pool; /* runs compiled kernels across the cores; NULL without them */
   double **prof;  /* per device, per step: seconds (dpc_session_profile); NULL when off */
   /* several devices */
-  dpc_pool **pools;         /* per device: its cores */
-  dpc_executor *ex;         /* its runner threads */
-  dpc_comm *comm;           /* all-reduce between them */
+  dpc_pool **pools; /* per device: its cores */
+  dpc_executor *ex; /* its runner threads */
+  dpc_comm **comms; /* one per set of devices a collective connects, in rank order */
+  uint32_t n_comms;
   _Atomic uint64_t *events; /* per plan event: the run (step + 1) that last signalled it */
   _Atomic int failed;       /* a device failed in this run: stop waiting */
   bool broken;              /* a run failed: events and collectives are out of step */
@@ -146,7 +148,8 @@ void dpc_session_free(dpc_session *s) {
   dpc_executor_free(s->ex);
   for (uint32_t i = 0; s->pools && i < p->n_devs; i++) dpc_pool_free(s->pools[i]);
   free(s->pools);
-  dpc_comm_free(s->comm);
+  for (uint32_t i = 0; i < s->n_comms; i++) dpc_comm_free(s->comms[i]);
+  free(s->comms);
   free((void *)s->events);
   dpc_session_profile(s, false, NULL);
   dpc_session_trace(s, 0, NULL);
@@ -197,6 +200,48 @@ static void share_persistent(dpc_session *s, const dpc_session *other) {
 
 static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d);
 
+/* A communicator for each distinct list of devices a collective connects (all of them for data
+ * parallel; each replica's k-th device across replicas for hybrid), shared by its steps. */
+static dpc_status open_groups(dpc_session *s, dpc_diag *d) {
+  const dpc_plan *plan = s->plan;
+  const dpc_graph *g = plan->g;
+  uint32_t *set = malloc(plan->n_devs * sizeof *set);
+  const char **names = malloc(plan->n_devs * sizeof *names);
+  uint32_t **sets = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *sets);
+  s->comms = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *s->comms);
+  dpc_status st = set && names && sets && s->comms
+                      ? DPC_OK
+                      : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening collectives");
+  for (uint32_t i = 0; !st && i < plan->n_devs; i++) {
+    for (uint32_t j = 0; !st && j < plan->devs[i].n_steps; j++) {
+      step_args *sa = &s->steps[i][j];
+      if (!sa->comm) continue;
+      const dpc_node *n = &g->nodes[plan->devs[i].steps[j].node];
+      for (uint32_t k = 0; k < n->n_in; k++) set[k] = plan->slots[g->ids[n->in + k]].device;
+      uint32_t c = 0;
+      while (c < s->n_comms && (dpc_comm_ranks(s->comms[c]) != n->n_in ||
+                                memcmp(sets[c], set, n->n_in * sizeof *set)))
+        c++;
+      if (c == s->n_comms) {
+        if (!(sets[c] = malloc(n->n_in * sizeof *set))) {
+          st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening collectives");
+          break;
+        }
+        memcpy(sets[c], set, n->n_in * sizeof *set);
+        for (uint32_t k = 0; k < n->n_in; k++) names[k] = plan->devs[set[k]].name;
+        if ((st = dpc_comm_new(n->n_in, names, s->timeout_s, &s->comms[c], d))) break;
+        s->n_comms++;
+      }
+      sa->group = s->comms[c];
+    }
+  }
+  for (uint32_t c = 0; sets && c < (g->n_nodes ? g->n_nodes : 1); c++) free(sets[c]);
+  free(sets);
+  free(set);
+  free(names);
+  return st;
+}
+
 /* Several devices: the cores of each (from the --devices spec), a pool on them, a runner, the
  * collectives and the events. */
 static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_diag *d) {
@@ -225,7 +270,7 @@ static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_di
     first[i] = l.devs[i].pus[0];
     if (o && o->native) st = dpc_pool_new_on(l.devs[i].pus, l.devs[i].n_cores, &s->pools[i], d);
   }
-  if (!st) st = dpc_comm_new(n, names, s->timeout_s, &s->comm, d);
+  if (!st) st = open_groups(s, d);
   if (!st) st = dpc_executor_new(n, t->synthetic ? NULL : first, run_device, s, &s->ex, d);
   free(names);
   free(first);
@@ -466,7 +511,7 @@ static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) 
     if (x->data != y->data) memcpy(y->data, x->data, dpc_tensor_bytes(y));
     char op[16];
     dpc_attrs_str(dpc_node_attrs(g, sp->node), "op", op, sizeof op);
-    return dpc_comm_all_reduce(s->comm, i, y->data, y->dtype, dpc_tensor_numel(y),
+    return dpc_comm_all_reduce(sa->group, sa->rank, y->data, y->dtype, dpc_tensor_numel(y),
                                strcmp(op, "sum") ? DPC_REDUCE_MEAN : DPC_REDUCE_SUM, d);
   }
   dpc_pool *pool = s->pools ? s->pools[i] : s->pool;
@@ -544,7 +589,7 @@ static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
     dpc_status st = run_step(s, dev, j, d);
     if (st) {
       atomic_store(&s->failed, 1);
-      dpc_comm_abort(s->comm, dev, d->msg);
+      for (uint32_t c = 0; c < s->n_comms; c++) dpc_comm_abort(s->comms[c], pd->name, d->msg);
       return st;
     }
     if (timed) record(s, dev, j, t0);

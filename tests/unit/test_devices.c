@@ -284,7 +284,7 @@ static void failures(void) {
   }
   CHECK(comm_new(2, names, 30.0, &c, &d) == DPC_OK);
   if (c) {
-    dpc_comm_abort(c, 1, "the loss became NaN");
+    dpc_comm_abort(c, "cpu:1", "the loss became NaN");
     CHECK(dpc_comm_all_reduce(c, 0, a, DPC_F32, 64, DPC_REDUCE_SUM, &d) == DPC_ERR_RUNTIME);
     CHECK_MSG(strstr(d.msg, "cpu:1 failed: the loss became NaN") != NULL, "%s", d.msg);
     dpc_comm_free(c);

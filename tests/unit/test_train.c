@@ -261,7 +261,8 @@ static void cleanup_tmp(void) {
 /* Data parallel equals one device on the same global batches: the small model (with dropout,
  * Adam and a cosine schedule) for one epoch of 21 steps — 20 batches of 32, then 10, which splits
  * over 2 devices and runs on the first device alone over 4 — on cpu:2 and cpu:4, compiled and
- * on the reference kernels. Per-step losses within 1e-5, final params within 1e-5, and two runs
+ * on the reference kernels, and hybrid 2 x 2 (two replicas, each split by METIS over two
+ * devices). Per-step losses within 1e-5, final params within 1e-5, and two runs
  * bit-identical. */
 static void data_parallel_matches_one_device(void) {
   char xs[256], ys[256], data[600], save[4][256], logs[4][256];
@@ -283,7 +284,8 @@ static void data_parallel_matches_one_device(void) {
   static const struct {
     const char *devices;
     bool llvm;
-  } runs[] = {{"cpu:2", true}, {"cpu:4", true}, {"cpu:2", false}};
+    uint32_t mp; /* hybrid: devices per replica */
+  } runs[] = {{"cpu:2", true, 0}, {"cpu:4", true, 0}, {"cpu:2", false, 0}, {"cpu:4", true, 2}};
   for (size_t c = 0; c < sizeof runs / sizeof *runs; c++) {
     /* [0]: one device; [1], [2]: the devices, twice */
     for (int k = 0; k < 3; k++) {
@@ -292,6 +294,8 @@ static void data_parallel_matches_one_device(void) {
       o.exec.llvm = runs[c].llvm;
       o.data = data, o.epochs = 1, o.batch = 32, o.seed = 9;
       o.devices = k ? runs[c].devices : NULL;
+      o.strategy = k && runs[c].mp ? "hybrid" : NULL;
+      o.mp = runs[c].mp;
       o.save_path = save[k], o.log_path = logs[k];
       CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s: %s", runs[c].devices, d.msg);
     }

@@ -203,7 +203,7 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     st = dpc_plan_devices(g, devs, D, po.training, &plan, d);
   } else if (!st && D > 1) {
     dpc_graph *dp = NULL;
-    st = dpc_data_parallel_graph(g, o->batch, D, devs, &dp, d);
+    st = dpc_data_parallel_graph(g, o->batch, D, 1, devs, &dp, d);
     if (!st) st = dpc_plan_devices(dp, devs, D, true, &plan, d);
     dpc_graph_free(dp);
   } else if (!st) {

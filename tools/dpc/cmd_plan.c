@@ -75,7 +75,7 @@ static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bo
     st = dpc_plan_devices(g, devs, D, true, out, d);
   } else if (!st && D > 1) {
     dpc_graph *dp = NULL;
-    st = dpc_data_parallel_graph(g, batch, D, devs, &dp, d);
+    st = dpc_data_parallel_graph(g, batch, D, 1, devs, &dp, d);
     if (!st) st = dpc_plan_devices(dp, devs, D, true, out, d);
     dpc_graph_free(dp);
   } else if (!st) {

@@ -45,7 +45,9 @@ static const cli_opt train_opts[] = {
     {"devices", true, false,
      "cpu (default), or cpu:N / numa: synchronous data parallel over those devices"},
     {"strategy", true, false,
-     "with several devices: data (default) or model (the graph's own @ cpu:K placement)"},
+     "with several devices: data (default), model (the graph's @ cpu:K placement, else METIS's) "
+     "or hybrid (data-parallel replicas of --mp devices each)"},
+    {"mp", true, false, "with --strategy hybrid: devices per replica (the model split over them)"},
     {"timeout", true, false, "seconds a device waits for another before the step fails (60)"},
     {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
     {"quiet", false, false, "print only errors and the final summary"},
@@ -185,6 +187,9 @@ int dpc_cmd_train(int argc, char **argv) {
   o.threads = (uint32_t)(threads > 1024 ? 1024 : threads);
   o.devices = cli_get(train_opts, NTRAIN, &p, "devices");
   o.strategy = cli_get(train_opts, NTRAIN, &p, "strategy");
+  uint64_t mp = 0;
+  if (!get_u64(&p, "mp", &mp, 1)) return DPC_EXIT_USAGE;
+  o.mp = (uint32_t)(mp > 256 ? 256 : mp);
   uint64_t timeout = 0;
   if (!get_u64(&p, "timeout", &timeout, 1)) return DPC_EXIT_USAGE;
   o.timeout_s = (double)timeout;

@@ -143,10 +143,12 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   int64_t *vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
   dpc_status st = vals ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   /* data parallel when training on several devices and the batch splits evenly between them */
-  uint32_t D = t->replicas;
+  uint32_t D = t->replicas; /* devices */
   bool model = training && D > 1 && t->o->strategy && !strcmp(t->o->strategy, "model");
-  bool parallel = training && D > 1 && !model && n % D == 0;
-  uint32_t per = parallel ? n / D : n;
+  bool hybrid = training && D > 1 && t->o->strategy && !strcmp(t->o->strategy, "hybrid");
+  uint32_t mp = hybrid ? t->o->mp : 1, R = D / mp; /* data-parallel replicas */
+  bool parallel = training && D > 1 && !model && n % R == 0;
+  uint32_t per = parallel ? n / R : n;
   for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = k == t->batch_sym ? (int64_t)per : -1;
   if (!st) st = dpc_graph_bind(g, vals, d);
   char names[256][16];
@@ -157,11 +159,12 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   }
   if (!st && parallel) {
     dpc_graph *dp = NULL;
-    st = dpc_data_parallel_graph(g, n, D, devs, &dp, d);
+    st = dpc_data_parallel_graph(g, n, R, mp, devs, &dp, d);
     if (!st) st = dpc_plan_devices(dp, devs, D, true, &r->plan, d);
     dpc_graph_free(dp);
-  } else if (!st && model) {
-    st = dpc_plan_devices(g, devs, D, true, &r->plan, d);
+  } else if (!st && (model || (hybrid && training))) {
+    /* a batch that does not split over the replicas runs on the first replica's devices */
+    st = dpc_plan_devices(g, devs, model ? D : mp, true, &r->plan, d);
   } else if (!st) {
     st = dpc_plan_single(g, "cpu:0", training, &r->plan, d);
   }
@@ -199,6 +202,14 @@ static void close_run(run_t *r) {
     dpc_plan_free(r->plan);
   }
   memset(r, 0, sizeof *r);
+}
+
+/* Hybrid: the model placed over one replica's --mp devices (by itself, or by METIS). */
+static dpc_status place_replica(trainer *t, dpc_diag *d) {
+  char spec[32];
+  snprintf(spec, sizeof spec, "cpu:%u", t->o->mp);
+  uint32_t replicas = t->replicas / t->o->mp;
+  return dpc_driver_place(t->model, t->o->batch / replicas, spec, t->o->mp, &t->placed_auto, d);
 }
 
 /* Data parallel: every replica's params and state take replica 0's (after they were loaded, or
@@ -459,11 +470,19 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
     dpc_device_list_free(&l);
     dpc_topology_free(topo);
     if (st) return st;
-    if (o->strategy && strcmp(o->strategy, "data") && strcmp(o->strategy, "model"))
+    if (o->strategy && strcmp(o->strategy, "data") && strcmp(o->strategy, "model") &&
+        strcmp(o->strategy, "hybrid"))
       return dpc_diag_fail(d, DPC_ERR_INVALID,
-                           "--strategy %s: this version trains data (data parallel) or model "
-                           "(the model's own placement); hybrid and pipeline come next",
+                           "--strategy %s: this version trains data, model or hybrid; pipeline "
+                           "comes next",
                            o->strategy);
+    if (o->strategy && !strcmp(o->strategy, "hybrid") &&
+        (o->mp < 2 || t->replicas % o->mp || t->replicas / o->mp < 2))
+      return dpc_diag_fail(d, DPC_ERR_INVALID,
+                           "--strategy hybrid splits the %u devices into data-parallel replicas of "
+                           "--mp devices each: --mp must be at least 2 and divide %u into at "
+                           "least 2 replicas",
+                           t->replicas, t->replicas);
     if (t->replicas > 1 && o->artifact)
       return dpc_diag_fail(
           d, DPC_ERR_UNSUPPORTED,
@@ -527,6 +546,9 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   } else if (t->replicas > 1 && o->strategy && !strcmp(o->strategy, "model") &&
              (st = dpc_driver_place(t->model, o->batch, o->devices, t->replicas, &t->placed_auto,
                                     d))) {
+    return st;
+  } else if (t->replicas > 1 && o->strategy && !strcmp(o->strategy, "hybrid") &&
+             (st = place_replica(t, d))) {
     return st;
   } else if ((st = compile_graph(t, d))) {
     return st;

@@ -67,6 +67,8 @@ typedef struct dpc_train_opts {
   /* with several devices: "data" (the default) or "model": the graph's own placement (`@ cpu:1`,
    * device blocks), each node on its device, values passed between them */
   const char *strategy;
+  uint32_t
+      mp; /* --strategy hybrid: devices per data-parallel replica (the model split over them) */
   double timeout_s; /* how long a device waits for another before the step fails (0: 60 s) */
   uint32_t test_stall_device; /* tests: dpc_session_opts.test_stall_device */
   void (*on_start)(void *user, const char *what);
