@@ -23,6 +23,7 @@ static const cli_opt plan_opts[] = {
     {"batch", true, false, "the global batch of one step (default 128)"},
     {"placement", true, false,
      "with --strategy model: metis (default), contiguous (a layer split) or roundrobin"},
+    {"device-memory", true, false, "SIZE (512M, 2G): each device's memory; the plan must fit"},
     {"dot", true, false, "FILE: the plan as Graphviz, one cluster per device"},
     {"json", true, false, "FILE: per device predicted time, memory, and the communication"},
 };
@@ -269,6 +270,14 @@ int dpc_cmd_plan(int argc, char **argv) {
                        batch, D);
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, &d);
   if (!st) st = make_plan(g, (uint32_t)batch, D, model, spec ? spec : "cpu", placement, &plan, &d);
+  const char *mem = cli_get(plan_opts, NPLAN, &p, "device-memory");
+  uint64_t limit = 0;
+  if (mem && !dpc_driver_parse_size(mem, &limit)) {
+    rc =
+        cli_usage_error("plan", "--device-memory expects a size such as 512M or 2G, got '%s'", mem);
+    goto done;
+  }
+  if (!st) st = dpc_driver_check_memory(plan, limit, &d);
   if (!st) {
     cost = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *cost);
     sum = calloc(D, sizeof *sum);

@@ -47,6 +47,7 @@ static const cli_opt train_opts[] = {
     {"strategy", true, false,
      "with several devices: data (default), model (the graph's @ cpu:K placement, else METIS's) "
      "or hybrid (data-parallel replicas of --mp devices each)"},
+    {"device-memory", true, false, "SIZE (512M, 2G): each device's memory; the plan must fit"},
     {"mp", true, false, "with --strategy hybrid: devices per replica (the model split over them)"},
     {"timeout", true, false, "seconds a device waits for another before the step fails (60)"},
     {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
@@ -187,6 +188,10 @@ int dpc_cmd_train(int argc, char **argv) {
   o.threads = (uint32_t)(threads > 1024 ? 1024 : threads);
   o.devices = cli_get(train_opts, NTRAIN, &p, "devices");
   o.strategy = cli_get(train_opts, NTRAIN, &p, "strategy");
+  const char *mem = cli_get(train_opts, NTRAIN, &p, "device-memory");
+  if (mem && !dpc_driver_parse_size(mem, &o.device_memory))
+    return cli_usage_error("train", "--device-memory expects a size such as 512M or 2G, got '%s'",
+                           mem);
   uint64_t mp = 0;
   if (!get_u64(&p, "mp", &mp, 1)) return DPC_EXIT_USAGE;
   o.mp = (uint32_t)(mp > 256 ? 256 : mp);

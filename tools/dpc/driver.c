@@ -271,3 +271,44 @@ dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, u
   dpc_topology_free(t);
   return st;
 }
+
+bool dpc_driver_parse_size(const char *s, uint64_t *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || !(v > 0)) return false;
+  double mult = 1;
+  if (*end == 'K' || *end == 'k')
+    mult = 1024.0, end++;
+  else if (*end == 'M' || *end == 'm')
+    mult = 1024.0 * 1024, end++;
+  else if (*end == 'G' || *end == 'g')
+    mult = 1024.0 * 1024 * 1024, end++;
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end) return false;
+  *out = (uint64_t)(v * mult);
+  return *out > 0;
+}
+
+dpc_status dpc_driver_check_memory(const dpc_plan *p, uint64_t limit, dpc_diag *d) {
+  if (!limit) return DPC_OK;
+  uint64_t total = 0, worst = 0;
+  uint32_t at = 0;
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    total += p->devs[i].bytes;
+    if (p->devs[i].bytes > worst) worst = p->devs[i].bytes, at = i;
+  }
+  double mib = 1024.0 * 1024;
+  if (total > limit * (uint64_t)p->n_devs)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the plan needs %.1f MiB in all, but %u device%s of %.1f MiB hold only "
+                         "%.1f MiB: give more devices or more memory",
+                         (double)total / mib, p->n_devs, p->n_devs == 1 ? "" : "s",
+                         (double)limit / mib, (double)limit * p->n_devs / mib);
+  if (worst > limit)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "%s needs %.1f MiB, more than --device-memory %.1f MiB (the plan needs "
+                         "%.1f MiB in all over %u devices): the placement does not fit",
+                         p->devs[at].name, (double)worst / mib, (double)limit / mib,
+                         (double)total / mib, p->n_devs);
+  return DPC_OK;
+}

@@ -30,6 +30,12 @@ dpc_status dpc_driver_default_horizon(dpc_graph *g, dpc_diag *d);
 /* Model parallel: unless the model places its nodes itself (`@ cpu:K`, device blocks), place
  * them on the n devices of `spec` with METIS, weighted by the devices' calibrated GEMM speed
  * (dpc devices). *placed_auto says whether it did. */
+/* --device-memory: "512M", "2G", "1500000" (K, M, G are powers of 1024). False when malformed. */
+bool dpc_driver_parse_size(const char *s, uint64_t *out);
+/* Every device of the plan within `limit` bytes (0: no limit), else an error that says how much
+ * the plan needs on which device, in all, and how much the devices have. */
+dpc_status dpc_driver_check_memory(const dpc_plan *p, uint64_t limit, dpc_diag *d);
+
 dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, uint32_t n,
                             bool *placed_auto, dpc_diag *d);
 

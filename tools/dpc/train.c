@@ -169,6 +169,7 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
     st = dpc_plan_single(g, "cpu:0", training, &r->plan, d);
   }
   r->parallel = parallel;
+  if (!st) st = dpc_driver_check_memory(r->plan, t->o->device_memory, d);
   if (!st && t->cpu) {
     r->native = calloc(r->plan->g->n_nodes ? r->plan->g->n_nodes : 1, sizeof *r->native);
     st = r->native ? dpc_cpu_compile_plan(t->cpu, r->plan, r->native, d)

@@ -64,11 +64,13 @@ typedef struct dpc_train_opts {
    * those devices (each full batch split evenly between them; a batch that does not split
    * evenly runs on the first device) */
   const char *devices;
-  /* with several devices: "data" (the default) or "model": the graph's own placement (`@ cpu:1`,
-   * device blocks), each node on its device, values passed between them */
+  /* with several devices: "data" (the default), "model" (the graph's own placement, `@ cpu:1` or
+   * device blocks, else METIS's; values passed between devices) or "hybrid" (data-parallel
+   * replicas of `mp` devices each, the model split over them) */
   const char *strategy;
-  uint32_t
-      mp; /* --strategy hybrid: devices per data-parallel replica (the model split over them) */
+  uint32_t mp;
+  /* bytes each device has (0: no limit): the plans must fit */
+  uint64_t device_memory;
   double timeout_s; /* how long a device waits for another before the step fails (0: 60 s) */
   uint32_t test_stall_device; /* tests: dpc_session_opts.test_stall_device */
   void (*on_start)(void *user, const char *what);
