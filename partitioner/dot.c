@@ -21,7 +21,7 @@ static void put_quoted(dpc_buf *b, const char *s) {
   dpc_buf_puts(b, "\"");
 }
 
-static void put_node(const dpc_graph *g, uint32_t i, dpc_buf *b) {
+static void put_node(const dpc_graph *g, uint32_t i, const double *ms, dpc_buf *b) {
   const dpc_node *n = &g->nodes[i];
   char lbl[512], name[96], ty[160];
   const dpc_value *v = &g->values[n->out];
@@ -29,6 +29,7 @@ static void put_node(const dpc_graph *g, uint32_t i, dpc_buf *b) {
   dpc_graph_format_type(g, v->dtype, &v->shape, ty, sizeof ty);
   if (n->n_out > 1) snprintf(ty + strlen(ty), sizeof ty - strlen(ty), " (+%u)", n->n_out - 1);
   snprintf(lbl, sizeof lbl, "%s\n%s\n%s", dpc_op_name(n->op), name, ty);
+  if (ms && ms[i] > 0) snprintf(lbl + strlen(lbl), sizeof lbl - strlen(lbl), "\n%.3f ms", ms[i]);
   const char *shape = dpc_op_has(n->op, DPC_OPF_SOURCE) ? "ellipse" : "box";
   const char *fill = n->op == DPC_OP_INPUT                ? "#dbe9f6"
                      : dpc_op_has(n->op, DPC_OPF_PERSIST) ? "#fde9c8"
@@ -40,6 +41,10 @@ static void put_node(const dpc_graph *g, uint32_t i, dpc_buf *b) {
 }
 
 dpc_status dpc_dot_graph(const dpc_graph *g, dpc_buf *b) {
+  return dpc_dot_graph_costs(g, NULL, b);
+}
+
+dpc_status dpc_dot_graph_costs(const dpc_graph *g, const double *ms, dpc_buf *b) {
   dpc_buf_printf(b, "digraph ");
   put_quoted(b, g->name != DPC_NONE ? dpc_graph_str(g, g->name) : "graph");
   dpc_buf_puts(b, " {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n"
@@ -59,11 +64,11 @@ dpc_status dpc_dot_graph(const dpc_graph *g, dpc_buf *b) {
     put_quoted(b, dpc_graph_str(g, devs[k]));
     dpc_buf_puts(b, ";\n    style=filled;\n    color=\"#f3f3f3\";\n");
     for (uint32_t i = 0; i < g->n_nodes; i++)
-      if (g->nodes[i].device == devs[k]) put_node(g, i, b);
+      if (g->nodes[i].device == devs[k]) put_node(g, i, ms, b);
     dpc_buf_puts(b, "  }\n");
   }
   for (uint32_t i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i].device == DPC_NONE) put_node(g, i, b);
+    if (g->nodes[i].device == DPC_NONE) put_node(g, i, ms, b);
   free(devs);
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     const dpc_node *n = &g->nodes[i];
@@ -73,6 +78,12 @@ dpc_status dpc_dot_graph(const dpc_graph *g, dpc_buf *b) {
       char ty[160];
       dpc_graph_format_type(g, g->values[v].dtype, &g->values[v].shape, ty, sizeof ty);
       bool cross = g->nodes[from].device != n->device;
+      /* what crosses between devices is labelled with its bytes, when they are known */
+      if (cross && dpc_shape_is_concrete(&g->values[v].shape)) {
+        double kib = (double)dpc_shape_numel(&g->values[v].shape) *
+                     (double)dpc_dtype_size(g->values[v].dtype) / 1024;
+        snprintf(ty + strlen(ty), sizeof ty - strlen(ty), "\n%.1f KiB", kib);
+      }
       dpc_buf_printf(b, "  n%u -> n%u [label=", from, i);
       put_quoted(b, ty);
       if (cross) dpc_buf_puts(b, ", color=red, fontcolor=red, style=dashed, penwidth=2");

@@ -61,5 +61,8 @@ bool dpc_replica_of(const char *name, char *base, size_t n);
 /* The graph as Graphviz text: one cluster per device, nodes labelled with op, name and type,
  * edges with the type that flows on them; edges between devices drawn red and dashed. */
 dpc_status dpc_dot_graph(const dpc_graph *g, dpc_buf *out);
+/* The same with each node's time in its label (ms[node], 0 to leave it out; `dpc plan`), and
+ * the bytes of every edge between devices. */
+dpc_status dpc_dot_graph_costs(const dpc_graph *g, const double *ms, dpc_buf *out);
 
 #endif

@@ -309,13 +309,24 @@ int dpc_cmd_plan(int argc, char **argv) {
   if (dot) {
     dpc_buf b = {0};
     FILE *f = fopen(dot, "w");
-    if (!f || dpc_dot_graph(plan->g, &b)) {
+    /* each kernel's predicted time on its own device */
+    double *ms = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *ms);
+    for (uint32_t i = 0; ms && i < D; i++) {
+      dpc_device_speed sp = {cal.gflops[i], cal.copy_gbs[(size_t)i * cal.n + i]};
+      for (uint32_t j = 0; j < plan->devs[i].n_steps; j++) {
+        const dpc_step *s = &plan->devs[i].steps[j];
+        if (s->kind == DPC_STEP_KERNEL)
+          ms[s->node] = dpc_cost_kernel_seconds(plan->g, cost, s->node, &sp) * 1e3;
+      }
+    }
+    if (!f || dpc_dot_graph_costs(plan->g, ms, &b)) {
       dpc_diag_fail(&d, DPC_ERR_IO, "cannot write '%s'", dot);
       rc = cli_report("plan", &d);
     } else {
       fwrite(b.data, 1, b.len, f);
     }
     if (f) fclose(f);
+    free(ms);
     dpc_buf_free(&b);
   }
   const char *json = cli_get(plan_opts, NPLAN, &p, "json");
