@@ -21,6 +21,7 @@ static const cli_opt plan_opts[] = {
     {"strategy", true, false,
      "data (default with several devices), model (the graph's @ cpu:K placement) or single"},
     {"batch", true, false, "the global batch of one step (default 128)"},
+    {"mp", true, false, "with --strategy hybrid: devices per data-parallel replica"},
     {"placement", true, false,
      "with --strategy model: metis (default), contiguous (a layer split) or roundrobin"},
     {"device-memory", true, false, "SIZE (512M, 2G): each device's memory; the plan must fit"},
@@ -36,7 +37,8 @@ typedef struct dev_summary {
 
 /* The plan of the training step: bound at the replica batch, replicated when D > 1. */
 static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bool model,
-                            const char *spec, const char *placement, dpc_plan **out, dpc_diag *d) {
+                            uint32_t mp, const char *spec, const char *placement, dpc_plan **out,
+                            dpc_diag *d) {
   dpc_graph *g = dpc_graph_clone(src);
   if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   bool placed = false;
@@ -58,13 +60,22 @@ static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bo
       dpc_graph_free(g);
       return st;
     }
+  } else if (mp > 1) { /* hybrid: one replica placed over its mp devices */
+    char rspec[32];
+    snprintf(rspec, sizeof rspec, "cpu:%u", mp);
+    dpc_status st = dpc_driver_place(g, batch / (D / mp), rspec, mp, &placed, d);
+    if (st) {
+      dpc_graph_free(g);
+      return st;
+    }
   }
+  uint32_t R = D / (mp > 1 ? mp : 1); /* data-parallel replicas */
   dpc_pass_opts po = {.training = true, .fuse = dpc_cpu_fusion()};
   int64_t *vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
   dpc_status st =
       vals ? dpc_driver_default_horizon(g, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   if (!st) st = dpc_passes_run(g, &po, d);
-  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = model ? batch : batch / D;
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = model ? batch : batch / R;
   if (!st) st = dpc_graph_bind(g, vals, d);
   char names[256][16];
   const char *devs[256];
@@ -76,7 +87,7 @@ static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bo
     st = dpc_plan_devices(g, devs, D, true, out, d);
   } else if (!st && D > 1) {
     dpc_graph *dp = NULL;
-    st = dpc_data_parallel_graph(g, batch, D, 1, devs, &dp, d);
+    st = dpc_data_parallel_graph(g, batch, R, mp > 1 ? mp : 1, devs, &dp, d);
     if (!st) st = dpc_plan_devices(dp, devs, D, true, out, d);
     dpc_graph_free(dp);
   } else if (!st) {
@@ -163,17 +174,20 @@ static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_cali
           clock[i] += 2.0 * (double)p->slots[st->dst].bytes / (sp.mem_gbs * 1e9);
         } else if (st->kind == DPC_STEP_KERNEL && dpc_op_has(g->nodes[st->node].op, DPC_OPF_COMM) &&
                    n > 1) {
-          /* every device must be at this collective */
+          /* every device it connects (its inputs' devices) must be at this collective */
+          const dpc_node *cn = &g->nodes[st->node];
           bool all = true;
           double start = 0;
-          for (uint32_t q = 0; q < n && all; q++) {
+          for (uint32_t k = 0; k < cn->n_in && all; k++) {
+            uint32_t q = p->slots[g->ids[cn->in + k]].device;
             const dpc_plan_device *pq = &p->devs[q];
             all = pos[q] < pq->n_steps && pq->steps[pos[q]].kind == DPC_STEP_KERNEL &&
                   pq->steps[pos[q]].node == st->node;
             if (all && clock[q] > start) start = clock[q];
           }
           if (!all) break;
-          for (uint32_t q = 0; q < n; q++) {
+          for (uint32_t k = 0; k < cn->n_in; k++) {
+            uint32_t q = p->slots[g->ids[cn->in + k]].device;
             clock[q] = start + sum[q].comm_s / (sum[q].comms ? sum[q].comms : 1);
             if (q != i) pos[q]++;
           }
@@ -234,12 +248,17 @@ int dpc_cmd_plan(int argc, char **argv) {
   if (bs && (end == bs || *end || batch < 1 || batch > (1ul << 24)))
     return cli_usage_error("plan", "--batch expects a whole number from 1, got '%s'", bs);
   if (strategy && strcmp(strategy, "data") && strcmp(strategy, "single") &&
-      strcmp(strategy, "model"))
+      strcmp(strategy, "model") && strcmp(strategy, "hybrid"))
     return cli_usage_error("plan",
-                           "--strategy %s: this version plans data (data parallel), model (the "
-                           "graph's own placement) or single (one device); hybrid and pipeline "
-                           "come next",
+                           "--strategy %s: this version plans data, model, hybrid or single (one "
+                           "device); pipeline comes next",
                            strategy);
+  const char *mps = cli_get(plan_opts, NPLAN, &p, "mp");
+  char *mend = NULL;
+  unsigned long mp = mps ? strtoul(mps, &mend, 10) : 0;
+  bool hybrid = strategy && !strcmp(strategy, "hybrid");
+  if (hybrid && (!mps || *mend || mp < 2 || mp > 256))
+    return cli_usage_error("plan", "--strategy hybrid needs --mp M, the devices per replica (2+)");
   bool model = strategy && !strcmp(strategy, "model");
   const char *placement = cli_get(plan_opts, NPLAN, &p, "placement");
   if (placement && strcmp(placement, "metis") && strcmp(placement, "contiguous") &&
@@ -265,11 +284,16 @@ int dpc_cmd_plan(int argc, char **argv) {
   uint32_t D = st ? 1 : l.n;
   if (!st && strategy && !strcmp(strategy, "single") && D > 1)
     st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--strategy single takes one device, not %u", D);
-  if (!st && !model && batch % D)
+  if (!st && hybrid && (D % mp || D / mp < 2))
+    st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--mp %lu does not divide %u devices into replicas", mp,
+                       D);
+  if (!st && !model && batch % (hybrid ? D / mp : D))
     st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--batch %lu does not split evenly over %u devices",
                        batch, D);
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, &d);
-  if (!st) st = make_plan(g, (uint32_t)batch, D, model, spec ? spec : "cpu", placement, &plan, &d);
+  if (!st)
+    st = make_plan(g, (uint32_t)batch, D, model, hybrid ? (uint32_t)mp : 1, spec ? spec : "cpu",
+                   placement, &plan, &d);
   const char *mem = cli_get(plan_opts, NPLAN, &p, "device-memory");
   uint64_t limit = 0;
   if (mem && !dpc_driver_parse_size(mem, &limit)) {
@@ -294,7 +318,10 @@ int dpc_cmd_plan(int argc, char **argv) {
   const char *name = g->name != DPC_NONE ? dpc_graph_str(g, g->name) : p.pos[0];
   if (D > 1)
     printf("%s, training step, batch %lu, %s on %u devices (%s)\n", name, batch,
-           model ? "model parallel (the graph's placement)" : "data parallel", D, spec);
+           model    ? "model parallel"
+           : hybrid ? "hybrid (data parallel over model-parallel replicas)"
+                    : "data parallel",
+           D, spec);
   else
     printf("%s, training step, batch %lu, on one device (%s)\n", name, batch, spec ? spec : "cpu");
   printf("%-8s %8s %12s %12s %10s %10s %12s\n", "device", "kernels", "collectives", "compute ms",
