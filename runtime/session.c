@@ -60,7 +60,12 @@ struct dpc_session {
   uint32_t n_comms;
   _Atomic uint64_t *events; /* per plan event: the run (step + 1) that last signalled it */
   _Atomic int failed;       /* a device failed in this run: stop waiting */
-  bool broken;              /* a run failed: events and collectives are out of step */
+  /* the device that failed first (claimed before `failed` is raised, so the devices that fail
+   * because of it cannot claim it) and its message: the run's error */
+  _Atomic int first;
+  dpc_status first_status;
+  char first_msg[512];
+  bool broken; /* a run failed: events and collectives are out of step */
   double timeout_s;
   uint32_t stall; /* dpc_session_opts.test_stall_device */
   /* dpc_session_trace: per device, the recorded step events */
@@ -553,9 +558,12 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
                          "this session failed in an earlier step and cannot run again");
   if (s->ex) {
     atomic_store(&s->failed, 0);
+    atomic_store(&s->first, 0);
     dpc_status st = dpc_executor_run(s->ex, d);
     if (st) {
       s->broken = true;
+      /* the root cause, not whichever device the executor heard from first */
+      if (atomic_load(&s->first)) return dpc_diag_fail(d, s->first_status, "%s", s->first_msg);
       return st;
     }
     if (s->trace) s->trace_run++;
@@ -588,6 +596,11 @@ static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
     double t0 = timed ? now_s() : 0;
     dpc_status st = run_step(s, dev, j, d);
     if (st) {
+      int none = 0;
+      if (atomic_compare_exchange_strong(&s->first, &none, (int)dev + 1)) {
+        s->first_status = st;
+        snprintf(s->first_msg, sizeof s->first_msg, "%s", d->msg ? d->msg : "a device failed");
+      }
       atomic_store(&s->failed, 1);
       for (uint32_t c = 0; c < s->n_comms; c++) dpc_comm_abort(s->comms[c], pd->name, d->msg);
       return st;
