@@ -11,22 +11,14 @@
  * memcpy row copies the same bytes once between two buffers touched beforehand, on one core: what
  * any implementation has to beat to be "at memory speed".
  */
-#define _GNU_SOURCE /* pthread_setaffinity_np */
 #include "runtime/collective.h"
 #include "runtime/topology.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -43,16 +35,9 @@ typedef struct rank_job {
   int failed;
 } rank_job;
 
-static void bind_to(uint32_t pu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET((int)pu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
 static void *rank_main(void *arg) {
   rank_job *j = arg;
-  if (j->bind) bind_to(j->pu);
+  if (j->bind) dpc_bind_thread(j->pu);
   float *buf = aligned_alloc(64, (size_t)(j->n + 16) * sizeof *buf);
   if (!buf) {
     j->failed = 1;
@@ -62,13 +47,13 @@ static void *rank_main(void *arg) {
   dpc_diag d;
   dpc_diag_init(&d);
   for (int r = 0; r < j->warmup + j->reps; r++) {
-    double t0 = now_s();
+    double t0 = dpc_now_s();
     if (dpc_comm_all_reduce(j->c, j->rank, buf, DPC_F32, j->n, DPC_REDUCE_MEAN, &d)) {
       fprintf(stderr, "bench_allreduce: %s\n", d.msg);
       j->failed = 1;
       break;
     }
-    if (j->times && r >= j->warmup) j->times[r - j->warmup] = now_s() - t0;
+    if (j->times && r >= j->warmup) j->times[r - j->warmup] = dpc_now_s() - t0;
   }
   dpc_diag_free(&d);
   free(buf);
@@ -82,9 +67,9 @@ static double bench_memcpy(size_t bytes, int reps) {
   memset(b, 2, bytes);
   double *t = malloc((size_t)reps * sizeof *t);
   for (int r = 0; r < reps + 2; r++) {
-    double t0 = now_s();
+    double t0 = dpc_now_s();
     memcpy(b, a, bytes);
-    if (r >= 2) t[r - 2] = now_s() - t0;
+    if (r >= 2) t[r - 2] = dpc_now_s() - t0;
   }
   qsort(t, (size_t)reps, sizeof *t, cmp_double);
   double med = t[reps / 2];

@@ -40,12 +40,6 @@ static const ccase cases[] = {
     {"many taps", 2, 96, 12, 12, 50, 3, 3, ", pad=1, stride=2", 2, 2, 1, 1, 1, 1, 1, 1, 1},
 };
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void die(dpc_diag *d, const char *what) {
   char *m = dpc_diag_render(d);
   fprintf(stderr, "bench_conv: %s: %s", what, m);
@@ -143,9 +137,9 @@ static int run(const ccase *cc, dpc_op op) {
   for (int p = 3; p-- > 0;) kern.fn(args, kern.total * p / 3, kern.total * (p + 1) / 3, 0, 0);
   dpc_run_info ri = {false, 0};
   dpc_kernel_args ka = {pg, node, in, (uint32_t)n_in, &out[1], 1, &ri};
-  double t0 = now_s();
+  double t0 = dpc_now_s();
   if (dpc_ref_kernels[op](&ka, &d)) die(&d, "reference");
-  double tref = now_s() - t0;
+  double tref = dpc_now_s() - t0;
   double worst = 0, big = 0;
   const float *y1 = out[0].data, *y2 = out[1].data;
   for (int64_t i = 0; i < ny; i++) {
@@ -157,9 +151,9 @@ static int run(const ccase *cc, dpc_op op) {
   int reps = 20;
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
-    t0 = now_s();
+    t0 = dpc_now_s();
     kern.fn(args, 0, kern.total, 0, 0);
-    double t = now_s() - t0;
+    double t = dpc_now_s() - t0;
     if (t < best) best = t;
   }
   double flop = 2.0 * (double)cc->n * (double)cc->oc * (double)(oh * ow) *

@@ -60,12 +60,6 @@ static const shape shapes[] = {
     {512, 10, 128, 1, 0, "mlp fc3 dW"},
 };
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void die(dpc_diag *d, const char *what) {
   char *m = dpc_diag_render(d);
   fprintf(stderr, "bench_gemm: %s: %s", what, m);
@@ -196,15 +190,15 @@ static void best_of(const opts *o, int reps, const compiled *c, const shape *s, 
   int per = reps < 8 ? 2 : reps / 4;
   for (int r = 0; r < reps; r += per) {
     for (int i = 0; do_dpc && i < per; i++) {
-      double t0 = now_s();
+      double t0 = dpc_now_s();
       run_dpc(o, c, a, b, bias, y1, 1);
-      double t = now_s() - t0;
+      double t = dpc_now_s() - t0;
       if (t < *td) *td = t;
     }
     for (int i = 0; do_blas && i < per; i++) {
-      double t0 = now_s();
+      double t0 = dpc_now_s();
       run_blas(o, s, a, b, bias, y2);
-      double t = now_s() - t0;
+      double t = dpc_now_s() - t0;
       if (t < *tb) *tb = t;
     }
   }

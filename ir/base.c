@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* How much of a long source line an excerpt keeps on each side of the caret. A 100 MB line must
  * not turn into a 100 MB error message. */
@@ -315,4 +316,10 @@ bool dpc_cache_base_dir(const char *override, char *out, size_t n) {
   if (mkdir(base, 0755) && errno != EEXIST) return false;
   snprintf(out, n, "%s", base);
   return true;
+}
+
+double dpc_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -62,6 +62,9 @@ void dpc_diag_init(dpc_diag *d);
 void dpc_diag_free(dpc_diag *d);
 /* Forget a previous error, keeping the diag usable. */
 void dpc_diag_clear(dpc_diag *d);
+/* Seconds on the monotonic clock: for timing, never for dates. */
+double dpc_now_s(void);
+
 /* dpc's cache folder (compiled kernels, device calibration), created if need be: `override`
  * when given, else $DPC_CACHE_DIR, else $XDG_CACHE_HOME/dpc, else ~/.cache/dpc. False when
  * there is none ("off" or an empty value disables it). */

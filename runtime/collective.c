@@ -14,7 +14,8 @@
  */
 #include "runtime/collective.h"
 
-#include <sched.h>
+#include "runtime/pool.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,18 +43,6 @@ struct dpc_comm {
   void (*add_f32)(void *dst, const void *src, int64_t n, double div);
   void (*add_f64)(void *dst, const void *src, int64_t n, double div);
 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 /* a[i] = (a[i] + b[i]) / div, in vectors: the loop is bound by memory, and on the baseline
  * x86-64 target the compiler would leave it scalar. With AVX-512 (chosen at run time) a vector
@@ -164,27 +153,17 @@ static dpc_status aborted(dpc_comm *c, uint32_t me, dpc_diag *d) {
  * microseconds behind), then yield the core (ranks may share cores), then give up. */
 static dpc_status wait_for(dpc_comm *c, uint32_t me, uint32_t peer, uint64_t target, uint64_t step,
                            uint64_t steps, dpc_diag *d) {
-  uint64_t spins = 0;
-  double t0 = 0;
+  dpc_backoff b = {0};
   while (atomic_load_explicit(&c->slots[peer].progress, memory_order_acquire) < target) {
     if (atomic_load_explicit(&c->aborted, memory_order_acquire)) return aborted(c, me, d);
-    if (++spins < 4000) {
-      cpu_relax();
-      continue;
-    }
-    sched_yield();
-    if (spins % 64) continue;
-    double t = now_s();
-    if (t0 == 0) {
-      t0 = t;
-    } else if (t - t0 > c->timeout_s) {
+    double waited = dpc_backoff_wait(&b, c->timeout_s);
+    if (waited > 0)
       return dpc_diag_fail(d, DPC_ERR_RUNTIME,
                            "%s waited %.1f s for %s in all_reduce (call %llu, step %llu of %llu): "
                            "%s is stuck or gone",
-                           c->slots[me].name, t - t0, c->slots[peer].name,
+                           c->slots[me].name, waited, c->slots[peer].name,
                            (unsigned long long)c->slots[me].calls + 1, (unsigned long long)step,
                            (unsigned long long)steps, c->slots[peer].name);
-    }
   }
   return DPC_OK;
 }

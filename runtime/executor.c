@@ -3,11 +3,11 @@
  * runs: a training step is milliseconds, so a wake-up's tens of microseconds are noise, and
  * sleeping keeps idle devices off cores that other devices' pools use.
  */
-#define _GNU_SOURCE /* pthread_setaffinity_np */
 #include "runtime/executor.h"
 
+#include "runtime/topology.h"
+
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,13 +35,6 @@ struct dpc_executor {
   bool caller_bound;
 };
 
-static void bind_to(uint32_t pu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET((int)pu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
 static void run_one(dpc_executor *ex, runner *r) {
   r->st = ex->fn(ex->ctx, r->dev, &r->diag);
   if (r->st) {
@@ -53,7 +46,7 @@ static void run_one(dpc_executor *ex, runner *r) {
 static void *worker_main(void *arg) {
   runner *r = arg;
   dpc_executor *ex = r->ex;
-  if (ex->pus) bind_to(ex->pus[r->dev]);
+  if (ex->pus) dpc_bind_thread(ex->pus[r->dev]);
   uint64_t seen = 0;
   for (;;) {
     pthread_mutex_lock(&ex->mu);
@@ -127,7 +120,7 @@ void dpc_executor_free(dpc_executor *ex) {
 
 dpc_status dpc_executor_run(dpc_executor *ex, dpc_diag *d) {
   if (ex->pus && !ex->caller_bound) {
-    bind_to(ex->pus[0]);
+    dpc_bind_thread(ex->pus[0]);
     ex->caller_bound = true;
   }
   atomic_store(&ex->first, 0);

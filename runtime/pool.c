@@ -6,6 +6,7 @@
 
 #include <hwloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,14 +15,6 @@
  * gaps inside a training step (a few single-threaded kernels, a part that finished early), so a
  * step never waits on a wake-up from the condvar, which costs 50-100 µs on these machines. */
 #define SPINS 4000
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
 
 /* Worker stacks hold the GEMM kernels' packed panels (allocas of up to a few MB). */
 #define WORKER_STACK (16u << 20)
@@ -96,7 +89,7 @@ static void *worker_main(void *arg) {
     int spins = 0;
     while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen) {
       if (++spins < SPINS) {
-        cpu_relax();
+        dpc_cpu_relax();
         continue;
       }
       pthread_mutex_lock(&p->mu);
@@ -219,4 +212,16 @@ int32_t dpc_pool_run(dpc_pool *p, dpc_native_fn fn, void *const *args, int64_t t
   while (atomic_load_explicit(&p->done, memory_order_acquire) < p->n - 1) {
   }
   return atomic_load(&p->bad);
+}
+
+double dpc_backoff_wait(dpc_backoff *b, double timeout_s) {
+  if (++b->spins < 4000) {
+    dpc_cpu_relax();
+    return 0;
+  }
+  sched_yield();
+  if (b->spins % 64) return 0; /* the clock is read now and then, not on every yield */
+  double t = dpc_now_s();
+  if (b->t0 == 0) b->t0 = t;
+  return t - b->t0 > timeout_s ? t - b->t0 : 0;
 }

@@ -21,6 +21,25 @@
 
 typedef struct dpc_pool dpc_pool;
 
+/* One pause of a spin-wait loop: it saves power and lets the other hyperthread run. */
+static inline void dpc_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* A wait on another thread that spins (with pauses: a peer is usually microseconds behind),
+ * then yields the core (threads may share cores), then gives up. Call dpc_backoff_wait after
+ * each check that found nothing yet; it returns the seconds waited once they pass timeout_s,
+ * else 0. */
+typedef struct dpc_backoff {
+  uint64_t spins;
+  double t0;
+} dpc_backoff;
+double dpc_backoff_wait(dpc_backoff *b, double timeout_s);
+
 /* threads 0: one per core of the machine. Threads are bound to cores (when hwloc can). */
 dpc_status dpc_pool_new(uint32_t threads, dpc_pool **out, dpc_diag *d);
 /* A pool for a device's cores: thread i (the caller is thread 0) bound to OS PU pus[i]

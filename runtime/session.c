@@ -73,12 +73,6 @@ struct dpc_session {
   uint32_t *n_trace, trace_cap, trace_runs, trace_run;
 };
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 dpc_status dpc_session_profile(dpc_session *s, bool on, dpc_diag *d) {
   if (s->prof) {
     for (uint32_t i = 0; i < s->plan->n_devs; i++) free(s->prof[i]);
@@ -129,7 +123,7 @@ const dpc_trace_event *dpc_session_trace_events(const dpc_session *s, uint32_t d
 
 /* Time step j of device dev into the profile and the trace. */
 static void record(dpc_session *s, uint32_t dev, uint32_t j, double t0) {
-  double t1 = now_s();
+  double t1 = dpc_now_s();
   if (s->prof) s->prof[dev][j] += t1 - t0;
   if (s->trace && s->trace_run < s->trace_runs && s->n_trace[dev] < s->trace_cap)
     s->trace[dev][s->n_trace[dev]++] = (dpc_trace_event){j, s->trace_run, t0, t1};
@@ -204,6 +198,7 @@ static void share_persistent(dpc_session *s, const dpc_session *other) {
 }
 
 static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d);
+static dpc_status run_steps(dpc_session *s, uint32_t dev, dpc_diag *d);
 
 /* A communicator for each distinct list of devices a collective connects (all of them for data
  * parallel; each replica's k-th device across replicas for hybrid), shared by its steps. */
@@ -469,24 +464,18 @@ dpc_status dpc_session_set(dpc_session *s, const char *name, const dpc_tensor *t
 /* A value another device computes: wait until it has signalled this run's. Spin, then yield,
  * then fail after the timeout naming both devices; stop at once if a device failed. */
 static dpc_status wait_event(dpc_session *s, uint32_t dev, const dpc_step *sp, dpc_diag *d) {
-  uint64_t want = s->run.step + 1, spins = 0;
-  double t0 = 0;
+  uint64_t want = s->run.step + 1;
+  dpc_backoff b = {0};
   while (atomic_load_explicit(&s->events[sp->event], memory_order_acquire) < want) {
     if (atomic_load(&s->failed))
       return dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: stopped because another device failed",
                            s->plan->devs[dev].name);
-    if (++spins < 4000) continue;
-    sched_yield();
-    if (spins % 64) continue;
-    double t = now_s();
-    if (t0 == 0) {
-      t0 = t;
-    } else if (t - t0 > s->timeout_s) {
+    double waited = dpc_backoff_wait(&b, s->timeout_s);
+    if (waited > 0)
       return dpc_diag_fail(d, DPC_ERR_RUNTIME,
                            "%s waited %.1f s for %s (event %u of the plan): %s is stuck or gone",
-                           s->plan->devs[dev].name, t - t0, s->plan->devs[sp->peer].name, sp->event,
+                           s->plan->devs[dev].name, waited, s->plan->devs[sp->peer].name, sp->event,
                            s->plan->devs[sp->peer].name);
-    }
   }
   return DPC_OK;
 }
@@ -556,58 +545,56 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
   if (s->broken)
     return dpc_diag_fail(d, DPC_ERR_RUNTIME,
                          "this session failed in an earlier step and cannot run again");
+  dpc_status st;
   if (s->ex) {
     atomic_store(&s->failed, 0);
     atomic_store(&s->first, 0);
-    dpc_status st = dpc_executor_run(s->ex, d);
-    if (st) {
+    if ((st = dpc_executor_run(s->ex, d))) {
       s->broken = true;
       /* the root cause, not whichever device the executor heard from first */
       if (atomic_load(&s->first)) return dpc_diag_fail(d, s->first_status, "%s", s->first_msg);
       return st;
     }
-    if (s->trace) s->trace_run++;
-    s->run.step++;
-    return DPC_OK;
-  }
-  bool timed = s->prof || s->trace;
-  for (uint32_t j = 0; j < p->devs[0].n_steps; j++) {
-    double t0 = timed ? now_s() : 0;
-    dpc_status st = run_step(s, 0, j, d);
-    if (st) return st;
-    if (timed) record(s, 0, j, t0);
+  } else if ((st = run_steps(s, 0, d))) {
+    return st;
   }
   if (s->trace) s->trace_run++;
   s->run.step++;
   return DPC_OK;
 }
 
-/* Device dev's step list, on its runner thread. */
+/* Device dev's step list, timed for the profile and the trace when they are on. */
+static dpc_status run_steps(dpc_session *s, uint32_t dev, dpc_diag *d) {
+  bool timed = s->prof || s->trace;
+  for (uint32_t j = 0; j < s->plan->devs[dev].n_steps; j++) {
+    double t0 = timed ? dpc_now_s() : 0;
+    dpc_status st = run_step(s, dev, j, d);
+    if (st) return st;
+    if (timed) record(s, dev, j, t0);
+  }
+  return DPC_OK;
+}
+
+/* Device dev's step list on its runner thread (several devices). A device that fails claims
+ * the run's error, then tells the others to stop waiting. */
 static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
   dpc_session *s = ctx;
   const dpc_plan_device *pd = &s->plan->devs[dev];
   if (s->stall == dev + 1) { /* the test hook: stuck until the others give up on it */
-    double t0 = now_s();
-    while (!atomic_load(&s->failed) && now_s() - t0 < 10 * s->timeout_s) sched_yield();
+    double t0 = dpc_now_s();
+    while (!atomic_load(&s->failed) && dpc_now_s() - t0 < 10 * s->timeout_s) sched_yield();
     return dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s stalled (test hook)", pd->name);
   }
-  bool timed = s->prof || s->trace;
-  for (uint32_t j = 0; j < pd->n_steps; j++) {
-    double t0 = timed ? now_s() : 0;
-    dpc_status st = run_step(s, dev, j, d);
-    if (st) {
-      int none = 0;
-      if (atomic_compare_exchange_strong(&s->first, &none, (int)dev + 1)) {
-        s->first_status = st;
-        snprintf(s->first_msg, sizeof s->first_msg, "%s", d->msg ? d->msg : "a device failed");
-      }
-      atomic_store(&s->failed, 1);
-      for (uint32_t c = 0; c < s->n_comms; c++) dpc_comm_abort(s->comms[c], pd->name, d->msg);
-      return st;
-    }
-    if (timed) record(s, dev, j, t0);
+  dpc_status st = run_steps(s, dev, d);
+  if (!st) return DPC_OK;
+  int none = 0;
+  if (atomic_compare_exchange_strong(&s->first, &none, (int)dev + 1)) {
+    s->first_status = st;
+    snprintf(s->first_msg, sizeof s->first_msg, "%s", d->msg ? d->msg : "a device failed");
   }
-  return DPC_OK;
+  atomic_store(&s->failed, 1);
+  for (uint32_t c = 0; c < s->n_comms; c++) dpc_comm_abort(s->comms[c], pd->name, d->msg);
+  return st;
 }
 
 dpc_status dpc_session_get(const dpc_session *s, const char *name, dpc_tensor *view, dpc_diag *d) {

@@ -1,9 +1,12 @@
 /*
  * topology.c — hwloc's view of the machine (see topology.h), and devices made from it.
  */
+#define _GNU_SOURCE /* pthread_setaffinity_np */
 #include "runtime/topology.h"
 
 #include <hwloc.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,4 +189,11 @@ dpc_status dpc_devices_parse(const dpc_topology *t, const char *spec, dpc_device
   }
   if (st) dpc_device_list_free(out);
   return st;
+}
+
+void dpc_bind_thread(uint32_t pu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET((int)pu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }

@@ -30,12 +30,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ---- the disk cache ---------------------------------------------------------------------- */
 
 /* The cache folder, created if need be; "" when there is none. */
@@ -224,7 +218,7 @@ static dpc_status link_jobs(dpc_cpu_backend *b, kjob *jobs, uint64_t *hashes, ui
 
 dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
                                 dpc_native_kernel *kernels, dpc_diag *d) {
-  double t0 = now_s();
+  double t0 = dpc_now_s();
   const dpc_graph *g = plan->g;
   size_t nn = g->n_nodes ? g->n_nodes : 1;
   kjob *jobs = calloc(nn, sizeof *jobs);
@@ -314,6 +308,6 @@ dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
   free(jobs);
   free(hashes);
   free(node_hash);
-  b->seconds += now_s() - t0;
+  b->seconds += dpc_now_s() - t0;
   return st;
 }

@@ -255,21 +255,6 @@ static void epilogues_match_reference(void) {
   dpc_graph_free(g);
 }
 
-/* Losses from a --log file, in step order. */
-static int read_losses(const char *path, double *out, int max) {
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  char line[1024];
-  int n = 0;
-  while (fgets(line, sizeof line, f) && n < max) {
-    const char *p = strstr(line, "\"loss\": ");
-    if (strncmp(line, "{\"step\"", 7) || !p) continue;
-    out[n++] = strtod(p + 8, NULL);
-  }
-  fclose(f);
-  return n;
-}
-
 /* Training steps on the compiled backend follow the reference backend's losses. */
 static void training_matches_reference(void) {
   char xs[256], ys[256], data[600], log[2][256];
@@ -298,7 +283,7 @@ static void training_matches_reference(void) {
       CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s: %s", models[m], d.msg);
     }
     double l[2][8];
-    int n0 = read_losses(log[0], l[0], 8), n1 = read_losses(log[1], l[1], 8);
+    int n0 = unit_read_losses(log[0], l[0], 8), n1 = unit_read_losses(log[1], l[1], 8);
     CHECK(n0 == 6 && n1 == 6);
     for (int s = 0; s < n0 && s < n1; s++)
       CHECK_MSG(fabs(l[0][s] - l[1][s]) <= 1e-4 * fabs(l[0][s]), "%s step %d: ref %.8g, llvm %.8g",

@@ -45,21 +45,6 @@ static dpc_graph *parse(const char *text) {
   return g;
 }
 
-/* Losses from a --log file, in step order. */
-static int read_losses(const char *path, double *out, int max) {
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  char line[1024];
-  int n = 0;
-  while (fgets(line, sizeof line, f) && n < max) {
-    const char *p = strstr(line, "\"loss\": ");
-    if (strncmp(line, "{\"step\"", 7) || !p) continue;
-    out[n++] = strtod(p + 8, NULL);
-  }
-  fclose(f);
-  return n;
-}
-
 static void quiet_opts(dpc_train_opts *o) {
   dpc_train_defaults(o);
 }
@@ -103,7 +88,7 @@ static void matches_pytorch(void) {
     CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK,
               "%s (is dataset-fashion-mnist installed? scripts/setup)", d.msg);
     double got[10];
-    CHECK(read_losses(log, got, 10) == 10);
+    CHECK(unit_read_losses(log, got, 10) == 10);
     for (int s = 0; s < 10; s++)
       CHECK_MSG(fabs(got[s] - want[k][s]) <= 1e-5 * fabs(want[k][s]),
                 "%s step %d: dpc %.9g, PyTorch %.9g (rel %.2g)", k ? "momentum" : "sgd", s, got[s],
@@ -185,7 +170,7 @@ static void resume_is_bit_identical(void) {
     CHECK_MSG(same_file(a_save, b_save), "%s: params after resume differ from an uninterrupted run",
               llvm ? "llvm" : "ref");
     double la[16], lb[16];
-    int na = read_losses(a_log, la, 16), nb = read_losses(b_log, lb, 16);
+    int na = unit_read_losses(a_log, la, 16), nb = unit_read_losses(b_log, lb, 16);
     CHECK(na == 10 && nb == 10);
     for (int i = 0; i < na && i < nb; i++)
       CHECK_MSG(la[i] == lb[i], "%s step %d: %.9g vs %.9g", llvm ? "llvm" : "ref", i + 1, la[i],
@@ -300,8 +285,8 @@ static void data_parallel_matches_one_device(void) {
       CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s: %s", runs[c].devices, d.msg);
     }
     double l0[32], l1[32], l2[32];
-    int n0 = read_losses(logs[0], l0, 32), n1 = read_losses(logs[1], l1, 32),
-        n2 = read_losses(logs[2], l2, 32);
+    int n0 = unit_read_losses(logs[0], l0, 32), n1 = unit_read_losses(logs[1], l1, 32),
+        n2 = unit_read_losses(logs[2], l2, 32);
     CHECK_MSG(n0 == 21 && n1 == 21 && n2 == 21, "%d %d %d steps", n0, n1, n2);
     for (int i = 0; i < n0 && i < n1; i++)
       CHECK_MSG(fabs(l0[i] - l1[i]) <= 1e-5 * fabs(l0[i]), "%s %s step %d: %.9g vs %.9g",
@@ -403,7 +388,7 @@ static void model_parallel_matches_one_device(void) {
       CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s", d.msg);
     }
     double l0[16], l1[16];
-    int n0 = read_losses(logs[0], l0, 16), n1 = read_losses(logs[1], l1, 16);
+    int n0 = unit_read_losses(logs[0], l0, 16), n1 = unit_read_losses(logs[1], l1, 16);
     CHECK_MSG(n0 == 10 && n1 == 10, "%d and %d steps", n0, n1);
     for (int i = 0; i < n0 && i < n1; i++)
       CHECK_MSG(l0[i] == l1[i], "%s step %d: %.9g vs %.9g", llvm ? "llvm" : "ref", i + 1, l0[i],
@@ -424,7 +409,7 @@ static void model_parallel_matches_one_device(void) {
   }
   if (plain) {
     double l0[16], l1[16];
-    int n0 = read_losses(logs[0], l0, 16), n1 = read_losses(logs[1], l1, 16);
+    int n0 = unit_read_losses(logs[0], l0, 16), n1 = unit_read_losses(logs[1], l1, 16);
     CHECK(n0 == 10 && n1 == 10);
     for (int i = 0; i < n0 && i < n1; i++) CHECK_MSG(l0[i] == l1[i], "METIS step %d", i + 1);
     CHECK_MSG(same_file(save[0], save[1]), "METIS placement: params differ");

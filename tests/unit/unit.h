@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct unit_test {
@@ -48,5 +49,20 @@ extern int unit_failures;
       unit_failures++;                                                                             \
     }                                                                                              \
   } while (0)
+
+/* The per-step losses of a `dpc train --log` file (its "step" lines), at most max; how many. */
+static inline int unit_read_losses(const char *path, double *out, int max) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[1024];
+  int n = 0;
+  while (fgets(line, sizeof line, f) && n < max) {
+    const char *p = strstr(line, "\"loss\": ");
+    if (strncmp(line, "{\"step\"", 7) || !p) continue;
+    out[n++] = strtod(p + 8, NULL);
+  }
+  fclose(f);
+  return n;
+}
 
 #endif

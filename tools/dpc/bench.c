@@ -16,12 +16,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -53,17 +47,6 @@ static void fill_inputs(const dpc_graph *g, dpc_session *s) {
         dpc_tstore_i64(&t, k, (int64_t)(dpc_rng_bits(99 + v, (uint64_t)k) % (uint64_t)c));
     }
   }
-}
-
-static dpc_status count_devices(const char *spec, uint32_t *n, dpc_diag *d) {
-  dpc_topology *t = NULL;
-  dpc_device_list l = {0};
-  dpc_status st = dpc_topology_load(NULL, &t, d);
-  if (!st) st = dpc_devices_parse(t, spec, &l, d);
-  if (!st) *n = l.n;
-  dpc_device_list_free(&l);
-  dpc_topology_free(t);
-  return st;
 }
 
 /* What a kernel step computes, for the profile: its root's value and the group's ops. */
@@ -166,7 +149,7 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
                          "--inference");
   if (o->batch < 1 || o->steps < 1)
     return dpc_diag_fail(d, DPC_ERR_INVALID, "--batch and --steps must be at least 1");
-  double t0 = now_s();
+  double t0 = dpc_now_s();
   dpc_graph *g = dpc_graph_clone(src);
   int64_t *vals = g ? calloc(g->n_syms ? g->n_syms : 1, sizeof *vals) : NULL;
   double *times = calloc(o->steps, sizeof *times);
@@ -180,12 +163,12 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   if (!st && o->model && o->devices) {
     uint32_t nd = 1;
     bool placed;
-    st = count_devices(o->devices, &nd, d);
+    st = dpc_driver_count_devices(o->devices, &nd, d);
     if (!st) st = dpc_driver_place(g, o->batch, o->devices, nd, &placed, d);
   }
   if (!st) st = dpc_passes_run(g, &po, d);
   uint32_t D = 1;
-  if (!st && o->devices) st = count_devices(o->devices, &D, d);
+  if (!st && o->devices) st = dpc_driver_count_devices(o->devices, &D, d);
   if (!st && D > 1 && !o->model && (!po.training || o->batch % D))
     st = dpc_diag_fail(d, DPC_ERR_INVALID,
                        "--devices %s: data parallel is for training, with a batch that splits "
@@ -193,22 +176,8 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
                        o->devices, o->batch, D);
   for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = o->model ? o->batch : o->batch / D;
   if (!st) st = dpc_graph_bind(g, vals, d);
-  char names[256][16];
-  const char *devs[256];
-  for (uint32_t k = 0; k < D && k < 256; k++) {
-    snprintf(names[k], sizeof names[k], "cpu:%u", k);
-    devs[k] = names[k];
-  }
-  if (!st && D > 1 && o->model) {
-    st = dpc_plan_devices(g, devs, D, po.training, &plan, d);
-  } else if (!st && D > 1) {
-    dpc_graph *dp = NULL;
-    st = dpc_data_parallel_graph(g, o->batch, D, 1, devs, &dp, d);
-    if (!st) st = dpc_plan_devices(dp, devs, D, true, &plan, d);
-    dpc_graph_free(dp);
-  } else if (!st) {
-    st = dpc_plan_single(g, "cpu:0", po.training, &plan, d);
-  }
+  if (!st)
+    st = dpc_driver_plan(g, o->batch, o->model ? 1 : D, o->model ? D : 1, po.training, &plan, d);
   if (!st && o->exec.llvm) {
     native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);
     st = native ? dpc_cpu_backend_new(&o->exec.cpu, &cpu, d)
@@ -219,7 +188,7 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
       .training = po.training, .native = native, .threads = o->threads, .devices = o->devices};
   if (!st) st = dpc_session_new(plan, &so, &s, d);
   if (!st) {
-    r->compile_s = now_s() - t0;
+    r->compile_s = dpc_now_s() - t0;
     if (cpu) {
       uint32_t cached;
       dpc_cpu_stats(cpu, &r->jit_s, &r->kernels, &cached);
@@ -231,9 +200,9 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     fill_inputs(plan->g, s);
   }
   for (uint32_t i = 0; !st && i < o->warmup + o->steps; i++) {
-    double a = now_s();
+    double a = dpc_now_s();
     st = dpc_session_run(s, d);
-    if (i >= o->warmup) times[i - o->warmup] = now_s() - a;
+    if (i >= o->warmup) times[i - o->warmup] = dpc_now_s() - a;
   }
   if (!st && o->profile) st = profile(s, plan, o->steps, o->threads, o->devices, r, d);
   if (!st) {

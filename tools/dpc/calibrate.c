@@ -1,7 +1,6 @@
 /*
  * calibrate.c — device speed and copy bandwidth, measured and cached (see calibrate.h).
  */
-#define _GNU_SOURCE /* pthread_setaffinity_np */
 #include "tools/dpc/calibrate.h"
 
 #include "codegen/cpu/cpu.h"
@@ -12,7 +11,6 @@
 
 #include <jansson.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +20,6 @@
 #define GEMM_N      512
 #define COPY_BYTES  (16u << 20)
 #define FULL_MATRIX 8 /* devices up to which every pair's copy is measured */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void dpc_calibration_free(dpc_calibration *c) {
   free(c->gflops);
@@ -76,9 +68,9 @@ static dpc_status measure_gemm(const dpc_device_spec *dev, const dpc_native_kern
     void *args[3] = {a, b, y};
     double best = 1e30;
     for (int r = 0; r < 8; r++) {
-      double t0 = now_s();
+      double t0 = dpc_now_s();
       dpc_pool_run(pool, k->fn, args, k->total, 0, 0);
-      double t = now_s() - t0;
+      double t = dpc_now_s() - t0;
       if (r && t < best) best = t; /* the first run warms caches and wakes the threads */
     }
     *out = 2.0 * GEMM_N * GEMM_N * GEMM_N / best * 1e-9;
@@ -99,16 +91,9 @@ typedef struct copy_job {
   double seconds;  /* copy: the median */
 } copy_job;
 
-static void bind_to(uint32_t pu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET((int)pu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
 static void *touch_main(void *arg) {
   copy_job *j = arg;
-  bind_to(j->pu);
+  dpc_bind_thread(j->pu);
   memset(j->buf, 1, COPY_BYTES);
   return NULL;
 }
@@ -120,12 +105,12 @@ static int cmp_double(const void *a, const void *b) {
 
 static void *copy_main(void *arg) {
   copy_job *j = arg;
-  bind_to(j->pu);
+  dpc_bind_thread(j->pu);
   double t[7];
   for (int r = 0; r < 7; r++) {
-    double t0 = now_s();
+    double t0 = dpc_now_s();
     memcpy(j->buf, j->src, COPY_BYTES);
-    t[r] = now_s() - t0;
+    t[r] = dpc_now_s() - t0;
   }
   qsort(t, 7, sizeof *t, cmp_double);
   j->seconds = t[3];

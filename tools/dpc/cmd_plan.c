@@ -43,13 +43,9 @@ static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bo
   if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   bool placed = false;
   if (model && placement && strcmp(placement, "metis")) {
-    char names[256][16];
-    const char *devs[256];
-    for (uint32_t k = 0; k < D && k < 256; k++) {
-      snprintf(names[k], sizeof names[k], "cpu:%u", k);
-      devs[k] = names[k];
-    }
-    dpc_status st = dpc_place_simple(g, batch, devs, D, !strcmp(placement, "contiguous"), d);
+    dpc_device_names dn;
+    dpc_driver_device_names(D, &dn);
+    dpc_status st = dpc_place_simple(g, batch, dn.ptr, D, !strcmp(placement, "contiguous"), d);
     if (st) {
       dpc_graph_free(g);
       return st;
@@ -77,22 +73,7 @@ static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bo
   if (!st) st = dpc_passes_run(g, &po, d);
   for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = model ? batch : batch / R;
   if (!st) st = dpc_graph_bind(g, vals, d);
-  char names[256][16];
-  const char *devs[256];
-  for (uint32_t k = 0; k < D; k++) {
-    snprintf(names[k], sizeof names[k], "cpu:%u", k);
-    devs[k] = names[k];
-  }
-  if (!st && model) {
-    st = dpc_plan_devices(g, devs, D, true, out, d);
-  } else if (!st && D > 1) {
-    dpc_graph *dp = NULL;
-    st = dpc_data_parallel_graph(g, batch, R, mp > 1 ? mp : 1, devs, &dp, d);
-    if (!st) st = dpc_plan_devices(dp, devs, D, true, out, d);
-    dpc_graph_free(dp);
-  } else if (!st) {
-    st = dpc_plan_devices(g, devs, 1, true, out, d);
-  }
+  if (!st) st = dpc_driver_plan(g, batch, model ? 1 : R, model ? D : mp, true, out, d);
   free(vals);
   dpc_graph_free(g);
   return st;

@@ -64,12 +64,6 @@ typedef struct progress {
   double last_test_accuracy;
 } progress;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void on_start(void *user, const char *what) {
   progress *p = user;
   if (!p->quiet) fprintf(stderr, "dpc train: %s\n", what);
@@ -78,7 +72,7 @@ static void on_start(void *user, const char *what) {
 static void on_step(void *user, const dpc_train_step *s) {
   progress *p = user;
   if (!p->tty || p->quiet) return;
-  double t = now_s();
+  double t = dpc_now_s();
   if (t - p->last_draw < 0.1 && s->batch != s->batches) return;
   p->last_draw = t;
   int width = 24, done = (int)(width * s->batch / (s->batches ? s->batches : 1));
@@ -225,13 +219,13 @@ int dpc_cmd_train(int argc, char **argv) {
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
   int rc = DPC_EXIT_OK;
-  double t0 = now_s();
+  double t0 = dpc_now_s();
   if (dpc_passes_check_names(o.passes.print_after, &d) ||
       (!o.artifact && dpc_driver_load(p.pos[0], &g, &d)) || dpc_train(g, &o, &d)) {
     if (prog.tty) fprintf(stderr, "\n");
     rc = cli_report("train", &d);
   } else {
-    printf("trained %s in %.1f s", p.pos[0], now_s() - t0);
+    printf("trained %s in %.1f s", p.pos[0], dpc_now_s() - t0);
     if (!isnan(prog.last_test_accuracy))
       printf(": test accuracy %.2f%%", 100 * prog.last_test_accuracy);
     printf("\n");

@@ -245,6 +245,40 @@ dpc_status dpc_driver_infer_artifact(const char *path, const dpc_named *feeds, u
   return st;
 }
 
+void dpc_driver_device_names(uint32_t n, dpc_device_names *out) {
+  for (uint32_t k = 0; k < n && k < 256; k++) {
+    snprintf(out->name[k], sizeof out->name[k], "cpu:%u", k);
+    out->ptr[k] = out->name[k];
+  }
+}
+
+dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d) {
+  dpc_topology *t = NULL;
+  dpc_device_list l = {0};
+  dpc_status st = dpc_topology_load(NULL, &t, d);
+  if (!st) st = dpc_devices_parse(t, spec, &l, d);
+  if (!st) *n = l.n;
+  dpc_device_list_free(&l);
+  dpc_topology_free(t);
+  return st;
+}
+
+dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, uint32_t replicas, uint32_t mp,
+                           bool training, dpc_plan **out, dpc_diag *d) {
+  if (mp < 1) mp = 1;
+  if ((uint64_t)replicas * mp > 256)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "a plan has at most 256 devices, not %u",
+                         replicas * mp);
+  dpc_device_names dn;
+  dpc_driver_device_names(replicas * mp, &dn);
+  if (replicas < 2) return dpc_plan_devices(bound, dn.ptr, mp, training, out, d);
+  dpc_graph *dp = NULL;
+  dpc_status st = dpc_data_parallel_graph(bound, batch, replicas, mp, dn.ptr, &dp, d);
+  if (!st) st = dpc_plan_devices(dp, dn.ptr, replicas * mp, true, out, d);
+  dpc_graph_free(dp);
+  return st;
+}
+
 dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, uint32_t n,
                             bool *placed_auto, dpc_diag *d) {
   *placed_auto = false;
@@ -258,13 +292,9 @@ dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, u
   if (!st && l.n != n)
     st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "--devices %s makes %u devices, not %u", spec, l.n, n);
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, d);
-  char names[256][16];
-  const char *devs[256];
-  for (uint32_t k = 0; k < n && k < 256; k++) {
-    snprintf(names[k], sizeof names[k], "cpu:%u", k);
-    devs[k] = names[k];
-  }
-  if (!st) st = dpc_place_metis(model, batch, devs, cal.gflops, n, NULL, d);
+  dpc_device_names dn;
+  dpc_driver_device_names(n, &dn);
+  if (!st) st = dpc_place_metis(model, batch, dn.ptr, cal.gflops, n, NULL, d);
   *placed_auto = !st;
   dpc_calibration_free(&cal);
   dpc_device_list_free(&l);

@@ -27,6 +27,21 @@ void dpc_named_free(dpc_named *v, uint32_t n);
 /* Give a schedule that needs a horizon (cosine, linear) a stand-in one when the model sets
  * none, so the training pipeline can be checked or printed without a run's length. */
 dpc_status dpc_driver_default_horizon(dpc_graph *g, dpc_diag *d);
+/* The names plans give devices: cpu:0 ... cpu:(n-1), n at most 256 (the most a spec makes). */
+typedef struct dpc_device_names {
+  char name[256][16];
+  const char *ptr[256];
+} dpc_device_names;
+void dpc_driver_device_names(uint32_t n, dpc_device_names *out);
+/* How many devices a --devices spec makes on this machine. */
+dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d);
+/* Plan `bound` (a graph bound at the batch of one replica): with replicas > 1, data parallel
+ * over replicas x mp devices (each replica split over its mp devices by its placement, the
+ * global batch `batch`); otherwise on mp devices by the graph's own placement (mp 1: one
+ * device). */
+dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, uint32_t replicas, uint32_t mp,
+                           bool training, dpc_plan **out, dpc_diag *d);
+
 /* Model parallel: unless the model places its nodes itself (`@ cpu:K`, device blocks), place
  * them on the n devices of `spec` with METIS, weighted by the devices' calibrated GEMM speed
  * (dpc devices). *placed_auto says whether it did. */

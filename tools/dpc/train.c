@@ -24,12 +24,6 @@ void dpc_train_defaults(dpc_train_opts *o) {
   o->lr = o->momentum = o->weight_decay = NAN;
 }
 
-double dpc_train_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ---- the model: inputs, objective overrides ------------------------------------------------- */
 
 /* The data input is the model's one floating-point input, the labels its one integer input. */
@@ -151,23 +145,8 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   uint32_t per = parallel ? n / R : n;
   for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = k == t->batch_sym ? (int64_t)per : -1;
   if (!st) st = dpc_graph_bind(g, vals, d);
-  char names[256][16];
-  const char *devs[256];
-  for (uint32_t k = 0; k < D && k < 256; k++) {
-    snprintf(names[k], sizeof names[k], "cpu:%u", k);
-    devs[k] = names[k];
-  }
-  if (!st && parallel) {
-    dpc_graph *dp = NULL;
-    st = dpc_data_parallel_graph(g, n, R, mp, devs, &dp, d);
-    if (!st) st = dpc_plan_devices(dp, devs, D, true, &r->plan, d);
-    dpc_graph_free(dp);
-  } else if (!st && (model || (hybrid && training))) {
-    /* a batch that does not split over the replicas runs on the first replica's devices */
-    st = dpc_plan_devices(g, devs, model ? D : mp, true, &r->plan, d);
-  } else if (!st) {
-    st = dpc_plan_single(g, "cpu:0", training, &r->plan, d);
-  }
+  /* a batch that does not split over the replicas runs on the first replica's devices */
+  if (!st) st = dpc_driver_plan(g, n, parallel ? R : 1, model ? D : mp, training, &r->plan, d);
   r->parallel = parallel;
   if (!st) st = dpc_driver_check_memory(r->plan, t->o->device_memory, d);
   if (!st && t->cpu) {
@@ -463,14 +442,7 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
     return dpc_diag_fail(d, DPC_ERR_INVALID, "--epochs and --batch must be at least 1");
   t->replicas = 1;
   if (o->devices) {
-    dpc_topology *topo = NULL;
-    dpc_device_list l = {0};
-    st = dpc_topology_load(NULL, &topo, d);
-    if (!st) st = dpc_devices_parse(topo, o->devices, &l, d);
-    if (!st) t->replicas = l.n;
-    dpc_device_list_free(&l);
-    dpc_topology_free(topo);
-    if (st) return st;
+    if ((st = dpc_driver_count_devices(o->devices, &t->replicas, d))) return st;
     if (o->strategy && strcmp(o->strategy, "data") && strcmp(o->strategy, "model") &&
         strcmp(o->strategy, "hybrid"))
       return dpc_diag_fail(d, DPC_ERR_INVALID,
@@ -580,7 +552,7 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
       uint32_t n;
       const uint64_t *idx = dpc_order_batch(&t.order, t.batch, t.batch_pos, &n);
       run_t *r;
-      double t0 = dpc_train_now();
+      double t0 = dpc_now_s();
       if ((st = run_for(&t, true, n, &r, d)) || (st = feed(r, t.train_ds, idx, n, d))) break;
       /* the step counter seeds dropout: the same step draws the same mask after a resume */
       dpc_session_set_step(r->s, t.step);
@@ -590,7 +562,7 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
       }
       /* a batch that ran on the first device alone: the other replicas catch up */
       if (!r->parallel && (st = sync_replicas(&t, d))) break;
-      double dt = dpc_train_now() - t0;
+      double dt = dpc_now_s() - t0;
       t.step++;
       dpc_train_step s = {t.step,
                           t.epoch,

@@ -44,8 +44,6 @@ typedef struct trainer {
   FILE *log;
 } trainer;
 
-double dpc_train_now(void);
-
 /* train_io.c */
 dpc_status dpc_train_peek_checkpoint(trainer *t, dpc_diag *d); /* settings the graph needs */
 dpc_status dpc_train_load_checkpoint(trainer *t, dpc_diag *d); /* values and position */
