@@ -2,18 +2,19 @@
  * metis.c — automatic placement with METIS k-way (the only file that includes metis.h).
  *
  * The model's graph (forward and loss, before the training passes) at the training batch is
- * seen as an undirected graph: a vertex per node with two weights — its compute (FLOPs, three
- * times the forward's for a training step) and its memory (its outputs; params four times:
+ * seen as an undirected graph: a vertex per node with two weights — its compute (the cost
+ * model's roofline time, at the devices' mean speed, of the kernels a training step runs for
+ * it: the node, its gradient, its update; a small convolution is bound by memory, and its
+ * gradients cost more than twice its forward) and its memory (its outputs; params four times:
  * value, gradient, optimizer state, update) — and an edge per value a node reads, weighted by
  * the value's bytes. METIS cuts it into one part per device, with target weights from the
  * devices' speeds so a faster device gets more compute, keeping the bytes that cross small.
  * Nodes the model places itself (`@ cpu:1`) keep their place. The training passes then put each
  * gradient next to the node it differentiates and each update next to its param.
  *
- * METIS knows nothing of direction, so the cut may send values from device A to B and back; the
- * executor needs no repair for that (every device runs its steps in one global topological
- * order, so a wait always refers to an earlier step and cannot deadlock), but the back-and-forth
- * costs events, which the cost figures in `dpc plan` show.
+ * METIS knows nothing of direction, so its cut may send values from device A to B and back;
+ * dpc_place_repair (repair.c) then orders the devices so every value flows forward, moves the
+ * nodes that would flow back, brings devices under their memory limits and refines the cut.
  *
  * METIS's own edge cases (TOOLCHAIN.md): one part crashes k-way, so one device is handled here;
  * with no more nodes than parts k-way degenerates, so the nodes are dealt round-robin.
@@ -21,8 +22,10 @@
 #include "partitioner/partitioner.h"
 
 #include "partitioner/cost.h"
+#include "passes/pass.h"
 
 #include <metis.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,80 +95,217 @@ static dpc_status build_csr(const dpc_graph *g, csr *c, dpc_diag *d) {
   return DPC_OK;
 }
 
-dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *devices,
-                           const double *speed, uint32_t n, dpc_place_report *report, dpc_diag *d) {
-  if (report) memset(report, 0, sizeof *report);
-  if (n < 1) return dpc_diag_fail(d, DPC_ERR_INVALID, "placement needs at least one device");
-  uint32_t *dev_id = malloc(n * sizeof *dev_id);
-  if (!dev_id) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory placing the graph");
-  for (uint32_t k = 0; k < n; k++) {
-    dev_id[k] = dpc_graph_intern(model, devices[k], strlen(devices[k]));
-    if (dev_id[k] == DPC_NONE) {
-      free(dev_id);
-      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory placing the graph");
-    }
-  }
-  /* costs at the training batch, on a bound copy */
+/* The bytes a node holds in a training step: its outputs; a param four times (value, gradient,
+ * optimizer state, update). */
+static double node_memory(const dpc_graph *g, const dpc_node_cost *c, uint32_t i) {
+  return c[i].memory * (g->nodes[i].op == DPC_OP_PARAM ? 4 : 1);
+}
+
+/* Each node's share of a training step, in seconds at speed s: the kernels the training passes
+ * make for it (the node, its gradient, its param's update). The passes put every node they add
+ * on the device of the node it serves, so each node is given a device of its own ("#i") on a
+ * copy, and the training graph's kernels are summed by device. False when the passes fail (the
+ * caller then takes three times the forward's time). */
+static bool training_cost(const dpc_graph *model, int64_t batch, const dpc_device_speed *s,
+                          double *comp) {
   dpc_graph *g = dpc_graph_clone(model);
-  int64_t *vals = g ? malloc((g->n_syms ? g->n_syms : 1) * sizeof *vals) : NULL;
-  dpc_node_cost *c = g ? calloc(g->n_nodes ? g->n_nodes : 1, sizeof *c) : NULL;
-  dpc_status st = g && vals && c ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = batch;
-  if (!st) st = dpc_graph_bind(g, vals, d);
-  if (!st) st = dpc_cost_graph(g, c, d);
-  idx_t *part = st ? NULL : malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *part);
-  if (!st && !part) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory placing the graph");
-  csr cs = {0};
-  if (!st && n > 1 && g->n_nodes > n) {
-    st = build_csr(g, &cs, d);
-    idx_t ncon = 2, np = (idx_t)n, objval = 0;
-    idx_t *vw = st ? NULL : malloc((size_t)g->n_nodes * 2 * sizeof *vw);
-    real_t *tp = st ? NULL : malloc((size_t)n * 2 * sizeof *tp);
-    real_t ub[2] = {1.05f, 1.10f};
-    if (!st && (!vw || !tp)) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-    double total = 0;
-    for (uint32_t k = 0; !st && k < n; k++) total += speed && speed[k] > 0 ? speed[k] : 1;
-    for (uint32_t k = 0; !st && k < n; k++) {
-      tp[2 * k] = (real_t)((speed && speed[k] > 0 ? speed[k] : 1) / total); /* compute */
-      tp[2 * k + 1] = (real_t)(1.0 / n);                                    /* memory */
-    }
-    for (uint32_t i = 0; !st && i < g->n_nodes; i++) {
-      bool param = g->nodes[i].op == DPC_OP_PARAM;
-      double f = c[i].flops * 3 / 1e3, mem = c[i].memory * (param ? 4 : 1) / 1024;
-      vw[2 * i] = f < 1 ? 1 : f > 1e9 ? (idx_t)1000000000 : (idx_t)f;
-      vw[2 * i + 1] = mem < 1 ? 1 : mem > 1e9 ? (idx_t)1000000000 : (idx_t)mem;
-    }
-    if (!st) {
-      idx_t opts[METIS_NOPTIONS];
-      METIS_SetDefaultOptions(opts);
-      opts[METIS_OPTION_NUMBERING] = 0;
-      opts[METIS_OPTION_SEED] = 1; /* the same placement every time */
-      int rc = METIS_PartGraphKway(&cs.n, &ncon, cs.xadj, cs.adj, vw, NULL, cs.w, &np, tp, ub, opts,
-                                   &objval, part);
-      if (rc != METIS_OK)
-        st = dpc_diag_fail(d, DPC_ERR_RUNTIME, "METIS could not partition the graph (code %d)", rc);
-      if (report) report->cut_kib = (double)objval;
-    }
-    free(vw);
-    free(tp);
-  } else if (!st) {
-    for (uint32_t i = 0; i < g->n_nodes; i++) part[i] = (idx_t)(n > 1 ? i % n : 0);
+  dpc_diag d;
+  dpc_diag_init(&d);
+  bool ok = g != NULL;
+  for (uint32_t i = 0; ok && i < model->n_nodes; i++) {
+    char tag[24];
+    int len = snprintf(tag, sizeof tag, "#%u", i);
+    g->nodes[i].device = dpc_graph_intern(g, tag, (size_t)len);
+    ok = g->nodes[i].device != DPC_NONE;
   }
-  /* the model's own placement wins; the rest take their part's device */
-  for (uint32_t i = 0; !st && i < model->n_nodes; i++) {
-    dpc_node *nd = &model->nodes[i];
-    if (nd->device == DPC_NONE)
-      nd->device = dev_id[part[i] >= 0 && (uint32_t)part[i] < n ? part[i] : 0];
-    if (report)
-      for (uint32_t k = 0; k < n; k++)
-        if (nd->device == dev_id[k]) report->flops[k < 16 ? k : 15] += c[i].flops;
+  dpc_pass_opts po = {.training = true};
+  ok = ok && dpc_optimizer_default_horizon(g, &d) == DPC_OK && dpc_passes_run(g, &po, &d) == DPC_OK;
+  int64_t *vals = ok ? malloc((g->n_syms ? g->n_syms : 1) * sizeof *vals) : NULL;
+  for (uint32_t k = 0; vals && k < g->n_syms; k++) vals[k] = batch;
+  ok = ok && vals && dpc_graph_bind(g, vals, &d) == DPC_OK;
+  dpc_node_cost *c = ok ? calloc(g->n_nodes ? g->n_nodes : 1, sizeof *c) : NULL;
+  ok = ok && c && dpc_cost_graph(g, c, &d) == DPC_OK;
+  for (uint32_t i = 0; ok && i < model->n_nodes; i++) comp[i] = 0;
+  for (uint32_t i = 0; ok && i < g->n_nodes; i++) {
+    const char *tag = g->nodes[i].device != DPC_NONE ? dpc_graph_str(g, g->nodes[i].device) : "";
+    unsigned long k = tag[0] == '#' ? strtoul(tag + 1, NULL, 10) : model->n_nodes;
+    if (k < model->n_nodes) comp[k] += dpc_cost_kernel_seconds(g, c, i, s);
   }
-  csr_free(&cs);
-  free(part);
   free(c);
   free(vals);
   dpc_graph_free(g);
-  free(dev_id);
+  dpc_diag_free(&d);
+  return ok;
+}
+
+/* One METIS k-way cut of cs into n parts with the given seed. */
+static dpc_status metis_cut(const dpc_graph *g, const dpc_node_cost *c, const double *comp, csr *cs,
+                            uint32_t n, const double *target, const double *mem_share, float mem_ub,
+                            bool unit_edges, idx_t seed, idx_t *part, double *cut_kib,
+                            dpc_diag *d) {
+  idx_t ncon = 2, np = (idx_t)n, objval = 0;
+  idx_t *vw = malloc((size_t)g->n_nodes * 2 * sizeof *vw);
+  real_t *tp = malloc((size_t)n * 2 * sizeof *tp);
+  real_t ub[2] = {1.05f, mem_ub};
+  if (!vw || !tp) {
+    free(vw), free(tp);
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory placing the graph");
+  }
+  for (uint32_t k = 0; k < n; k++)
+    tp[2 * k] = (real_t)target[k], tp[2 * k + 1] = (real_t)mem_share[k];
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    double f = comp[i] * 1e9, mem = node_memory(g, c, i) / 1024; /* ns, KiB */
+    vw[2 * i] = f < 1 ? 1 : f > 1e9 ? (idx_t)1000000000 : (idx_t)f;
+    vw[2 * i + 1] = mem < 1 ? 1 : mem > 1e9 ? (idx_t)1000000000 : (idx_t)mem;
+  }
+  idx_t opts[METIS_NOPTIONS];
+  METIS_SetDefaultOptions(opts);
+  opts[METIS_OPTION_NUMBERING] = 0;
+  opts[METIS_OPTION_SEED] = seed;
+  int rc = METIS_PartGraphKway(&cs->n, &ncon, cs->xadj, cs->adj, vw, NULL,
+                               unit_edges ? NULL : cs->w, &np, tp, ub, opts, &objval, part);
+  free(vw), free(tp);
+  if (rc != METIS_OK)
+    return dpc_diag_fail(d, DPC_ERR_RUNTIME, "METIS could not partition the graph (code %d)", rc);
+  *cut_kib = (double)objval;
+  return DPC_OK;
+}
+
+/* Whether placement a is better than b: less memory over the limits; then the busiest device's
+ * compute (against its share) lower by over 5%; then the fullest device's memory lower by over
+ * 10%; then fewer bytes cut — METIS's own priorities (balance first, then the cut). */
+static bool better(const dpc_place_report *a, const dpc_place_report *b) {
+  if (a->over_limit != b->over_limit) return a->over_limit < b->over_limit;
+  if (a->compute_ratio < b->compute_ratio / 1.05) return true;
+  if (b->compute_ratio < a->compute_ratio / 1.05) return false;
+  return a->cut_bytes < b->cut_bytes;
+}
+
+/* METIS's cut depends on its seed, and what repair makes of a cut depends on the cut, so
+ * several are made: each of 3 seeds with memory balanced tightly (10%) or loosely, and with
+ * edges weighted by their bytes or all alike (a cut of a few large values, such as a stem feeding
+ * four branches, can be worth its bytes when it lets the branches run side by side). The
+ * caller's score (the simulator's step time) or, without one, balance and then bytes choose. */
+enum { SEEDS = 3, CANDIDATES = 4 * SEEDS };
+
+/* The candidate's score: the model with the placement part applied, scored by o->score. */
+static dpc_status score_candidate(const dpc_graph *model, const uint32_t *dev_id,
+                                  const int32_t *part, const dpc_place_opts *o, double *score,
+                                  dpc_diag *d) {
+  dpc_graph *c = dpc_graph_clone(model);
+  if (!c) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory placing the graph");
+  for (uint32_t i = 0; i < c->n_nodes; i++)
+    if (c->nodes[i].device == DPC_NONE) c->nodes[i].device = dev_id[part[i]];
+  *score = o->score(o->score_ctx, c, d);
+  dpc_graph_free(c);
+  return *score < 0 ? (d->status ? d->status : DPC_ERR_INTERNAL) : DPC_OK;
+}
+
+typedef struct trial_ctx {
+  const dpc_graph *model;
+  const uint32_t *dev_id;
+  const dpc_place_opts *o;
+} trial_ctx;
+
+static dpc_status trial_score(void *ctx, const int32_t *part, double *score, dpc_diag *d) {
+  trial_ctx *t = ctx;
+  return score_candidate(t->model, t->dev_id, part, t->o, score, d);
+}
+
+dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *devices, uint32_t n,
+                           const dpc_place_opts *o, dpc_place_report *report, dpc_diag *d) {
+  static const dpc_place_opts none = {0};
+  if (!o) o = &none;
+  const dpc_device_speed *speed = o->speed;
+  const double *mem_limit = o->mem_limit;
+  if (report) memset(report, 0, sizeof *report);
+  if (n < 1) return dpc_diag_fail(d, DPC_ERR_INVALID, "placement needs at least one device");
+  uint32_t N = model->n_nodes ? model->n_nodes : 1;
+  uint32_t *dev_id = calloc(n, sizeof *dev_id);
+  dpc_graph *g = dpc_graph_clone(model);
+  int64_t *vals = malloc((model->n_syms ? model->n_syms : 1) * sizeof *vals);
+  dpc_node_cost *c = calloc(N, sizeof *c);
+  idx_t *part = malloc(N * sizeof *part);
+  int32_t *p32 = malloc(N * sizeof *p32), *best = malloc(N * sizeof *best);
+  bool *fixed = calloc(N, sizeof *fixed);
+  double *comp = malloc(N * sizeof *comp), *mem = malloc(N * sizeof *mem);
+  double *target = malloc(n * sizeof *target), *mshare = malloc(n * sizeof *mshare);
+  dpc_status st =
+      dev_id && g && vals && c && part && p32 && best && fixed && comp && mem && target && mshare
+          ? DPC_OK
+          : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory placing the graph");
+  for (uint32_t k = 0; !st && k < n; k++) {
+    dev_id[k] = dpc_graph_intern(model, devices[k], strlen(devices[k]));
+    if (dev_id[k] == DPC_NONE) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  }
+  /* costs at the training batch, on a bound copy */
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = batch;
+  if (!st) st = dpc_graph_bind(g, vals, d);
+  if (!st) st = dpc_cost_graph(g, c, d);
+  /* compute shares by speed; memory shares by the limits (equal without them) */
+  double total = 0, mtotal = 0;
+  dpc_device_speed mean = {0, 0};
+  for (uint32_t k = 0; !st && k < n; k++) {
+    double gf = speed && speed[k].gflops > 0 ? speed[k].gflops : 100;
+    double gb = speed && speed[k].mem_gbs > 0 ? speed[k].mem_gbs : 20;
+    mean.gflops += gf / n, mean.mem_gbs += gb / n;
+    total += speed && speed[k].gflops > 0 ? speed[k].gflops : 1;
+    mtotal += mem_limit && mem_limit[k] > 0 ? mem_limit[k] : 0;
+  }
+  for (uint32_t k = 0; !st && k < n; k++) {
+    target[k] = (speed && speed[k].gflops > 0 ? speed[k].gflops : 1) / total;
+    mshare[k] = mtotal > 0 && mem_limit[k] > 0 ? mem_limit[k] / mtotal : 1.0 / n;
+  }
+  for (uint32_t i = 0; !st && i < g->n_nodes; i++) {
+    mem[i] = node_memory(g, c, i);
+    fixed[i] = model->nodes[i].device != DPC_NONE;
+  }
+  if (!st && !training_cost(model, batch, &mean, comp))
+    for (uint32_t i = 0; i < g->n_nodes; i++) comp[i] = 3 * dpc_cost_kernel_seconds(g, c, i, &mean);
+  csr cs = {0};
+  bool use_metis = n > 1 && g && g->n_nodes > n;
+  if (!st && use_metis) st = build_csr(g, &cs, d);
+  dpc_place_report best_rep = {0}, rep;
+  for (idx_t cand = 0; !st && cand < (use_metis ? CANDIDATES : 1); cand++) {
+    memset(&rep, 0, sizeof rep);
+    if (use_metis)
+      st = metis_cut(g, c, comp, &cs, n, target, mshare, cand / SEEDS % 2 ? (float)n : 1.10f,
+                     cand / (2 * SEEDS), cand % SEEDS + 1, part, &rep.cut_kib, d);
+    else /* METIS crashes on one part and degenerates with no more nodes than parts */
+      for (uint32_t i = 0; i < g->n_nodes; i++) part[i] = (idx_t)(n > 1 ? i % n : 0);
+    /* the model's own placement wins */
+    for (uint32_t i = 0; !st && i < g->n_nodes; i++) {
+      p32[i] = part[i] >= 0 && (uint32_t)part[i] < n ? (int32_t)part[i] : 0;
+      for (uint32_t k = 0; k < n; k++)
+        if (model->nodes[i].device == dev_id[k]) p32[i] = (int32_t)k;
+    }
+    dpc_repair_in in = {n, false, comp, mem, fixed, target, mem_limit};
+    if (!st && n > 1) st = dpc_place_repair(g, &in, p32, &rep, d);
+    if (!st && o->score) st = score_candidate(model, dev_id, p32, o, &rep.score, d);
+    bool wins = o->score ? rep.score < best_rep.score ||
+                               (rep.score == best_rep.score && rep.cut_bytes < best_rep.cut_bytes)
+                         : better(&rep, &best_rep);
+    if (!st && (cand == 0 || wins)) {
+      best_rep = rep;
+      memcpy(best, p32, g->n_nodes * sizeof *best);
+    }
+  }
+  if (!st && o->score && n > 1) {
+    trial_ctx tc = {model, dev_id, o};
+    dpc_repair_in in = {n, false, comp, mem, fixed, target, mem_limit};
+    st = dpc_place_move_chains(g, &in, best, &best_rep.score, trial_score, &tc, &best_rep, d);
+  }
+  for (uint32_t i = 0; !st && i < model->n_nodes; i++) {
+    dpc_node *nd = &model->nodes[i];
+    if (nd->device == DPC_NONE) nd->device = dev_id[best[i]];
+    for (uint32_t k = 0; k < n && k < 16; k++)
+      if (nd->device == dev_id[k]) best_rep.flops[k] += c[i].flops;
+  }
+  if (!st && report) *report = best_rep;
+  csr_free(&cs);
+  free(dev_id), free(vals), free(c), free(part), free(p32), free(best), free(fixed);
+  free(comp), free(mem), free(target), free(mshare);
+  dpc_graph_free(g);
   return st;
 }
 

@@ -10,6 +10,7 @@
 #define DPC_PARTITIONER_PARTITIONER_H
 
 #include "ir/plan.h"
+#include "partitioner/cost.h"
 
 /* Plan g (whose shapes must all be concrete) to run on one device. The plan takes a copy of g.
  * Sources (inputs, params, state, constants) get slots but no steps: the runtime fills them.
@@ -34,24 +35,92 @@ dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint
                                    uint32_t mp, const char *const *devices, dpc_graph **out,
                                    dpc_diag *d);
 
-/* What automatic placement did: the bytes its cut moves (KiB, as METIS counts them) and the
- * forward FLOPs each device got (the first 16 devices). */
+/* What automatic placement did: the bytes METIS's cut moves (KiB, as METIS counts them); after
+ * repair, the bytes that cross devices (each value once per device that reads it), the forward
+ * FLOPs and the estimated memory (bytes) each device got (the first 16 devices), the busiest
+ * device's compute against its share and the fullest's memory against its share (1: even), the
+ * bytes over the memory limits (0: all fit), the nodes moved to put the devices in an order the
+ * values follow, the moves refinement made, and whether every value now flows from a device to
+ * itself or one after it. */
 typedef struct dpc_place_report {
-  double cut_kib;
+  double cut_kib, cut_bytes;
   double flops[16];
+  double memory[16];
+  double compute_ratio, memory_ratio, over_limit;
+  double score; /* the chosen candidate's score (dpc_place_opts), 0 without one */
+  uint32_t moved_for_order, refine_moves, chain_moves;
+  bool order_kept;
 } dpc_place_report;
 
+/* What dpc_place_repair works from, per node of the bound graph: its compute, its memory
+ * (bytes), whether its place is the model's own; per part: its share of the compute and its
+ * memory limit in bytes (NULL or 0: none). */
+typedef struct dpc_repair_in {
+  uint32_t n_parts;
+  bool memory_only; /* refine only to bring parts under their memory limits */
+  const double *compute, *memory;
+  const bool *fixed;
+  const double *target, *mem_limit;
+} dpc_repair_in;
+
+/* Make the placement part[node] (parts 0..n_parts) acyclic between parts and refine it
+ * (partitioner/repair.c): the parts get an order, every value flows to its own or a later
+ * part, parts over their memory limit shed nodes, and fewer bytes cross. `g` must be bound. */
+dpc_status dpc_place_repair(const dpc_graph *g, const dpc_repair_in *in, int32_t *part,
+                            dpc_place_report *out, dpc_diag *d);
+
+/* Scores placement part[node] of the bound graph: lower is better. */
+typedef dpc_status (*dpc_place_trial_fn)(void *ctx, const int32_t *part, double *score,
+                                         dpc_diag *d);
+
+/* Improve placement `part` (scored *score by `trial`) by moving whole chains of nodes (runs in
+ * which each node is the only reader of the one before, such as a branch) to other parts, each
+ * trial repaired (dpc_place_repair) and kept when its score is lower by over 0.5%
+ * (partitioner/chains.c). rep gets the repair report of the result and the moves kept. */
+dpc_status dpc_place_move_chains(const dpc_graph *g, const dpc_repair_in *in, int32_t *part,
+                                 double *score, dpc_place_trial_fn trial, void *ctx,
+                                 dpc_place_report *rep, dpc_diag *d);
+
+/* Scores a candidate placement (`placed` is the model with node.device set): the lower the
+ * better, e.g. the simulator's step time; negative with d set when scoring fails. */
+typedef double (*dpc_place_score_fn)(void *ctx, const dpc_graph *placed, dpc_diag *d);
+
+typedef struct dpc_place_opts {
+  const dpc_device_speed *speed; /* per device (NULL: equal devices) */
+  const double *mem_limit;       /* bytes per device, kept under where it can be (NULL: none) */
+  dpc_place_score_fn score;      /* chooses between the candidates (NULL: balance, then cut) */
+  void *score_ctx;
+} dpc_place_opts;
+
 /* Place the nodes of `model` (its forward graph and loss, before the training passes) on
- * devices[0..n) with METIS (partitioner/metis.c): compute balanced by `speed` (relative; NULL:
- * equal), memory balanced, bytes between devices few. Nodes the model places itself keep their
- * place. Sets node.device; the training passes then follow it. */
-dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *devices,
-                           const double *speed, uint32_t n, dpc_place_report *report, dpc_diag *d);
+ * devices[0..n) with METIS (partitioner/metis.c): compute balanced by the devices' speed,
+ * memory balanced (in proportion to the limits when given), bytes between devices few, then
+ * repaired so values flow one way between devices (dpc_place_repair). Several METIS cuts are
+ * made; o->score picks between them. Nodes the model places itself keep their place. Sets
+ * node.device; the training passes then follow it. */
+dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *devices, uint32_t n,
+                           const dpc_place_opts *o, dpc_place_report *report, dpc_diag *d);
 
 /* Baselines to measure METIS against: a contiguous split of the nodes in graph order by their
  * FLOPs (a layer split), or round-robin. The model's own placement is kept. */
 dpc_status dpc_place_simple(dpc_graph *model, int64_t batch, const char *const *devices, uint32_t n,
                             bool contiguous, dpc_diag *d);
+
+/* What the simulator predicts for one device of a plan: kernels and collectives it runs, its
+ * compute and collective time, and the bytes it receives (events and collectives). */
+typedef struct dpc_sim_device {
+  uint32_t kernels, comms;
+  double compute_s, comm_s, comm_bytes;
+} dpc_sim_device;
+
+/* The predicted time of one step of plan p (partitioner/simulate.c): c holds the cost of every
+ * node of p->g, speed[i] is device i's speed (GEMM and copy bandwidth, as dpc devices measures
+ * them), out[i] gets device i's figures. Each device walks its step list with its own clock; a
+ * wait takes the clock of the signal it waits for plus the value's bytes at the copy
+ * bandwidth; a collective starts when every device it joins has reached it. 0 when out of
+ * memory. */
+double dpc_simulate_step(const dpc_plan *p, const dpc_node_cost *c, const dpc_device_speed *speed,
+                         dpc_sim_device *out);
 
 /* Replica r > 0 of a data-parallel graph names its values NAME.replica<r>. */
 #define DPC_REPLICA_SUFFIX ".replica"

@@ -226,3 +226,25 @@ dpc_status dpc_pass_optimizer(dpc_graph *g, const dpc_pass_opts *o, dpc_diag *d)
     e.st = dpc_diag_fail(d, DPC_ERR_INVALID, "no param has a gradient: nothing to update");
   return e.st;
 }
+
+dpc_status dpc_optimizer_default_horizon(dpc_graph *g, dpc_diag *d) {
+  if (g->obj.loss == DPC_NONE) return DPC_OK;
+  const char *spec = NULL;
+  for (uint32_t i = 0; i < dpc_optimizer_count; i++)
+    if (!strcmp(dpc_optimizer_specs[i].name, dpc_graph_str(g, g->obj.optimizer)))
+      spec = dpc_optimizer_specs[i].attrs;
+  if (!spec) return DPC_OK;
+  dpc_attrs a = {g, g->obj.attr, g->obj.n_attr, spec};
+  if (dpc_attrs_get(a, "total_steps")) return DPC_OK;
+  /* Re-home the objective's attributes at the end with total_steps added. */
+  uint32_t mark = dpc_graph_attr_mark(g), off = g->obj.attr, n = g->obj.n_attr;
+  for (uint32_t i = 0; i < n; i++)
+    if (dpc_graph_attr_copy(g, g, &g->attrs[off + i]))
+      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  int64_t warmup = dpc_attrs_int(a, "warmup");
+  if (dpc_graph_attr_int(g, "total_steps", warmup + 1000))
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  g->obj.attr = mark;
+  g->obj.n_attr = dpc_graph_attr_mark(g) - mark;
+  return DPC_OK;
+}

@@ -33,6 +33,10 @@ typedef dpc_status (*dpc_pass_fn)(dpc_graph *g, const dpc_pass_opts *o, dpc_diag
 /* Run the pipeline for o->training on g. */
 dpc_status dpc_passes_run(dpc_graph *g, const dpc_pass_opts *o, dpc_diag *d);
 
+/* A model whose optimizer's schedule needs total_steps and does not give it gets warmup + 1000
+ * (dpc train sets it from --epochs; plans and placement only need a valid graph). */
+dpc_status dpc_optimizer_default_horizon(dpc_graph *g, dpc_diag *d);
+
 /* Check a --print-after list names only real passes; the message lists them if not. */
 dpc_status dpc_passes_check_names(const char *list, dpc_diag *d);
 

@@ -132,56 +132,6 @@ static void fused_bytes(void) {
   dpc_graph_free(g);
 }
 
-/* METIS placement: every node placed; Inception's four branches on four devices; the model's
- * own placement kept; one device and more devices than nodes handled (METIS crashes on one
- * part and degenerates with too few nodes). */
-static void metis_placement(void) {
-  dpc_diag d;
-  dpc_diag_init(&d);
-  const char *devs[4] = {"cpu:0", "cpu:1", "cpu:2", "cpu:3"};
-  char path[1024];
-  snprintf(path, sizeof path, "%s/examples/inception_block.graph", DPC_SOURCE_DIR);
-  dpc_graph *g = NULL;
-  CHECK_MSG(dpc_driver_load(path, &g, &d) == DPC_OK, "%s", d.msg);
-  if (g) {
-    dpc_place_report rep;
-    CHECK_MSG(dpc_place_metis(g, 128, devs, NULL, 4, &rep, &d) == DPC_OK, "%s", d.msg);
-    for (uint32_t i = 0; i < g->n_nodes; i++) CHECK(g->nodes[i].device != DPC_NONE);
-    uint32_t dev[4];
-    const char *br[4] = {"br1", "br2", "br3", "br4"};
-    for (int b = 0; b < 4; b++) {
-      uint32_t v = dpc_graph_find(g, br[b]);
-      CHECK(v != DPC_NONE);
-      dev[b] = v == DPC_NONE ? DPC_NONE : g->nodes[g->values[v].node].device;
-    }
-    for (int a = 0; a < 4; a++)
-      for (int b = a + 1; b < 4; b++)
-        CHECK_MSG(dev[a] != dev[b], "%s and %s on the same device", br[a], br[b]);
-    CHECK(rep.cut_kib > 0);
-    dpc_graph_free(g);
-  }
-  /* the model's own placement is kept; one device puts everything on it */
-  const char *text = "input x: f32[N, 8]\nparam w: f32[8, 8] = ones\n"
-                     "h = relu(matmul(x, w)) @ cpu:1\ny = h * 2\noutput y\n";
-  CHECK(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK);
-  if (g) {
-    uint32_t h = g->values[dpc_graph_find(g, "h")].node;
-    CHECK(dpc_place_metis(g, 4, devs, NULL, 1, NULL, &d) == DPC_OK);
-    CHECK(!strcmp(dpc_graph_str(g, g->nodes[h].device), "cpu:1"));
-    uint32_t y = g->values[dpc_graph_find(g, "y")].node;
-    CHECK(!strcmp(dpc_graph_str(g, g->nodes[y].device), "cpu:0"));
-    dpc_graph_free(g);
-  }
-  /* more devices than nodes: dealt round-robin, every device id valid */
-  CHECK(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK);
-  if (g) {
-    CHECK(dpc_place_metis(g, 4, devs, NULL, 4, NULL, &d) == DPC_OK || g->n_nodes > 4);
-    for (uint32_t i = 0; i < g->n_nodes; i++) CHECK(g->nodes[i].device != DPC_NONE);
-    dpc_graph_free(g);
-  }
-  dpc_diag_free(&d);
-}
-
 static void symbolic_is_an_error(void) {
   dpc_diag d;
   dpc_diag_init(&d);
@@ -201,7 +151,6 @@ const unit_test unit_tests[] = {
     {"exact_flops", exact_flops},
     {"mlp_training", mlp_training},
     {"fused_bytes", fused_bytes},
-    {"metis_placement", metis_placement},
     {"symbolic_is_an_error", symbolic_is_an_error},
     {NULL, NULL},
 };

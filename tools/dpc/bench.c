@@ -164,7 +164,7 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     uint32_t nd = 1;
     bool placed;
     st = dpc_driver_count_devices(o->devices, &nd, d);
-    if (!st) st = dpc_driver_place(g, o->batch, o->devices, nd, &placed, d);
+    if (!st) st = dpc_driver_place(g, o->batch, o->devices, nd, 0, &placed, NULL, d);
   }
   if (!st) st = dpc_passes_run(g, &po, d);
   uint32_t D = 1;

@@ -30,18 +30,15 @@ static const cli_opt plan_opts[] = {
 };
 #define NPLAN (int)(sizeof plan_opts / sizeof *plan_opts)
 
-typedef struct dev_summary {
-  uint32_t kernels, comms;
-  double compute_s, comm_s, comm_bytes;
-} dev_summary;
+typedef dpc_sim_device dev_summary;
 
 /* The plan of the training step: bound at the replica batch, replicated when D > 1. */
 static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bool model,
-                            uint32_t mp, const char *spec, const char *placement, dpc_plan **out,
-                            dpc_diag *d) {
+                            uint32_t mp, const char *spec, const char *placement, uint64_t limit,
+                            dpc_place_report *rep, bool *placed, dpc_plan **out, dpc_diag *d) {
   dpc_graph *g = dpc_graph_clone(src);
   if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  bool placed = false;
+  *placed = false;
   if (model && placement && strcmp(placement, "metis")) {
     dpc_device_names dn;
     dpc_driver_device_names(D, &dn);
@@ -51,7 +48,7 @@ static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bo
       return st;
     }
   } else if (model) {
-    dpc_status st = dpc_driver_place(g, batch, spec, D, &placed, d);
+    dpc_status st = dpc_driver_place(g, batch, spec, D, limit, placed, rep, d);
     if (st) {
       dpc_graph_free(g);
       return st;
@@ -59,7 +56,7 @@ static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bo
   } else if (mp > 1) { /* hybrid: one replica placed over its mp devices */
     char rspec[32];
     snprintf(rspec, sizeof rspec, "cpu:%u", mp);
-    dpc_status st = dpc_driver_place(g, batch / (D / mp), rspec, mp, &placed, d);
+    dpc_status st = dpc_driver_place(g, batch / (D / mp), rspec, mp, limit, placed, rep, d);
     if (st) {
       dpc_graph_free(g);
       return st;
@@ -77,114 +74,6 @@ static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bo
   free(vals);
   dpc_graph_free(g);
   return st;
-}
-
-/* Each device's predicted compute (cost model, calibrated speed) and communication: an
- * all-reduce moves 2 (D-1)/D of its bytes per device, at the devices' copy bandwidth. */
-static void summarise(const dpc_plan *p, const dpc_node_cost *c, const dpc_calibration *cal,
-                      dev_summary *out) {
-  const dpc_graph *g = p->g;
-  for (uint32_t i = 0; i < p->n_devs; i++) {
-    dpc_device_speed sp = {cal->gflops[i], cal->copy_gbs[(size_t)i * cal->n + i]};
-    dev_summary *s = &out[i];
-    memset(s, 0, sizeof *s);
-    for (uint32_t j = 0; j < p->devs[i].n_steps; j++) {
-      const dpc_step *st = &p->devs[i].steps[j];
-      if (st->kind == DPC_STEP_COPY) {
-        s->compute_s += 2.0 * (double)p->slots[st->dst].bytes / (sp.mem_gbs * 1e9);
-        continue;
-      }
-      if (st->kind != DPC_STEP_KERNEL) continue;
-      const dpc_node *n = &g->nodes[st->node];
-      if (dpc_op_has(n->op, DPC_OPF_COMM) && p->n_devs > 1) {
-        double bytes = (double)p->slots[n->out].bytes * 2.0 * (p->n_devs - 1) / p->n_devs;
-        s->comms++;
-        s->comm_bytes += bytes;
-        s->comm_s += bytes / (sp.mem_gbs * 1e9);
-        continue;
-      }
-      if (n->fused != DPC_NONE) continue;
-      s->kernels++;
-      s->compute_s += dpc_cost_kernel_seconds(g, c, st->node, &sp);
-    }
-  }
-}
-
-/* The step's predicted time: each device walks its step list with its own clock; a wait takes
- * the clock of the signal it waits for (a value crossing devices costs its bytes at the copy
- * bandwidth), a collective starts when every device has reached it. Returns the latest clock,
- * and adds the bytes that cross devices through events to each receiver's comm_bytes. */
-static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_calibration *cal,
-                       dev_summary *sum) {
-  uint32_t n = p->n_devs;
-  double *clock = calloc(n, sizeof *clock), *sig = malloc((p->n_events + 1) * sizeof *sig);
-  uint32_t *pos = calloc(n, sizeof *pos);
-  double *ebytes = calloc(p->n_events + 1, sizeof *ebytes);
-  if (!clock || !sig || !pos || !ebytes) {
-    free(clock), free(sig), free(pos), free(ebytes);
-    return 0;
-  }
-  for (uint32_t e = 0; e <= p->n_events; e++) sig[e] = -1;
-  const dpc_graph *g = p->g;
-  /* each event's bytes: the value whose producer signals it */
-  for (uint32_t i = 0; i < n; i++)
-    for (uint32_t j = 1; j < p->devs[i].n_steps; j++) {
-      const dpc_step *st = &p->devs[i].steps[j];
-      if (st->kind != DPC_STEP_SIGNAL) continue;
-      uint32_t k = j; /* the kernel just before it (other signals may sit between) */
-      while (k > 0 && p->devs[i].steps[k].kind != DPC_STEP_KERNEL) k--;
-      const dpc_node *nd = &g->nodes[p->devs[i].steps[k].node];
-      for (uint32_t o = 0; o < nd->n_out; o++)
-        ebytes[st->event] += (double)p->slots[nd->out + o].bytes;
-    }
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (uint32_t i = 0; i < n; i++) {
-      dpc_device_speed sp = {cal->gflops[i], cal->copy_gbs[(size_t)i * cal->n + i]};
-      while (pos[i] < p->devs[i].n_steps) {
-        const dpc_step *st = &p->devs[i].steps[pos[i]];
-        if (st->kind == DPC_STEP_WAIT) {
-          if (sig[st->event] < 0) break;
-          double arrive = sig[st->event] + ebytes[st->event] / (sp.mem_gbs * 1e9);
-          if (arrive > clock[i]) clock[i] = arrive;
-          sum[i].comm_bytes += ebytes[st->event];
-        } else if (st->kind == DPC_STEP_SIGNAL) {
-          sig[st->event] = clock[i];
-        } else if (st->kind == DPC_STEP_COPY) {
-          clock[i] += 2.0 * (double)p->slots[st->dst].bytes / (sp.mem_gbs * 1e9);
-        } else if (st->kind == DPC_STEP_KERNEL && dpc_op_has(g->nodes[st->node].op, DPC_OPF_COMM) &&
-                   n > 1) {
-          /* every device it connects (its inputs' devices) must be at this collective */
-          const dpc_node *cn = &g->nodes[st->node];
-          bool all = true;
-          double start = 0;
-          for (uint32_t k = 0; k < cn->n_in && all; k++) {
-            uint32_t q = p->slots[g->ids[cn->in + k]].device;
-            const dpc_plan_device *pq = &p->devs[q];
-            all = pos[q] < pq->n_steps && pq->steps[pos[q]].kind == DPC_STEP_KERNEL &&
-                  pq->steps[pos[q]].node == st->node;
-            if (all && clock[q] > start) start = clock[q];
-          }
-          if (!all) break;
-          for (uint32_t k = 0; k < cn->n_in; k++) {
-            uint32_t q = p->slots[g->ids[cn->in + k]].device;
-            clock[q] = start + sum[q].comm_s / (sum[q].comms ? sum[q].comms : 1);
-            if (q != i) pos[q]++;
-          }
-        } else if (st->kind == DPC_STEP_KERNEL) {
-          clock[i] += dpc_cost_kernel_seconds(g, c, st->node, &sp);
-        }
-        pos[i]++;
-        progress = true;
-      }
-    }
-  }
-  double end = 0;
-  for (uint32_t i = 0; i < n; i++)
-    if (clock[i] > end) end = clock[i];
-  free(clock), free(sig), free(pos), free(ebytes);
-  return end;
 }
 
 static dpc_status write_json(const char *path, const dpc_plan *p, const dev_summary *s,
@@ -272,9 +161,6 @@ int dpc_cmd_plan(int argc, char **argv) {
     st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--batch %lu does not split evenly over %u devices",
                        batch, D);
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, &d);
-  if (!st)
-    st = make_plan(g, (uint32_t)batch, D, model, hybrid ? (uint32_t)mp : 1, spec ? spec : "cpu",
-                   placement, &plan, &d);
   const char *mem = cli_get(plan_opts, NPLAN, &p, "device-memory");
   uint64_t limit = 0;
   if (mem && !dpc_driver_parse_size(mem, &limit)) {
@@ -282,6 +168,11 @@ int dpc_cmd_plan(int argc, char **argv) {
         cli_usage_error("plan", "--device-memory expects a size such as 512M or 2G, got '%s'", mem);
     goto done;
   }
+  dpc_place_report rep = {0};
+  bool placed = false;
+  if (!st)
+    st = make_plan(g, (uint32_t)batch, D, model, hybrid ? (uint32_t)mp : 1, spec ? spec : "cpu",
+                   placement, limit, &rep, &placed, &plan, &d);
   if (!st) st = dpc_driver_check_memory(plan, limit, &d);
   if (!st) {
     cost = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *cost);
@@ -293,8 +184,11 @@ int dpc_cmd_plan(int argc, char **argv) {
     rc = cli_report("plan", &d);
     goto done;
   }
-  summarise(plan, cost, &cal, sum);
-  double step = simulate(plan, cost, &cal, sum), comm = 0;
+  dpc_device_speed *speed = calloc(D, sizeof *speed);
+  for (uint32_t i = 0; speed && i < D; i++)
+    speed[i] = (dpc_device_speed){cal.gflops[i], cal.copy_gbs[(size_t)i * cal.n + i]};
+  double step = speed ? dpc_simulate_step(plan, cost, speed, sum) : 0, comm = 0;
+  free(speed);
   for (uint32_t i = 0; i < D; i++) comm += sum[i].comm_bytes;
   const char *name = g->name != DPC_NONE ? dpc_graph_str(g, g->name) : p.pos[0];
   if (D > 1)
@@ -313,6 +207,11 @@ int dpc_cmd_plan(int argc, char **argv) {
            (double)plan->devs[i].bytes / 1e6, sum[i].comm_bytes / 1e6);
   printf("predicted step %.3f ms (%.0f samples/s); %.2f MB moved between devices per step\n",
          step * 1e3, step > 0 ? (double)batch / step : 0, comm / 1e6);
+  if (placed)
+    printf("placement: METIS (the best of its cuts by predicted step), %s; %u chain move%s\n",
+           rep.order_kept ? "values flow one way between devices"
+                          : "the model's own placement keeps a cycle between devices",
+           rep.chain_moves, rep.chain_moves == 1 ? "" : "s");
   const char *dot = cli_get(plan_opts, NPLAN, &p, "dot");
   if (dot) {
     dpc_buf b = {0};

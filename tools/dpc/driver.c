@@ -4,6 +4,7 @@
 #include "tools/dpc/driver.h"
 
 #include "tools/dpc/calibrate.h"
+#include "codegen/cpu/cpu.h"
 #include "frontend/frontend.h"
 #include "ir/print.h"
 #include "partitioner/partitioner.h"
@@ -24,25 +25,7 @@ void dpc_named_free(dpc_named *v, uint32_t n) {
 }
 
 dpc_status dpc_driver_default_horizon(dpc_graph *g, dpc_diag *d) {
-  if (g->obj.loss == DPC_NONE) return DPC_OK;
-  const char *spec = NULL;
-  for (uint32_t i = 0; i < dpc_optimizer_count; i++)
-    if (!strcmp(dpc_optimizer_specs[i].name, dpc_graph_str(g, g->obj.optimizer)))
-      spec = dpc_optimizer_specs[i].attrs;
-  if (!spec) return DPC_OK;
-  dpc_attrs a = {g, g->obj.attr, g->obj.n_attr, spec};
-  if (dpc_attrs_get(a, "total_steps")) return DPC_OK;
-  /* Re-home the objective's attributes at the end with total_steps added. */
-  uint32_t mark = dpc_graph_attr_mark(g), off = g->obj.attr, n = g->obj.n_attr;
-  for (uint32_t i = 0; i < n; i++)
-    if (dpc_graph_attr_copy(g, g, &g->attrs[off + i]))
-      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  int64_t warmup = dpc_attrs_int(a, "warmup");
-  if (dpc_graph_attr_int(g, "total_steps", warmup + 1000))
-    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  g->obj.attr = mark;
-  g->obj.n_attr = dpc_graph_attr_mark(g) - mark;
-  return DPC_OK;
+  return dpc_optimizer_default_horizon(g, d);
 }
 
 dpc_status dpc_driver_load(const char *path, dpc_graph **out, dpc_diag *d) {
@@ -279,9 +262,110 @@ dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, uint32_t repli
   return st;
 }
 
+/* The plan of a training step of `placed` at `batch` on n devices: each device's bytes, and
+ * the simulator's step time at the devices' speeds. */
+static dpc_status plan_step(const dpc_graph *placed, int64_t batch, uint32_t n,
+                            const dpc_device_speed *speed, double *bytes, double *step,
+                            dpc_diag *d) {
+  dpc_graph *g = dpc_graph_clone(placed);
+  int64_t *vals = g ? calloc(g->n_syms ? g->n_syms : 1, sizeof *vals) : NULL;
+  dpc_status st =
+      vals ? dpc_driver_default_horizon(g, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_pass_opts po = {.training = true, .fuse = dpc_cpu_fusion()};
+  if (!st) st = dpc_passes_run(g, &po, d);
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = batch;
+  if (!st) st = dpc_graph_bind(g, vals, d);
+  dpc_plan *p = NULL;
+  if (!st) st = dpc_driver_plan(g, batch, 1, n, true, &p, d);
+  for (uint32_t k = 0; !st && k < n; k++) bytes[k] = k < p->n_devs ? (double)p->devs[k].bytes : 0;
+  dpc_node_cost *c = st ? NULL : calloc(p->g->n_nodes ? p->g->n_nodes : 1, sizeof *c);
+  dpc_sim_device *sim = st ? NULL : calloc(p->n_devs, sizeof *sim);
+  if (!st && (!c || !sim)) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (!st) st = dpc_cost_graph(p->g, c, d);
+  if (!st) *step = dpc_simulate_step(p, c, speed, sim);
+  free(c), free(sim);
+  dpc_plan_free(p);
+  free(vals);
+  dpc_graph_free(g);
+  return st;
+}
+
+typedef struct score_ctx {
+  int64_t batch;
+  uint32_t n;
+  const dpc_device_speed *speed;
+  uint64_t mem_limit;
+  double *bytes;
+} score_ctx;
+
+/* A candidate's score: the predicted step in seconds; one that does not fit the memory limit
+ * scores above any that fits, by how much it is over. */
+static double score_placement(void *ctx, const dpc_graph *placed, dpc_diag *d) {
+  score_ctx *x = ctx;
+  double step = 0, over = 0;
+  if (plan_step(placed, x->batch, x->n, x->speed, x->bytes, &step, d)) return -1;
+  for (uint32_t k = 0; x->mem_limit && k < x->n; k++)
+    if (x->bytes[k] > (double)x->mem_limit) over += x->bytes[k] - (double)x->mem_limit;
+  return over > 0 ? 1e6 + over / (double)x->mem_limit : step;
+}
+
+enum { MEMORY_ROUNDS = 5 };
+
+dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
+                               const dpc_device_speed *speed, uint64_t mem_limit,
+                               dpc_place_report *report, dpc_diag *d) {
+  dpc_device_names dn;
+  dpc_driver_device_names(n, &dn);
+  dpc_place_report own, *rep = report ? report : &own;
+  double *budget = calloc(n, sizeof *budget), *bytes = calloc(n, sizeof *bytes);
+  double *room = calloc(n, sizeof *room), scale = 1;
+  dpc_status st =
+      budget && bytes && room ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t k = 0; !st && k < n; k++) budget[k] = room[k] = (double)mem_limit;
+  /* Each candidate placement is planned and simulated; the fastest that fits wins. The
+   * placement's memory estimate (outputs, params four times) is not the plan's (buffers shared,
+   * fusion, workspace), so the plan measures it and over-full devices get less next round. */
+  for (uint32_t round = 0; !st; round++) {
+    dpc_graph *g = dpc_graph_clone(model);
+    if (!g) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    score_ctx x = {batch, n, speed, mem_limit, bytes};
+    dpc_place_opts po = {speed, mem_limit ? budget : NULL, score_placement, &x};
+    if (!st) st = dpc_place_metis(g, batch, dn.ptr, n, &po, rep, d);
+    bool fits = true;
+    double step;
+    if (!st && mem_limit && round + 1 < MEMORY_ROUNDS) {
+      st = plan_step(g, batch, n, speed, bytes, &step, d);
+      /* the budget in the estimate's terms: the limit over the plan's bytes per estimated
+       * byte, less what the plan put over the limit on a device last time */
+      double est_all = 0, bytes_all = 0;
+      for (uint32_t k = 0; !st && k < n && k < 16; k++)
+        est_all += rep->memory[k], bytes_all += bytes[k];
+      if (est_all > 0 && bytes_all / est_all > scale) scale = bytes_all / est_all;
+      for (uint32_t k = 0; !st && k < n; k++) {
+        if (bytes[k] > (double)mem_limit)
+          fits = false, room[k] -= (bytes[k] - (double)mem_limit) * 1.1;
+        budget[k] = room[k] > 0 ? room[k] / scale : 1;
+      }
+    }
+    if (!st && (fits || round + 1 >= MEMORY_ROUNDS))
+      for (uint32_t i = 0; !st && i < model->n_nodes; i++) { /* string ids are per graph */
+        const char *dev = dpc_graph_str(g, g->nodes[i].device);
+        model->nodes[i].device = dpc_graph_intern(model, dev, strlen(dev));
+        if (model->nodes[i].device == DPC_NONE)
+          st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+      }
+    dpc_graph_free(g);
+    if (fits || round + 1 >= MEMORY_ROUNDS) break;
+  }
+  free(budget), free(bytes), free(room);
+  return st;
+}
+
 dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, uint32_t n,
-                            bool *placed_auto, dpc_diag *d) {
+                            uint64_t mem_limit, bool *placed_auto, dpc_place_report *report,
+                            dpc_diag *d) {
   *placed_auto = false;
+  if (report) memset(report, 0, sizeof *report);
   for (uint32_t i = 0; i < model->n_nodes; i++)
     if (model->nodes[i].device != DPC_NONE) return DPC_OK; /* the model's own placement */
   dpc_topology *t = NULL;
@@ -292,10 +376,13 @@ dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, u
   if (!st && l.n != n)
     st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "--devices %s makes %u devices, not %u", spec, l.n, n);
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, d);
-  dpc_device_names dn;
-  dpc_driver_device_names(n, &dn);
-  if (!st) st = dpc_place_metis(model, batch, dn.ptr, cal.gflops, n, NULL, d);
+  dpc_device_speed *speed = st ? NULL : calloc(n, sizeof *speed);
+  if (!st && !speed) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t k = 0; !st && k < n; k++)
+    speed[k] = (dpc_device_speed){cal.gflops[k], cal.copy_gbs[(size_t)k * cal.n + k]};
+  if (!st) st = dpc_driver_place_on(model, batch, n, speed, mem_limit, report, d);
   *placed_auto = !st;
+  free(speed);
   dpc_calibration_free(&cal);
   dpc_device_list_free(&l);
   dpc_topology_free(t);

@@ -7,6 +7,7 @@
 
 #include "codegen/cpu/cpu.h"
 #include "ir/graph.h"
+#include "partitioner/partitioner.h"
 #include "passes/pass.h"
 #include "runtime/tensor.h"
 
@@ -42,17 +43,25 @@ dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d);
 dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, uint32_t replicas, uint32_t mp,
                            bool training, dpc_plan **out, dpc_diag *d);
 
-/* Model parallel: unless the model places its nodes itself (`@ cpu:K`, device blocks), place
- * them on the n devices of `spec` with METIS, weighted by the devices' calibrated GEMM speed
- * (dpc devices). *placed_auto says whether it did. */
 /* --device-memory: "512M", "2G", "1500000" (K, M, G are powers of 1024). False when malformed. */
 bool dpc_driver_parse_size(const char *s, uint64_t *out);
 /* Every device of the plan within `limit` bytes (0: no limit), else an error that says how much
  * the plan needs on which device, in all, and how much the devices have. */
 dpc_status dpc_driver_check_memory(const dpc_plan *p, uint64_t limit, dpc_diag *d);
 
+/* Model parallel: unless the model places its nodes itself (`@ cpu:K`, device blocks), place
+ * them on the n devices of `spec` with METIS, weighted by the devices' calibrated GEMM speed
+ * (dpc devices). With a memory limit (bytes per device, 0: none) the placement is steered under
+ * it: placed, planned for a training step, and placed again with a smaller budget for each
+ * device the plan puts over the limit (a few rounds; dpc_driver_check_memory then has the last
+ * word). *placed_auto says whether it placed; `report` (may be NULL) gets what placement did. */
 dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, uint32_t n,
-                            bool *placed_auto, dpc_diag *d);
+                            uint64_t mem_limit, bool *placed_auto, dpc_place_report *report,
+                            dpc_diag *d);
+/* The same on n devices of the given speeds (dpc_driver_place measures them; tests fix them). */
+dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
+                               const dpc_device_speed *speed, uint64_t mem_limit,
+                               dpc_place_report *report, dpc_diag *d);
 
 /* Parse and verify a model file. */
 dpc_status dpc_driver_load(const char *path, dpc_graph **out, dpc_diag *d);

@@ -1,0 +1,96 @@
+/*
+ * chains.c — improve a placement by moving whole chains of nodes between devices, each trial
+ * repaired and scored by the caller (see partitioner.h).
+ *
+ * METIS weighs bytes against balance on an undirected graph, so it keeps a stem and the
+ * branches it feeds together to save the stem's bytes, while the simulator may find the
+ * branches are worth sending those bytes for: run side by side, they finish sooner. Single-node
+ * moves cannot see that (moving one convolution of a branch away from its neighbours only adds
+ * traffic), but moving a branch can. A chain is a run of nodes each of which is the only reader
+ * of the one before and reads nothing else computed (a branch, a layer's matmul, add and relu);
+ * each chain is tried on every other device, the result repaired so values still flow one way,
+ * and kept when the score drops by over 0.5%.
+ */
+#include "partitioner/partitioner.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Non-source producers of node i's inputs: how many, and the last. */
+static uint32_t computed_inputs(const dpc_graph *g, uint32_t i, uint32_t *last) {
+  const dpc_node *nd = &g->nodes[i];
+  uint32_t count = 0;
+  for (uint32_t k = 0; k < nd->n_in; k++) {
+    uint32_t p = g->values[dpc_node_inputs(g, nd)[k]].node;
+    if (g->nodes[p].n_in == 0) continue;
+    if (count && p == *last) continue;
+    *last = p, count++;
+  }
+  return count;
+}
+
+enum { MAX_SWEEPS = 8 };
+
+dpc_status dpc_place_move_chains(const dpc_graph *g, const dpc_repair_in *in, int32_t *part,
+                                 double *score, dpc_place_trial_fn trial, void *ctx,
+                                 dpc_place_report *rep, dpc_diag *d) {
+  uint32_t n = g->n_nodes, P = in->n_parts;
+  uint32_t *readers = calloc(n ? n : 1, sizeof *readers), *chain = calloc(n ? n : 1, sizeof *chain);
+  int32_t *t = malloc((n ? n : 1) * sizeof *t);
+  if (!readers || !chain || !t) {
+    free(readers), free(chain), free(t);
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory improving the placement");
+  }
+  /* readers of each node among the computed nodes, counted once per reader */
+  for (uint32_t i = 0; i < n; i++) {
+    const dpc_node *nd = &g->nodes[i];
+    for (uint32_t k = 0; k < nd->n_in; k++) {
+      uint32_t p = g->values[dpc_node_inputs(g, nd)[k]].node, dup = 0;
+      for (uint32_t j = 0; j < k; j++) dup |= g->values[dpc_node_inputs(g, nd)[j]].node == p;
+      if (!dup && nd->n_in) readers[p]++;
+    }
+  }
+  /* chain[i]: the head of the chain node i belongs to (sources: none) */
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t p = DPC_NONE;
+    chain[i] = i;
+    if (g->nodes[i].n_in == 0)
+      chain[i] = DPC_NONE;
+    else if (computed_inputs(g, i, &p) == 1 && readers[p] == 1 && chain[p] != DPC_NONE)
+      chain[i] = chain[p];
+  }
+  dpc_status st = DPC_OK;
+  uint32_t moves = 0;
+  /* a trial keeps its move: refinement would move the chain back to save its bytes */
+  dpc_repair_in order_only = *in;
+  order_only.memory_only = true;
+  for (uint32_t sweep = 0; !st && sweep < MAX_SWEEPS; sweep++) {
+    bool improved = false;
+    for (uint32_t h = 0; !st && h < n; h++) {
+      if (chain[h] != h) continue;
+      for (uint32_t to = 0; !st && to < P; to++) {
+        bool any = false;
+        memcpy(t, part, n * sizeof *t);
+        for (uint32_t i = h; i < n; i++)
+          if (chain[i] == h && !in->fixed[i] && t[i] != (int32_t)to) t[i] = (int32_t)to, any = true;
+        if (!any) continue;
+        dpc_place_report r = {0};
+        double s = 0;
+        st = dpc_place_repair(g, &order_only, t, &r, d);
+        if (!st) st = trial(ctx, t, &s, d);
+        if (!st && s < *score * 0.995) {
+          memcpy(part, t, n * sizeof *t);
+          *score = s;
+          r.score = s, r.cut_kib = rep->cut_kib;
+          *rep = r;
+          improved = true;
+          moves++;
+        }
+      }
+    }
+    if (!improved) break;
+  }
+  rep->chain_moves = moves;
+  free(readers), free(chain), free(t);
+  return st;
+}

@@ -1,0 +1,123 @@
+/*
+ * simulate.c — a plan's step, predicted: each device's compute and communication from the cost
+ * model at its calibrated speed, and a small event simulation of the step lists (see
+ * partitioner.h).
+ */
+#include "partitioner/partitioner.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Each device's predicted compute (cost model, calibrated speed) and communication: an
+ * all-reduce moves 2 (D-1)/D of its bytes per device, at the devices' copy bandwidth. */
+static void summarise(const dpc_plan *p, const dpc_node_cost *c, const dpc_device_speed *speed,
+                      dpc_sim_device *out) {
+  const dpc_graph *g = p->g;
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    dpc_device_speed sp = speed[i];
+    dpc_sim_device *s = &out[i];
+    memset(s, 0, sizeof *s);
+    for (uint32_t j = 0; j < p->devs[i].n_steps; j++) {
+      const dpc_step *st = &p->devs[i].steps[j];
+      if (st->kind == DPC_STEP_COPY) {
+        s->compute_s += 2.0 * (double)p->slots[st->dst].bytes / (sp.mem_gbs * 1e9);
+        continue;
+      }
+      if (st->kind != DPC_STEP_KERNEL) continue;
+      const dpc_node *n = &g->nodes[st->node];
+      if (dpc_op_has(n->op, DPC_OPF_COMM) && p->n_devs > 1) {
+        double bytes = (double)p->slots[n->out].bytes * 2.0 * (p->n_devs - 1) / p->n_devs;
+        s->comms++;
+        s->comm_bytes += bytes;
+        s->comm_s += bytes / (sp.mem_gbs * 1e9);
+        continue;
+      }
+      if (n->fused != DPC_NONE) continue;
+      s->kernels++;
+      s->compute_s += dpc_cost_kernel_seconds(g, c, st->node, &sp);
+    }
+  }
+}
+
+/* The step's predicted time: each device walks its step list with its own clock; a wait takes
+ * the clock of the signal it waits for (a value crossing devices costs its bytes at the copy
+ * bandwidth), a collective starts when every device has reached it. Returns the latest clock,
+ * and adds the bytes that cross devices through events to each receiver's comm_bytes. */
+static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_device_speed *speed,
+                       dpc_sim_device *sum) {
+  uint32_t n = p->n_devs;
+  double *clock = calloc(n, sizeof *clock), *sig = malloc((p->n_events + 1) * sizeof *sig);
+  uint32_t *pos = calloc(n, sizeof *pos);
+  double *ebytes = calloc(p->n_events + 1, sizeof *ebytes);
+  if (!clock || !sig || !pos || !ebytes) {
+    free(clock), free(sig), free(pos), free(ebytes);
+    return 0;
+  }
+  for (uint32_t e = 0; e <= p->n_events; e++) sig[e] = -1;
+  const dpc_graph *g = p->g;
+  /* each event's bytes: the value whose producer signals it */
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t j = 1; j < p->devs[i].n_steps; j++) {
+      const dpc_step *st = &p->devs[i].steps[j];
+      if (st->kind != DPC_STEP_SIGNAL) continue;
+      uint32_t k = j; /* the kernel just before it (other signals may sit between) */
+      while (k > 0 && p->devs[i].steps[k].kind != DPC_STEP_KERNEL) k--;
+      const dpc_node *nd = &g->nodes[p->devs[i].steps[k].node];
+      for (uint32_t o = 0; o < nd->n_out; o++)
+        ebytes[st->event] += (double)p->slots[nd->out + o].bytes;
+    }
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (uint32_t i = 0; i < n; i++) {
+      dpc_device_speed sp = speed[i];
+      while (pos[i] < p->devs[i].n_steps) {
+        const dpc_step *st = &p->devs[i].steps[pos[i]];
+        if (st->kind == DPC_STEP_WAIT) {
+          if (sig[st->event] < 0) break;
+          double arrive = sig[st->event] + ebytes[st->event] / (sp.mem_gbs * 1e9);
+          if (arrive > clock[i]) clock[i] = arrive;
+          sum[i].comm_bytes += ebytes[st->event];
+        } else if (st->kind == DPC_STEP_SIGNAL) {
+          sig[st->event] = clock[i];
+        } else if (st->kind == DPC_STEP_COPY) {
+          clock[i] += 2.0 * (double)p->slots[st->dst].bytes / (sp.mem_gbs * 1e9);
+        } else if (st->kind == DPC_STEP_KERNEL && dpc_op_has(g->nodes[st->node].op, DPC_OPF_COMM) &&
+                   n > 1) {
+          /* every device it connects (its inputs' devices) must be at this collective */
+          const dpc_node *cn = &g->nodes[st->node];
+          bool all = true;
+          double start = 0;
+          for (uint32_t k = 0; k < cn->n_in && all; k++) {
+            uint32_t q = p->slots[g->ids[cn->in + k]].device;
+            const dpc_plan_device *pq = &p->devs[q];
+            all = pos[q] < pq->n_steps && pq->steps[pos[q]].kind == DPC_STEP_KERNEL &&
+                  pq->steps[pos[q]].node == st->node;
+            if (all && clock[q] > start) start = clock[q];
+          }
+          if (!all) break;
+          for (uint32_t k = 0; k < cn->n_in; k++) {
+            uint32_t q = p->slots[g->ids[cn->in + k]].device;
+            clock[q] = start + sum[q].comm_s / (sum[q].comms ? sum[q].comms : 1);
+            if (q != i) pos[q]++;
+          }
+        } else if (st->kind == DPC_STEP_KERNEL) {
+          clock[i] += dpc_cost_kernel_seconds(g, c, st->node, &sp);
+        }
+        pos[i]++;
+        progress = true;
+      }
+    }
+  }
+  double end = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (clock[i] > end) end = clock[i];
+  free(clock), free(sig), free(pos), free(ebytes);
+  return end;
+}
+
+double dpc_simulate_step(const dpc_plan *p, const dpc_node_cost *c, const dpc_device_speed *speed,
+                         dpc_sim_device *out) {
+  summarise(p, c, speed, out);
+  return simulate(p, c, speed, out);
+}
