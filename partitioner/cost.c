@@ -3,6 +3,7 @@
  */
 #include "partitioner/cost.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static double numel(const dpc_value *v) {
@@ -264,5 +265,71 @@ double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint3
   }
   double compute = (gemm + 4 * other) / (s->gflops * 1e9);
   double memory = bytes / (s->mem_gbs * 1e9);
-  return compute > memory ? compute : memory;
+  double t = compute > memory ? compute : memory;
+  if (s->profile) {
+    const dpc_cost_profile *p = s->profile;
+    uint64_t key = dpc_cost_kernel_key(g, node);
+    for (uint32_t i = 0; i < p->n; i++)
+      if (p->key[i] == key) return t * p->factor[i];
+  }
+  return t;
+}
+
+/* ---- measured corrections ------------------------------------------------------------------- */
+
+uint64_t dpc_cost_kernel_key(const dpc_graph *g, uint32_t node) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a over the ops and the output's size */
+  for (uint32_t i = 0; i <= node; i++) {
+    const dpc_node *n = &g->nodes[i];
+    if (i != node && n->fused != node) continue;
+    h = (h ^ (uint64_t)n->op) * 1099511628211ull;
+  }
+  const dpc_node *root = &g->nodes[node];
+  h = (h ^ (uint64_t)root->op) * 1099511628211ull;
+  return (h ^ (uint64_t)dpc_shape_numel(&g->values[root->out].shape)) * 1099511628211ull;
+}
+
+/* While adding, factor[i] holds kernel kind i's measured sum and factor[cap + i] its predicted
+ * sum; finish divides. */
+dpc_status dpc_cost_profile_add(dpc_cost_profile *p, const dpc_graph *g, uint32_t node,
+                                double measured, double predicted) {
+  uint64_t key = dpc_cost_kernel_key(g, node);
+  uint32_t i = 0;
+  while (i < p->n && p->key[i] != key) i++;
+  if (i == p->n) {
+    if (p->n == p->cap) {
+      uint32_t cap = p->cap ? 2 * p->cap : 64;
+      uint64_t *k = realloc(p->key, cap * sizeof *k);
+      if (k) p->key = k;
+      double *f = realloc(p->factor, 2 * (size_t)cap * sizeof *f);
+      if (f) p->factor = f;
+      if (!k || !f) return DPC_ERR_NOMEM;
+      memmove(p->factor + cap, p->factor + p->cap, p->cap * sizeof *f);
+      p->cap = cap;
+    }
+    p->key[i] = key, p->factor[i] = 0, p->factor[p->cap + i] = 0, p->n++;
+  }
+  p->factor[i] += measured, p->factor[p->cap + i] += predicted;
+  dpc_op op = g->nodes[node].op;
+  p->op_ms[op] += measured * 1e3, p->op_pred_ms[op] += predicted * 1e3;
+  return DPC_OK;
+}
+
+/* A factor from timings: measured over predicted, kept within what a timer's noise on a
+ * microsecond kernel allows. */
+static double ratio(double measured, double predicted) {
+  double f = predicted > 0 ? measured / predicted : 1;
+  return f < 0.05 ? 0.05 : f > 200 ? 200 : f;
+}
+
+void dpc_cost_profile_finish(dpc_cost_profile *p) {
+  for (uint32_t i = 0; i < p->n; i++) p->factor[i] = ratio(p->factor[i], p->factor[p->cap + i]);
+  for (int k = 0; k < DPC_OP_COUNT; k++)
+    p->op_factor[k] = p->op_pred_ms[k] > 0 ? ratio(p->op_ms[k], p->op_pred_ms[k]) : 0;
+}
+
+void dpc_cost_profile_free(dpc_cost_profile *p) {
+  free(p->key);
+  free(p->factor);
+  memset(p, 0, sizeof *p);
 }

@@ -45,7 +45,31 @@ dpc_cost_total dpc_cost_sum(const dpc_graph *g, const dpc_node_cost *c);
 typedef struct dpc_device_speed {
   double gflops;  /* FLOP/s / 1e9 of matmul and convolution */
   double mem_gbs; /* bytes/s / 1e9 a kernel streams */
+  /* NULL, or what timing the model's kernels found (`dpc plan --profile`): the roofline knows
+   * nothing of a kernel's loop structure, such as a stride-1 pooling gradient's gather */
+  const struct dpc_cost_profile *profile;
 } dpc_device_speed;
+
+/* Measured over predicted time, per kernel kind: a kernel is known by its key (its ops and the
+ * size of its output); one not timed keeps the roofline's figure. (A factor per root op was
+ * tried for those: a fused GELU makes `mul` kernels look 7x slow, and every other `mul`
+ * inherited it; the sums by op are kept for the report.) */
+typedef struct dpc_cost_profile {
+  double op_factor[DPC_OP_COUNT];                       /* 0: none known */
+  double op_ms[DPC_OP_COUNT], op_pred_ms[DPC_OP_COUNT]; /* the sums by root op, per step */
+  uint64_t *key;
+  double *factor;
+  uint32_t n, cap;
+} dpc_cost_profile;
+
+/* The key of the kernel rooted at `node` (with its fusion group). */
+uint64_t dpc_cost_kernel_key(const dpc_graph *g, uint32_t node);
+/* Add a timed kernel (measured and predicted seconds) to the profile; finish turns the sums
+ * into factors. */
+dpc_status dpc_cost_profile_add(dpc_cost_profile *p, const dpc_graph *g, uint32_t node,
+                                double measured, double predicted);
+void dpc_cost_profile_finish(dpc_cost_profile *p);
+void dpc_cost_profile_free(dpc_cost_profile *p);
 
 /* The predicted time of the kernel rooted at `node` (with its fusion group, if any): its
  * arithmetic at the device's speed (elementwise and reduction ops at a quarter of it: they do

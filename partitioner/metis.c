@@ -244,11 +244,12 @@ dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *d
   if (!st) st = dpc_cost_graph(g, c, d);
   /* compute shares by speed; memory shares by the limits (equal without them) */
   double total = 0, mtotal = 0;
-  dpc_device_speed mean = {0, 0};
+  dpc_device_speed mean = {0, 0, NULL};
   for (uint32_t k = 0; !st && k < n; k++) {
     double gf = speed && speed[k].gflops > 0 ? speed[k].gflops : 100;
     double gb = speed && speed[k].mem_gbs > 0 ? speed[k].mem_gbs : 20;
     mean.gflops += gf / n, mean.mem_gbs += gb / n;
+    if (speed) mean.profile = speed[k].profile;
     total += speed && speed[k].gflops > 0 ? speed[k].gflops : 1;
     mtotal += mem_limit && mem_limit[k] > 0 ? mem_limit[k] : 0;
   }

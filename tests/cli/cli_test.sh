@@ -109,6 +109,9 @@ contains "$work/plan.dot" "cluster" "plan's dot has a cluster per device"
 if command -v dot >/dev/null; then
   expect 0 "dot -Tsvg accepts the plan" -- dot -Tsvg "$work/plan.dot" -o "$work/plan.svg"
 fi
+expect 0 "plan corrected by a profile, then run and measured" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:2 --strategy model --batch 64 --profile --measure
+contains "$work/out" "^profile: [0-9]* kernels timed" "plan --profile reports the kernels it timed"
+contains "$work/out" "^measured step" "plan --measure reports the measured step"
 expect 0 "plan hybrid" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:4 --strategy hybrid --mp 2 --batch 64
 contains "$work/out" "^cpu:3 " "a hybrid plan has every device"
 expect 2 "plan hybrid without --mp" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:4 --strategy hybrid

@@ -116,17 +116,31 @@ static void fused_bytes(void) {
     CHECK(g->nodes[root].fused == DPC_NONE);
     double bytes = 4.0 * (64 * 784 + 784 * 512 + 512 + 64 * 512);
     /* memory-bound speed: the time is the bytes */
-    dpc_device_speed slow = {1e9, 1};
+    dpc_device_speed slow = {1e9, 1, NULL};
     double s = dpc_cost_kernel_seconds(g, c, root, &slow);
     CHECK_MSG(fabs(s - bytes * 1e-9) < 1e-12, "%.6g s for %.0f bytes", s, bytes);
     /* compute-bound: the GEMM's FLOPs at full speed, the add and relu at a quarter */
-    dpc_device_speed fast = {1, 1e9};
+    dpc_device_speed fast = {1, 1e9, NULL};
     double gemm = 2.0 * 64 * 512 * 784, ew = 2.0 * 64 * 512;
     s = dpc_cost_kernel_seconds(g, c, root, &fast);
     CHECK_MSG(fabs(s - (gemm + 4 * ew) * 1e-9) < 1e-9 * s, "%.6g s", s);
     /* members cost nothing on their own */
     for (uint32_t i = 0; i < g->n_nodes; i++)
       if (g->nodes[i].fused == root) CHECK(dpc_cost_kernel_seconds(g, c, i, &fast) == 0);
+    /* a profile that timed this kernel at 3x its prediction (twice, summed) scales it; a
+     * kernel it did not time keeps the roofline's figure */
+    dpc_cost_profile pr = {0};
+    CHECK(dpc_cost_profile_add(&pr, g, root, 3e-3, 1e-3) == DPC_OK);
+    CHECK(dpc_cost_profile_add(&pr, g, root, 3e-3, 1e-3) == DPC_OK);
+    dpc_cost_profile_finish(&pr);
+    dpc_device_speed timed = {1, 1e9, &pr};
+    CHECK(pr.n == 1 && fabs(pr.factor[0] - 3) < 1e-12);
+    CHECK(fabs(dpc_cost_kernel_seconds(g, c, root, &timed) - 3 * s) < 1e-12 * s);
+    uint32_t logits = g->values[dpc_graph_find(g, "logits")].node;
+    CHECK(dpc_cost_kernel_key(g, logits) != dpc_cost_kernel_key(g, root));
+    CHECK(dpc_cost_kernel_seconds(g, c, logits, &timed) ==
+          dpc_cost_kernel_seconds(g, c, logits, &fast));
+    dpc_cost_profile_free(&pr);
   }
   free(c);
   dpc_graph_free(g);

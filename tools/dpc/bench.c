@@ -85,7 +85,8 @@ static dpc_status speed_of(uint32_t threads, const char *devices, dpc_device_spe
 
 /* Run `steps` more steps with every step timed; keep the slowest kernels. */
 static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uint32_t threads,
-                          const char *devices, dpc_bench_result *r, dpc_diag *d) {
+                          const char *devices, dpc_cost_profile *collect, dpc_bench_result *r,
+                          dpc_diag *d) {
   dpc_device_speed sp;
   dpc_node_cost *cost = calloc(p->g->n_nodes ? p->g->n_nodes : 1, sizeof *cost);
   dpc_status st =
@@ -115,6 +116,11 @@ static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uin
     else /* a copy reads and writes its bytes */
       pred = 2.0 * (double)p->slots[pd->steps[j].dst].bytes / (sp.mem_gbs * 1e9) * 1e3;
     r->predicted_ms += pred;
+    if (collect && pd->steps[j].kind == DPC_STEP_KERNEL &&
+        dpc_cost_profile_add(collect, p->g, pd->steps[j].node, ms / 1e3, pred / 1e3)) {
+      free(cost);
+      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    }
     if (pd->steps[j].kind == DPC_STEP_KERNEL && p->g->nodes[pd->steps[j].node].fused != DPC_NONE)
       continue;
     r->n_kernels++;
@@ -164,7 +170,7 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     uint32_t nd = 1;
     bool placed;
     st = dpc_driver_count_devices(o->devices, &nd, d);
-    if (!st) st = dpc_driver_place(g, o->batch, o->devices, nd, 0, &placed, NULL, d);
+    if (!st) st = dpc_driver_place(g, o->batch, o->devices, nd, 0, NULL, &placed, NULL, d);
   }
   if (!st) st = dpc_passes_run(g, &po, d);
   uint32_t D = 1;
@@ -204,7 +210,7 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     st = dpc_session_run(s, d);
     if (i >= o->warmup) times[i - o->warmup] = dpc_now_s() - a;
   }
-  if (!st && o->profile) st = profile(s, plan, o->steps, o->threads, o->devices, r, d);
+  if (!st && o->profile) st = profile(s, plan, o->steps, o->threads, o->devices, o->collect, r, d);
   if (!st) {
     qsort(times, o->steps, sizeof *times, cmp_double);
     r->median_s = times[o->steps / 2];
@@ -219,5 +225,25 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   free(times);
   free(vals);
   dpc_graph_free(g);
+  return st;
+}
+
+dpc_status dpc_bench_cost_profile(const dpc_graph *g, uint32_t batch, dpc_cost_profile *out,
+                                  uint32_t *kernels, dpc_diag *d) {
+  memset(out, 0, sizeof *out);
+  dpc_bench_opts o = {
+      .batch = batch, .threads = 1, .warmup = 5, .steps = 30, .profile = true, .collect = out};
+  o.exec.llvm = true;
+  dpc_bench_result *r = calloc(1, sizeof *r);
+  if (!r) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_status st = dpc_bench(g, &o, r, d);
+  /* timing every kernel costs time, and a mean is not a median: the kernels' times are scaled
+   * to sum to the untimed steps' median */
+  double scale = !st && r->profiled_ms > 0 ? r->median_s * 1e3 / r->profiled_ms : 1;
+  for (uint32_t i = 0; i < out->n; i++) out->factor[i] *= scale;
+  for (int k = 0; k < DPC_OP_COUNT; k++) out->op_ms[k] *= scale;
+  dpc_cost_profile_finish(out);
+  if (!st && kernels) *kernels = r->n_kernels;
+  free(r);
   return st;
 }

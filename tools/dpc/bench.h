@@ -9,18 +9,20 @@
 #ifndef DPC_TOOLS_BENCH_H
 #define DPC_TOOLS_BENCH_H
 
+#include "partitioner/cost.h"
 #include "tools/dpc/driver.h"
 
 typedef struct dpc_bench_opts {
-  uint32_t batch;      /* every symbolic dimension takes this size */
-  uint32_t threads;    /* for compiled kernels: 0 = one per core */
-  bool inference;      /* the forward pass instead of the training step */
-  uint32_t warmup;     /* untimed steps first */
-  uint32_t steps;      /* timed steps */
-  dpc_exec_opts exec;  /* llvm or the reference kernels */
-  bool profile;        /* after the timed steps, as many again with each kernel timed */
-  const char *devices; /* NULL or cpu: one device; cpu:N / numa: data parallel (training) */
-  bool model;          /* with devices: model parallel by the graph's own placement */
+  uint32_t batch;            /* every symbolic dimension takes this size */
+  uint32_t threads;          /* for compiled kernels: 0 = one per core */
+  bool inference;            /* the forward pass instead of the training step */
+  uint32_t warmup;           /* untimed steps first */
+  uint32_t steps;            /* timed steps */
+  dpc_exec_opts exec;        /* llvm or the reference kernels */
+  bool profile;              /* after the timed steps, as many again with each kernel timed */
+  const char *devices;       /* NULL or cpu: one device; cpu:N / numa: data parallel (training) */
+  bool model;                /* with devices: model parallel by the graph's own placement */
+  dpc_cost_profile *collect; /* with profile (one device): every kernel's times added here */
 } dpc_bench_opts;
 
 /* One kernel of the profile: what it computes and its time per step. */
@@ -48,5 +50,12 @@ typedef struct dpc_bench_result {
 } dpc_bench_result;
 
 dpc_status dpc_bench(const dpc_graph *g, const dpc_bench_opts *o, dpc_bench_result *r, dpc_diag *d);
+
+/* The cost model's correction for model g's training step at `batch` on this machine: a few
+ * steps on one core with every kernel timed, each kernel's measured time over the cost
+ * model's prediction at that core's calibrated speed (dpc_cost_profile). *kernels gets the
+ * kernels timed. */
+dpc_status dpc_bench_cost_profile(const dpc_graph *g, uint32_t batch, dpc_cost_profile *out,
+                                  uint32_t *kernels, dpc_diag *d);
 
 #endif

@@ -5,6 +5,7 @@
 #include "partitioner/cost.h"
 #include "partitioner/partitioner.h"
 #include "passes/pass.h"
+#include "tools/dpc/bench.h"
 #include "tools/dpc/calibrate.h"
 #include "tools/dpc/cli.h"
 #include "tools/dpc/driver.h"
@@ -12,6 +13,7 @@
 #include "codegen/cpu/cpu.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,46 +29,54 @@ static const cli_opt plan_opts[] = {
     {"device-memory", true, false, "SIZE (512M, 2G): each device's memory; the plan must fit"},
     {"dot", true, false, "FILE: the plan as Graphviz, one cluster per device"},
     {"json", true, false, "FILE: per device predicted time, memory, and the communication"},
+    {"profile", false, false,
+     "time this model's kernels on one core first and correct the cost model per op kind"},
+    {"measure", false, false,
+     "run the plan (30 steps) and print its measured step beside the "
+     "prediction"},
 };
 #define NPLAN (int)(sizeof plan_opts / sizeof *plan_opts)
 
 typedef dpc_sim_device dev_summary;
 
 /* The plan of the training step: bound at the replica batch, replicated when D > 1. */
-static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bool model,
-                            uint32_t mp, const char *spec, const char *placement, uint64_t limit,
-                            dpc_place_report *rep, bool *placed, dpc_plan **out, dpc_diag *d) {
+/* What make_plan works from and gives back. */
+typedef struct plan_req {
+  uint32_t batch, D, mp;
+  bool model;
+  const char *spec, *placement;
+  uint64_t limit;
+  dpc_place_report rep; /* out: what automatic placement did */
+  bool placed;          /* out: whether it placed */
+  dpc_graph *placed_g;  /* out: the model as placed, before the training passes */
+} plan_req;
+
+/* The plan of the training step: bound at the replica batch, replicated when D > 1. */
+static dpc_status make_plan(const dpc_graph *src, plan_req *q, dpc_plan **out, dpc_diag *d) {
   dpc_graph *g = dpc_graph_clone(src);
   if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  *placed = false;
-  if (model && placement && strcmp(placement, "metis")) {
+  uint32_t D = q->D, mp = q->mp, batch = q->batch;
+  bool model = q->model;
+  dpc_status st = DPC_OK;
+  q->placed = false;
+  if (model && q->placement && strcmp(q->placement, "metis")) {
     dpc_device_names dn;
     dpc_driver_device_names(D, &dn);
-    dpc_status st = dpc_place_simple(g, batch, dn.ptr, D, !strcmp(placement, "contiguous"), d);
-    if (st) {
-      dpc_graph_free(g);
-      return st;
-    }
+    st = dpc_place_simple(g, batch, dn.ptr, D, !strcmp(q->placement, "contiguous"), d);
   } else if (model) {
-    dpc_status st = dpc_driver_place(g, batch, spec, D, limit, placed, rep, d);
-    if (st) {
-      dpc_graph_free(g);
-      return st;
-    }
+    st = dpc_driver_place(g, batch, q->spec, D, q->limit, NULL, &q->placed, &q->rep, d);
   } else if (mp > 1) { /* hybrid: one replica placed over its mp devices */
     char rspec[32];
     snprintf(rspec, sizeof rspec, "cpu:%u", mp);
-    dpc_status st = dpc_driver_place(g, batch / (D / mp), rspec, mp, limit, placed, rep, d);
-    if (st) {
-      dpc_graph_free(g);
-      return st;
-    }
+    st = dpc_driver_place(g, batch / (D / mp), rspec, mp, q->limit, NULL, &q->placed, &q->rep, d);
   }
+  if (!st && !(q->placed_g = dpc_graph_clone(g)))
+    st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   uint32_t R = D / (mp > 1 ? mp : 1); /* data-parallel replicas */
   dpc_pass_opts po = {.training = true, .fuse = dpc_cpu_fusion()};
   int64_t *vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
-  dpc_status st =
-      vals ? dpc_driver_default_horizon(g, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (!st && !vals) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (!st) st = dpc_driver_default_horizon(g, d);
   if (!st) st = dpc_passes_run(g, &po, d);
   for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = model ? batch : batch / R;
   if (!st) st = dpc_graph_bind(g, vals, d);
@@ -74,6 +84,25 @@ static dpc_status make_plan(const dpc_graph *src, uint32_t batch, uint32_t D, bo
   free(vals);
   dpc_graph_free(g);
   return st;
+}
+
+/* The op kinds whose kernels the profile found furthest from the cost model, in ms a step. */
+static void print_profile(const dpc_cost_profile *pr, uint32_t kernels) {
+  printf("profile: %u kernels timed on one core; the cost model corrected by their times", kernels);
+  bool shown[DPC_OP_COUNT] = {false};
+  for (int n = 0; n < 3; n++) {
+    int worst = -1;
+    for (int k = 0; k < DPC_OP_COUNT; k++)
+      if (!shown[k] && pr->op_pred_ms[k] > 0 &&
+          (worst < 0 ||
+           fabs(pr->op_ms[k] - pr->op_pred_ms[k]) > fabs(pr->op_ms[worst] - pr->op_pred_ms[worst])))
+        worst = k;
+    if (worst < 0) break;
+    shown[worst] = true;
+    printf("%s %s %.2f ms for %.2f predicted", n ? "," : " (furthest:", dpc_op_name((dpc_op)worst),
+           pr->op_ms[worst], pr->op_pred_ms[worst]);
+  }
+  printf(")\n");
 }
 
 static dpc_status write_json(const char *path, const dpc_plan *p, const dev_summary *s,
@@ -135,6 +164,11 @@ int dpc_cmd_plan(int argc, char **argv) {
       strcmp(placement, "roundrobin"))
     return cli_usage_error("plan", "--placement is metis, contiguous or roundrobin, not '%s'",
                            placement);
+  const char *mem = cli_get(plan_opts, NPLAN, &p, "device-memory");
+  uint64_t limit = 0;
+  if (mem && !dpc_driver_parse_size(mem, &limit))
+    return cli_usage_error("plan", "--device-memory expects a size such as 512M or 2G, got '%s'",
+                           mem);
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
@@ -161,18 +195,28 @@ int dpc_cmd_plan(int argc, char **argv) {
     st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--batch %lu does not split evenly over %u devices",
                        batch, D);
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, &d);
-  const char *mem = cli_get(plan_opts, NPLAN, &p, "device-memory");
-  uint64_t limit = 0;
-  if (mem && !dpc_driver_parse_size(mem, &limit)) {
-    rc =
-        cli_usage_error("plan", "--device-memory expects a size such as 512M or 2G, got '%s'", mem);
-    goto done;
+  /* --profile: the cost model corrected per op kind by timing this model's kernels */
+  dpc_cost_profile *prof = NULL;
+  if (!st && cli_get(plan_opts, NPLAN, &p, "profile")) {
+    uint32_t nk = 0;
+    prof = calloc(1, sizeof *prof);
+    st = prof ? dpc_bench_cost_profile(g, (uint32_t)batch, prof, &nk, &d)
+              : dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
+    if (!st) print_profile(prof, nk);
   }
-  dpc_place_report rep = {0};
-  bool placed = false;
-  if (!st)
-    st = make_plan(g, (uint32_t)batch, D, model, hybrid ? (uint32_t)mp : 1, spec ? spec : "cpu",
-                   placement, limit, &rep, &placed, &plan, &d);
+  plan_req q = {(uint32_t)batch,
+                D,
+                hybrid ? (uint32_t)mp : 1,
+                model,
+                spec ? spec : "cpu",
+                placement,
+                limit,
+                {0},
+                false,
+                NULL};
+  if (!st) st = make_plan(g, &q, &plan, &d);
+  dpc_place_report rep = q.rep;
+  bool placed = q.placed;
   if (!st) st = dpc_driver_check_memory(plan, limit, &d);
   if (!st) {
     cost = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *cost);
@@ -186,7 +230,7 @@ int dpc_cmd_plan(int argc, char **argv) {
   }
   dpc_device_speed *speed = calloc(D, sizeof *speed);
   for (uint32_t i = 0; speed && i < D; i++)
-    speed[i] = (dpc_device_speed){cal.gflops[i], cal.copy_gbs[(size_t)i * cal.n + i]};
+    speed[i] = (dpc_device_speed){cal.gflops[i], cal.copy_gbs[(size_t)i * cal.n + i], prof};
   double step = speed ? dpc_simulate_step(plan, cost, speed, sum) : 0, comm = 0;
   free(speed);
   for (uint32_t i = 0; i < D; i++) comm += sum[i].comm_bytes;
@@ -219,7 +263,7 @@ int dpc_cmd_plan(int argc, char **argv) {
     /* each kernel's predicted time on its own device */
     double *ms = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *ms);
     for (uint32_t i = 0; ms && i < D; i++) {
-      dpc_device_speed sp = {cal.gflops[i], cal.copy_gbs[(size_t)i * cal.n + i]};
+      dpc_device_speed sp = {cal.gflops[i], cal.copy_gbs[(size_t)i * cal.n + i], prof};
       for (uint32_t j = 0; j < plan->devs[i].n_steps; j++) {
         const dpc_step *s = &plan->devs[i].steps[j];
         if (s->kind == DPC_STEP_KERNEL)
@@ -238,7 +282,30 @@ int dpc_cmd_plan(int argc, char **argv) {
   }
   const char *json = cli_get(plan_opts, NPLAN, &p, "json");
   if (!rc && json && write_json(json, plan, sum, step, &d)) rc = cli_report("plan", &d);
+  if (!rc && cli_get(plan_opts, NPLAN, &p, "measure")) {
+    if (hybrid) {
+      rc = cli_usage_error("plan", "--measure runs data, model and single plans; not hybrid yet");
+    } else {
+      dpc_bench_opts bo = {.batch = (uint32_t)batch,
+                           .warmup = 5,
+                           .steps = 30,
+                           .devices = D > 1 ? spec : NULL,
+                           .model = model};
+      bo.exec.llvm = true;
+      dpc_bench_result *br = calloc(1, sizeof *br);
+      st = br ? dpc_bench(q.placed_g, &bo, br, &d) : dpc_diag_fail(&d, DPC_ERR_NOMEM, "oom");
+      if (st)
+        rc = cli_report("plan", &d);
+      else
+        printf("measured step %.3f ms (median of 30): the prediction is %+.0f%% of it\n",
+               br->median_s * 1e3, (step - br->median_s) / br->median_s * 100);
+      free(br);
+    }
+  }
 done:
+  if (prof) dpc_cost_profile_free(prof);
+  free(prof);
+  dpc_graph_free(q.placed_g);
   free(sum);
   free(cost);
   dpc_plan_free(plan);

@@ -362,8 +362,8 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
 }
 
 dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, uint32_t n,
-                            uint64_t mem_limit, bool *placed_auto, dpc_place_report *report,
-                            dpc_diag *d) {
+                            uint64_t mem_limit, const dpc_cost_profile *profile, bool *placed_auto,
+                            dpc_place_report *report, dpc_diag *d) {
   *placed_auto = false;
   if (report) memset(report, 0, sizeof *report);
   for (uint32_t i = 0; i < model->n_nodes; i++)
@@ -379,7 +379,7 @@ dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, u
   dpc_device_speed *speed = st ? NULL : calloc(n, sizeof *speed);
   if (!st && !speed) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   for (uint32_t k = 0; !st && k < n; k++)
-    speed[k] = (dpc_device_speed){cal.gflops[k], cal.copy_gbs[(size_t)k * cal.n + k]};
+    speed[k] = (dpc_device_speed){cal.gflops[k], cal.copy_gbs[(size_t)k * cal.n + k], profile};
   if (!st) st = dpc_driver_place_on(model, batch, n, speed, mem_limit, report, d);
   *placed_auto = !st;
   free(speed);

@@ -54,10 +54,11 @@ dpc_status dpc_driver_check_memory(const dpc_plan *p, uint64_t limit, dpc_diag *
  * (dpc devices). With a memory limit (bytes per device, 0: none) the placement is steered under
  * it: placed, planned for a training step, and placed again with a smaller budget for each
  * device the plan puts over the limit (a few rounds; dpc_driver_check_memory then has the last
- * word). *placed_auto says whether it placed; `report` (may be NULL) gets what placement did. */
+ * word). `profile` (NULL: none) corrects the cost model by timings (dpc_device_speed).
+ * *placed_auto says whether it placed; `report` (may be NULL) gets what placement did. */
 dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, uint32_t n,
-                            uint64_t mem_limit, bool *placed_auto, dpc_place_report *report,
-                            dpc_diag *d);
+                            uint64_t mem_limit, const dpc_cost_profile *profile, bool *placed_auto,
+                            dpc_place_report *report, dpc_diag *d);
 /* The same on n devices of the given speeds (dpc_driver_place measures them; tests fix them). */
 dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
                                const dpc_device_speed *speed, uint64_t mem_limit,

@@ -190,7 +190,7 @@ static dpc_status place_replica(trainer *t, dpc_diag *d) {
   snprintf(spec, sizeof spec, "cpu:%u", t->o->mp);
   uint32_t replicas = t->replicas / t->o->mp;
   return dpc_driver_place(t->model, t->o->batch / replicas, spec, t->o->mp, t->o->device_memory,
-                          &t->placed_auto, NULL, d);
+                          NULL, &t->placed_auto, NULL, d);
 }
 
 /* Data parallel: every replica's params and state take replica 0's (after they were loaded, or
@@ -519,7 +519,7 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
     if ((st = open_artifact_runs(t, d))) return st;
   } else if (t->replicas > 1 && o->strategy && !strcmp(o->strategy, "model") &&
              (st = dpc_driver_place(t->model, o->batch, o->devices, t->replicas, o->device_memory,
-                                    &t->placed_auto, NULL, d))) {
+                                    NULL, &t->placed_auto, NULL, d))) {
     return st;
   } else if (t->replicas > 1 && o->strategy && !strcmp(o->strategy, "hybrid") &&
              (st = place_replica(t, d))) {
