@@ -36,6 +36,7 @@ typedef struct builder {
   uint32_t **node;   /* [replica][replica-graph node] -> node of g */
   uint32_t *devname; /* string id of each device in g */
   bool *is_grad;     /* replica-graph values that are a param's gradient */
+  int64_t rows;      /* of the global batch, per replica */
 } builder;
 
 static dpc_status nomem(dpc_diag *d) {
@@ -66,10 +67,12 @@ static dpc_status clone_node(builder *b, uint32_t i, uint32_t rep, dpc_diag *d) 
     if (dropout && !strcmp(dpc_graph_str(r, a->name), "offset")) continue;
     if (dpc_graph_attr_copy(b->g, r, a)) return nomem(d);
   }
-  /* replica rep's dropout draws the mask of its rows of the whole batch, as one device would */
+  /* replica rep's dropout draws the mask of its rows of the whole batch, as one device would
+   * (the node may cover only some of the replica's rows: a micro-batch's) */
   if (dropout) {
-    int64_t first = dpc_attrs_int(dpc_node_attrs(r, i), "offset") +
-                    (int64_t)rep * dpc_shape_numel(&r->values[n->out].shape);
+    const dpc_shape *sh = &r->values[n->out].shape;
+    int64_t row = sh->rank && sh->d[0] ? dpc_shape_numel(sh) / sh->d[0] : 1;
+    int64_t first = dpc_attrs_int(dpc_node_attrs(r, i), "offset") + (int64_t)rep * b->rows * row;
     if (dpc_graph_attr_int(b->g, "offset", first)) return nomem(d);
   }
   uint32_t ins[64];
@@ -221,7 +224,7 @@ dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint
     return dpc_diag_fail(d, DPC_ERR_INVALID, "data parallel needs 2 to 256 replicas, not %u",
                          replicas);
   if (mp < 1) mp = 1;
-  builder b = {replica, dpc_graph_new(), replicas, mp, NULL, NULL, NULL, NULL};
+  builder b = {replica, dpc_graph_new(), replicas, mp, NULL, NULL, NULL, NULL, batch / replicas};
   dpc_status st = b.g ? DPC_OK : nomem(d);
   if (!st) {
     b.val = calloc(replicas, sizeof *b.val);

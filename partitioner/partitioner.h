@@ -122,6 +122,14 @@ typedef struct dpc_sim_device {
 double dpc_simulate_step(const dpc_plan *p, const dpc_node_cost *c, const dpc_device_speed *speed,
                          dpc_sim_device *out);
 
+/* The gradient-accumulation training graph (partitioner/accumulate.c): `micro` is the
+ * training graph bound at the micro-batch b; the result runs K micro-batches of the global
+ * inputs of batch K b one after another, averages their gradients and losses, and makes one
+ * optimizer step. Micro-batch k's values are NAME.mb<k>; the averages keep the names (w.grad,
+ * loss), so data parallelism can be built on top. */
+dpc_status dpc_accumulate_graph(const dpc_graph *micro, uint32_t K, dpc_graph **out,
+                                dpc_diag *d);
+
 /* Replica r > 0 of a data-parallel graph names its values NAME.replica<r>. */
 #define DPC_REPLICA_SUFFIX ".replica"
 /* Whether `name` is a replica's copy; if so, base gets the original's name. */

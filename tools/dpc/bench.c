@@ -180,10 +180,15 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
                        "--devices %s: data parallel is for training, with a batch that splits "
                        "evenly (%u is not a multiple of %u)",
                        o->devices, o->batch, D);
-  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = o->model ? o->batch : o->batch / D;
+  uint32_t K = po.training && o->accumulate > 1 ? o->accumulate : 1;
+  uint32_t share = o->model ? o->batch : o->batch / D;
+  if (!st && share % K)
+    st = dpc_diag_fail(d, DPC_ERR_INVALID, "--accumulate %u does not divide a share of %u samples",
+                       K, share);
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = share / K;
   if (!st) st = dpc_graph_bind(g, vals, d);
   if (!st)
-    st = dpc_driver_plan(g, o->batch, o->model ? 1 : D, o->model ? D : 1, po.training, &plan, d);
+    st = dpc_driver_plan(g, o->batch, o->model ? 1 : D, o->model ? D : 1, K, po.training, &plan, d);
   if (!st && o->exec.llvm) {
     native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);
     st = native ? dpc_cpu_backend_new(&o->exec.cpu, &cpu, d)

@@ -20,6 +20,7 @@ static const cli_opt bench_opts[] = {
     {"profile", false, false, "then time each kernel: where the step's time goes"},
     {"devices", true, false, "cpu (default), or cpu:N / numa: data-parallel training over them"},
     {"strategy", true, false, "with several devices: data (default) or model (@ cpu:K placement)"},
+    {"accumulate", true, false, "K: each device's share of the batch in K micro-batches"},
     {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
 };
 #define NBENCH (int)(sizeof bench_opts / sizeof *bench_opts)
@@ -62,7 +63,8 @@ int dpc_cmd_bench(int argc, char **argv) {
     return cli_usage_error("bench", "--strategy is data or model, not '%s'", strategy);
   o.model = strategy && !strcmp(strategy, "model");
   if (!get_u32(&p, "batch", &o.batch, 1) || !get_u32(&p, "threads", &o.threads, 1) ||
-      !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0))
+      !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0) ||
+      !get_u32(&p, "accumulate", &o.accumulate, 1))
     return DPC_EXIT_USAGE;
   int rc = cli_exec_opts("bench", bench_opts, NBENCH, &p, &o.exec);
   if (rc) return rc;

@@ -24,6 +24,7 @@ static const cli_opt plan_opts[] = {
      "data (default with several devices), model (the graph's @ cpu:K placement) or single"},
     {"batch", true, false, "the global batch of one step (default 128)"},
     {"mp", true, false, "with --strategy hybrid: devices per data-parallel replica"},
+    {"accumulate", true, false, "K: each replica's share of the batch in K micro-batches"},
     {"placement", true, false,
      "with --strategy model: metis (default), contiguous (a layer split) or roundrobin"},
     {"device-memory", true, false, "SIZE (512M, 2G): each device's memory; the plan must fit"},
@@ -42,7 +43,7 @@ typedef dpc_sim_device dev_summary;
 /* The plan of the training step: bound at the replica batch, replicated when D > 1. */
 /* What make_plan works from and gives back. */
 typedef struct plan_req {
-  uint32_t batch, D, mp;
+  uint32_t batch, D, mp, accumulate;
   bool model;
   const char *spec, *placement;
   uint64_t limit;
@@ -78,9 +79,13 @@ static dpc_status make_plan(const dpc_graph *src, plan_req *q, dpc_plan **out, d
   if (!st && !vals) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   if (!st) st = dpc_driver_default_horizon(g, d);
   if (!st) st = dpc_passes_run(g, &po, d);
-  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = model ? batch : batch / R;
+  uint32_t K = q->accumulate > 1 ? q->accumulate : 1, share = model ? batch : batch / R;
+  if (!st && share % K)
+    st = dpc_diag_fail(d, DPC_ERR_INVALID, "--accumulate %u does not divide a share of %u samples",
+                       K, share);
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = share / K;
   if (!st) st = dpc_graph_bind(g, vals, d);
-  if (!st) st = dpc_driver_plan(g, batch, model ? 1 : R, model ? D : mp, true, out, d);
+  if (!st) st = dpc_driver_plan(g, batch, model ? 1 : R, model ? D : mp, K, true, out, d);
   free(vals);
   dpc_graph_free(g);
   return st;
@@ -164,6 +169,11 @@ int dpc_cmd_plan(int argc, char **argv) {
       strcmp(placement, "roundrobin"))
     return cli_usage_error("plan", "--placement is metis, contiguous or roundrobin, not '%s'",
                            placement);
+  const char *accs = cli_get(plan_opts, NPLAN, &p, "accumulate");
+  char *aend = NULL;
+  unsigned long acc = accs ? strtoul(accs, &aend, 10) : 1;
+  if (accs && (*aend || acc < 1 || acc > 256))
+    return cli_usage_error("plan", "--accumulate expects a number from 1 to 256, got '%s'", accs);
   const char *mem = cli_get(plan_opts, NPLAN, &p, "device-memory");
   uint64_t limit = 0;
   if (mem && !dpc_driver_parse_size(mem, &limit))
@@ -204,16 +214,10 @@ int dpc_cmd_plan(int argc, char **argv) {
               : dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
     if (!st) print_profile(prof, nk);
   }
-  plan_req q = {(uint32_t)batch,
-                D,
-                hybrid ? (uint32_t)mp : 1,
-                model,
-                spec ? spec : "cpu",
-                placement,
-                limit,
-                {0},
-                false,
-                NULL};
+  plan_req q = {(uint32_t)batch, D,     hybrid ? (uint32_t)mp : 1,
+                (uint32_t)acc,   model, spec ? spec : "cpu",
+                placement,       limit, {0},
+                false,           NULL};
   if (!st) st = make_plan(g, &q, &plan, &d);
   dpc_place_report rep = q.rep;
   bool placed = q.placed;

@@ -49,6 +49,8 @@ static const cli_opt train_opts[] = {
      "or hybrid (data-parallel replicas of --mp devices each)"},
     {"device-memory", true, false, "SIZE (512M, 2G): each device's memory; the plan must fit"},
     {"mp", true, false, "with --strategy hybrid: devices per replica (the model split over them)"},
+    {"accumulate", true, false,
+     "K: split each replica's share of the batch into K micro-batches, one optimizer step"},
     {"timeout", true, false, "seconds a device waits for another before the step fails (60)"},
     {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
     {"quiet", false, false, "print only errors and the final summary"},
@@ -189,6 +191,10 @@ int dpc_cmd_train(int argc, char **argv) {
   uint64_t mp = 0;
   if (!get_u64(&p, "mp", &mp, 1)) return DPC_EXIT_USAGE;
   o.mp = (uint32_t)(mp > 256 ? 256 : mp);
+  uint64_t accumulate = 1;
+  if (!get_u64(&p, "accumulate", &accumulate, 1)) return DPC_EXIT_USAGE;
+  if (accumulate > 256) return cli_usage_error("train", "--accumulate is at most 256");
+  o.accumulate = (uint32_t)accumulate;
   uint64_t timeout = 0;
   if (!get_u64(&p, "timeout", &timeout, 1)) return DPC_EXIT_USAGE;
   o.timeout_s = (double)timeout;

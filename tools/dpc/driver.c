@@ -247,18 +247,29 @@ dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d) 
 }
 
 dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, uint32_t replicas, uint32_t mp,
-                           bool training, dpc_plan **out, dpc_diag *d) {
+                           uint32_t accumulate, bool training, dpc_plan **out, dpc_diag *d) {
   if (mp < 1) mp = 1;
   if ((uint64_t)replicas * mp > 256)
     return dpc_diag_fail(d, DPC_ERR_INVALID, "a plan has at most 256 devices, not %u",
                          replicas * mp);
   dpc_device_names dn;
   dpc_driver_device_names(replicas * mp, &dn);
-  if (replicas < 2) return dpc_plan_devices(bound, dn.ptr, mp, training, out, d);
-  dpc_graph *dp = NULL;
-  dpc_status st = dpc_data_parallel_graph(bound, batch, replicas, mp, dn.ptr, &dp, d);
-  if (!st) st = dpc_plan_devices(dp, dn.ptr, replicas * mp, true, out, d);
-  dpc_graph_free(dp);
+  dpc_graph *acc = NULL;
+  dpc_status st = DPC_OK;
+  if (training && accumulate > 1) {
+    st = dpc_accumulate_graph(bound, accumulate, &acc, d);
+    if (st) return st;
+    bound = acc;
+  }
+  if (replicas < 2) {
+    st = dpc_plan_devices(bound, dn.ptr, mp, training, out, d);
+  } else {
+    dpc_graph *dp = NULL;
+    st = dpc_data_parallel_graph(bound, batch, replicas, mp, dn.ptr, &dp, d);
+    if (!st) st = dpc_plan_devices(dp, dn.ptr, replicas * mp, true, out, d);
+    dpc_graph_free(dp);
+  }
+  dpc_graph_free(acc);
   return st;
 }
 
@@ -276,7 +287,7 @@ static dpc_status plan_step(const dpc_graph *placed, int64_t batch, uint32_t n,
   for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = batch;
   if (!st) st = dpc_graph_bind(g, vals, d);
   dpc_plan *p = NULL;
-  if (!st) st = dpc_driver_plan(g, batch, 1, n, true, &p, d);
+  if (!st) st = dpc_driver_plan(g, batch, 1, n, 1, true, &p, d);
   for (uint32_t k = 0; !st && k < n; k++) bytes[k] = k < p->n_devs ? (double)p->devs[k].bytes : 0;
   dpc_node_cost *c = st ? NULL : calloc(p->g->n_nodes ? p->g->n_nodes : 1, sizeof *c);
   dpc_sim_device *sim = st ? NULL : calloc(p->n_devs, sizeof *sim);

@@ -36,12 +36,13 @@ typedef struct dpc_device_names {
 void dpc_driver_device_names(uint32_t n, dpc_device_names *out);
 /* How many devices a --devices spec makes on this machine. */
 dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d);
-/* Plan `bound` (a graph bound at the batch of one replica): with replicas > 1, data parallel
- * over replicas x mp devices (each replica split over its mp devices by its placement, the
- * global batch `batch`); otherwise on mp devices by the graph's own placement (mp 1: one
- * device). */
+/* Plan `bound` (a graph bound at the batch of one micro-batch of one replica): with
+ * accumulate > 1 (training), each replica runs that many micro-batches and averages their
+ * gradients before its step; with replicas > 1, data parallel over replicas x mp devices (each
+ * replica split over its mp devices by its placement, the global batch `batch`); otherwise on
+ * mp devices by the graph's own placement (mp 1: one device). */
 dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, uint32_t replicas, uint32_t mp,
-                           bool training, dpc_plan **out, dpc_diag *d);
+                           uint32_t accumulate, bool training, dpc_plan **out, dpc_diag *d);
 
 /* --device-memory: "512M", "2G", "1500000" (K, M, G are powers of 1024). False when malformed. */
 bool dpc_driver_parse_size(const char *s, uint64_t *out);

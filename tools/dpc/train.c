@@ -143,10 +143,14 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   uint32_t mp = hybrid ? t->o->mp : 1, R = D / mp; /* data-parallel replicas */
   bool parallel = training && D > 1 && !model && n % R == 0;
   uint32_t per = parallel ? n / R : n;
-  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = k == t->batch_sym ? (int64_t)per : -1;
+  /* accumulation splits each replica's share; a share that does not split runs whole */
+  uint32_t K =
+      training && t->o->accumulate > 1 && per % t->o->accumulate == 0 ? t->o->accumulate : 1;
+  for (uint32_t k = 0; !st && k < g->n_syms; k++)
+    vals[k] = k == t->batch_sym ? (int64_t)(per / K) : -1;
   if (!st) st = dpc_graph_bind(g, vals, d);
   /* a batch that does not split over the replicas runs on the first replica's devices */
-  if (!st) st = dpc_driver_plan(g, n, parallel ? R : 1, model ? D : mp, training, &r->plan, d);
+  if (!st) st = dpc_driver_plan(g, n, parallel ? R : 1, model ? D : mp, K, training, &r->plan, d);
   r->parallel = parallel;
   if (!st) st = dpc_driver_check_memory(r->plan, t->o->device_memory, d);
   if (!st && t->cpu) {

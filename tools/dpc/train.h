@@ -69,6 +69,9 @@ typedef struct dpc_train_opts {
    * replicas of `mp` devices each, the model split over them) */
   const char *strategy;
   uint32_t mp;
+  /* micro-batches each replica's share of a batch is split into, their gradients averaged
+   * before one optimizer step (1: none); a batch that does not split runs whole */
+  uint32_t accumulate;
   /* bytes each device has (0: no limit): the plans must fit */
   uint64_t device_memory;
   double timeout_s; /* how long a device waits for another before the step fails (0: 60 s) */
