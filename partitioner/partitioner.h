@@ -127,8 +127,7 @@ double dpc_simulate_step(const dpc_plan *p, const dpc_node_cost *c, const dpc_de
  * inputs of batch K b one after another, averages their gradients and losses, and makes one
  * optimizer step. Micro-batch k's values are NAME.mb<k>; the averages keep the names (w.grad,
  * loss), so data parallelism can be built on top. */
-dpc_status dpc_accumulate_graph(const dpc_graph *micro, uint32_t K, dpc_graph **out,
-                                dpc_diag *d);
+dpc_status dpc_accumulate_graph(const dpc_graph *micro, uint32_t K, dpc_graph **out, dpc_diag *d);
 
 /* Replica r > 0 of a data-parallel graph names its values NAME.replica<r>. */
 #define DPC_REPLICA_SUFFIX ".replica"
