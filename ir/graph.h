@@ -55,7 +55,19 @@ typedef struct dpc_node {
    * Backends that do not fuse run the node as usual. */
   uint32_t fused;
   dpc_loc loc; /* where it was written, for messages; line 0 when made by a pass */
+  /* Where the node falls in a step of several micro-batches (partitioner/accumulate.c), for
+   * pipeline schedules to reorder by: its micro-batch and phase. DPC_PHASE_NONE otherwise. */
+  uint16_t mb;
+  uint8_t phase;
 } dpc_node;
+
+enum {
+  DPC_PHASE_NONE,     /* not part of a micro-batched step */
+  DPC_PHASE_SHARED,   /* before any micro-batch: params, schedules, the global inputs */
+  DPC_PHASE_FORWARD,  /* micro-batch mb's forward pass and loss */
+  DPC_PHASE_BACKWARD, /* micro-batch mb's gradients and their running sums */
+  DPC_PHASE_STEP      /* after every micro-batch: the averages and the optimizer */
+};
 
 /* `update TARGET = VALUE`: after a step, the param/state TARGET takes VALUE. */
 typedef struct dpc_update {

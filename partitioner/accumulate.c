@@ -41,6 +41,7 @@ typedef struct acc {
   bool *is_grad;  /* per value of r */
   uint32_t **val; /* [micro-batch][value of r] -> value of g (shared values: the same in all) */
   uint32_t **node;
+  uint32_t loss_node; /* nodes of r up to it are the forward pass (autodiff appends) */
 } acc;
 
 static dpc_status nomem(dpc_diag *d) {
@@ -88,6 +89,11 @@ static dpc_status classify(acc *a, dpc_diag *d) {
   return DPC_OK;
 }
 
+static void tag(acc *a, uint32_t node, uint8_t phase, uint32_t k) {
+  a->g->nodes[node].phase = phase;
+  a->g->nodes[node].mb = (uint16_t)k;
+}
+
 static dpc_status clone_node(acc *a, uint32_t i, uint32_t k, dpc_diag *d) {
   const dpc_graph *r = a->r;
   const dpc_node *n = &r->nodes[i];
@@ -115,6 +121,12 @@ static dpc_status clone_node(acc *a, uint32_t i, uint32_t k, dpc_diag *d) {
   dpc_status st = dpc_graph_add_node(a->g, &desc, &id, d);
   if (st) return st;
   bool per = a->cls[i] == PER_MB;
+  tag(a, id,
+      a->cls[i] == SHARED      ? DPC_PHASE_SHARED
+      : a->cls[i] == OPTIMIZER ? DPC_PHASE_STEP
+      : i <= a->loss_node      ? DPC_PHASE_FORWARD
+                               : DPC_PHASE_BACKWARD,
+      k);
   for (uint32_t kk = per ? k : 0; kk < (per ? k + 1 : a->K); kk++) a->node[kk][i] = id;
   for (uint32_t j = 0; j < n->n_out && !st; j++) {
     uint32_t v = a->g->nodes[id].out + j;
@@ -146,6 +158,7 @@ static dpc_status split_input(acc *a, uint32_t i, dpc_diag *d) {
   dpc_emit_shape(&e, "shape", dims, x->shape.rank);
   uint32_t id = dpc_emit_node(&e, DPC_OP_INPUT, NULL, 0, 1);
   if (e.st) return e.st;
+  tag(a, id, DPC_PHASE_SHARED, 0);
   uint32_t global = a->g->nodes[id].out;
   dpc_status st = set_name(a, global, n->out, NULL, 0, d);
   for (uint32_t k = 0; k < a->K && !st; k++) {
@@ -156,6 +169,7 @@ static dpc_status split_input(acc *a, uint32_t i, dpc_diag *d) {
     dpc_emit_ints(&e, "axes", &axis, 1);
     uint32_t s = dpc_emit_node(&e, DPC_OP_SLICE, &global, 1, 1);
     if (e.st) return e.st;
+    tag(a, s, DPC_PHASE_FORWARD, k);
     a->node[k][i] = s;
     a->val[k][n->out] = a->g->nodes[s].out;
     st = set_name(a, a->g->nodes[s].out, n->out, "mb", k, d);
@@ -171,13 +185,16 @@ static dpc_status accumulate(acc *a, uint32_t rv, uint32_t k, uint32_t *sum, dpc
   uint32_t v = a->val[k][rv];
   *sum = k == 0 ? v : dpc_emit2(&e, DPC_OP_ADD, *sum, v);
   if (k > 0 && !e.st) {
+    tag(a, a->g->values[*sum].node, a->g->nodes[a->node[k][p]].phase, k);
     dpc_status st = set_name(a, *sum, rv, "acc", k, d);
     if (st) return st;
   }
   if (k + 1 < a->K || e.st) return e.st;
-  uint32_t mean =
-      dpc_emit2(&e, DPC_OP_MUL, *sum, dpc_emit_scalar(&e, 1.0 / a->K, a->r->values[rv].dtype));
+  uint32_t scale = dpc_emit_scalar(&e, 1.0 / a->K, a->r->values[rv].dtype);
+  uint32_t mean = dpc_emit2(&e, DPC_OP_MUL, *sum, scale);
   if (e.st) return e.st;
+  tag(a, a->g->values[scale].node, DPC_PHASE_STEP, 0);
+  tag(a, a->g->values[mean].node, DPC_PHASE_STEP, 0);
   for (uint32_t kk = 0; kk < a->K; kk++) a->val[kk][rv] = mean;
   return set_name(a, mean, rv, NULL, 0, d);
 }
@@ -228,6 +245,7 @@ static dpc_status build(acc *a, dpc_diag *d) {
       dpc_emit_int(&e, "axis", 0);
       uint32_t c = dpc_emit_node(&e, DPC_OP_CONCAT, ins, a->K, 1);
       if ((st = e.st)) break;
+      tag(a, c, DPC_PHASE_STEP, 0);
       out = a->g->nodes[c].out;
       st = set_name(a, out, o, NULL, 0, d);
     }
@@ -251,7 +269,7 @@ dpc_status dpc_accumulate_graph(const dpc_graph *micro, uint32_t K, dpc_graph **
   if (K < 2 || K > 256)
     return dpc_diag_fail(d, DPC_ERR_INVALID, "accumulation takes 2 to 256 micro-batches, not %u",
                          K);
-  acc a = {micro, dpc_graph_new(), K, NULL, NULL, NULL, NULL};
+  acc a = {micro, dpc_graph_new(), K, NULL, NULL, NULL, NULL, 0};
   size_t nn = micro->n_nodes ? micro->n_nodes : 1, nv = micro->n_values ? micro->n_values : 1;
   a.cls = calloc(nn, 1);
   a.is_grad = calloc(nv, sizeof *a.is_grad);
@@ -283,6 +301,7 @@ dpc_status dpc_accumulate_graph(const dpc_graph *micro, uint32_t K, dpc_graph **
     const char *s = dpc_graph_str(micro, micro->name);
     a.g->name = dpc_graph_intern(a.g, s, strlen(s));
   }
+  a.loss_node = micro->obj.loss != DPC_NONE ? micro->values[micro->obj.loss].node : micro->n_nodes;
   if (!st) st = classify(&a, d);
   if (!st) st = build(&a, d);
   if (!st) st = dpc_verify(a.g, d);

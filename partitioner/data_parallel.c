@@ -95,6 +95,7 @@ static dpc_status clone_node(builder *b, uint32_t i, uint32_t rep, dpc_diag *d) 
   uint32_t id;
   dpc_status st = dpc_graph_add_node(b->g, &desc, &id, d);
   if (st) return st;
+  b->g->nodes[id].phase = n->phase, b->g->nodes[id].mb = n->mb;
   b->node[rep][i] = id;
   for (uint32_t k = 0; k < n->n_out && !st; k++) {
     uint32_t v = b->g->nodes[id].out + k;
@@ -124,6 +125,8 @@ static dpc_status split_input(builder *b, uint32_t i, int64_t batch, dpc_diag *d
   dpc_status st = dpc_graph_add_node(b->g, &desc, &id, d);
   if (st) return st;
   uint32_t global = b->g->nodes[id].out;
+  uint8_t phase = r->nodes[i].phase ? DPC_PHASE_SHARED : DPC_PHASE_NONE; /* before micro-batches */
+  b->g->nodes[id].phase = phase;
   if ((st = name_value(b, global, r->nodes[i].out, 0, d))) return st;
   for (uint32_t rep = 0; rep < b->D && !st; rep++) {
     int64_t start = per * rep, end = per * (rep + 1), axis = 0;
@@ -134,6 +137,7 @@ static dpc_status split_input(builder *b, uint32_t i, int64_t batch, dpc_diag *d
     dpc_node_desc sd = {DPC_OP_SLICE,           &global, 1, mark, 1, r->nodes[i].loc,
                         b->devname[rep * b->mp]};
     if ((st = dpc_graph_add_node(b->g, &sd, &id, d))) return st;
+    b->g->nodes[id].phase = phase;
     b->node[rep][i] = id;
     b->val[rep][r->nodes[i].out] = b->g->nodes[id].out;
     char nm[256];
@@ -169,6 +173,10 @@ static dpc_status reduce_value(builder *b, uint32_t rv, dpc_diag *d) {
       DPC_NONE};
   uint32_t id;
   dpc_status st = dpc_graph_add_node(b->g, &desc, &id, d);
+  if (!st && b->r->values[rv].node < b->r->n_nodes) { /* a micro-batched step's averages */
+    const dpc_node *from = &b->r->nodes[b->r->values[rv].node];
+    b->g->nodes[id].phase = from->phase, b->g->nodes[id].mb = from->mb;
+  }
   for (uint32_t rep = 0; rep < b->D && !st; rep++) {
     uint32_t v = b->g->nodes[id].out + rep;
     b->val[rep][rv] = v;

@@ -129,6 +129,26 @@ double dpc_simulate_step(const dpc_plan *p, const dpc_node_cost *c, const dpc_de
  * loss), so data parallelism can be built on top. */
 dpc_status dpc_accumulate_graph(const dpc_graph *micro, uint32_t K, dpc_graph **out, dpc_diag *d);
 
+/* Pipeline schedules (partitioner/pipeline.c). */
+typedef enum dpc_pipeline_schedule {
+  DPC_SCHEDULE_NONE,  /* the graph's order: micro-batch after micro-batch */
+  DPC_SCHEDULE_GPIPE, /* every forward, then every backward */
+  DPC_SCHEDULE_1F1B   /* warm-up forwards, then one forward and one backward in turn */
+} dpc_pipeline_schedule;
+
+/* Reorder each device's steps of plan p (of a micro-batched graph: dpc_accumulate_graph, then
+ * placed in S stages) into the schedule's order for its stage stage_of_device[dev], for M
+ * micro-batches. */
+dpc_status dpc_pipeline_order(dpc_plan *p, uint32_t S, uint32_t M, dpc_pipeline_schedule kind,
+                              const uint32_t *stage_of_device, dpc_diag *d);
+/* Each device's stage: its place in its replica's line of mp devices (devices r mp .. r mp +
+ * mp - 1), in the order forward values flow between them. Returns mp (0: out of memory). */
+uint32_t dpc_pipeline_stages(const dpc_plan *p, uint32_t mp, uint32_t *stage_of_device);
+/* The most bytes of activations (values a micro-batch's forward pass makes) alive at once on
+ * device dv in its step order, from the kernel that makes one to the last that reads it: what
+ * a planner that reuses buffers would hold for them. */
+uint64_t dpc_pipeline_live_peak(const dpc_plan *p, uint32_t dv);
+
 /* Replica r > 0 of a data-parallel graph names its values NAME.replica<r>. */
 #define DPC_REPLICA_SUFFIX ".replica"
 /* Whether `name` is a replica's copy; if so, base gets the original's name. */

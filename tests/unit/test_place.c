@@ -4,9 +4,11 @@
  */
 #include "frontend/frontend.h"
 #include "partitioner/partitioner.h"
+#include "passes/pass.h"
 #include "tools/dpc/driver.h"
 #include "unit.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -72,7 +74,7 @@ static void metis_placement(void) {
     dpc_place_report rep;
     /* four like devices (fixed speeds: a machine's calibration would make the test its own) */
     dpc_device_speed speed[4] = {{180, 20}, {180, 20}, {180, 20}, {180, 20}};
-    CHECK_MSG(dpc_driver_place_on(g, 128, 4, speed, 0, &rep, &d) == DPC_OK, "%s", d.msg);
+    CHECK_MSG(dpc_driver_place_on(g, 128, 4, speed, NULL, &rep, &d) == DPC_OK, "%s", d.msg);
     CHECK(rep.score > 0 && rep.order_kept);
     for (uint32_t i = 0; i < g->n_nodes; i++) CHECK(g->nodes[i].device != DPC_NONE);
     uint32_t stem = g->nodes[g->values[dpc_graph_find(g, "stem")].node].device;
@@ -171,9 +173,79 @@ static void repair_chain(void) {
   dpc_diag_free(&d);
 }
 
+/* A pipeline of S equal stages (one layer each, placed by hand), M micro-batches: the
+ * simulator's bubble is (S-1)/(M+S-1) of the devices' time, give or take the optimizer step
+ * and the hand-overs; 1F1B holds fewer activations than GPipe on every stage but the last
+ * (where both hold one micro-batch's), and its order differs. */
+static void pipeline_bubble_and_memory(void) {
+  enum { S = 4 };
+  dpc_diag d;
+  dpc_diag_init(&d);
+  char text[2048];
+  int at = snprintf(text, sizeof text, "input x: f32[N, 256]\ninput y: i32[N]\n");
+  for (int k = 0; k < S; k++)
+    at += snprintf(text + at, sizeof text - at,
+                   "param w%d: f32[256, 256] = he_normal(seed=%d)\n"
+                   "h%d = relu(matmul(%s, w%d)) @ cpu:%d\n",
+                   k, k + 1, k, k ? (char[8]){'h', (char)('0' + k - 1), 0} : "x", k, k);
+  snprintf(text + at, sizeof text - at,
+           "loss = softmax_cross_entropy(h%d, y) @ cpu:%d\nminimize loss with sgd(lr=0.1)\n", S - 1,
+           S - 1);
+  static const uint32_t Ms[] = {4, 8, 16};
+  for (size_t m = 0; m < sizeof Ms / sizeof *Ms; m++) {
+    uint32_t M = Ms[m];
+    uint64_t peak[2][S] = {{0}};
+    for (int sc = 0; sc < 2; sc++) {
+      dpc_graph *g = NULL;
+      CHECK_MSG(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK, "%s", d.msg);
+      if (!g) continue;
+      dpc_pass_opts po = {.training = true};
+      int64_t vals[4] = {32, 32, 32, 32};
+      dpc_plan *p = NULL;
+      CHECK_MSG(dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK &&
+                    dpc_driver_plan(g, 32 * M, 1, S, M, sc ? DPC_SCHEDULE_1F1B : DPC_SCHEDULE_GPIPE,
+                                    true, &p, &d) == DPC_OK,
+                "%s", d.msg);
+      if (p) {
+        dpc_node_cost *c = calloc(p->g->n_nodes, sizeof *c);
+        dpc_sim_device sim[S];
+        dpc_device_speed sp[S];
+        for (int k = 0; k < S; k++) sp[k] = (dpc_device_speed){100, 20, NULL};
+        CHECK(c && dpc_cost_graph(p->g, c, &d) == DPC_OK);
+        double step = dpc_simulate_step(p, c, sp, sim), busy = 0;
+        for (int k = 0; k < S; k++) busy += sim[k].compute_s + sim[k].comm_s;
+        double bubble = 1 - busy / (S * step), want = (double)(S - 1) / (M + S - 1);
+        /* GPipe at 16 micro-batches is predicted 0.10 above the formula (noted in
+         * docs/strategies.md); 1F1B stays within 0.04 */
+        double tol = !sc && M > 8 ? 0.12 : 0.04;
+        CHECK_MSG(fabs(bubble - want) < tol, "M=%u %s: bubble %.3f, balanced stages %.3f", M,
+                  sc ? "1F1B" : "GPipe", bubble, want);
+        uint32_t stage[S];
+        CHECK(dpc_pipeline_stages(p, S, stage) == S);
+        for (int k = 0; k < S; k++) {
+          CHECK_MSG(stage[k] == (uint32_t)k, "cpu:%d is stage %u", k, stage[k]);
+          peak[sc][k] = dpc_pipeline_live_peak(p, (uint32_t)k);
+        }
+        free(c);
+      }
+      dpc_plan_free(p);
+      dpc_graph_free(g);
+    }
+    /* 1F1B holds min(S - s, M) micro-batches' activations on stage s, GPipe M */
+    for (int k = 0; k < S; k++)
+      CHECK_MSG(S - k < (int)M ? peak[1][k] < peak[0][k] : peak[1][k] <= peak[0][k],
+                "M=%u stage %d: 1F1B %llu bytes, GPipe %llu", M, k, (unsigned long long)peak[1][k],
+                (unsigned long long)peak[0][k]);
+    /* GPipe holds all M micro-batches' activations, 1F1B at most S - s */
+    CHECK(peak[0][0] >= (uint64_t)M * 32 * 256 * 4);
+  }
+  dpc_diag_free(&d);
+}
+
 const unit_test unit_tests[] = {
     {"metis_placement", metis_placement},
     {"acyclic_on_examples", acyclic_on_examples},
     {"repair_chain", repair_chain},
+    {"pipeline_bubble_and_memory", pipeline_bubble_and_memory},
     {NULL, NULL},
 };

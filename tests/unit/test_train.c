@@ -513,6 +513,69 @@ static void accumulation_matches_one_batch(void) {
   dpc_graph_free(g);
 }
 
+/* Pipelines: M micro-batches through S stages in GPipe's and 1F1B's order equal accumulation of
+ * M micro-batches bit for bit (the same kernels, the gradients summed in the same order) and
+ * one batch within 1e-5, with and without data parallelism over the pipeline. */
+static void pipeline_matches_accumulation(void) {
+  char xs[256], ys[256], data[600], logs[3][256];
+  path_in(xs, sizeof xs, "ppx.npy");
+  path_in(ys, sizeof ys, "ppy.npy");
+  write_data(xs, ys, 650, 16, 5, -1);
+  snprintf(data, sizeof data, "%s,%s", xs, ys);
+  for (int k = 0; k < 3; k++) {
+    char nm[32];
+    snprintf(nm, sizeof nm, "pp%d.jsonl", k);
+    path_in(logs[k], sizeof logs[k], nm);
+  }
+  dpc_graph *g = parse(small_model);
+  if (!g) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  static const struct {
+    const char *devices;
+    uint32_t S, M;
+    dpc_pipeline_schedule sched;
+  } runs[] = {{"cpu:2", 2, 4, DPC_SCHEDULE_GPIPE},
+              {"cpu:2", 2, 4, DPC_SCHEDULE_1F1B},
+              {"cpu:3", 3, 8, DPC_SCHEDULE_1F1B},
+              {"cpu:4", 2, 2, DPC_SCHEDULE_1F1B}};
+  for (size_t c = 0; c < sizeof runs / sizeof *runs; c++) {
+    /* [0]: one device, no accumulation; [1]: accumulation of M per replica; [2]: the pipeline */
+    uint32_t dp = runs[c].devices[4] - '0';
+    dp /= runs[c].S;
+    for (int k = 0; k < 3; k++) {
+      dpc_train_opts o;
+      quiet_opts(&o);
+      o.exec.llvm = true;
+      o.data = data, o.epochs = 1, o.batch = 32, o.seed = 9;
+      o.log_path = logs[k];
+      if (k == 1) {
+        char *spec = dp > 1 ? "cpu:2" : NULL;
+        o.devices = spec, o.accumulate = runs[c].M;
+      } else if (k == 2) {
+        o.devices = runs[c].devices, o.strategy = "pipeline", o.mp = runs[c].S;
+        o.accumulate = runs[c].M, o.pipeline = runs[c].sched;
+      }
+      CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s: %s", runs[c].devices, d.msg);
+    }
+    double l0[32], l1[32], l2[32];
+    int n0 = unit_read_losses(logs[0], l0, 32), n1 = unit_read_losses(logs[1], l1, 32),
+        n2 = unit_read_losses(logs[2], l2, 32);
+    CHECK_MSG(n0 == 21 && n1 == 21 && n2 == 21, "%d %d %d steps", n0, n1, n2);
+    for (int i = 0; i < n0 && i < n2; i++)
+      CHECK_MSG(fabs(l0[i] - l2[i]) <= 1e-5 * fabs(l0[i]), "%s step %d: %.9g vs %.9g",
+                runs[c].devices, i + 1, l0[i], l2[i]);
+    for (int i = 0; i < n1 && i < n2; i++)
+      CHECK_MSG(l1[i] == l2[i], "%s S=%u M=%u: pipeline and accumulation differ at step %d",
+                runs[c].devices, runs[c].S, runs[c].M, i + 1);
+  }
+  for (int k = 0; k < 3; k++) unlink(logs[k]);
+  unlink(xs);
+  unlink(ys);
+  dpc_diag_free(&d);
+  dpc_graph_free(g);
+}
+
 const unit_test unit_tests[] = {
     {"setup", setup_tmp},
     {"matches_pytorch", matches_pytorch},
@@ -522,6 +585,7 @@ const unit_test unit_tests[] = {
     {"stuck_device_fails_in_time", stuck_device_fails_in_time},
     {"model_parallel_matches_one_device", model_parallel_matches_one_device},
     {"accumulation_matches_one_batch", accumulation_matches_one_batch},
+    {"pipeline_matches_accumulation", pipeline_matches_accumulation},
     {"cleanup", cleanup_tmp},
     {NULL, NULL},
 };

@@ -17,6 +17,10 @@ static int find_opt(const cli_opt *opts, int nopts, const char *name, size_t n) 
 bool cli_parse(const char *cmd, const cli_opt *opts, int nopts, int argc, char **argv, int first,
                cli_parsed *out) {
   memset(out, 0, sizeof *out);
+  if (nopts > CLI_MAX_OPTS) { /* a programming error: the table outgrew the parser */
+    fprintf(stderr, "dpc %s: internal error: %d options, at most %d\n", cmd, nopts, CLI_MAX_OPTS);
+    return false;
+  }
   bool only_pos = false;
   for (int i = first; i < argc; i++) {
     const char *a = argv[i];

@@ -21,10 +21,11 @@ typedef struct cli_opt {
 } cli_opt;
 
 #define CLI_MAX_VALUES 256
+#define CLI_MAX_OPTS 64 /* options one command may have */
 
 typedef struct cli_parsed {
-  const char *values[32][CLI_MAX_VALUES]; /* per option: values in order */
-  int count[32];
+  const char *values[CLI_MAX_OPTS][CLI_MAX_VALUES]; /* per option: values in order */
+  int count[CLI_MAX_OPTS];
   const char *pos[64]; /* positional arguments */
   int npos;
   bool help;

@@ -21,17 +21,22 @@
 static const cli_opt plan_opts[] = {
     {"devices", true, false, "cpu (default), cpu:N or numa"},
     {"strategy", true, false,
-     "data (default with several devices), model (the graph's @ cpu:K placement) or single"},
+     "data (default with several devices), model (the graph's @ cpu:K placement, else METIS's), "
+     "hybrid, pipeline or single"},
     {"batch", true, false, "the global batch of one step (default 128)"},
     {"mp", true, false, "with --strategy hybrid: devices per data-parallel replica"},
     {"accumulate", true, false, "K: each replica's share of the batch in K micro-batches"},
+    {"stages", true, false, "with --strategy pipeline: stages, the devices of one pipeline"},
+    {"microbatches", true, false, "with --strategy pipeline: micro-batches per batch (default 4)"},
+    {"schedule", true, false, "with --strategy pipeline: gpipe or 1f1b (default)"},
+    {"dp", true, false, "with --strategy pipeline: data-parallel pipelines (default 1)"},
     {"placement", true, false,
      "with --strategy model: metis (default), contiguous (a layer split) or roundrobin"},
     {"device-memory", true, false, "SIZE (512M, 2G): each device's memory; the plan must fit"},
     {"dot", true, false, "FILE: the plan as Graphviz, one cluster per device"},
     {"json", true, false, "FILE: per device predicted time, memory, and the communication"},
     {"profile", false, false,
-     "time this model's kernels on one core first and correct the cost model per op kind"},
+     "time this model's kernels on one core first and correct the cost model by them"},
     {"measure", false, false,
      "run the plan (30 steps) and print its measured step beside the "
      "prediction"},
@@ -40,10 +45,10 @@ static const cli_opt plan_opts[] = {
 
 typedef dpc_sim_device dev_summary;
 
-/* The plan of the training step: bound at the replica batch, replicated when D > 1. */
 /* What make_plan works from and gives back. */
 typedef struct plan_req {
   uint32_t batch, D, mp, accumulate;
+  dpc_pipeline_schedule schedule;
   bool model;
   const char *spec, *placement;
   uint64_t limit;
@@ -65,11 +70,13 @@ static dpc_status make_plan(const dpc_graph *src, plan_req *q, dpc_plan **out, d
     dpc_driver_device_names(D, &dn);
     st = dpc_place_simple(g, batch, dn.ptr, D, !strcmp(q->placement, "contiguous"), d);
   } else if (model) {
-    st = dpc_driver_place(g, batch, q->spec, D, q->limit, NULL, &q->placed, &q->rep, d);
+    dpc_driver_place_opts po = {q->limit, NULL, 1, DPC_SCHEDULE_NONE};
+    st = dpc_driver_place(g, batch, q->spec, D, &po, &q->placed, &q->rep, d);
   } else if (mp > 1) { /* hybrid: one replica placed over its mp devices */
     char rspec[32];
     snprintf(rspec, sizeof rspec, "cpu:%u", mp);
-    st = dpc_driver_place(g, batch / (D / mp), rspec, mp, q->limit, NULL, &q->placed, &q->rep, d);
+    dpc_driver_place_opts po = {q->limit, NULL, q->accumulate, q->schedule};
+    st = dpc_driver_place(g, batch / (D / mp), rspec, mp, &po, &q->placed, &q->rep, d);
   }
   if (!st && !(q->placed_g = dpc_graph_clone(g)))
     st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
@@ -85,7 +92,8 @@ static dpc_status make_plan(const dpc_graph *src, plan_req *q, dpc_plan **out, d
                        K, share);
   for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = share / K;
   if (!st) st = dpc_graph_bind(g, vals, d);
-  if (!st) st = dpc_driver_plan(g, batch, model ? 1 : R, model ? D : mp, K, true, out, d);
+  if (!st)
+    st = dpc_driver_plan(g, batch, model ? 1 : R, model ? D : mp, K, q->schedule, true, out, d);
   free(vals);
   dpc_graph_free(g);
   return st;
@@ -108,6 +116,40 @@ static void print_profile(const dpc_cost_profile *pr, uint32_t kernels) {
            pr->op_ms[worst], pr->op_pred_ms[worst]);
   }
   printf(")\n");
+}
+
+/* A pipeline's stages, each device's order as a line of F<k> / B<k>, the bubble the simulator
+ * predicts (and what balanced stages would give) and each device's live activation peak. */
+static void print_pipeline(const dpc_plan *p, const dpc_sim_device *sum, double step, uint32_t S,
+                           uint32_t M, dpc_pipeline_schedule kind) {
+  uint32_t *stage = calloc(p->n_devs, sizeof *stage);
+  if (!stage || !dpc_pipeline_stages(p, S, stage)) {
+    free(stage);
+    return;
+  }
+  double busy = 0;
+  for (uint32_t i = 0; i < p->n_devs; i++) busy += sum[i].compute_s + sum[i].comm_s;
+  double bubble = step > 0 ? 1 - busy / (p->n_devs * step) : 0;
+  printf("pipeline: %u stages, %u micro-batches, %s; predicted bubble %.1f%% of the devices' "
+         "time (balanced stages: (S-1)/(M+S-1) = %.1f%%)\n",
+         S, M, kind == DPC_SCHEDULE_GPIPE ? "GPipe" : "1F1B", bubble * 100,
+         100.0 * (S - 1) / (M + S - 1));
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    printf("  %-7s stage %u, live activations at most %6.2f MB:", p->devs[i].name, stage[i],
+           (double)dpc_pipeline_live_peak(p, i) / 1e6);
+    int last_phase = -1, last_mb = -1, shown = 0;
+    for (uint32_t j = 0; j < p->devs[i].n_steps && shown < 40; j++) {
+      const dpc_step *st = &p->devs[i].steps[j];
+      if (st->kind != DPC_STEP_KERNEL) continue;
+      const dpc_node *n = &p->g->nodes[st->node];
+      if (n->phase != DPC_PHASE_FORWARD && n->phase != DPC_PHASE_BACKWARD) continue;
+      if (n->phase == last_phase && n->mb == last_mb) continue;
+      last_phase = n->phase, last_mb = n->mb, shown++;
+      printf(" %c%u", n->phase == DPC_PHASE_FORWARD ? 'F' : 'B', n->mb);
+    }
+    printf("\n");
+  }
+  free(stage);
 }
 
 static dpc_status write_json(const char *path, const dpc_plan *p, const dev_summary *s,
@@ -152,17 +194,45 @@ int dpc_cmd_plan(int argc, char **argv) {
   if (bs && (end == bs || *end || batch < 1 || batch > (1ul << 24)))
     return cli_usage_error("plan", "--batch expects a whole number from 1, got '%s'", bs);
   if (strategy && strcmp(strategy, "data") && strcmp(strategy, "single") &&
-      strcmp(strategy, "model") && strcmp(strategy, "hybrid"))
+      strcmp(strategy, "model") && strcmp(strategy, "hybrid") && strcmp(strategy, "pipeline"))
     return cli_usage_error("plan",
-                           "--strategy %s: this version plans data, model, hybrid or single (one "
-                           "device); pipeline comes next",
+                           "--strategy %s: dpc plans data, model, hybrid, pipeline or single (one "
+                           "device)",
                            strategy);
   const char *mps = cli_get(plan_opts, NPLAN, &p, "mp");
   char *mend = NULL;
   unsigned long mp = mps ? strtoul(mps, &mend, 10) : 0;
   bool hybrid = strategy && !strcmp(strategy, "hybrid");
+  bool pipeline = strategy && !strcmp(strategy, "pipeline");
   if (hybrid && (!mps || *mend || mp < 2 || mp > 256))
     return cli_usage_error("plan", "--strategy hybrid needs --mp M, the devices per replica (2+)");
+  /* a pipeline: --stages S devices per replica, --dp D replicas, --microbatches M */
+  dpc_pipeline_schedule sched = DPC_SCHEDULE_NONE;
+  unsigned long micro = 1;
+  char pipe_spec[32];
+  if (pipeline) {
+    const char *ss = cli_get(plan_opts, NPLAN, &p, "stages");
+    const char *ms = cli_get(plan_opts, NPLAN, &p, "microbatches");
+    const char *ds = cli_get(plan_opts, NPLAN, &p, "dp");
+    const char *sc = cli_get(plan_opts, NPLAN, &p, "schedule");
+    char *e1 = NULL, *e2 = NULL, *e3 = NULL;
+    mp = ss ? strtoul(ss, &e1, 10) : 0;
+    micro = ms ? strtoul(ms, &e2, 10) : 4;
+    unsigned long dp = ds ? strtoul(ds, &e3, 10) : 1;
+    if (!ss || *e1 || mp < 2 || mp > 64 || (ms && (*e2 || micro < 1 || micro > 256)) ||
+        (ds && (*e3 || dp < 1 || dp > 64)))
+      return cli_usage_error("plan", "--strategy pipeline needs --stages S (2 to 64); "
+                                     "--microbatches M (1 to 256, default 4) and --dp D "
+                                     "(default 1) are optional");
+    if (sc && strcmp(sc, "gpipe") && strcmp(sc, "1f1b"))
+      return cli_usage_error("plan", "--schedule is gpipe or 1f1b, not '%s'", sc);
+    sched = sc && !strcmp(sc, "gpipe") ? DPC_SCHEDULE_GPIPE : DPC_SCHEDULE_1F1B;
+    if (!spec) {
+      snprintf(pipe_spec, sizeof pipe_spec, "cpu:%lu", mp * dp);
+      spec = pipe_spec;
+    }
+    hybrid = true; /* the layout: replicas of mp devices */
+  }
   bool model = strategy && !strcmp(strategy, "model");
   const char *placement = cli_get(plan_opts, NPLAN, &p, "placement");
   if (placement && strcmp(placement, "metis") && strcmp(placement, "contiguous") &&
@@ -172,8 +242,12 @@ int dpc_cmd_plan(int argc, char **argv) {
   const char *accs = cli_get(plan_opts, NPLAN, &p, "accumulate");
   char *aend = NULL;
   unsigned long acc = accs ? strtoul(accs, &aend, 10) : 1;
-  if (accs && (*aend || acc < 1 || acc > 256))
-    return cli_usage_error("plan", "--accumulate expects a number from 1 to 256, got '%s'", accs);
+  if (accs && (*aend || acc < 1 || acc > 256 || pipeline))
+    return cli_usage_error("plan",
+                           "--accumulate expects a number from 1 to 256, got '%s' (a "
+                           "pipeline takes --microbatches)",
+                           accs);
+  if (pipeline) acc = micro;
   const char *mem = cli_get(plan_opts, NPLAN, &p, "device-memory");
   uint64_t limit = 0;
   if (mem && !dpc_driver_parse_size(mem, &limit))
@@ -198,7 +272,7 @@ int dpc_cmd_plan(int argc, char **argv) {
   uint32_t D = st ? 1 : l.n;
   if (!st && strategy && !strcmp(strategy, "single") && D > 1)
     st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--strategy single takes one device, not %u", D);
-  if (!st && hybrid && (D % mp || D / mp < 2))
+  if (!st && hybrid && (D % mp || D / mp < (pipeline ? 1u : 2u)))
     st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--mp %lu does not divide %u devices into replicas", mp,
                        D);
   if (!st && !model && batch % (hybrid ? D / mp : D))
@@ -214,10 +288,15 @@ int dpc_cmd_plan(int argc, char **argv) {
               : dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
     if (!st) print_profile(prof, nk);
   }
-  plan_req q = {(uint32_t)batch, D,     hybrid ? (uint32_t)mp : 1,
-                (uint32_t)acc,   model, spec ? spec : "cpu",
-                placement,       limit, {0},
-                false,           NULL};
+  plan_req q = {.batch = (uint32_t)batch,
+                .D = D,
+                .mp = hybrid ? (uint32_t)mp : 1,
+                .accumulate = (uint32_t)acc,
+                .schedule = sched,
+                .model = model,
+                .spec = spec ? spec : "cpu",
+                .placement = placement,
+                .limit = limit};
   if (!st) st = make_plan(g, &q, &plan, &d);
   dpc_place_report rep = q.rep;
   bool placed = q.placed;
@@ -241,9 +320,10 @@ int dpc_cmd_plan(int argc, char **argv) {
   const char *name = g->name != DPC_NONE ? dpc_graph_str(g, g->name) : p.pos[0];
   if (D > 1)
     printf("%s, training step, batch %lu, %s on %u devices (%s)\n", name, batch,
-           model    ? "model parallel"
-           : hybrid ? "hybrid (data parallel over model-parallel replicas)"
-                    : "data parallel",
+           model      ? "model parallel"
+           : pipeline ? "pipeline"
+           : hybrid   ? "hybrid (data parallel over model-parallel replicas)"
+                      : "data parallel",
            D, spec);
   else
     printf("%s, training step, batch %lu, on one device (%s)\n", name, batch, spec ? spec : "cpu");
@@ -255,6 +335,7 @@ int dpc_cmd_plan(int argc, char **argv) {
            (double)plan->devs[i].bytes / 1e6, sum[i].comm_bytes / 1e6);
   printf("predicted step %.3f ms (%.0f samples/s); %.2f MB moved between devices per step\n",
          step * 1e3, step > 0 ? (double)batch / step : 0, comm / 1e6);
+  if (pipeline) print_pipeline(plan, sum, step, (uint32_t)mp, (uint32_t)micro, sched);
   if (placed)
     printf("placement: METIS (the best of its cuts by predicted step), %s; %u chain move%s\n",
            rep.order_kept ? "values flow one way between devices"

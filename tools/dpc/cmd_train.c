@@ -29,7 +29,8 @@ static const cli_opt train_opts[] = {
     {"momentum", true, false, "SGD momentum (default: the model's)"},
     {"weight-decay", true, false, "weight decay (default: the model's)"},
     {"schedule", true, false,
-     "learning-rate schedule: constant, step, cosine or linear (default: the model's)"},
+     "learning-rate schedule: constant, step, cosine or linear (default: the model's); with "
+     "--strategy pipeline, gpipe or 1f1b (default) name the pipeline's"},
     {"init", true, false, "FILE.safetensors: start from these params (names as in the model)"},
     {"save", true, false, "FILE.safetensors: write the final params (and model state) there"},
     {"checkpoint", true, false, "FILE.safetensors: where checkpoints go (written at the end too)"},
@@ -49,6 +50,10 @@ static const cli_opt train_opts[] = {
      "or hybrid (data-parallel replicas of --mp devices each)"},
     {"device-memory", true, false, "SIZE (512M, 2G): each device's memory; the plan must fit"},
     {"mp", true, false, "with --strategy hybrid: devices per replica (the model split over them)"},
+    {"stages", true, false,
+     "with --strategy pipeline: the pipeline's stages (devices per replica)"},
+    {"microbatches", true, false, "with --strategy pipeline: micro-batches per batch (default 4)"},
+    {"dp", true, false, "with --strategy pipeline: data-parallel replicas of the pipeline (1)"},
     {"accumulate", true, false,
      "K: split each replica's share of the batch into K micro-batches, one optimizer step"},
     {"timeout", true, false, "seconds a device waits for another before the step fails (60)"},
@@ -195,6 +200,26 @@ int dpc_cmd_train(int argc, char **argv) {
   if (!get_u64(&p, "accumulate", &accumulate, 1)) return DPC_EXIT_USAGE;
   if (accumulate > 256) return cli_usage_error("train", "--accumulate is at most 256");
   o.accumulate = (uint32_t)accumulate;
+  char pipe_devices[32];
+  if (o.strategy && !strcmp(o.strategy, "pipeline")) {
+    uint64_t stages = 0, micro = 4, dp = 1;
+    if (!get_u64(&p, "stages", &stages, 2) || !get_u64(&p, "microbatches", &micro, 1) ||
+        !get_u64(&p, "dp", &dp, 1))
+      return DPC_EXIT_USAGE;
+    if (!stages || stages > 64 || micro > 256 || dp > 64 || accumulate > 1)
+      return cli_usage_error("train", "--strategy pipeline needs --stages S (2 to 64); "
+                                      "--microbatches M (up to 256) replaces --accumulate");
+    /* --schedule gpipe|1f1b is the pipeline's; other values name a learning-rate schedule */
+    const char *sched = o.schedule;
+    bool pipe_sched = sched && (!strcmp(sched, "gpipe") || !strcmp(sched, "1f1b"));
+    o.pipeline = pipe_sched && !strcmp(sched, "gpipe") ? DPC_SCHEDULE_GPIPE : DPC_SCHEDULE_1F1B;
+    if (pipe_sched) o.schedule = NULL;
+    o.mp = (uint32_t)stages, o.accumulate = (uint32_t)micro;
+    if (!o.devices) {
+      snprintf(pipe_devices, sizeof pipe_devices, "cpu:%u", (unsigned)(stages * dp));
+      o.devices = pipe_devices;
+    }
+  }
   uint64_t timeout = 0;
   if (!get_u64(&p, "timeout", &timeout, 1)) return DPC_EXIT_USAGE;
   o.timeout_s = (double)timeout;

@@ -247,7 +247,8 @@ dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d) 
 }
 
 dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, uint32_t replicas, uint32_t mp,
-                           uint32_t accumulate, bool training, dpc_plan **out, dpc_diag *d) {
+                           uint32_t accumulate, dpc_pipeline_schedule schedule, bool training,
+                           dpc_plan **out, dpc_diag *d) {
   if (mp < 1) mp = 1;
   if ((uint64_t)replicas * mp > 256)
     return dpc_diag_fail(d, DPC_ERR_INVALID, "a plan has at most 256 devices, not %u",
@@ -269,25 +270,34 @@ dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, uint32_t repli
     if (!st) st = dpc_plan_devices(dp, dn.ptr, replicas * mp, true, out, d);
     dpc_graph_free(dp);
   }
+  bool micro = acc != NULL;
   dpc_graph_free(acc);
+  if (!st && micro && schedule != DPC_SCHEDULE_NONE) {
+    uint32_t *stage = calloc((*out)->n_devs, sizeof *stage);
+    st = stage && dpc_pipeline_stages(*out, mp, stage)
+             ? dpc_pipeline_order(*out, mp, accumulate, schedule, stage, d)
+             : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    free(stage);
+  }
   return st;
 }
 
 /* The plan of a training step of `placed` at `batch` on n devices: each device's bytes, and
  * the simulator's step time at the devices' speeds. */
 static dpc_status plan_step(const dpc_graph *placed, int64_t batch, uint32_t n,
-                            const dpc_device_speed *speed, double *bytes, double *step,
-                            dpc_diag *d) {
+                            const dpc_device_speed *speed, const dpc_driver_place_opts *o,
+                            double *bytes, double *step, dpc_diag *d) {
   dpc_graph *g = dpc_graph_clone(placed);
   int64_t *vals = g ? calloc(g->n_syms ? g->n_syms : 1, sizeof *vals) : NULL;
   dpc_status st =
       vals ? dpc_driver_default_horizon(g, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_pass_opts po = {.training = true, .fuse = dpc_cpu_fusion()};
   if (!st) st = dpc_passes_run(g, &po, d);
-  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = batch;
+  uint32_t M = o->microbatches > 1 && batch % o->microbatches == 0 ? o->microbatches : 1;
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = batch / M;
   if (!st) st = dpc_graph_bind(g, vals, d);
   dpc_plan *p = NULL;
-  if (!st) st = dpc_driver_plan(g, batch, 1, n, 1, true, &p, d);
+  if (!st) st = dpc_driver_plan(g, batch, 1, n, M, o->schedule, true, &p, d);
   for (uint32_t k = 0; !st && k < n; k++) bytes[k] = k < p->n_devs ? (double)p->devs[k].bytes : 0;
   dpc_node_cost *c = st ? NULL : calloc(p->g->n_nodes ? p->g->n_nodes : 1, sizeof *c);
   dpc_sim_device *sim = st ? NULL : calloc(p->n_devs, sizeof *sim);
@@ -305,7 +315,7 @@ typedef struct score_ctx {
   int64_t batch;
   uint32_t n;
   const dpc_device_speed *speed;
-  uint64_t mem_limit;
+  const dpc_driver_place_opts *o;
   double *bytes;
 } score_ctx;
 
@@ -314,17 +324,21 @@ typedef struct score_ctx {
 static double score_placement(void *ctx, const dpc_graph *placed, dpc_diag *d) {
   score_ctx *x = ctx;
   double step = 0, over = 0;
-  if (plan_step(placed, x->batch, x->n, x->speed, x->bytes, &step, d)) return -1;
-  for (uint32_t k = 0; x->mem_limit && k < x->n; k++)
-    if (x->bytes[k] > (double)x->mem_limit) over += x->bytes[k] - (double)x->mem_limit;
-  return over > 0 ? 1e6 + over / (double)x->mem_limit : step;
+  if (plan_step(placed, x->batch, x->n, x->speed, x->o, x->bytes, &step, d)) return -1;
+  uint64_t limit = x->o->mem_limit;
+  for (uint32_t k = 0; limit && k < x->n; k++)
+    if (x->bytes[k] > (double)limit) over += x->bytes[k] - (double)limit;
+  return over > 0 ? 1e6 + over / (double)limit : step;
 }
 
 enum { MEMORY_ROUNDS = 5 };
 
 dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
-                               const dpc_device_speed *speed, uint64_t mem_limit,
+                               const dpc_device_speed *speed, const dpc_driver_place_opts *o,
                                dpc_place_report *report, dpc_diag *d) {
+  static const dpc_driver_place_opts none = {0};
+  if (!o) o = &none;
+  uint64_t mem_limit = o->mem_limit;
   dpc_device_names dn;
   dpc_driver_device_names(n, &dn);
   dpc_place_report own, *rep = report ? report : &own;
@@ -339,13 +353,13 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
   for (uint32_t round = 0; !st; round++) {
     dpc_graph *g = dpc_graph_clone(model);
     if (!g) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-    score_ctx x = {batch, n, speed, mem_limit, bytes};
+    score_ctx x = {batch, n, speed, o, bytes};
     dpc_place_opts po = {speed, mem_limit ? budget : NULL, score_placement, &x};
     if (!st) st = dpc_place_metis(g, batch, dn.ptr, n, &po, rep, d);
     bool fits = true;
     double step;
     if (!st && mem_limit && round + 1 < MEMORY_ROUNDS) {
-      st = plan_step(g, batch, n, speed, bytes, &step, d);
+      st = plan_step(g, batch, n, speed, o, bytes, &step, d);
       /* the budget in the estimate's terms: the limit over the plan's bytes per estimated
        * byte, less what the plan put over the limit on a device last time */
       double est_all = 0, bytes_all = 0;
@@ -373,7 +387,7 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
 }
 
 dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, uint32_t n,
-                            uint64_t mem_limit, const dpc_cost_profile *profile, bool *placed_auto,
+                            const dpc_driver_place_opts *o, bool *placed_auto,
                             dpc_place_report *report, dpc_diag *d) {
   *placed_auto = false;
   if (report) memset(report, 0, sizeof *report);
@@ -390,8 +404,9 @@ dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, u
   dpc_device_speed *speed = st ? NULL : calloc(n, sizeof *speed);
   if (!st && !speed) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   for (uint32_t k = 0; !st && k < n; k++)
-    speed[k] = (dpc_device_speed){cal.gflops[k], cal.copy_gbs[(size_t)k * cal.n + k], profile};
-  if (!st) st = dpc_driver_place_on(model, batch, n, speed, mem_limit, report, d);
+    speed[k] = (dpc_device_speed){cal.gflops[k], cal.copy_gbs[(size_t)k * cal.n + k],
+                                  o ? o->profile : NULL};
+  if (!st) st = dpc_driver_place_on(model, batch, n, speed, o, report, d);
   *placed_auto = !st;
   free(speed);
   dpc_calibration_free(&cal);

@@ -40,9 +40,12 @@ dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d);
  * accumulate > 1 (training), each replica runs that many micro-batches and averages their
  * gradients before its step; with replicas > 1, data parallel over replicas x mp devices (each
  * replica split over its mp devices by its placement, the global batch `batch`); otherwise on
- * mp devices by the graph's own placement (mp 1: one device). */
+ * mp devices by the graph's own placement (mp 1: one device). A schedule other than NONE (with
+ * accumulate > 1) runs the micro-batches as a pipeline over the mp devices in GPipe's or
+ * 1F1B's order (partitioner/pipeline.c). */
 dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, uint32_t replicas, uint32_t mp,
-                           uint32_t accumulate, bool training, dpc_plan **out, dpc_diag *d);
+                           uint32_t accumulate, dpc_pipeline_schedule schedule, bool training,
+                           dpc_plan **out, dpc_diag *d);
 
 /* --device-memory: "512M", "2G", "1500000" (K, M, G are powers of 1024). False when malformed. */
 bool dpc_driver_parse_size(const char *s, uint64_t *out);
@@ -50,19 +53,29 @@ bool dpc_driver_parse_size(const char *s, uint64_t *out);
  * the plan needs on which device, in all, and how much the devices have. */
 dpc_status dpc_driver_check_memory(const dpc_plan *p, uint64_t limit, dpc_diag *d);
 
+/* How dpc_driver_place places: each device's memory (bytes, 0: no limit), a profile of the
+ * kernels' times (NULL: the roofline), and for a pipeline, its micro-batches and schedule (the
+ * candidates are then simulated as the pipeline they make). */
+typedef struct dpc_driver_place_opts {
+  uint64_t mem_limit;
+  const dpc_cost_profile *profile;
+  uint32_t microbatches;
+  dpc_pipeline_schedule schedule;
+} dpc_driver_place_opts;
+
 /* Model parallel: unless the model places its nodes itself (`@ cpu:K`, device blocks), place
  * them on the n devices of `spec` with METIS, weighted by the devices' calibrated GEMM speed
- * (dpc devices). With a memory limit (bytes per device, 0: none) the placement is steered under
- * it: placed, planned for a training step, and placed again with a smaller budget for each
- * device the plan puts over the limit (a few rounds; dpc_driver_check_memory then has the last
- * word). `profile` (NULL: none) corrects the cost model by timings (dpc_device_speed).
- * *placed_auto says whether it placed; `report` (may be NULL) gets what placement did. */
+ * (dpc devices), each candidate planned and simulated for a training step at `batch`. With a
+ * memory limit the placement is steered under it: placed, planned, and placed again with a
+ * smaller budget for each device the plan puts over the limit (a few rounds;
+ * dpc_driver_check_memory then has the last word). o may be NULL. *placed_auto says whether it
+ * placed; `report` (may be NULL) gets what placement did. */
 dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, uint32_t n,
-                            uint64_t mem_limit, const dpc_cost_profile *profile, bool *placed_auto,
+                            const dpc_driver_place_opts *o, bool *placed_auto,
                             dpc_place_report *report, dpc_diag *d);
 /* The same on n devices of the given speeds (dpc_driver_place measures them; tests fix them). */
 dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
-                               const dpc_device_speed *speed, uint64_t mem_limit,
+                               const dpc_device_speed *speed, const dpc_driver_place_opts *o,
                                dpc_place_report *report, dpc_diag *d);
 
 /* Parse and verify a model file. */

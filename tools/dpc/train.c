@@ -139,7 +139,9 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   /* data parallel when training on several devices and the batch splits evenly between them */
   uint32_t D = t->replicas; /* devices */
   bool model = training && D > 1 && t->o->strategy && !strcmp(t->o->strategy, "model");
-  bool hybrid = training && D > 1 && t->o->strategy && !strcmp(t->o->strategy, "hybrid");
+  /* a pipeline is hybrid's layout: replicas of mp stages (one replica: mp = D) */
+  bool hybrid = training && D > 1 && t->o->strategy &&
+                (!strcmp(t->o->strategy, "hybrid") || !strcmp(t->o->strategy, "pipeline"));
   uint32_t mp = hybrid ? t->o->mp : 1, R = D / mp; /* data-parallel replicas */
   bool parallel = training && D > 1 && !model && n % R == 0;
   uint32_t per = parallel ? n / R : n;
@@ -150,7 +152,9 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
     vals[k] = k == t->batch_sym ? (int64_t)(per / K) : -1;
   if (!st) st = dpc_graph_bind(g, vals, d);
   /* a batch that does not split over the replicas runs on the first replica's devices */
-  if (!st) st = dpc_driver_plan(g, n, parallel ? R : 1, model ? D : mp, K, training, &r->plan, d);
+  if (!st)
+    st = dpc_driver_plan(g, n, parallel ? R : 1, model ? D : mp, K, t->o->pipeline, training,
+                         &r->plan, d);
   r->parallel = parallel;
   if (!st) st = dpc_driver_check_memory(r->plan, t->o->device_memory, d);
   if (!st && t->cpu) {
@@ -193,8 +197,11 @@ static dpc_status place_replica(trainer *t, dpc_diag *d) {
   char spec[32];
   snprintf(spec, sizeof spec, "cpu:%u", t->o->mp);
   uint32_t replicas = t->replicas / t->o->mp;
-  return dpc_driver_place(t->model, t->o->batch / replicas, spec, t->o->mp, t->o->device_memory,
-                          NULL, &t->placed_auto, NULL, d);
+  bool pipe = !strcmp(t->o->strategy, "pipeline");
+  dpc_driver_place_opts po = {t->o->device_memory, NULL, pipe ? t->o->accumulate : 1,
+                              pipe ? t->o->pipeline : DPC_SCHEDULE_NONE};
+  return dpc_driver_place(t->model, t->o->batch / replicas, spec, t->o->mp, &po, &t->placed_auto,
+                          NULL, d);
 }
 
 /* Data parallel: every replica's params and state take replica 0's (after they were loaded, or
@@ -449,11 +456,15 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   if (o->devices) {
     if ((st = dpc_driver_count_devices(o->devices, &t->replicas, d))) return st;
     if (o->strategy && strcmp(o->strategy, "data") && strcmp(o->strategy, "model") &&
-        strcmp(o->strategy, "hybrid"))
+        strcmp(o->strategy, "hybrid") && strcmp(o->strategy, "pipeline"))
       return dpc_diag_fail(d, DPC_ERR_INVALID,
-                           "--strategy %s: this version trains data, model or hybrid; pipeline "
-                           "comes next",
+                           "--strategy %s: this version trains data, model, hybrid or pipeline",
                            o->strategy);
+    if (o->strategy && !strcmp(o->strategy, "pipeline") && (o->mp < 2 || t->replicas % o->mp))
+      return dpc_diag_fail(d, DPC_ERR_INVALID,
+                           "--strategy pipeline puts --stages S on S devices per data-parallel "
+                           "replica: S must be at least 2 and divide the %u devices",
+                           t->replicas);
     if (o->strategy && !strcmp(o->strategy, "hybrid") &&
         (o->mp < 2 || t->replicas % o->mp || t->replicas / o->mp < 2))
       return dpc_diag_fail(d, DPC_ERR_INVALID,
@@ -522,10 +533,13 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   if (t->art) {
     if ((st = open_artifact_runs(t, d))) return st;
   } else if (t->replicas > 1 && o->strategy && !strcmp(o->strategy, "model") &&
-             (st = dpc_driver_place(t->model, o->batch, o->devices, t->replicas, o->device_memory,
-                                    NULL, &t->placed_auto, NULL, d))) {
+             (st = dpc_driver_place(
+                  t->model, o->batch, o->devices, t->replicas,
+                  &(dpc_driver_place_opts){o->device_memory, NULL, 1, DPC_SCHEDULE_NONE},
+                  &t->placed_auto, NULL, d))) {
     return st;
-  } else if (t->replicas > 1 && o->strategy && !strcmp(o->strategy, "hybrid") &&
+  } else if (t->replicas > 1 && o->strategy &&
+             (!strcmp(o->strategy, "hybrid") || !strcmp(o->strategy, "pipeline")) &&
              (st = place_replica(t, d))) {
     return st;
   } else if ((st = compile_graph(t, d))) {

@@ -72,6 +72,9 @@ typedef struct dpc_train_opts {
   /* micro-batches each replica's share of a batch is split into, their gradients averaged
    * before one optimizer step (1: none); a batch that does not split runs whole */
   uint32_t accumulate;
+  /* --strategy pipeline: the micro-batches (accumulate) run as a pipeline over each replica's
+   * mp stages in this order */
+  dpc_pipeline_schedule pipeline;
   /* bytes each device has (0: no limit): the plans must fit */
   uint64_t device_memory;
   double timeout_s; /* how long a device waits for another before the step fails (0: 60 s) */
