@@ -21,7 +21,7 @@ typedef struct cli_opt {
 } cli_opt;
 
 #define CLI_MAX_VALUES 256
-#define CLI_MAX_OPTS 64 /* options one command may have */
+#define CLI_MAX_OPTS   64 /* options one command may have */
 
 typedef struct cli_parsed {
   const char *values[CLI_MAX_OPTS][CLI_MAX_VALUES]; /* per option: values in order */
