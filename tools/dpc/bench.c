@@ -170,7 +170,8 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     uint32_t nd = 1;
     bool placed;
     st = dpc_driver_count_devices(o->devices, &nd, d);
-    if (!st) st = dpc_driver_place(g, o->batch, o->devices, nd, NULL, &placed, NULL, d);
+    dpc_driver_place_opts pl = {0, NULL, o->pipeline ? o->accumulate : 1, o->pipeline};
+    if (!st) st = dpc_driver_place(g, o->batch, o->devices, nd, &pl, &placed, NULL, d);
   }
   if (!st) st = dpc_passes_run(g, &po, d);
   uint32_t D = 1;
@@ -188,8 +189,8 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = share / K;
   if (!st) st = dpc_graph_bind(g, vals, d);
   if (!st)
-    st = dpc_driver_plan(g, o->batch, o->model ? 1 : D, o->model ? D : 1, K, DPC_SCHEDULE_NONE,
-                         po.training, &plan, d);
+    st = dpc_driver_plan(g, o->batch, o->model ? 1 : D, o->model ? D : 1, K,
+                         o->model ? o->pipeline : DPC_SCHEDULE_NONE, po.training, &plan, d);
   if (!st && o->exec.llvm) {
     native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);
     st = native ? dpc_cpu_backend_new(&o->exec.cpu, &cpu, d)

@@ -13,17 +13,18 @@
 #include "tools/dpc/driver.h"
 
 typedef struct dpc_bench_opts {
-  uint32_t batch;            /* every symbolic dimension takes this size */
-  uint32_t threads;          /* for compiled kernels: 0 = one per core */
-  bool inference;            /* the forward pass instead of the training step */
-  uint32_t warmup;           /* untimed steps first */
-  uint32_t steps;            /* timed steps */
-  dpc_exec_opts exec;        /* llvm or the reference kernels */
-  bool profile;              /* after the timed steps, as many again with each kernel timed */
-  const char *devices;       /* NULL or cpu: one device; cpu:N / numa: data parallel (training) */
-  bool model;                /* with devices: model parallel by the graph's own placement */
-  uint32_t accumulate;       /* training: micro-batches per device's share (0, 1: none) */
-  dpc_cost_profile *collect; /* with profile (one device): every kernel's times added here */
+  uint32_t batch;      /* every symbolic dimension takes this size */
+  uint32_t threads;    /* for compiled kernels: 0 = one per core */
+  bool inference;      /* the forward pass instead of the training step */
+  uint32_t warmup;     /* untimed steps first */
+  uint32_t steps;      /* timed steps */
+  dpc_exec_opts exec;  /* llvm or the reference kernels */
+  bool profile;        /* after the timed steps, as many again with each kernel timed */
+  const char *devices; /* NULL or cpu: one device; cpu:N / numa: data parallel (training) */
+  bool model;          /* with devices: model parallel by the graph's own placement */
+  uint32_t accumulate; /* training: micro-batches per device's share (0, 1: none) */
+  dpc_pipeline_schedule pipeline; /* with model: the micro-batches as a pipeline, this order */
+  dpc_cost_profile *collect;      /* with profile (one device): every kernel's times added here */
 } dpc_bench_opts;
 
 /* One kernel of the profile: what it computes and its time per step. */

@@ -19,7 +19,10 @@ static const cli_opt bench_opts[] = {
     {"json", false, false, "print one JSON object instead of text"},
     {"profile", false, false, "then time each kernel: where the step's time goes"},
     {"devices", true, false, "cpu (default), or cpu:N / numa: data-parallel training over them"},
-    {"strategy", true, false, "with several devices: data (default) or model (@ cpu:K placement)"},
+    {"strategy", true, false,
+     "with several devices: data (default), model (@ cpu:K placement, else METIS's) or pipeline "
+     "(the devices as stages, --accumulate K micro-batches)"},
+    {"schedule", true, false, "with --strategy pipeline: gpipe or 1f1b (default)"},
     {"accumulate", true, false, "K: each device's share of the batch in K micro-batches"},
     {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
 };
@@ -59,9 +62,15 @@ int dpc_cmd_bench(int argc, char **argv) {
   o.profile = cli_get(bench_opts, NBENCH, &p, "profile") != NULL;
   o.devices = cli_get(bench_opts, NBENCH, &p, "devices");
   const char *strategy = cli_get(bench_opts, NBENCH, &p, "strategy");
-  if (strategy && strcmp(strategy, "data") && strcmp(strategy, "model"))
-    return cli_usage_error("bench", "--strategy is data or model, not '%s'", strategy);
-  o.model = strategy && !strcmp(strategy, "model");
+  if (strategy && strcmp(strategy, "data") && strcmp(strategy, "model") &&
+      strcmp(strategy, "pipeline"))
+    return cli_usage_error("bench", "--strategy is data, model or pipeline, not '%s'", strategy);
+  bool pipe = strategy && !strcmp(strategy, "pipeline");
+  o.model = pipe || (strategy && !strcmp(strategy, "model"));
+  const char *sched = cli_get(bench_opts, NBENCH, &p, "schedule");
+  if (sched && (!pipe || (strcmp(sched, "gpipe") && strcmp(sched, "1f1b"))))
+    return cli_usage_error("bench", "--schedule is gpipe or 1f1b, with --strategy pipeline");
+  if (pipe) o.pipeline = sched && !strcmp(sched, "gpipe") ? DPC_SCHEDULE_GPIPE : DPC_SCHEDULE_1F1B;
   if (!get_u32(&p, "batch", &o.batch, 1) || !get_u32(&p, "threads", &o.threads, 1) ||
       !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0) ||
       !get_u32(&p, "accumulate", &o.accumulate, 1))
