@@ -225,8 +225,8 @@ static dpc_status build(builder *b, int64_t batch, dpc_diag *d) {
 }
 
 dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint32_t replicas,
-                                   uint32_t mp, const char *const *devices, dpc_graph **out,
-                                   dpc_diag *d) {
+                                   uint32_t mp, const char *const *devices, bool reduce_grads,
+                                   dpc_graph **out, dpc_diag *d) {
   *out = NULL;
   if (replicas < 2 || replicas > 256)
     return dpc_diag_fail(d, DPC_ERR_INVALID, "data parallel needs 2 to 256 replicas, not %u",
@@ -257,7 +257,7 @@ dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint
     char gname[300];
     snprintf(gname, sizeof gname, "%s.grad", dpc_graph_str(replica, nm));
     uint32_t gv = dpc_graph_find(replica, gname);
-    if (gv != DPC_NONE) b.is_grad[gv] = true;
+    if (gv != DPC_NONE) b.is_grad[gv] = reduce_grads;
   }
   /* the replica graph's symbols, bound as there (the shard size) */
   for (uint32_t k = 0; !st && k < replica->n_syms; k++) {

@@ -30,10 +30,11 @@ dpc_status dpc_plan_devices(const dpc_graph *g, const char *const *devs, uint32_
  * copy r placed on devices[r] (hybrid, mp > 1: the replica's own placement cpu:k goes to
  * devices[r * mp + k]) and reading rows [r b, (r + 1) b) of the global inputs of batch
  * `batch` = replicas x b, with every param's gradient and the loss all-reduced (mean) between
- * the copies. Replica 0 keeps the graph's names; replica r's are NAME.replica<r>. */
+ * the copies (with reduce_grads; without, each copy steps on its own gradient, as local SGD
+ * does). Replica 0 keeps the graph's names; replica r's are NAME.replica<r>. */
 dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint32_t replicas,
-                                   uint32_t mp, const char *const *devices, dpc_graph **out,
-                                   dpc_diag *d);
+                                   uint32_t mp, const char *const *devices, bool reduce_grads,
+                                   dpc_graph **out, dpc_diag *d);
 
 /* What automatic placement did: the bytes METIS's cut moves (KiB, as METIS counts them); after
  * repair, the bytes that cross devices (each value once per device that reads it), the forward

@@ -202,10 +202,13 @@ static void pipeline_bubble_and_memory(void) {
       dpc_pass_opts po = {.training = true};
       int64_t vals[4] = {32, 32, 32, 32};
       dpc_plan *p = NULL;
-      CHECK_MSG(dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK &&
-                    dpc_driver_plan(g, 32 * M, 1, S, M, sc ? DPC_SCHEDULE_1F1B : DPC_SCHEDULE_GPIPE,
-                                    true, &p, &d) == DPC_OK,
-                "%s", d.msg);
+      CHECK_MSG(
+          dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK &&
+              dpc_driver_plan(g, 32 * M,
+                              &(dpc_driver_strategy){
+                                  1, S, M, sc ? DPC_SCHEDULE_1F1B : DPC_SCHEDULE_GPIPE, false},
+                              true, &p, &d) == DPC_OK,
+          "%s", d.msg);
       if (p) {
         dpc_node_cost *c = calloc(p->g->n_nodes, sizeof *c);
         dpc_sim_device sim[S];

@@ -576,6 +576,64 @@ static void pipeline_matches_accumulation(void) {
   dpc_graph_free(g);
 }
 
+/* Local SGD: replicas step on their own gradients and average params every k steps. With SGD
+ * and momentum the update is linear in the gradient, so averaging after every step (k = 1)
+ * equals synchronous data parallel (1e-5); k = 4 differs from it but still trains, the same
+ * bits every run. */
+static void local_sgd(void) {
+  char xs[256], ys[256], data[600], logs[4][256];
+  path_in(xs, sizeof xs, "lsx.npy");
+  path_in(ys, sizeof ys, "lsy.npy");
+  write_data(xs, ys, 650, 16, 5, -1);
+  snprintf(data, sizeof data, "%s,%s", xs, ys);
+  for (int k = 0; k < 4; k++) {
+    char nm[32];
+    snprintf(nm, sizeof nm, "ls%d.jsonl", k);
+    path_in(logs[k], sizeof logs[k], nm);
+  }
+  const char *text = "model small\ninput x: f32[N, 16]\ninput y: i32[N]\n"
+                     "param w1: f32[16, 32] = he_normal(seed=1)\nparam b1: f32[32] = zeros\n"
+                     "param w2: f32[32, 5] = xavier_uniform(seed=2)\nparam b2: f32[5] = zeros\n"
+                     "h = relu(matmul(x, w1) + b1)\nlogits = matmul(h, w2) + b2\n"
+                     "loss = softmax_cross_entropy(logits, y)\noutput logits\n"
+                     "minimize loss with sgd(lr=0.05, momentum=0.9)\n";
+  dpc_graph *g = parse(text);
+  if (!g) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  /* [0] synchronous on cpu:2; [1] local SGD k = 1; [2], [3] k = 4 twice */
+  const uint32_t k_of[4] = {0, 1, 4, 4};
+  for (int k = 0; k < 4; k++) {
+    dpc_train_opts o;
+    quiet_opts(&o);
+    o.exec.llvm = true;
+    o.data = data, o.epochs = 1, o.batch = 32, o.seed = 9;
+    o.devices = "cpu:2", o.local_sgd = k_of[k], o.log_path = logs[k];
+    CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "local SGD k=%u: %s", k_of[k], d.msg);
+  }
+  double l[4][32];
+  int n[4];
+  for (int k = 0; k < 4; k++) n[k] = unit_read_losses(logs[k], l[k], 32);
+  CHECK_MSG(n[0] == 21 && n[1] == 21 && n[2] == 21 && n[3] == 21, "%d %d %d %d steps", n[0], n[1],
+            n[2], n[3]);
+  bool differs = false;
+  for (int i = 0; i < 21 && i < n[0] && i < n[1] && i < n[2] && i < n[3]; i++) {
+    CHECK_MSG(fabs(l[0][i] - l[1][i]) <= 1e-5 * fabs(l[0][i]), "k=1 step %d: %.9g vs %.9g", i + 1,
+              l[0][i], l[1][i]);
+    CHECK_MSG(l[2][i] == l[3][i], "k=4: two runs differ at step %d", i + 1);
+    differs |= fabs(l[0][i] - l[2][i]) > 1e-4 * fabs(l[0][i]);
+  }
+  CHECK_MSG(differs, "local SGD with k=4 trained exactly as synchronous training");
+  /* and ends where synchronous training does, give or take 10% */
+  CHECK_MSG(n[0] == 21 && n[2] == 21 && fabs(l[2][20] - l[0][20]) < 0.1 * l[0][20],
+            "k=4 ends at loss %.4g, synchronous at %.4g", l[2][20], l[0][20]);
+  for (int k = 0; k < 4; k++) unlink(logs[k]);
+  unlink(xs);
+  unlink(ys);
+  dpc_diag_free(&d);
+  dpc_graph_free(g);
+}
+
 const unit_test unit_tests[] = {
     {"setup", setup_tmp},
     {"matches_pytorch", matches_pytorch},
@@ -586,6 +644,7 @@ const unit_test unit_tests[] = {
     {"model_parallel_matches_one_device", model_parallel_matches_one_device},
     {"accumulation_matches_one_batch", accumulation_matches_one_batch},
     {"pipeline_matches_accumulation", pipeline_matches_accumulation},
+    {"local_sgd", local_sgd},
     {"cleanup", cleanup_tmp},
     {NULL, NULL},
 };

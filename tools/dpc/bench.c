@@ -189,8 +189,10 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = share / K;
   if (!st) st = dpc_graph_bind(g, vals, d);
   if (!st)
-    st = dpc_driver_plan(g, o->batch, o->model ? 1 : D, o->model ? D : 1, K,
-                         o->model ? o->pipeline : DPC_SCHEDULE_NONE, po.training, &plan, d);
+    st = dpc_driver_plan(g, o->batch,
+                         &(dpc_driver_strategy){o->model ? 1 : D, o->model ? D : 1, K,
+                                                o->model ? o->pipeline : DPC_SCHEDULE_NONE, false},
+                         po.training, &plan, d);
   if (!st && o->exec.llvm) {
     native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);
     st = native ? dpc_cpu_backend_new(&o->exec.cpu, &cpu, d)

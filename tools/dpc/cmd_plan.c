@@ -93,7 +93,9 @@ static dpc_status make_plan(const dpc_graph *src, plan_req *q, dpc_plan **out, d
   for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = share / K;
   if (!st) st = dpc_graph_bind(g, vals, d);
   if (!st)
-    st = dpc_driver_plan(g, batch, model ? 1 : R, model ? D : mp, K, q->schedule, true, out, d);
+    st = dpc_driver_plan(
+        g, batch, &(dpc_driver_strategy){model ? 1 : R, model ? D : mp, K, q->schedule, false},
+        true, out, d);
   free(vals);
   dpc_graph_free(g);
   return st;

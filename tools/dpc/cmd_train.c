@@ -54,6 +54,8 @@ static const cli_opt train_opts[] = {
      "with --strategy pipeline: the pipeline's stages (devices per replica)"},
     {"microbatches", true, false, "with --strategy pipeline: micro-batches per batch (default 4)"},
     {"dp", true, false, "with --strategy pipeline: data-parallel replicas of the pipeline (1)"},
+    {"local-sgd", true, false,
+     "K: data-parallel replicas step on their own gradients, averaging params every K steps"},
     {"accumulate", true, false,
      "K: split each replica's share of the batch into K micro-batches, one optimizer step"},
     {"timeout", true, false, "seconds a device waits for another before the step fails (60)"},
@@ -200,6 +202,10 @@ int dpc_cmd_train(int argc, char **argv) {
   if (!get_u64(&p, "accumulate", &accumulate, 1)) return DPC_EXIT_USAGE;
   if (accumulate > 256) return cli_usage_error("train", "--accumulate is at most 256");
   o.accumulate = (uint32_t)accumulate;
+  uint64_t local = 0;
+  if (!get_u64(&p, "local-sgd", &local, 1)) return DPC_EXIT_USAGE;
+  if (local > 1000000) return cli_usage_error("train", "--local-sgd is at most 1000000 steps");
+  o.local_sgd = (uint32_t)local;
   char pipe_devices[32];
   if (o.strategy && !strcmp(o.strategy, "pipeline")) {
     uint64_t stages = 0, micro = 4, dp = 1;

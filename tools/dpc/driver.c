@@ -246,9 +246,10 @@ dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d) 
   return st;
 }
 
-dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, uint32_t replicas, uint32_t mp,
-                           uint32_t accumulate, dpc_pipeline_schedule schedule, bool training,
-                           dpc_plan **out, dpc_diag *d) {
+dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driver_strategy *s,
+                           bool training, dpc_plan **out, dpc_diag *d) {
+  uint32_t replicas = s->replicas ? s->replicas : 1, mp = s->mp, accumulate = s->accumulate;
+  dpc_pipeline_schedule schedule = s->schedule;
   if (mp < 1) mp = 1;
   if ((uint64_t)replicas * mp > 256)
     return dpc_diag_fail(d, DPC_ERR_INVALID, "a plan has at most 256 devices, not %u",
@@ -266,7 +267,7 @@ dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, uint32_t repli
     st = dpc_plan_devices(bound, dn.ptr, mp, training, out, d);
   } else {
     dpc_graph *dp = NULL;
-    st = dpc_data_parallel_graph(bound, batch, replicas, mp, dn.ptr, &dp, d);
+    st = dpc_data_parallel_graph(bound, batch, replicas, mp, dn.ptr, !s->local, &dp, d);
     if (!st) st = dpc_plan_devices(dp, dn.ptr, replicas * mp, true, out, d);
     dpc_graph_free(dp);
   }
@@ -297,7 +298,8 @@ static dpc_status plan_step(const dpc_graph *placed, int64_t batch, uint32_t n,
   for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = batch / M;
   if (!st) st = dpc_graph_bind(g, vals, d);
   dpc_plan *p = NULL;
-  if (!st) st = dpc_driver_plan(g, batch, 1, n, M, o->schedule, true, &p, d);
+  dpc_driver_strategy ds = {1, n, M, o->schedule, false};
+  if (!st) st = dpc_driver_plan(g, batch, &ds, true, &p, d);
   for (uint32_t k = 0; !st && k < n; k++) bytes[k] = k < p->n_devs ? (double)p->devs[k].bytes : 0;
   dpc_node_cost *c = st ? NULL : calloc(p->g->n_nodes ? p->g->n_nodes : 1, sizeof *c);
   dpc_sim_device *sim = st ? NULL : calloc(p->n_devs, sizeof *sim);

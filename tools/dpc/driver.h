@@ -42,10 +42,15 @@ dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d);
  * replica split over its mp devices by its placement, the global batch `batch`); otherwise on
  * mp devices by the graph's own placement (mp 1: one device). A schedule other than NONE (with
  * accumulate > 1) runs the micro-batches as a pipeline over the mp devices in GPipe's or
- * 1F1B's order (partitioner/pipeline.c). */
-dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, uint32_t replicas, uint32_t mp,
-                           uint32_t accumulate, dpc_pipeline_schedule schedule, bool training,
-                           dpc_plan **out, dpc_diag *d);
+ * 1F1B's order (partitioner/pipeline.c). `local`: the replicas do not average their
+ * gradients (each steps on its own; the loss is still averaged for the log). */
+typedef struct dpc_driver_strategy {
+  uint32_t replicas, mp, accumulate;
+  dpc_pipeline_schedule schedule;
+  bool local; /* replicas keep their own gradients (local SGD averages params instead) */
+} dpc_driver_strategy;
+dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driver_strategy *s,
+                           bool training, dpc_plan **out, dpc_diag *d);
 
 /* --device-memory: "512M", "2G", "1500000" (K, M, G are powers of 1024). False when malformed. */
 bool dpc_driver_parse_size(const char *s, uint64_t *out);

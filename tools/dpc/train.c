@@ -153,8 +153,10 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   if (!st) st = dpc_graph_bind(g, vals, d);
   /* a batch that does not split over the replicas runs on the first replica's devices */
   if (!st)
-    st = dpc_driver_plan(g, n, parallel ? R : 1, model ? D : mp, K, t->o->pipeline, training,
-                         &r->plan, d);
+    st = dpc_driver_plan(g, n,
+                         &(dpc_driver_strategy){parallel ? R : 1, model ? D : mp, K, t->o->pipeline,
+                                                t->o->local_sgd > 0},
+                         training, &r->plan, d);
   r->parallel = parallel;
   if (!st) st = dpc_driver_check_memory(r->plan, t->o->device_memory, d);
   if (!st && t->cpu) {
@@ -221,6 +223,37 @@ static dpc_status sync_replicas(trainer *t, dpc_diag *d) {
       return dpc_diag_fail(d, DPC_ERR_INTERNAL, "replica value '%s' has no '%s'", name, base);
     dpc_tensor from = dpc_session_value(r->s, src), to = dpc_session_value(r->s, v);
     memcpy(to.data, from.data, dpc_tensor_bytes(&to));
+  }
+  return DPC_OK;
+}
+
+/* Local SGD: each param becomes the mean of its replicas' copies (summed in double, replica 0
+ * first: the same bits every run); optimizer state stays each replica's own. */
+static dpc_status average_replicas(trainer *t, dpc_diag *d) {
+  const run_t *r = &t->train_full;
+  if (!r->parallel) return DPC_OK;
+  const dpc_graph *g = r->plan->g;
+  uint32_t R = t->replicas / (t->o->mp > 1 ? t->o->mp : 1);
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].op != DPC_OP_PARAM) continue;
+    uint32_t v = g->nodes[i].out;
+    const char *name = dpc_graph_str(g, g->values[v].name);
+    char base[256], nm[300];
+    if (dpc_replica_of(name, base, sizeof base)) continue; /* a copy: done with its original */
+    dpc_tensor copy[256];
+    if (R > 256) return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "local SGD over %u replicas", R);
+    for (uint32_t k = 0; k < R; k++) {
+      snprintf(nm, sizeof nm, "%s" DPC_REPLICA_SUFFIX "%u", name, k);
+      uint32_t c = k ? dpc_graph_find(g, nm) : v;
+      if (c == DPC_NONE)
+        return dpc_diag_fail(d, DPC_ERR_INTERNAL, "param '%s' has no replica %u", name, k);
+      copy[k] = dpc_session_value(r->s, c);
+    }
+    for (int64_t e = 0; e < dpc_tensor_numel(&copy[0]); e++) {
+      double sum = 0;
+      for (uint32_t k = 0; k < R; k++) sum += dpc_tload(&copy[k], e);
+      for (uint32_t k = 0; k < R; k++) dpc_tstore(&copy[k], e, sum / R);
+    }
   }
   return DPC_OK;
 }
@@ -460,6 +493,11 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
       return dpc_diag_fail(d, DPC_ERR_INVALID,
                            "--strategy %s: this version trains data, model, hybrid or pipeline",
                            o->strategy);
+    if (o->local_sgd && o->strategy && strcmp(o->strategy, "data"))
+      return dpc_diag_fail(d, DPC_ERR_INVALID,
+                           "--local-sgd averages data-parallel replicas: it takes --strategy "
+                           "data, not %s",
+                           o->strategy);
     if (o->strategy && !strcmp(o->strategy, "pipeline") && (o->mp < 2 || t->replicas % o->mp))
       return dpc_diag_fail(d, DPC_ERR_INVALID,
                            "--strategy pipeline puts --stages S on S devices per data-parallel "
@@ -581,6 +619,11 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
       }
       /* a batch that ran on the first device alone: the other replicas catch up */
       if (!r->parallel && (st = sync_replicas(&t, d))) break;
+      /* local SGD: the replicas meet every local_sgd steps and at the end of an epoch */
+      if (o->local_sgd && r->parallel &&
+          ((t.step + 1) % o->local_sgd == 0 || t.batch_pos + 1 == t.batches) &&
+          (st = average_replicas(&t, d)))
+        break;
       double dt = dpc_now_s() - t0;
       t.step++;
       dpc_train_step s = {t.step,

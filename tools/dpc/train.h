@@ -75,6 +75,9 @@ typedef struct dpc_train_opts {
   /* --strategy pipeline: the micro-batches (accumulate) run as a pipeline over each replica's
    * mp stages in this order */
   dpc_pipeline_schedule pipeline;
+  /* local SGD: data-parallel replicas step on their own gradients and average their params
+   * every local_sgd steps and at the end of each epoch (0: synchronous data parallel) */
+  uint32_t local_sgd;
   /* bytes each device has (0: no limit): the plans must fit */
   uint64_t device_memory;
   double timeout_s; /* how long a device waits for another before the step fails (0: 60 s) */
