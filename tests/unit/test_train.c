@@ -395,24 +395,26 @@ static void model_parallel_matches_one_device(void) {
                 l1[i]);
     CHECK_MSG(same_file(save[0], save[1]), "%s: params differ", llvm ? "llvm" : "ref");
   }
-  /* a model without placement: METIS places it (dpc_driver_place), with the same result */
+  /* a model without placement: METIS places it (dpc_driver_place) on 2 and on 4 devices, with
+   * the same result */
   dpc_graph *plain = parse(small_model);
-  for (int k = 0; plain && k < 2; k++) {
-    dpc_train_opts o;
-    quiet_opts(&o);
-    o.exec.llvm = true;
-    o.data = data, o.epochs = 1, o.batch = 32, o.seed = 4;
-    o.devices = k ? "cpu:2" : NULL;
-    o.strategy = k ? "model" : NULL;
-    o.save_path = save[k], o.log_path = logs[k];
-    CHECK_MSG(dpc_train(plain, &o, &d) == DPC_OK, "%s", d.msg);
-  }
-  if (plain) {
+  for (int nd = 2; plain && nd <= 4; nd += 2) {
+    for (int k = 0; k < 2; k++) {
+      dpc_train_opts o;
+      quiet_opts(&o);
+      o.exec.llvm = true;
+      o.data = data, o.epochs = 1, o.batch = 32, o.seed = 4;
+      o.devices = k ? (nd == 2 ? "cpu:2" : "cpu:4") : NULL;
+      o.strategy = k ? "model" : NULL;
+      o.save_path = save[k], o.log_path = logs[k];
+      CHECK_MSG(dpc_train(plain, &o, &d) == DPC_OK, "%s", d.msg);
+    }
     double l0[16], l1[16];
     int n0 = unit_read_losses(logs[0], l0, 16), n1 = unit_read_losses(logs[1], l1, 16);
     CHECK(n0 == 10 && n1 == 10);
-    for (int i = 0; i < n0 && i < n1; i++) CHECK_MSG(l0[i] == l1[i], "METIS step %d", i + 1);
-    CHECK_MSG(same_file(save[0], save[1]), "METIS placement: params differ");
+    for (int i = 0; i < n0 && i < n1; i++)
+      CHECK_MSG(l0[i] == l1[i], "METIS on %d devices, step %d", nd, i + 1);
+    CHECK_MSG(same_file(save[0], save[1]), "METIS placement on %d devices: params differ", nd);
   }
   dpc_graph_free(plain);
   for (int k = 0; k < 2; k++) {
