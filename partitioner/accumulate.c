@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SHARED, PER_MB, OPTIMIZER };
+enum { SHARED = DPC_STEP_SHARED, PER_MB = DPC_STEP_PER_MB, OPTIMIZER = DPC_STEP_OPTIMIZER };
 
 typedef struct acc {
   const dpc_graph *r; /* the training graph at the micro-batch */
@@ -61,24 +61,43 @@ static dpc_status set_name(acc *a, uint32_t v, uint32_t rv, const char *suffix, 
   return dpc_graph_set_name(a->g, v, buf, strlen(buf), d);
 }
 
-/* Which part each node belongs to: the optimizer reads a gradient (or what did); a micro-batch
- * node reads the data (or what did); the rest is shared. */
-static dpc_status classify(acc *a, dpc_diag *d) {
-  const dpc_graph *r = a->r;
+void dpc_mark_grads(const dpc_graph *g, bool *is_grad) {
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].op != DPC_OP_PARAM) continue;
+    uint32_t nm = g->values[g->nodes[i].out].name;
+    if (nm == DPC_NONE) continue;
+    char gname[300];
+    snprintf(gname, sizeof gname, "%s.grad", dpc_graph_str(g, nm));
+    uint32_t gv = dpc_graph_find(g, gname);
+    if (gv != DPC_NONE) is_grad[gv] = true;
+  }
+}
+
+/* The optimizer reads a gradient (or what did); a micro-batch node reads the data (or what
+ * did); the rest is shared. */
+dpc_status dpc_step_classify(const dpc_graph *r, const bool *is_grad, uint8_t *cls, dpc_diag *d) {
   for (uint32_t i = 0; i < r->n_nodes; i++) {
     const dpc_node *n = &r->nodes[i];
     bool opt = false, data = n->op == DPC_OP_INPUT;
     for (uint32_t k = 0; k < n->n_in; k++) {
       uint32_t v = dpc_node_inputs(r, n)[k], p = r->values[v].node;
-      opt |= a->is_grad[v] || a->cls[p] == OPTIMIZER;
-      data |= a->cls[p] == PER_MB && !a->is_grad[v];
+      opt |= is_grad[v] || cls[p] == DPC_STEP_OPTIMIZER;
+      data |= cls[p] == DPC_STEP_PER_MB && !is_grad[v];
     }
-    a->cls[i] = opt ? OPTIMIZER : data ? PER_MB : SHARED;
+    cls[i] = opt ? DPC_STEP_OPTIMIZER : data ? DPC_STEP_PER_MB : DPC_STEP_SHARED;
     if (opt && data)
       return dpc_graph_fail_node(r, i, d, DPC_ERR_UNSUPPORTED,
-                                 "reads both a gradient and the batch: gradient accumulation "
-                                 "cannot split it into micro-batches");
+                                 "reads both a gradient and the batch: the step cannot be split "
+                                 "into micro-batches or moved to a server");
   }
+  return DPC_OK;
+}
+
+/* Which part each node belongs to; state updated from the batch cannot be accumulated. */
+static dpc_status classify(acc *a, dpc_diag *d) {
+  const dpc_graph *r = a->r;
+  dpc_status st = dpc_step_classify(r, a->is_grad, a->cls, d);
+  if (st) return st;
   for (uint32_t i = 0; i < r->n_updates; i++) {
     uint32_t p = r->values[r->updates[i].value].node;
     if (a->cls[p] == PER_MB)
@@ -301,16 +320,7 @@ dpc_status dpc_accumulate_graph(const dpc_graph *micro, uint32_t K, dpc_graph **
     a.node[k] = malloc(nn * sizeof **a.node);
     if (!a.val[k] || !a.node[k]) st = nomem(d);
   }
-  /* the gradients: what autodiff named P.grad for each param P */
-  for (uint32_t i = 0; !st && i < micro->n_nodes; i++) {
-    if (micro->nodes[i].op != DPC_OP_PARAM) continue;
-    uint32_t nm = micro->values[micro->nodes[i].out].name;
-    if (nm == DPC_NONE) continue;
-    char gname[300];
-    snprintf(gname, sizeof gname, "%s.grad", dpc_graph_str(micro, nm));
-    uint32_t gv = dpc_graph_find(micro, gname);
-    if (gv != DPC_NONE) a.is_grad[gv] = true;
-  }
+  if (!st) dpc_mark_grads(micro, a.is_grad);
   /* symbols as bound there: shapes inside are the micro-batch's, the inputs the whole batch's */
   for (uint32_t k = 0; !st && k < micro->n_syms; k++) {
     const char *s = dpc_graph_str(micro, micro->syms[k]);

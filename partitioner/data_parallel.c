@@ -249,16 +249,7 @@ dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint
   for (uint32_t k = 0; !st && k < replicas * mp; k++)
     if ((b.devname[k] = dpc_graph_intern(b.g, devices[k], strlen(devices[k]))) == DPC_NONE)
       st = nomem(d);
-  /* the gradients: what autodiff named P.grad for each param P */
-  for (uint32_t i = 0; !st && i < replica->n_nodes; i++) {
-    if (replica->nodes[i].op != DPC_OP_PARAM) continue;
-    uint32_t nm = replica->values[replica->nodes[i].out].name;
-    if (nm == DPC_NONE) continue;
-    char gname[300];
-    snprintf(gname, sizeof gname, "%s.grad", dpc_graph_str(replica, nm));
-    uint32_t gv = dpc_graph_find(replica, gname);
-    if (gv != DPC_NONE) b.is_grad[gv] = reduce_grads;
-  }
+  if (!st && reduce_grads) dpc_mark_grads(replica, b.is_grad);
   /* the replica graph's symbols, bound as there (the shard size) */
   for (uint32_t k = 0; !st && k < replica->n_syms; k++) {
     const char *s = dpc_graph_str(replica, replica->syms[k]);

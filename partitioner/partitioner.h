@@ -150,6 +150,22 @@ uint32_t dpc_pipeline_stages(const dpc_plan *p, uint32_t mp, uint32_t *stage_of_
  * a planner that reuses buffers would hold for them. */
 uint64_t dpc_pipeline_live_peak(const dpc_plan *p, uint32_t dv);
 
+/* The gradients of a training graph: is_grad[v] set for each value autodiff named P.grad for
+ * a param P (is_grad has g->n_values entries, false elsewhere). */
+void dpc_mark_grads(const dpc_graph *g, bool *is_grad);
+
+/* How a training step splits (accumulate.c): a node reads the batch (forward and backward,
+ * repeated per micro-batch or run by a worker), reads a gradient (the optimizer: once, or on
+ * a server), or neither (params, schedules: shared). cls has g->n_nodes entries. */
+enum { DPC_STEP_SHARED, DPC_STEP_PER_MB, DPC_STEP_OPTIMIZER };
+dpc_status dpc_step_classify(const dpc_graph *g, const bool *is_grad, uint8_t *cls, dpc_diag *d);
+
+/* The step split for a parameter server (partitioner/ps.c): `worker` computes from the inputs
+ * the gradients (outputs P.grad) and the loss (the last output); `server` takes inputs P.grad
+ * and updates the params and optimizer state. */
+dpc_status dpc_ps_split(const dpc_graph *train, dpc_graph **worker, dpc_graph **server,
+                        dpc_diag *d);
+
 /* Replica r > 0 of a data-parallel graph names its values NAME.replica<r>. */
 #define DPC_REPLICA_SUFFIX ".replica"
 /* Whether `name` is a replica's copy; if so, base gets the original's name. */

@@ -367,6 +367,7 @@ static dpc_status check_data(trainer *t, const dpc_dataset *ds, dpc_diag *d) {
 }
 
 static void trainer_free(trainer *t) {
+  dpc_train_async_free(t);
   close_run(&t->train_tail);
   close_run(&t->eval_tail);
   close_run(&t->eval_full);
@@ -409,7 +410,9 @@ static dpc_status compile_graph(trainer *t, dpc_diag *d) {
   }
   uint64_t tn = dpc_dataset_size(t->train_ds);
   uint32_t first = (uint32_t)(tn < t->batch ? tn : t->batch);
-  if ((st = open_run(t, t->train_g, first, true, NULL, &t->train_full, d))) return st;
+  if (o->async ? (st = dpc_train_async_open(t, d))
+               : (st = open_run(t, t->train_g, first, true, NULL, &t->train_full, d)))
+    return st;
   if (t->test_ds) {
     uint64_t en = dpc_dataset_size(t->test_ds);
     uint32_t ef = (uint32_t)(en < t->batch ? en : t->batch);
@@ -493,6 +496,11 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
       return dpc_diag_fail(d, DPC_ERR_INVALID,
                            "--strategy %s: this version trains data, model, hybrid or pipeline",
                            o->strategy);
+    if (o->async && ((o->strategy && strcmp(o->strategy, "data")) || o->local_sgd ||
+                     o->accumulate > 1 || t->replicas < 2))
+      return dpc_diag_fail(d, DPC_ERR_INVALID,
+                           "--async trains data-parallel workers (--devices cpu:N, N >= 2) "
+                           "without --strategy, --local-sgd or --accumulate");
     if (o->local_sgd && o->strategy && strcmp(o->strategy, "data"))
       return dpc_diag_fail(d, DPC_ERR_INVALID,
                            "--local-sgd averages data-parallel replicas: it takes --strategy "
@@ -605,6 +613,11 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
     dpc_train_epoch ep = {.epoch = t.epoch};
     double epoch_time = 0, loss_sum = 0;
     uint64_t samples = 0;
+    if (o->async) { /* the workers run the epoch; the server's updates are the steps */
+      if ((st = dpc_train_async_epoch(&t, &ep, d))) break;
+      t.batch_pos = t.batches;
+      epoch_time = ep.seconds, loss_sum = ep.train_loss, samples = 1;
+    }
     for (; t.batch_pos < t.batches && (!o->steps || t.step < o->steps); t.batch_pos++) {
       uint32_t n;
       const uint64_t *idx = dpc_order_batch(&t.order, t.batch, t.batch_pos, &n);
@@ -658,9 +671,11 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
     if (st) break;
     bool finished = t.batch_pos == t.batches;
     ep.step = t.step;
-    ep.train_loss = samples ? loss_sum / (double)samples : NAN;
-    ep.seconds = epoch_time;
-    ep.samples_per_s = epoch_time > 0 ? (double)samples / epoch_time : 0;
+    if (!o->async) {
+      ep.train_loss = samples ? loss_sum / (double)samples : NAN;
+      ep.seconds = epoch_time;
+      ep.samples_per_s = epoch_time > 0 ? (double)samples / epoch_time : 0;
+    }
     if (finished && t.test_ds && t.eval_full.s && (st = evaluate(&t, &ep, d))) break;
     if (finished || samples) {
       if (t.log) dpc_train_log_epoch(&t, &ep);

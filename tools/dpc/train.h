@@ -33,6 +33,7 @@ typedef struct dpc_train_epoch {
   bool evaluated; /* false when there is no test data */
   double test_loss, test_accuracy;
   uint64_t test_samples;
+  uint64_t max_staleness; /* --async: the stalest gradient applied so far (updates behind) */
 } dpc_train_epoch;
 
 typedef struct dpc_train_opts {
@@ -82,6 +83,12 @@ typedef struct dpc_train_opts {
   uint64_t device_memory;
   double timeout_s; /* how long a device waits for another before the step fails (0: 60 s) */
   uint32_t test_stall_device; /* tests: dpc_session_opts.test_stall_device */
+  /* asynchronous data parallel: the devices are workers of a parameter server that applies
+   * the mean of every `replicas` gradients it receives; a gradient is applied at most
+   * `staleness` updates after the version it was computed on (0: synchronous) */
+  bool async;
+  uint32_t staleness;
+  uint32_t test_slow_worker; /* tests: worker k - 1 sleeps 20 ms a step (0: none) */
   void (*on_start)(void *user, const char *what);
   void (*on_step)(void *user, const dpc_train_step *s);
   void (*on_epoch)(void *user, const dpc_train_epoch *e);

@@ -1,0 +1,388 @@
+/*
+ * train_async.c — asynchronous data parallel: workers and a parameter server with bounded
+ * staleness (--async --staleness S).
+ *
+ * The training step splits (partitioner/ps.c) into a worker half (forward and backward: the
+ * gradients) and a server half (the optimizer). The server's session is the trainer's training
+ * session, so evaluation, checkpoints and --save see its params. Each worker has a session of
+ * its own on one thread and a share of the batch (b = B / W rows): it pulls the params (copies
+ * them from the server), computes its gradients and pushes them. The server applies an update
+ * each time it holds W gradients — their mean, summed in the order of the workers that sent
+ * them — exactly what a synchronous step does with W shards, but from whichever workers were
+ * ready.
+ *
+ * Staleness is counted in updates: a gradient computed on version v and applied by the update
+ * from version u has staleness u - v. The bound S holds by two rules under the server's lock:
+ * an update from u to u + 1 waits while a worker still computes on a version v with u + 1 - v
+ * > S (its gradient would come too late), and a worker does not start a step while it has a
+ * gradient waiting for an update when S = 0 (so with S = 0 every update takes one gradient
+ * from each worker, all computed on the same params: synchronous training). Past S, a slow
+ * worker holds the others back; below it, they go on without it.
+ */
+#include "tools/dpc/train_internal.h"
+
+#include "codegen/cpu/cpu.h"
+#include "partitioner/partitioner.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct worker {
+  struct async_state *a;
+  uint32_t id;
+  dpc_plan *plan;
+  dpc_native_kernel *native;
+  dpc_session *s;
+  uint32_t x, y, loss;
+  uint32_t *param;  /* per server param: the worker's value id */
+  uint32_t *grad;   /* per gradient: the worker's output value id */
+  uint64_t pulled;  /* the version its step computes on, UINT64_MAX when idle */
+  uint32_t waiting; /* its gradients pushed and not yet applied */
+  pthread_t th;
+  dpc_status st;
+  dpc_diag d;
+} worker;
+
+typedef struct pending {
+  uint32_t worker;
+  uint64_t version;
+  double loss;
+  float *g; /* every gradient, concatenated */
+} pending;
+
+typedef struct async_state {
+  trainer *t;
+  uint32_t W, S, b;
+  worker *w;
+  uint32_t n_params, n_grads;
+  uint32_t *s_param; /* server value id of each param */
+  uint32_t *s_grad;  /* server input value id of each gradient */
+  uint64_t grad_floats;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t version;     /* updates applied */
+  uint64_t next, total; /* sub-batches handed out this epoch, and how many there are */
+  pending *pend;
+  uint32_t n_pend;
+  bool failed;
+  uint64_t max_staleness;
+  double loss_sum;
+  uint64_t samples, step;
+  double epoch_t0;
+  dpc_diag *d;
+} async_state;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static bool before(const pending *x, const pending *y, bool by_version) {
+  if (by_version && x->version != y->version) return x->version < y->version;
+  if (x->worker != y->worker) return x->worker < y->worker;
+  return x->version < y->version;
+}
+
+static void sort_pending(pending *p, uint32_t n, bool by_version) {
+  for (uint32_t i = 1; i < n; i++)
+    for (uint32_t j = i; j > 0 && before(&p[j], &p[j - 1], by_version); j--) {
+      pending tmp = p[j];
+      p[j] = p[j - 1], p[j - 1] = tmp;
+    }
+}
+
+/* The mean of the stalest pending gradients into the server's inputs, then the server's step.
+ * Called with the lock held. It takes W of them, and more when one left waiting would pass the
+ * bound, and sums them in worker order: the same bits whatever order they arrived in. */
+static dpc_status apply_update(async_state *a, dpc_diag *d) {
+  trainer *t = a->t;
+  sort_pending(a->pend, a->n_pend, true);
+  uint32_t W = a->W;
+  while (W < a->n_pend && a->version + 1 - a->pend[W].version > a->S) W++;
+  sort_pending(a->pend, W, false);
+  uint64_t off = 0;
+  for (uint32_t k = 0; k < a->n_grads; k++) {
+    dpc_tensor in = dpc_session_input(t->train_full.s, a->s_grad[k]);
+    int64_t n = dpc_tensor_numel(&in);
+    for (int64_t e = 0; e < n; e++) {
+      double sum = 0;
+      for (uint32_t i = 0; i < W; i++) sum += a->pend[i].g[off + e];
+      dpc_tstore(&in, e, sum / W);
+    }
+    off += (uint64_t)n;
+  }
+  dpc_session_set_step(t->train_full.s, a->version);
+  dpc_status st = dpc_session_run(t->train_full.s, d);
+  if (st) return st;
+  /* the log: a step per update, with each gradient's worker and staleness */
+  double loss = 0;
+  uint64_t worst = 0;
+  for (uint32_t i = 0; i < W; i++) {
+    uint64_t stale = a->version - a->pend[i].version;
+    if (stale > worst) worst = stale;
+    loss += a->pend[i].loss / W;
+    a->w[a->pend[i].worker].waiting--;
+  }
+  if (worst > a->max_staleness) a->max_staleness = worst;
+  a->version++, a->step++, t->step++;
+  a->loss_sum += loss * W * a->b, a->samples += (uint64_t)W * a->b;
+  if (t->log) {
+    fprintf(t->log, "{\"step\": %llu, \"epoch\": %llu, \"loss\": %.9g, \"staleness\": [",
+            (unsigned long long)t->step, (unsigned long long)t->epoch, loss);
+    for (uint32_t i = 0; i < W; i++)
+      fprintf(t->log, "%s{\"worker\": %u, \"staleness\": %llu}", i ? ", " : "", a->pend[i].worker,
+              (unsigned long long)(a->version - 1 - a->pend[i].version));
+    fprintf(t->log, "]}\n");
+  }
+  if (t->o->on_step) {
+    double dt = (double)(now_ns() - (uint64_t)a->epoch_t0) / 1e9;
+    dpc_train_step s = {
+        t->step, t->epoch, a->next, a->total, loss, NAN, dt > 0 ? (double)a->samples / dt : 0,
+        W * a->b};
+    t->o->on_step(t->o->user, &s);
+  }
+  /* the rest move up */
+  float *keep[512];
+  for (uint32_t i = 0; i < W; i++) keep[i] = a->pend[i].g;
+  memmove(a->pend, a->pend + W, (a->n_pend - W) * sizeof *a->pend);
+  a->n_pend -= W;
+  for (uint32_t i = 0; i < W; i++) a->pend[a->n_pend + i].g = keep[i];
+  return DPC_OK;
+}
+
+/* Whether the update from the current version may happen: every step still computing would
+ * keep its staleness within S (the update itself takes every waiting gradient that would
+ * not). */
+static bool update_allowed(const async_state *a) {
+  for (uint32_t i = 0; i < a->W; i++)
+    if (a->w[i].pulled != UINT64_MAX && a->version + 1 - a->w[i].pulled > a->S) return false;
+  return true;
+}
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  async_state *a = w->a;
+  trainer *t = a->t;
+  dpc_status st = DPC_OK;
+  for (;;) {
+    pthread_mutex_lock(&a->mu);
+    /* S = 0: no new step while a gradient of ours waits; and no more than W waiting at all */
+    while (!a->failed && a->next < a->total && ((a->S == 0 && w->waiting) || a->n_pend >= a->W))
+      pthread_cond_wait(&a->cv, &a->mu);
+    if (a->failed || a->next >= a->total) {
+      pthread_mutex_unlock(&a->mu);
+      break;
+    }
+    uint64_t pos = a->next++;
+    w->pulled = a->version;
+    for (uint32_t k = 0; k < a->n_params; k++) {
+      dpc_tensor from = dpc_session_value(t->train_full.s, a->s_param[k]);
+      dpc_tensor to = dpc_session_value(w->s, w->param[k]);
+      memcpy(to.data, from.data, dpc_tensor_bytes(&to));
+    }
+    pthread_mutex_unlock(&a->mu);
+
+    uint32_t n;
+    const uint64_t *idx = dpc_order_batch(&t->order, a->b, pos, &n);
+    dpc_tensor x = dpc_session_input(w->s, w->x), y = dpc_session_input(w->s, w->y);
+    st = dpc_dataset_fill(t->train_ds, idx, n, &x, &y, &w->d);
+    dpc_session_set_step(w->s, pos);
+    if (!st) st = dpc_session_run(w->s, &w->d);
+    if (!st && t->o->test_slow_worker == w->id + 1) { /* a test hook: this worker is slow */
+      struct timespec ts = {0, 20 * 1000000L};
+      nanosleep(&ts, NULL);
+    }
+
+    pthread_mutex_lock(&a->mu);
+    if (st) {
+      w->st = st, a->failed = true;
+      pthread_cond_broadcast(&a->cv);
+      pthread_mutex_unlock(&a->mu);
+      break;
+    }
+    pending *p = &a->pend[a->n_pend++];
+    p->worker = w->id, p->version = w->pulled;
+    dpc_tensor lv = dpc_session_value(w->s, w->loss);
+    p->loss = dpc_tload(&lv, 0);
+    uint64_t off = 0;
+    for (uint32_t k = 0; k < a->n_grads; k++) {
+      dpc_tensor g = dpc_session_value(w->s, w->grad[k]);
+      int64_t m = dpc_tensor_numel(&g);
+      for (int64_t e = 0; e < m; e++) p->g[off + e] = (float)dpc_tload(&g, e);
+      off += (uint64_t)m;
+    }
+    w->pulled = UINT64_MAX;
+    w->waiting++;
+    while (!a->failed && a->n_pend >= a->W && update_allowed(a)) {
+      if ((st = apply_update(a, &w->d))) {
+        a->failed = true;
+        w->st = st;
+        break;
+      }
+    }
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    if (st) break;
+  }
+  return NULL;
+}
+
+static dpc_status open_worker(async_state *a, const dpc_graph *wg, uint32_t id, dpc_diag *d) {
+  trainer *t = a->t;
+  worker *w = &a->w[id];
+  w->a = a, w->id = id, w->pulled = UINT64_MAX;
+  dpc_diag_init(&w->d);
+  dpc_graph *g = dpc_graph_clone(wg);
+  int64_t *vals = g ? calloc(g->n_syms ? g->n_syms : 1, sizeof *vals) : NULL;
+  dpc_status st = vals ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = k == t->batch_sym ? (int64_t)a->b : -1;
+  if (!st) st = dpc_graph_bind(g, vals, d);
+  char dev[32];
+  snprintf(dev, sizeof dev, "cpu:%u", id);
+  if (!st) st = dpc_plan_single(g, dev, false, &w->plan, d);
+  if (!st && t->cpu) {
+    w->native = calloc(w->plan->g->n_nodes ? w->plan->g->n_nodes : 1, sizeof *w->native);
+    st = w->native ? dpc_cpu_compile_plan(t->cpu, w->plan, w->native, d)
+                   : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  }
+  dpc_session_opts so = {.training = true, .native = w->native, .threads = 1};
+  if (!st) st = dpc_session_new(w->plan, &so, &w->s, d);
+  free(vals);
+  dpc_graph_free(g);
+  if (st) return st;
+  const dpc_graph *pg = w->plan->g;
+  w->x = dpc_graph_find(pg, t->x_name);
+  w->y = dpc_graph_find(pg, t->y_name);
+  w->loss = pg->outputs[pg->n_outputs - 1];
+  w->param = calloc(a->n_params ? a->n_params : 1, sizeof *w->param);
+  w->grad = calloc(a->n_grads ? a->n_grads : 1, sizeof *w->grad);
+  if (!w->param || !w->grad) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  const dpc_graph *sg = t->train_full.plan->g;
+  for (uint32_t k = 0; k < a->n_params; k++) {
+    const char *nm = dpc_graph_str(sg, sg->values[a->s_param[k]].name);
+    w->param[k] = dpc_graph_find(pg, nm);
+  }
+  for (uint32_t k = 0; k < a->n_grads; k++) {
+    const char *nm = dpc_graph_str(sg, sg->values[a->s_grad[k]].name);
+    w->grad[k] = dpc_graph_find(pg, nm);
+    if (w->grad[k] == DPC_NONE)
+      return dpc_diag_fail(d, DPC_ERR_INTERNAL, "the worker has no gradient '%s'", nm);
+  }
+  return DPC_OK;
+}
+
+dpc_status dpc_train_async_open(trainer *t, dpc_diag *d) {
+  const dpc_train_opts *o = t->o;
+  if (t->replicas < 2)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "--async needs several devices (--devices cpu:N)");
+  if (t->batch % t->replicas)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "--async: --batch %u does not split evenly over %u workers", t->batch,
+                         t->replicas);
+  async_state *a = calloc(1, sizeof *a);
+  if (!a) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  t->async = a;
+  a->t = t, a->W = t->replicas, a->S = o->staleness, a->b = t->batch / t->replicas;
+  pthread_mutex_init(&a->mu, NULL);
+  pthread_cond_init(&a->cv, NULL);
+  dpc_graph *wg = NULL, *sg = NULL;
+  dpc_status st = dpc_ps_split(t->train_g, &wg, &sg, d);
+  /* the server: the trainer's training session, so evaluation and checkpoints see its params */
+  run_t *r = &t->train_full;
+  if (!st) st = dpc_plan_single(sg, "cpu:0", true, &r->plan, d);
+  if (!st && t->cpu) {
+    r->native = calloc(r->plan->g->n_nodes ? r->plan->g->n_nodes : 1, sizeof *r->native);
+    st = r->native ? dpc_cpu_compile_plan(t->cpu, r->plan, r->native, d)
+                   : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  }
+  dpc_session_opts so = {.training = true, .native = r->native, .threads = 1};
+  if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
+  if (!st) {
+    r->n = t->batch;
+    r->x = r->y = r->loss = r->logits = DPC_NONE;
+    r->lr = dpc_graph_find(r->plan->g, "opt.lr");
+    const dpc_graph *g = r->plan->g;
+    a->s_param = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *a->s_param);
+    a->s_grad = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *a->s_grad);
+    if (!a->s_param || !a->s_grad) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; !st && i < g->n_nodes; i++) {
+      uint32_t v = g->nodes[i].out;
+      if (g->nodes[i].op == DPC_OP_PARAM) a->s_param[a->n_params++] = v;
+      if (g->nodes[i].op == DPC_OP_INPUT) {
+        a->s_grad[a->n_grads++] = v;
+        a->grad_floats += (uint64_t)dpc_shape_numel(&g->values[v].shape);
+      }
+    }
+  }
+  a->w = st ? NULL : calloc(a->W, sizeof *a->w);
+  a->pend = st ? NULL : calloc(2 * (size_t)a->W, sizeof *a->pend);
+  if (!st && (!a->w || !a->pend)) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t i = 0; !st && i < 2 * a->W; i++)
+    if (!(a->pend[i].g = malloc((a->grad_floats ? a->grad_floats : 1) * sizeof(float))))
+      st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t i = 0; !st && i < a->W; i++) st = open_worker(a, wg, i, d);
+  dpc_graph_free(wg);
+  dpc_graph_free(sg);
+  return st;
+}
+
+dpc_status dpc_train_async_epoch(trainer *t, dpc_train_epoch *ep, dpc_diag *d) {
+  async_state *a = t->async;
+  a->d = d;
+  a->next = 0;
+  a->total = dpc_dataset_size(t->train_ds) / a->b; /* whole sub-batches: the rest waits */
+  if (t->o->steps) {
+    uint64_t left = t->o->steps > t->step ? t->o->steps - t->step : 0;
+    if (left * a->W < a->total) a->total = left * a->W;
+  }
+  a->loss_sum = 0, a->samples = 0;
+  a->epoch_t0 = (double)now_ns();
+  double t0 = dpc_now_s();
+  for (uint32_t i = 0; i < a->W; i++) {
+    a->w[i].st = DPC_OK;
+    if (pthread_create(&a->w[i].th, NULL, worker_main, &a->w[i])) {
+      pthread_mutex_lock(&a->mu);
+      a->failed = true;
+      pthread_cond_broadcast(&a->cv);
+      pthread_mutex_unlock(&a->mu);
+      for (uint32_t j = 0; j < i; j++) pthread_join(a->w[j].th, NULL);
+      return dpc_diag_fail(d, DPC_ERR_RUNTIME, "cannot start a worker thread");
+    }
+  }
+  for (uint32_t i = 0; i < a->W; i++) pthread_join(a->w[i].th, NULL);
+  dpc_status st = DPC_OK;
+  for (uint32_t i = 0; i < a->W && !st; i++)
+    if (a->w[i].st) {
+      st = dpc_diag_fail(d, a->w[i].st, "worker %u: %s", i, a->w[i].d.msg ? a->w[i].d.msg : "");
+    }
+  /* gradients left over (fewer than W at the end of the epoch) wait for the next */
+  ep->step = t->step;
+  ep->seconds = dpc_now_s() - t0;
+  ep->train_loss = a->samples ? a->loss_sum / (double)a->samples : NAN;
+  ep->samples_per_s = ep->seconds > 0 ? (double)a->samples / ep->seconds : 0;
+  ep->max_staleness = a->max_staleness;
+  return st;
+}
+
+void dpc_train_async_free(trainer *t) {
+  async_state *a = t->async;
+  if (!a) return;
+  for (uint32_t i = 0; a->w && i < a->W; i++) {
+    dpc_session_free(a->w[i].s);
+    dpc_plan_free(a->w[i].plan);
+    free(a->w[i].native);
+    free(a->w[i].param);
+    free(a->w[i].grad);
+    dpc_diag_free(&a->w[i].d);
+  }
+  for (uint32_t i = 0; a->pend && i < 2 * a->W; i++) free(a->pend[i].g);
+  free(a->w), free(a->pend), free(a->s_param), free(a->s_grad);
+  pthread_mutex_destroy(&a->mu);
+  pthread_cond_destroy(&a->cv);
+  free(a);
+  t->async = NULL;
+}
