@@ -120,7 +120,22 @@ expect 1 "plan with an impossible memory limit" -- "$dpc" plan "$src/examples/wi
 contains "$work/err" "needs 208.2 MiB in all, but 2 devices of 100.0 MiB hold only 200.0 MiB" "an impossible limit says what is needed and available"
 expect 1 "train with an impossible memory limit" -- "$dpc" train "$src/examples/wide_mlp.graph" --devices cpu:2 --strategy model --device-memory 50M --steps 1
 contains "$work/err" "hold only 100.0 MiB" "train refuses a plan that does not fit"
-expect 2 "plan with an unknown strategy" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --strategy pipeline
+expect 2 "plan with an unknown strategy" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --strategy zigzag
+expect 2 "plan a pipeline without --stages" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --strategy pipeline
+expect 0 "plan a pipeline" -- "$dpc" plan "$src/examples/wide_mlp.graph" --strategy pipeline --stages 2 --microbatches 4 --batch 64 --dot "$work/pipe.dot"
+contains "$work/out" "^pipeline: 2 stages, 4 micro-batches, 1F1B; predicted bubble" "a pipeline plan predicts its bubble"
+contains "$work/out" "stage 0, live activations at most .*: F0 F1 B0 F2 B1 F3 B2 B3" "stage 0 runs 1F1B's order"
+if command -v dot >/dev/null; then
+  expect 0 "dot -Tsvg accepts the pipeline plan" -- dot -Tsvg "$work/pipe.dot" -o "$work/pipe.svg"
+fi
+expect 0 "train a pipeline" -- "$dpc" train "$src/examples/fashion_mlp.graph" --strategy pipeline --stages 2 --microbatches 2 --schedule gpipe --steps 3 --quiet
+expect 0 "train asynchronously" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --async --staleness 1 --steps 3 --log "$work/async.jsonl" --quiet
+contains "$work/async.jsonl" '"staleness": \[{"worker": ' "the async step log records each gradient's staleness"
+expect 2 "staleness without --async" -- "$dpc" train "$src/examples/fashion_mlp.graph" --staleness 2 --steps 1
+expect 1 "async on one device" -- "$dpc" train "$src/examples/fashion_mlp.graph" --async --steps 1
+contains "$work/err" "several devices" "async on one device says it needs several"
+expect 0 "train with local SGD" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --local-sgd 2 --steps 3 --quiet
+expect 0 "train with accumulation" -- "$dpc" train "$src/examples/fashion_mlp.graph" --accumulate 2 --steps 3 --quiet
 expect 1 "plan with a batch that does not split" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:3 --batch 64
 contains "$work/err" "does not split evenly" "plan says why the batch does not fit"
 expect 0 "train data parallel with a trace" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --steps 3 --trace "$work/trace.json" --quiet
