@@ -129,10 +129,10 @@ if command -v dot >/dev/null; then
   expect 0 "dot -Tsvg accepts the pipeline plan" -- dot -Tsvg "$work/pipe.dot" -o "$work/pipe.svg"
 fi
 expect 0 "train a pipeline" -- "$dpc" train "$src/examples/fashion_mlp.graph" --strategy pipeline --stages 2 --microbatches 2 --schedule gpipe --steps 3 --quiet
-expect 0 "train asynchronously" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --async --staleness 1 --steps 3 --log "$work/async.jsonl" --quiet
+expect 0 "train asynchronously" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --sync async --staleness 1 --steps 3 --log "$work/async.jsonl" --quiet
 contains "$work/async.jsonl" '"staleness": \[{"worker": ' "the async step log records each gradient's staleness"
-expect 2 "staleness without --async" -- "$dpc" train "$src/examples/fashion_mlp.graph" --staleness 2 --steps 1
-expect 1 "async on one device" -- "$dpc" train "$src/examples/fashion_mlp.graph" --async --steps 1
+expect 2 "staleness without --sync async" -- "$dpc" train "$src/examples/fashion_mlp.graph" --staleness 2 --steps 1
+expect 1 "async on one device" -- "$dpc" train "$src/examples/fashion_mlp.graph" --sync async --steps 1
 contains "$work/err" "several devices" "async on one device says it needs several"
 expect 0 "train with local SGD" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --local-sgd 2 --steps 3 --quiet
 expect 0 "train with accumulation" -- "$dpc" train "$src/examples/fashion_mlp.graph" --accumulate 2 --steps 3 --quiet

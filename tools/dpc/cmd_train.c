@@ -54,10 +54,10 @@ static const cli_opt train_opts[] = {
      "with --strategy pipeline: the pipeline's stages (devices per replica)"},
     {"microbatches", true, false, "with --strategy pipeline: micro-batches per batch (default 4)"},
     {"dp", true, false, "with --strategy pipeline: data-parallel replicas of the pipeline (1)"},
-    {"async", false, false,
-     "asynchronous data parallel: the devices are workers of a parameter server"},
+    {"sync", true, false,
+     "sync (default) or async: the devices are workers of a parameter server (data parallel)"},
     {"staleness", true, false,
-     "with --async: a gradient is applied at most S updates after its params (default 4; 0: "
+     "with --sync async: a gradient is applied at most S updates after its params (default 4; 0: "
      "synchronous)"},
     {"test-slow-worker", true, false, ""}, /* benchmarks: worker K - 1 sleeps 20 ms a step */
     {"local-sgd", true, false,
@@ -208,11 +208,14 @@ int dpc_cmd_train(int argc, char **argv) {
   if (!get_u64(&p, "accumulate", &accumulate, 1)) return DPC_EXIT_USAGE;
   if (accumulate > 256) return cli_usage_error("train", "--accumulate is at most 256");
   o.accumulate = (uint32_t)accumulate;
-  o.async = cli_get(train_opts, NTRAIN, &p, "async") != NULL;
+  const char *sync = cli_get(train_opts, NTRAIN, &p, "sync");
+  if (sync && strcmp(sync, "sync") && strcmp(sync, "async"))
+    return cli_usage_error("train", "--sync is sync or async, not '%s'", sync);
+  o.async = sync && !strcmp(sync, "async");
   uint64_t stale = 4;
   if (!get_u64(&p, "staleness", &stale, 0)) return DPC_EXIT_USAGE;
   if (cli_get(train_opts, NTRAIN, &p, "staleness") && !o.async)
-    return cli_usage_error("train", "--staleness goes with --async");
+    return cli_usage_error("train", "--staleness goes with --sync async");
   if (stale > 1000000) return cli_usage_error("train", "--staleness is at most 1000000");
   o.staleness = (uint32_t)stale;
   uint64_t slow = 0;

@@ -499,7 +499,7 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
     if (o->async && ((o->strategy && strcmp(o->strategy, "data")) || o->local_sgd ||
                      o->accumulate > 1 || t->replicas < 2))
       return dpc_diag_fail(d, DPC_ERR_INVALID,
-                           "--async trains data-parallel workers (--devices cpu:N, N >= 2) "
+                           "--sync async trains data-parallel workers (--devices cpu:N, N >= 2) "
                            "without --strategy, --local-sgd or --accumulate");
     if (o->local_sgd && o->strategy && strcmp(o->strategy, "data"))
       return dpc_diag_fail(d, DPC_ERR_INVALID,

@@ -33,7 +33,7 @@ typedef struct dpc_train_epoch {
   bool evaluated; /* false when there is no test data */
   double test_loss, test_accuracy;
   uint64_t test_samples;
-  uint64_t max_staleness; /* --async: the stalest gradient applied so far (updates behind) */
+  uint64_t max_staleness; /* --sync async: the stalest gradient applied so far (updates behind) */
 } dpc_train_epoch;
 
 typedef struct dpc_train_opts {

@@ -1,6 +1,6 @@
 /*
  * train_async.c — asynchronous data parallel: workers and a parameter server with bounded
- * staleness (--async --staleness S).
+ * staleness (--sync async --staleness S).
  *
  * The training step splits (partitioner/ps.c) into a worker half (forward and backward: the
  * gradients) and a server half (the optimizer). The server's session is the trainer's training
@@ -278,10 +278,11 @@ static dpc_status open_worker(async_state *a, const dpc_graph *wg, uint32_t id, 
 dpc_status dpc_train_async_open(trainer *t, dpc_diag *d) {
   const dpc_train_opts *o = t->o;
   if (t->replicas < 2)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "--async needs several devices (--devices cpu:N)");
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "--sync async needs several devices (--devices cpu:N)");
   if (t->batch % t->replicas)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "--async: --batch %u does not split evenly over %u workers", t->batch,
+                         "--sync async: --batch %u does not split evenly over %u workers", t->batch,
                          t->replicas);
   async_state *a = calloc(1, sizeof *a);
   if (!a) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");

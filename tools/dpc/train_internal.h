@@ -42,7 +42,7 @@ typedef struct trainer {
   uint64_t step, epoch, batch_pos; /* where the run is: steps done, epoch, next batch */
   bool resumed;
   FILE *log;
-  struct async_state *async; /* --async: the workers and the server's bookkeeping */
+  struct async_state *async; /* --sync async: the workers and the server's bookkeeping */
 } trainer;
 
 /* train_io.c */
@@ -56,7 +56,7 @@ dpc_status dpc_train_save_params(trainer *t, const char *path, dpc_diag *d);
 void dpc_train_log_step(trainer *t, const dpc_train_step *s);
 void dpc_train_log_epoch(trainer *t, const dpc_train_epoch *e);
 
-/* train_async.c: --async. Open the server (as t->train_full) and the workers, from t->train_g;
+/* train_async.c: --sync async. Open the server (as t->train_full) and the workers, from t->train_g;
  * run one epoch; free them. */
 dpc_status dpc_train_async_open(trainer *t, dpc_diag *d);
 dpc_status dpc_train_async_epoch(trainer *t, dpc_train_epoch *ep, dpc_diag *d);
