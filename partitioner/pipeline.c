@@ -54,6 +54,7 @@ dpc_status dpc_pipeline_order(dpc_plan *p, uint32_t S, uint32_t M, dpc_pipeline_
   const dpc_graph *g = p->g;
   for (uint32_t dv = 0; dv < p->n_devs; dv++) {
     dpc_plan_device *pd = &p->devs[dv];
+    if (!pd->n_steps) continue; /* a stage the placement left empty */
     uint32_t s = stage_of_device[dv];
     unit *u = calloc(pd->n_steps ? pd->n_steps : 1, sizeof *u);
     dpc_step *out = malloc((pd->n_steps ? pd->n_steps : 1) * sizeof *out);

@@ -175,8 +175,9 @@ static void repair_chain(void) {
 
 /* A pipeline of S equal stages (one layer each, placed by hand), M micro-batches: the
  * simulator's bubble is (S-1)/(M+S-1) of the devices' time, give or take the optimizer step
- * and the hand-overs; 1F1B holds fewer activations than GPipe on every stage but the last
- * (where both hold one micro-batch's), and its order differs. */
+ * and the hand-overs; 1F1B holds fewer activations than GPipe on every stage that has fewer
+ * than M micro-batches in flight, and allocates less there (memplan.c shares their bytes by
+ * lifetime). */
 static void pipeline_bubble_and_memory(void) {
   enum { S = 4 };
   dpc_diag d;
@@ -194,7 +195,7 @@ static void pipeline_bubble_and_memory(void) {
   static const uint32_t Ms[] = {4, 8, 16};
   for (size_t m = 0; m < sizeof Ms / sizeof *Ms; m++) {
     uint32_t M = Ms[m];
-    uint64_t peak[2][S] = {{0}};
+    uint64_t peak[2][S] = {{0}}, bytes[2][S] = {{0}};
     for (int sc = 0; sc < 2; sc++) {
       dpc_graph *g = NULL;
       CHECK_MSG(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK, "%s", d.msg);
@@ -231,6 +232,7 @@ static void pipeline_bubble_and_memory(void) {
         for (int k = 0; k < S; k++) {
           CHECK_MSG(stage[k] == (uint32_t)k, "cpu:%d is stage %u", k, stage[k]);
           peak[sc][k] = dpc_pipeline_live_peak(p, (uint32_t)k);
+          bytes[sc][k] = p->devs[k].bytes; /* what the device allocates: shared by lifetime */
         }
         free(c);
       }
@@ -242,6 +244,16 @@ static void pipeline_bubble_and_memory(void) {
       CHECK_MSG(S - k < (int)M ? peak[1][k] < peak[0][k] : peak[1][k] <= peak[0][k],
                 "M=%u stage %d: 1F1B %llu bytes, GPipe %llu", M, k, (unsigned long long)peak[1][k],
                 (unsigned long long)peak[0][k]);
+    /* and the buffers the devices allocate follow: never more under 1F1B, less in all (the
+     * values another stage reads keep their own bytes: that stage reads them when it will) */
+    uint64_t all[2] = {0, 0};
+    for (int k = 0; k < S; k++) {
+      CHECK_MSG(bytes[1][k] <= bytes[0][k], "M=%u stage %d: 1F1B allocates %llu bytes, GPipe %llu",
+                M, k, (unsigned long long)bytes[1][k], (unsigned long long)bytes[0][k]);
+      all[0] += bytes[0][k], all[1] += bytes[1][k];
+    }
+    CHECK_MSG(all[1] < all[0], "M=%u: 1F1B allocates %llu bytes in all, GPipe %llu", M,
+              (unsigned long long)all[1], (unsigned long long)all[0]);
     /* GPipe holds all M micro-batches' activations, 1F1B at most S - s */
     CHECK(peak[0][0] >= (uint64_t)M * 32 * 256 * 4);
   }

@@ -280,6 +280,12 @@ dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driv
              : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
     free(stage);
   }
+  /* the micro-batches' activations live only as long as the order needs them */
+  if (!st && micro) st = dpc_plan_share_activations(*out, d);
+  if (st && *out) {
+    dpc_plan_free(*out);
+    *out = NULL;
+  }
   return st;
 }
 
