@@ -9,11 +9,13 @@
  * timeout, and the session refuses to run again.
  */
 #include "runtime/session.h"
+
 #include "ir/fusion.h"
 #include "runtime/collective.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
 #include "runtime/init.h"
+#include "runtime/overlap.h"
 #include "runtime/pool.h"
 #include "runtime/topology.h"
 
@@ -36,6 +38,8 @@ typedef struct step_args {
   bool comm;                /* a communication op between devices: this device's part of it */
   uint32_t rank;            /* comm: which input/output is this device's */
   dpc_comm *group;          /* comm: the communicator of the devices it connects */
+  int32_t comm_k;           /* comm: its place among the device's collectives (overlap.h) */
+  int32_t need_k;           /* the last of them whose result this step reads; -1: none */
 } step_args;
 
 struct dpc_session {
@@ -58,6 +62,8 @@ struct dpc_session {
   dpc_executor *ex; /* its runner threads */
   dpc_comm **comms; /* one per set of devices a collective connects, in rank order */
   uint32_t n_comms;
+  dpc_overlap **overlap;    /* per device with collectives: the thread that runs them */
+  uint32_t (*jobs)[2];      /* per collective step: its device and step index */
   _Atomic uint64_t *events; /* per plan event: the run (step + 1) that last signalled it */
   _Atomic int failed;       /* a device failed in this run: stop waiting */
   /* the device that failed first (claimed before `failed` is raised, so the devices that fail
@@ -145,6 +151,9 @@ void dpc_session_free(dpc_session *s) {
   }
   dpc_pool_free(s->pool);
   dpc_executor_free(s->ex);
+  for (uint32_t i = 0; s->overlap && i < p->n_devs; i++) dpc_overlap_free(s->overlap[i]);
+  free(s->overlap);
+  free(s->jobs);
   for (uint32_t i = 0; s->pools && i < p->n_devs; i++) dpc_pool_free(s->pools[i]);
   free(s->pools);
   for (uint32_t i = 0; i < s->n_comms; i++) dpc_comm_free(s->comms[i]);
@@ -242,6 +251,57 @@ static dpc_status open_groups(dpc_session *s, dpc_diag *d) {
   return st;
 }
 
+/* The collectives run on a thread per device (overlap.h), so the backward pass goes on while a
+ * gradient is reduced: each collective gets its place among its device's (comm_k), and each
+ * step that reads a reduced value (the group's members' inputs count for a fusion group's
+ * root), or copies one, the last such place it needs (need_k). */
+static dpc_status open_overlap(dpc_session *s, dpc_diag *d) {
+  const dpc_plan *plan = s->plan;
+  const dpc_graph *g = plan->g;
+  uint32_t nv = g->n_values ? g->n_values : 1, nn = g->n_nodes ? g->n_nodes : 1, jobs = 0;
+  int32_t *kval = malloc(nv * sizeof *kval), *need = malloc(nn * sizeof *need);
+  s->overlap = calloc(plan->n_devs, sizeof *s->overlap);
+  for (uint32_t i = 0; i < plan->n_devs; i++)
+    for (uint32_t j = 0; j < plan->devs[i].n_steps; j++) jobs += s->steps[i][j].comm;
+  s->jobs = calloc(jobs ? jobs : 1, sizeof *s->jobs);
+  dpc_status st = kval && need && s->overlap && s->jobs
+                      ? DPC_OK
+                      : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening collectives");
+  for (uint32_t v = 0; !st && v < g->n_values; v++) kval[v] = -1;
+  for (uint32_t i = 0; !st && i < g->n_nodes; i++) need[i] = -1;
+  jobs = 0;
+  for (uint32_t i = 0; !st && i < plan->n_devs; i++) {
+    int32_t k = 0;
+    for (uint32_t j = 0; j < plan->devs[i].n_steps; j++) {
+      step_args *sa = &s->steps[i][j];
+      sa->comm_k = sa->need_k = -1;
+      if (!sa->comm) continue;
+      sa->comm_k = k++;
+      kval[g->nodes[plan->devs[i].steps[j].node].out + sa->rank] = sa->comm_k;
+      s->jobs[jobs][0] = i, s->jobs[jobs][1] = j, jobs++;
+    }
+    if (k && !st) st = dpc_overlap_new(&s->overlap[i], d);
+  }
+  for (uint32_t m = 0; !st && m < g->n_nodes; m++) {
+    const dpc_node *n = &g->nodes[m];
+    uint32_t root = n->fused != DPC_NONE ? n->fused : m;
+    for (uint32_t k = 0; k < n->n_in; k++) {
+      int32_t kv = kval[g->ids[n->in + k]];
+      if (kv > need[root]) need[root] = kv;
+    }
+  }
+  for (uint32_t i = 0; !st && i < plan->n_devs; i++)
+    for (uint32_t j = 0; j < plan->devs[i].n_steps; j++) {
+      const dpc_step *sp = &plan->devs[i].steps[j];
+      step_args *sa = &s->steps[i][j];
+      if (sp->kind == DPC_STEP_KERNEL && !sa->comm) sa->need_k = need[sp->node];
+      if (sp->kind == DPC_STEP_COPY) sa->need_k = kval[sp->src];
+    }
+  free(kval);
+  free(need);
+  return st;
+}
+
 /* Several devices: the cores of each (from the --devices spec), a pool on them, a runner, the
  * collectives and the events. */
 static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_diag *d) {
@@ -271,6 +331,7 @@ static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_di
     if (o && o->native) st = dpc_pool_new_on(l.devs[i].pus, l.devs[i].n_cores, &s->pools[i], d);
   }
   if (!st) st = open_groups(s, d);
+  if (!st) st = open_overlap(s, d);
   if (!st) st = dpc_executor_new(n, t->synthetic ? NULL : first, run_device, s, &s->ex, d);
   free(names);
   free(first);
@@ -480,6 +541,36 @@ static dpc_status wait_event(dpc_session *s, uint32_t dev, const dpc_step *sp, d
   return DPC_OK;
 }
 
+/* Collective step j of device i: this device's input, reduced in its output with every other
+ * device's. */
+static dpc_status run_comm(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) {
+  const step_args *sa = &s->steps[i][j];
+  const dpc_step *sp = &s->plan->devs[i].steps[j];
+  const dpc_tensor *x = &sa->a.in[sa->rank];
+  dpc_tensor *y = &sa->a.out[sa->rank];
+  if (x->data != y->data) memcpy(y->data, x->data, dpc_tensor_bytes(y));
+  char op[16];
+  dpc_attrs_str(dpc_node_attrs(s->plan->g, sp->node), "op", op, sizeof op);
+  return dpc_comm_all_reduce(sa->group, sa->rank, y->data, y->dtype, dpc_tensor_numel(y),
+                             strcmp(op, "sum") ? DPC_REDUCE_MEAN : DPC_REDUCE_SUM, d);
+}
+
+/* The job number of collective step j of device dev. */
+static uint32_t job_of(const dpc_session *s, uint32_t dev, uint32_t j) {
+  uint32_t job = 0;
+  for (uint32_t i = 0; i < s->plan->n_devs; i++)
+    for (uint32_t k = 0; k < s->plan->devs[i].n_steps; k++) {
+      if (i == dev && k == j) return job;
+      job += s->steps[i][k].comm;
+    }
+  return job;
+}
+
+static dpc_status comm_job(void *ctx, uint32_t job, dpc_diag *d) {
+  dpc_session *s = ctx;
+  return run_comm(s, s->jobs[job][0], s->jobs[job][1], d);
+}
+
 /* Step j of device i. */
 static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) {
   const dpc_plan *p = s->plan;
@@ -498,16 +589,7 @@ static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) 
   if (sp->kind == DPC_STEP_WAIT) return wait_event(s, i, sp, d);
   const step_args *sa = &s->steps[i][j];
   if (sa->fused) return DPC_OK;
-  if (sa->comm) {
-    /* this device's input, reduced in its output with every other device's */
-    const dpc_tensor *x = &sa->a.in[sa->rank];
-    dpc_tensor *y = &sa->a.out[sa->rank];
-    if (x->data != y->data) memcpy(y->data, x->data, dpc_tensor_bytes(y));
-    char op[16];
-    dpc_attrs_str(dpc_node_attrs(g, sp->node), "op", op, sizeof op);
-    return dpc_comm_all_reduce(sa->group, sa->rank, y->data, y->dtype, dpc_tensor_numel(y),
-                               strcmp(op, "sum") ? DPC_REDUCE_MEAN : DPC_REDUCE_SUM, d);
-  }
+  if (sa->comm) return run_comm(s, i, j, d);
   dpc_pool *pool = s->pools ? s->pools[i] : s->pool;
   if (!sa->native.fn) {
     dpc_device *dev = s->devs[i];
@@ -566,13 +648,30 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
 /* Device dev's step list, timed for the profile and the trace when they are on. */
 static dpc_status run_steps(dpc_session *s, uint32_t dev, dpc_diag *d) {
   bool timed = s->prof || s->trace;
-  for (uint32_t j = 0; j < s->plan->devs[dev].n_steps; j++) {
+  const dpc_plan_device *pd = &s->plan->devs[dev];
+  dpc_overlap *o = s->overlap ? s->overlap[dev] : NULL;
+  uint64_t base = o ? dpc_overlap_posted(o) : 0, posted = base;
+  bool after_comm = false; /* the last kernel step was a collective: its signals wait for it */
+  for (uint32_t j = 0; j < pd->n_steps; j++) {
     double t0 = timed ? dpc_now_s() : 0;
-    dpc_status st = run_step(s, dev, j, d);
+    const step_args *sa = &s->steps[dev][j];
+    dpc_status st = DPC_OK;
+    if (o && pd->steps[j].kind == DPC_STEP_KERNEL && sa->comm) {
+      posted = dpc_overlap_post(o, comm_job, s, job_of(s, dev, j));
+      after_comm = true;
+      if (timed) record(s, dev, j, t0);
+      continue;
+    }
+    if (o && sa->need_k >= 0) st = dpc_overlap_wait(o, base + (uint64_t)sa->need_k + 1, d);
+    if (!st && o && after_comm && pd->steps[j].kind == DPC_STEP_SIGNAL)
+      st = dpc_overlap_wait(o, posted, d);
+    if (pd->steps[j].kind == DPC_STEP_KERNEL) after_comm = false;
+    if (!st) st = run_step(s, dev, j, d);
     if (st) return st;
     if (timed) record(s, dev, j, t0);
   }
-  return DPC_OK;
+  /* the step ends with every collective done: the loss and the state are read after it */
+  return o ? dpc_overlap_wait(o, posted, d) : DPC_OK;
 }
 
 /* Device dev's step list on its runner thread (several devices). A device that fails claims
@@ -594,6 +693,13 @@ static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
   }
   atomic_store(&s->failed, 1);
   for (uint32_t c = 0; c < s->n_comms; c++) dpc_comm_abort(s->comms[c], pd->name, d->msg);
+  /* collectives still queued end quickly now; none may outlive the run */
+  if (s->overlap && s->overlap[dev]) {
+    dpc_diag ignore;
+    dpc_diag_init(&ignore);
+    dpc_overlap_wait(s->overlap[dev], dpc_overlap_posted(s->overlap[dev]), &ignore);
+    dpc_diag_free(&ignore);
+  }
   return st;
 }
 
