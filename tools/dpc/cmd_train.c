@@ -46,8 +46,9 @@ static const cli_opt train_opts[] = {
     {"devices", true, false,
      "cpu (default), or cpu:N / numa: synchronous data parallel over those devices"},
     {"strategy", true, false,
-     "with several devices: data (default), model (the graph's @ cpu:K placement, else METIS's) "
-     "or hybrid (data-parallel replicas of --mp devices each)"},
+     "with several devices: data (default), model (the graph's @ cpu:K placement, else METIS's), "
+     "hybrid (data-parallel replicas of --mp devices each) or pipeline (--stages, --microbatches, "
+     "--dp)"},
     {"device-memory", true, false, "SIZE (512M, 2G): each device's memory; the plan must fit"},
     {"mp", true, false, "with --strategy hybrid: devices per replica (the model split over them)"},
     {"stages", true, false,
