@@ -22,6 +22,7 @@
 #include "partitioner/partitioner.h"
 
 #include "ir/print.h"
+#include "passes/emit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,19 +186,111 @@ static dpc_status reduce_value(builder *b, uint32_t rv, dpc_diag *d) {
   return st;
 }
 
+/* Small gradients (a bias, a narrow layer's weights) share one all-reduce: each replica's are
+ * flattened and concatenated, the concatenation is reduced, and slices of it become the
+ * reduced gradients. One collective instead of many: each costs a rendezvous of every device,
+ * which for a few kilobytes is most of its time. A gradient of BUCKET_BYTES or more has its own. */
+enum { BUCKET_BYTES = 256 * 1024 };
+
+static dpc_status reduce_bucket(builder *b, const uint32_t *rv, uint32_t n, dpc_diag *d) {
+  if (n == 1) return reduce_value(b, rv[0], d);
+  const dpc_graph *r = b->r;
+  const dpc_node *from = &r->nodes[r->values[rv[n - 1]].node];
+  uint32_t first_new = b->g->n_nodes;
+  uint32_t flat[256];
+  dpc_status st = DPC_OK;
+  for (uint32_t rep = 0; rep < b->D && !st; rep++) {
+    dpc_emit e = dpc_emit_start(b->g, b->devname[rep], d);
+    uint32_t parts[64];
+    for (uint32_t k = 0; k < n; k++) {
+      int64_t numel = dpc_shape_numel(&r->values[rv[k]].shape);
+      dpc_emit_begin(&e);
+      dpc_emit_shape(&e, "shape", &numel, 1);
+      uint32_t id = dpc_emit_node(&e, DPC_OP_RESHAPE, &b->val[rep][rv[k]], 1, 1);
+      parts[k] = e.st ? DPC_NONE : b->g->nodes[id].out;
+    }
+    dpc_emit_begin(&e);
+    dpc_emit_int(&e, "axis", 0);
+    uint32_t id = dpc_emit_node(&e, DPC_OP_CONCAT, parts, n, 1);
+    if ((st = e.st)) break;
+    flat[rep] = b->g->nodes[id].out;
+    char nm[64];
+    snprintf(nm, sizeof nm, "grad.bucket%u" DPC_REPLICA_SUFFIX "%u", from->out, rep);
+    st = dpc_graph_set_name(b->g, flat[rep], nm, strlen(nm), d);
+  }
+  uint32_t mark = dpc_graph_attr_mark(b->g), id = DPC_NONE;
+  if (!st && dpc_graph_attr_str(b->g, "op", "mean")) st = nomem(d);
+  dpc_node_desc desc = {DPC_OP_ALL_REDUCE, flat, b->D, mark, b->D, from->loc, DPC_NONE};
+  if (!st) st = dpc_graph_add_node(b->g, &desc, &id, d);
+  /* each gradient: its slice of the reduced bucket, in its shape; the replicas' own values give
+   * up their names */
+  for (uint32_t rep = 0; rep < b->D && !st; rep++) {
+    dpc_emit e = dpc_emit_start(b->g, b->devname[rep], d);
+    uint32_t out = b->g->nodes[id].out + rep;
+    int64_t off = 0, axis = 0;
+    for (uint32_t k = 0; k < n && !st; k++) {
+      const dpc_value *gv = &r->values[rv[k]];
+      int64_t numel = dpc_shape_numel(&gv->shape), end = off + numel;
+      dpc_emit_begin(&e);
+      dpc_emit_ints(&e, "starts", &off, 1);
+      dpc_emit_ints(&e, "ends", &end, 1);
+      dpc_emit_ints(&e, "axes", &axis, 1);
+      uint32_t sl = dpc_emit_node(&e, DPC_OP_SLICE, &out, 1, 1);
+      dpc_emit_begin(&e);
+      dpc_emit_shape(&e, "shape", gv->shape.d, gv->shape.rank);
+      uint32_t slv = e.st ? DPC_NONE : b->g->nodes[sl].out;
+      uint32_t rs = dpc_emit_node(&e, DPC_OP_RESHAPE, &slv, 1, 1);
+      if ((st = e.st)) break;
+      const dpc_value *own = &b->g->values[b->val[rep][rv[k]]];
+      if (own->name != DPC_NONE) {
+        char nm[300];
+        snprintf(nm, sizeof nm, "%s.local", dpc_graph_str(b->g, own->name));
+        st = dpc_graph_set_name(b->g, b->val[rep][rv[k]], nm, strlen(nm), d);
+      }
+      b->val[rep][rv[k]] = b->g->nodes[rs].out;
+      if (!st) st = name_value(b, b->g->nodes[rs].out, rv[k], rep, d);
+      off = end;
+    }
+  }
+  /* a micro-batched step's schedule places them where their gradients are */
+  for (uint32_t i = first_new; !st && i < b->g->n_nodes; i++)
+    b->g->nodes[i].phase = from->phase, b->g->nodes[i].mb = from->mb;
+  return st;
+}
+
 static dpc_status build(builder *b, int64_t batch, dpc_diag *d) {
   const dpc_graph *r = b->r;
   dpc_status st = DPC_OK;
+  uint32_t pend[64], n_pend = 0; /* small gradients waiting for their bucket */
+  uint64_t pend_bytes = 0;
+  bool bucket = b->mp == 1 && b->D <= 256;
   for (uint32_t i = 0; i < r->n_nodes && !st; i++) {
     const dpc_node *n = &r->nodes[i];
     if (n->op == DPC_OP_INPUT) {
       st = split_input(b, i, batch, d);
       continue;
     }
+    /* a node about to read a waiting gradient: the bucket goes first */
+    bool reads = false;
+    for (uint32_t k = 0; k < n->n_in; k++)
+      for (uint32_t q = 0; q < n_pend; q++) reads |= dpc_node_inputs(r, n)[k] == pend[q];
+    if (reads) st = reduce_bucket(b, pend, n_pend, d), n_pend = 0, pend_bytes = 0;
     for (uint32_t rep = 0; rep < b->D && !st; rep++) st = clone_node(b, i, rep, d);
-    for (uint32_t k = 0; k < n->n_out && !st; k++)
-      if (b->is_grad[n->out + k] || n->out + k == r->obj.loss) st = reduce_value(b, n->out + k, d);
+    for (uint32_t k = 0; k < n->n_out && !st; k++) {
+      uint32_t v = n->out + k;
+      if (!b->is_grad[v] && v != r->obj.loss) continue;
+      uint64_t bytes =
+          (uint64_t)dpc_shape_numel(&r->values[v].shape) * dpc_dtype_size(r->values[v].dtype);
+      if (!bucket || v == r->obj.loss || bytes >= BUCKET_BYTES) {
+        st = reduce_value(b, v, d);
+        continue;
+      }
+      pend[n_pend++] = v, pend_bytes += bytes;
+      if (pend_bytes >= BUCKET_BYTES || n_pend == 64)
+        st = reduce_bucket(b, pend, n_pend, d), n_pend = 0, pend_bytes = 0;
+    }
   }
+  if (!st && n_pend) st = reduce_bucket(b, pend, n_pend, d);
   /* fusion groups, with the gradients taken out of them */
   for (uint32_t i = 0; i < r->n_nodes && !st; i++) {
     const dpc_node *n = &r->nodes[i];

@@ -260,10 +260,50 @@ static void pipeline_bubble_and_memory(void) {
   dpc_diag_free(&d);
 }
 
+/* Data parallel: small gradients share one all-reduce (a bucket), a large one has its own, and
+ * the loss its own: w1 [512, 512] (1 MiB) alone, w2 [512, 10], b1, b2 together. */
+static void gradient_buckets(void) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  const char *text = "input x: f32[N, 512]\ninput y: i32[N]\n"
+                     "param w1: f32[512, 512] = he_normal(seed=1)\nparam b1: f32[512] = zeros\n"
+                     "param w2: f32[512, 10] = he_normal(seed=2)\nparam b2: f32[10] = zeros\n"
+                     "h = relu(matmul(x, w1) + b1)\nlogits = matmul(h, w2) + b2\n"
+                     "loss = softmax_cross_entropy(logits, y)\nminimize loss with sgd(lr=0.1)\n";
+  dpc_graph *g = NULL;
+  CHECK(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK);
+  dpc_pass_opts po = {.training = true};
+  int64_t vals[1] = {8};
+  dpc_plan *p = NULL;
+  CHECK_MSG(g && dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK &&
+                dpc_driver_plan(g, 16, &(dpc_driver_strategy){2, 1, 1, DPC_SCHEDULE_NONE, false},
+                                true, &p, &d) == DPC_OK,
+            "%s", d.msg);
+  if (p) {
+    uint32_t reduces = 0, bucket_in = 0;
+    for (uint32_t i = 0; i < p->g->n_nodes; i++) {
+      const dpc_node *n = &p->g->nodes[i];
+      if (n->op != DPC_OP_ALL_REDUCE) continue;
+      reduces++;
+      const dpc_value *v = &p->g->values[dpc_node_inputs(p->g, n)[0]];
+      if (v->shape.rank == 1 && v->shape.d[0] == 512 + 512 * 10 + 10) bucket_in++;
+    }
+    CHECK_MSG(reduces == 3 && bucket_in == 1, "%u all-reduces, %u of the bucket", reduces,
+              bucket_in);
+    /* and the gradients keep their names and shapes, now slices of the bucket */
+    uint32_t gb = dpc_graph_find(p->g, "b1.grad");
+    CHECK(gb != DPC_NONE && p->g->values[gb].shape.rank == 1 && p->g->values[gb].shape.d[0] == 512);
+  }
+  dpc_plan_free(p);
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+}
+
 const unit_test unit_tests[] = {
     {"metis_placement", metis_placement},
     {"acyclic_on_examples", acyclic_on_examples},
     {"repair_chain", repair_chain},
     {"pipeline_bubble_and_memory", pipeline_bubble_and_memory},
+    {"gradient_buckets", gradient_buckets},
     {NULL, NULL},
 };
