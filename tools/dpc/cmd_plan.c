@@ -49,6 +49,7 @@ typedef dpc_sim_device dev_summary;
 typedef struct plan_req {
   uint32_t batch, D, mp, accumulate;
   dpc_pipeline_schedule schedule;
+  const dpc_cost_profile *profile; /* --profile: placement simulates with the measured times */
   bool model;
   const char *spec, *placement;
   uint64_t limit;
@@ -70,12 +71,12 @@ static dpc_status make_plan(const dpc_graph *src, plan_req *q, dpc_plan **out, d
     dpc_driver_device_names(D, &dn);
     st = dpc_place_simple(g, batch, dn.ptr, D, !strcmp(q->placement, "contiguous"), d);
   } else if (model) {
-    dpc_driver_place_opts po = {q->limit, NULL, 1, DPC_SCHEDULE_NONE};
+    dpc_driver_place_opts po = {q->limit, q->profile, 1, DPC_SCHEDULE_NONE};
     st = dpc_driver_place(g, batch, q->spec, D, &po, &q->placed, &q->rep, d);
   } else if (mp > 1) { /* hybrid: one replica placed over its mp devices */
     char rspec[32];
     snprintf(rspec, sizeof rspec, "cpu:%u", mp);
-    dpc_driver_place_opts po = {q->limit, NULL, q->accumulate, q->schedule};
+    dpc_driver_place_opts po = {q->limit, q->profile, q->accumulate, q->schedule};
     st = dpc_driver_place(g, batch / (D / mp), rspec, mp, &po, &q->placed, &q->rep, d);
   }
   if (!st && !(q->placed_g = dpc_graph_clone(g)))
@@ -295,6 +296,7 @@ int dpc_cmd_plan(int argc, char **argv) {
                 .mp = hybrid ? (uint32_t)mp : 1,
                 .accumulate = (uint32_t)acc,
                 .schedule = sched,
+                .profile = prof,
                 .model = model,
                 .spec = spec ? spec : "cpu",
                 .placement = placement,
