@@ -6,6 +6,7 @@
 
 #include <hwloc.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +190,14 @@ dpc_status dpc_devices_parse(const dpc_topology *t, const char *spec, dpc_device
   }
   if (st) dpc_device_list_free(out);
   return st;
+}
+
+void dpc_unbind_thread(void) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  long n = sysconf(_SC_NPROCESSORS_CONF);
+  for (long i = 0; i < n && i < CPU_SETSIZE; i++) CPU_SET((int)i, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
 void dpc_bind_thread(uint32_t pu) {

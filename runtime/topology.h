@@ -58,6 +58,8 @@ typedef struct dpc_device_list {
 /* Bind the calling thread to the PU with OS index `pu` (a device's core; best effort: a machine
  * that refuses leaves the thread unbound). */
 void dpc_bind_thread(uint32_t pu);
+/* The calling thread may run on any core again (a thread starts with its creator's binding). */
+void dpc_unbind_thread(void);
 
 /* spec: "cpu", "cpu:N" or "numa". Errors name the spec and what is accepted. */
 dpc_status dpc_devices_parse(const dpc_topology *t, const char *spec, dpc_device_list *out,

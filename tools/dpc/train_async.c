@@ -23,6 +23,7 @@
 
 #include "codegen/cpu/cpu.h"
 #include "partitioner/partitioner.h"
+#include "runtime/topology.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -168,6 +169,9 @@ static void *worker_main(void *arg) {
   async_state *a = w->a;
   trainer *t = a->t;
   dpc_status st = DPC_OK;
+  /* a thread starts with its creator's binding, and the main thread may have been bound to
+   * one core by a session's pool (evaluation): the workers would all share that core */
+  dpc_unbind_thread();
   for (;;) {
     pthread_mutex_lock(&a->mu);
     /* S = 0: no new step while a gradient of ours waits; and no more than W waiting at all */
