@@ -11,6 +11,8 @@
  */
 #include "runtime/overlap.h"
 
+#include "runtime/topology.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,7 @@ struct dpc_overlap {
 
 static void *comm_main(void *arg) {
   dpc_overlap *o = arg;
+  dpc_unbind_thread(); /* not its creator's core: that may be one device's */
   pthread_mutex_lock(&o->mu);
   for (;;) {
     while (!o->stop && o->done == o->posted) pthread_cond_wait(&o->cv, &o->mu);
