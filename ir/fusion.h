@@ -29,6 +29,11 @@ typedef struct dpc_group {
   uint32_t n_inputs;
 } dpc_group;
 
+/* The node whose kernel computes node n: its group's root, or n itself. */
+static inline uint32_t dpc_group_kernel(const dpc_graph *g, uint32_t n) {
+  return g->nodes[n].fused != DPC_NONE ? g->nodes[n].fused : n;
+}
+
 /* Whether some node is fused into `node`. */
 bool dpc_group_is_root(const dpc_graph *g, uint32_t node);
 /* The group rooted at `root` (which may have no members: then it is the node alone). */

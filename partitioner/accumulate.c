@@ -117,28 +117,17 @@ static void tag(acc *a, uint32_t node, uint8_t phase, uint32_t k) {
 static dpc_status clone_node(acc *a, uint32_t i, uint32_t k, dpc_diag *d) {
   const dpc_graph *r = a->r;
   const dpc_node *n = &r->nodes[i];
-  uint32_t mark = dpc_graph_attr_mark(a->g);
-  bool dropout = n->op == DPC_OP_DROPOUT;
-  for (uint32_t j = 0; j < n->n_attr; j++) {
-    const dpc_attr *at = &r->attrs[n->attr + j];
-    if (dropout && !strcmp(dpc_graph_str(r, at->name), "offset")) continue;
-    if (dpc_graph_attr_copy(a->g, r, at)) return nomem(d);
-  }
-  /* micro-batch k's dropout draws the mask of its rows of the whole batch */
-  if (dropout && dpc_graph_attr_int(a->g, "offset",
-                                    dpc_attrs_int(dpc_node_attrs(r, i), "offset") +
-                                        (int64_t)k * dpc_shape_numel(&r->values[n->out].shape)))
-    return nomem(d);
-  uint32_t ins[64];
-  if (n->n_in > 64) return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "a node with over 64 inputs");
-  for (uint32_t j = 0; j < n->n_in; j++) ins[j] = a->val[k][dpc_node_inputs(r, n)[j]];
-  dpc_node_desc desc = {n->op, ins, n->n_in, mark, n->n_out, n->loc, DPC_NONE};
+  uint32_t dev = DPC_NONE;
   if (n->device != DPC_NONE) {
     const char *s = dpc_graph_str(r, n->device);
-    desc.device = dpc_graph_intern(a->g, s, strlen(s));
+    dev = dpc_graph_intern(a->g, s, strlen(s));
   }
+  /* micro-batch k's rows of the whole batch come after k micro-batches' (a dropout's rows are
+   * the micro-batch's: its output's first dimension) */
+  const dpc_shape *sh = &r->values[n->out].shape;
+  int64_t rows = n->n_out && sh->rank ? sh->d[0] : 1;
   uint32_t id;
-  dpc_status st = dpc_graph_add_node(a->g, &desc, &id, d);
+  dpc_status st = dpc_copy_node(a->g, r, i, a->val[k], dev, (int64_t)k * rows, &id, d);
   if (st) return st;
   bool per = a->cls[i] == PER_MB;
   tag(a, id,

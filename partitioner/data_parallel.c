@@ -57,28 +57,40 @@ static dpc_status name_value(builder *b, uint32_t v, uint32_t rv, uint32_t rep, 
   return dpc_graph_set_name(b->g, v, buf, strlen(buf), d);
 }
 
+dpc_status dpc_copy_node(dpc_graph *dst, const dpc_graph *src, uint32_t i, const uint32_t *val,
+                         uint32_t device, int64_t rows_before, uint32_t *id, dpc_diag *d) {
+  const dpc_node *n = &src->nodes[i];
+  uint32_t mark = dpc_graph_attr_mark(dst);
+  bool dropout = n->op == DPC_OP_DROPOUT;
+  for (uint32_t k = 0; k < n->n_attr; k++) {
+    const dpc_attr *a = &src->attrs[n->attr + k];
+    if (dropout && !strcmp(dpc_graph_str(src, a->name), "offset")) continue;
+    if (dpc_graph_attr_copy(dst, src, a))
+      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory copying a node");
+  }
+  /* the copy's dropout draws the mask of its rows of the whole batch, as one device would */
+  if (dropout) {
+    const dpc_shape *sh = &src->values[n->out].shape;
+    int64_t row = sh->rank && sh->d[0] ? dpc_shape_numel(sh) / sh->d[0] : 1;
+    int64_t first = dpc_attrs_int(dpc_node_attrs(src, i), "offset") + rows_before * row;
+    if (dpc_graph_attr_int(dst, "offset", first))
+      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory copying a node");
+  }
+  uint32_t ins[64];
+  if (n->n_in > 64) return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "a node with over 64 inputs");
+  for (uint32_t k = 0; k < n->n_in; k++)
+    if ((ins[k] = val[dpc_node_inputs(src, n)[k]]) == DPC_NONE)
+      return dpc_graph_fail_node(src, i, d, DPC_ERR_INTERNAL, "reads a value left out of the copy");
+  dpc_node_desc desc = {n->op, ins, n->n_in, mark, n->n_out, n->loc, device};
+  dpc_status st = dpc_graph_add_node(dst, &desc, id, d);
+  if (!st) dst->nodes[*id].phase = n->phase, dst->nodes[*id].mb = n->mb;
+  return st;
+}
+
 /* Copy node i of the replica graph into g for replica `rep`, inputs remapped. */
 static dpc_status clone_node(builder *b, uint32_t i, uint32_t rep, dpc_diag *d) {
   const dpc_graph *r = b->r;
   const dpc_node *n = &r->nodes[i];
-  uint32_t mark = dpc_graph_attr_mark(b->g);
-  bool dropout = n->op == DPC_OP_DROPOUT;
-  for (uint32_t k = 0; k < n->n_attr; k++) {
-    const dpc_attr *a = &r->attrs[n->attr + k];
-    if (dropout && !strcmp(dpc_graph_str(r, a->name), "offset")) continue;
-    if (dpc_graph_attr_copy(b->g, r, a)) return nomem(d);
-  }
-  /* replica rep's dropout draws the mask of its rows of the whole batch, as one device would
-   * (the node may cover only some of the replica's rows: a micro-batch's) */
-  if (dropout) {
-    const dpc_shape *sh = &r->values[n->out].shape;
-    int64_t row = sh->rank && sh->d[0] ? dpc_shape_numel(sh) / sh->d[0] : 1;
-    int64_t first = dpc_attrs_int(dpc_node_attrs(r, i), "offset") + (int64_t)rep * b->rows * row;
-    if (dpc_graph_attr_int(b->g, "offset", first)) return nomem(d);
-  }
-  uint32_t ins[64];
-  if (n->n_in > 64) return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "a node with over 64 inputs");
-  for (uint32_t k = 0; k < n->n_in; k++) ins[k] = b->val[rep][dpc_node_inputs(r, n)[k]];
   /* the replica graph's placement cpu:k (hybrid) becomes this replica's k-th device */
   uint32_t local = 0; /* plain data parallel (mp 1) puts a whole replica on one device */
   if (n->device != DPC_NONE && b->mp > 1) {
@@ -91,12 +103,11 @@ static dpc_status clone_node(builder *b, uint32_t i, uint32_t rep, dpc_diag *d) 
                                  b->mp - 1);
     local = (uint32_t)k;
   }
-  dpc_node_desc desc = {
-      n->op, ins, n->n_in, mark, n->n_out, n->loc, b->devname[rep * b->mp + local]};
+  /* replica rep's rows of the whole batch come after rep replicas' */
   uint32_t id;
-  dpc_status st = dpc_graph_add_node(b->g, &desc, &id, d);
+  dpc_status st = dpc_copy_node(b->g, r, i, b->val[rep], b->devname[rep * b->mp + local],
+                                (int64_t)rep * b->rows, &id, d);
   if (st) return st;
-  b->g->nodes[id].phase = n->phase, b->g->nodes[id].mb = n->mb;
   b->node[rep][i] = id;
   for (uint32_t k = 0; k < n->n_out && !st; k++) {
     uint32_t v = b->g->nodes[id].out + k;

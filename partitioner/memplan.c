@@ -17,6 +17,8 @@
  */
 #include "partitioner/partitioner.h"
 
+#include "ir/fusion.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,10 +36,6 @@ static int cmp_born(const void *a, const void *b) {
 
 static uint64_t align_up(uint64_t n) {
   return (n + DPC_SLOT_ALIGN - 1) / DPC_SLOT_ALIGN * DPC_SLOT_ALIGN;
-}
-
-static uint32_t run_at(const dpc_graph *g, uint32_t n) {
-  return g->nodes[n].fused != DPC_NONE ? g->nodes[n].fused : n;
 }
 
 dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d) {
@@ -64,7 +62,7 @@ dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d) {
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     const dpc_node *n = &g->nodes[i];
     bool comm = dpc_op_has(n->op, DPC_OPF_COMM);
-    uint32_t at = run_at(g, i);
+    uint32_t at = dpc_group_kernel(g, i);
     uint32_t here = p->slots[g->nodes[at].out].device; /* where the reader runs */
     for (uint32_t k = 0; k < n->n_in; k++) {
       uint32_t v = dpc_node_inputs(g, n)[k];
@@ -86,7 +84,7 @@ dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d) {
       if (pd->steps[j].kind == DPC_STEP_KERNEL) step_of[pd->steps[j].node] = j;
     for (uint32_t v = 0; v < g->n_values; v++) born[v] = UINT32_MAX, dies[v] = 0;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
-      uint32_t j = step_of[run_at(g, i)];
+      uint32_t j = step_of[dpc_group_kernel(g, i)];
       if (j == UINT32_MAX) continue;
       const dpc_node *n = &g->nodes[i];
       for (uint32_t k = 0; k < n->n_out; k++) {

@@ -123,6 +123,13 @@ typedef struct dpc_sim_device {
 double dpc_simulate_step(const dpc_plan *p, const dpc_node_cost *c, const dpc_device_speed *speed,
                          dpc_sim_device *out);
 
+/* Copy node i of src into dst (data_parallel.c; the builders of this module share it): inputs
+ * through val (value of src -> value of dst; an input mapped to DPC_NONE is an error), on
+ * `device`, with its attributes, phase and micro-batch. A dropout's offset moves by
+ * rows_before rows of its output: the copy draws the mask of its own rows of the whole batch. */
+dpc_status dpc_copy_node(dpc_graph *dst, const dpc_graph *src, uint32_t i, const uint32_t *val,
+                         uint32_t device, int64_t rows_before, uint32_t *id, dpc_diag *d);
+
 /* The gradient-accumulation training graph (partitioner/accumulate.c): `micro` is the
  * training graph bound at the micro-batch b; the result runs K micro-batches of the global
  * inputs of batch K b one after another, averages their gradients and losses, and makes one

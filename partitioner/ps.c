@@ -31,18 +31,8 @@ static dpc_status nomem(dpc_diag *d) {
 static dpc_status copy_node(half *h, uint32_t i, dpc_diag *d) {
   const dpc_graph *r = h->r;
   const dpc_node *n = &r->nodes[i];
-  uint32_t mark = dpc_graph_attr_mark(h->g), ins[64];
-  for (uint32_t j = 0; j < n->n_attr; j++)
-    if (dpc_graph_attr_copy(h->g, r, &r->attrs[n->attr + j])) return nomem(d);
-  if (n->n_in > 64) return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "a node with over 64 inputs");
-  for (uint32_t j = 0; j < n->n_in; j++) {
-    ins[j] = h->val[dpc_node_inputs(r, n)[j]];
-    if (ins[j] == DPC_NONE)
-      return dpc_graph_fail_node(r, i, d, DPC_ERR_INTERNAL, "reads a value the split left out");
-  }
-  dpc_node_desc desc = {n->op, ins, n->n_in, mark, n->n_out, n->loc, DPC_NONE};
   uint32_t id;
-  dpc_status st = dpc_graph_add_node(h->g, &desc, &id, d);
+  dpc_status st = dpc_copy_node(h->g, r, i, h->val, DPC_NONE, 0, &id, d);
   for (uint32_t j = 0; j < n->n_out && !st; j++) {
     uint32_t v = h->g->nodes[id].out + j, nm = r->values[n->out + j].name;
     h->val[n->out + j] = v;

@@ -12,6 +12,8 @@
  */
 #include "partitioner/partitioner.h"
 
+#include "ir/fusion.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,11 +22,6 @@ static dpc_status push_step(dpc_plan_device *dv, dpc_step s, dpc_diag *d) {
     return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory building the plan");
   dv->steps[dv->n_steps++] = s;
   return DPC_OK;
-}
-
-/* When a node's kernel runs: a fusion group's members run with their root. */
-static uint32_t run_at(const dpc_graph *g, uint32_t n) {
-  return g->nodes[n].fused != DPC_NONE ? g->nodes[n].fused : n;
 }
 
 /* Whether update value v may be computed in its target t's slot. Nothing may read t after v's
@@ -41,7 +38,7 @@ static bool update_in_place(const dpc_graph *g, uint32_t v, uint32_t t, const bo
     return false;
   for (uint32_t n = 0; n < g->n_nodes; n++) {
     const dpc_node *nd = &g->nodes[n];
-    uint32_t at = run_at(g, n);
+    uint32_t at = dpc_group_kernel(g, n);
     if (at == prod && !dpc_op_has(nd->op, DPC_OPF_ELEMWISE)) return false;
     for (uint32_t i = 0; i < nd->n_in; i++)
       if (g->ids[nd->in + i] == t && at > prod) return false;

@@ -284,7 +284,7 @@ static dpc_status open_overlap(dpc_session *s, dpc_diag *d) {
   }
   for (uint32_t m = 0; !st && m < g->n_nodes; m++) {
     const dpc_node *n = &g->nodes[m];
-    uint32_t root = n->fused != DPC_NONE ? n->fused : m;
+    uint32_t root = dpc_group_kernel(g, m);
     for (uint32_t k = 0; k < n->n_in; k++) {
       int32_t kv = kval[g->ids[n->in + k]];
       if (kv > need[root]) need[root] = kv;
