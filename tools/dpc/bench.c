@@ -157,13 +157,12 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     return dpc_diag_fail(d, DPC_ERR_INVALID, "--batch and --steps must be at least 1");
   double t0 = dpc_now_s();
   dpc_graph *g = dpc_graph_clone(src);
-  int64_t *vals = g ? calloc(g->n_syms ? g->n_syms : 1, sizeof *vals) : NULL;
   double *times = calloc(o->steps, sizeof *times);
   dpc_plan *plan = NULL;
   dpc_cpu_backend *cpu = NULL;
   dpc_native_kernel *native = NULL;
   dpc_session *s = NULL;
-  dpc_status st = g && vals && times ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_status st = g && times ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_pass_opts po = {.training = !o->inference, .fuse = o->exec.llvm ? dpc_cpu_fusion() : 0};
   if (!st && po.training) st = dpc_driver_default_horizon(g, d);
   if (!st && o->model && o->devices) {
@@ -181,18 +180,11 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
                        "--devices %s: data parallel is for training, with a batch that splits "
                        "evenly (%u is not a multiple of %u)",
                        o->devices, o->batch, D);
-  uint32_t K = po.training && o->accumulate > 1 ? o->accumulate : 1;
-  uint32_t share = o->model ? o->batch : o->batch / D;
-  if (!st && share % K)
-    st = dpc_diag_fail(d, DPC_ERR_INVALID, "--accumulate %u does not divide a share of %u samples",
-                       K, share);
-  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = share / K;
-  if (!st) st = dpc_graph_bind(g, vals, d);
+  dpc_driver_strategy ds = {o->model ? 1 : D, o->model ? D : 1, o->accumulate,
+                            o->model ? o->pipeline : DPC_SCHEDULE_NONE, false};
   if (!st)
-    st = dpc_driver_plan(g, o->batch,
-                         &(dpc_driver_strategy){o->model ? 1 : D, o->model ? D : 1, K,
-                                                o->model ? o->pipeline : DPC_SCHEDULE_NONE, false},
-                         po.training, &plan, d);
+    st = dpc_driver_plan_share(g, o->batch, o->model ? o->batch : o->batch / D, &ds, po.training,
+                               &plan, d);
   if (!st && o->exec.llvm) {
     native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);
     st = native ? dpc_cpu_backend_new(&o->exec.cpu, &cpu, d)
@@ -232,7 +224,6 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   free(native);
   dpc_plan_free(plan);
   free(times);
-  free(vals);
   dpc_graph_free(g);
   return st;
 }

@@ -83,21 +83,10 @@ static dpc_status make_plan(const dpc_graph *src, plan_req *q, dpc_plan **out, d
     st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   uint32_t R = D / (mp > 1 ? mp : 1); /* data-parallel replicas */
   dpc_pass_opts po = {.training = true, .fuse = dpc_cpu_fusion()};
-  int64_t *vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
-  if (!st && !vals) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   if (!st) st = dpc_driver_default_horizon(g, d);
   if (!st) st = dpc_passes_run(g, &po, d);
-  uint32_t K = q->accumulate > 1 ? q->accumulate : 1, share = model ? batch : batch / R;
-  if (!st && share % K)
-    st = dpc_diag_fail(d, DPC_ERR_INVALID, "--accumulate %u does not divide a share of %u samples",
-                       K, share);
-  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = share / K;
-  if (!st) st = dpc_graph_bind(g, vals, d);
-  if (!st)
-    st = dpc_driver_plan(
-        g, batch, &(dpc_driver_strategy){model ? 1 : R, model ? D : mp, K, q->schedule, false},
-        true, out, d);
-  free(vals);
+  dpc_driver_strategy ds = {model ? 1 : R, model ? D : mp, q->accumulate, q->schedule, false};
+  if (!st) st = dpc_driver_plan_share(g, batch, model ? batch : batch / R, &ds, true, out, d);
   dpc_graph_free(g);
   return st;
 }

@@ -289,23 +289,37 @@ dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driv
   return st;
 }
 
+dpc_status dpc_driver_plan_share(dpc_graph *g, int64_t batch, uint32_t share,
+                                 const dpc_driver_strategy *s, bool training, dpc_plan **out,
+                                 dpc_diag *d) {
+  uint32_t K = training && s->accumulate > 1 ? s->accumulate : 1;
+  if (share % K)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "--accumulate %u does not divide a share of %u samples", K, share);
+  int64_t *vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
+  if (!vals) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t k = 0; k < g->n_syms; k++) vals[k] = share / K;
+  dpc_status st = dpc_graph_bind(g, vals, d);
+  free(vals);
+  dpc_driver_strategy sk = *s;
+  sk.accumulate = K;
+  return st ? st : dpc_driver_plan(g, batch, &sk, training, out, d);
+}
+
 /* The plan of a training step of `placed` at `batch` on n devices: each device's bytes, and
  * the simulator's step time at the devices' speeds. */
 static dpc_status plan_step(const dpc_graph *placed, int64_t batch, uint32_t n,
                             const dpc_device_speed *speed, const dpc_driver_place_opts *o,
                             double *bytes, double *step, dpc_diag *d) {
   dpc_graph *g = dpc_graph_clone(placed);
-  int64_t *vals = g ? calloc(g->n_syms ? g->n_syms : 1, sizeof *vals) : NULL;
   dpc_status st =
-      vals ? dpc_driver_default_horizon(g, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+      g ? dpc_driver_default_horizon(g, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_pass_opts po = {.training = true, .fuse = dpc_cpu_fusion()};
   if (!st) st = dpc_passes_run(g, &po, d);
   uint32_t M = o->microbatches > 1 && batch % o->microbatches == 0 ? o->microbatches : 1;
-  for (uint32_t k = 0; !st && k < g->n_syms; k++) vals[k] = batch / M;
-  if (!st) st = dpc_graph_bind(g, vals, d);
   dpc_plan *p = NULL;
   dpc_driver_strategy ds = {1, n, M, o->schedule, false};
-  if (!st) st = dpc_driver_plan(g, batch, &ds, true, &p, d);
+  if (!st) st = dpc_driver_plan_share(g, batch, (uint32_t)batch, &ds, true, &p, d);
   for (uint32_t k = 0; !st && k < n; k++) bytes[k] = k < p->n_devs ? (double)p->devs[k].bytes : 0;
   dpc_node_cost *c = st ? NULL : calloc(p->g->n_nodes ? p->g->n_nodes : 1, sizeof *c);
   dpc_sim_device *sim = st ? NULL : calloc(p->n_devs, sizeof *sim);
@@ -314,7 +328,6 @@ static dpc_status plan_step(const dpc_graph *placed, int64_t batch, uint32_t n,
   if (!st) *step = dpc_simulate_step(p, c, speed, sim);
   free(c), free(sim);
   dpc_plan_free(p);
-  free(vals);
   dpc_graph_free(g);
   return st;
 }

@@ -52,6 +52,13 @@ typedef struct dpc_driver_strategy {
 dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driver_strategy *s,
                            bool training, dpc_plan **out, dpc_diag *d);
 
+/* Bind g (after its passes, its symbols free) so each micro-batch of each replica's share of
+ * `share` samples has share / s->accumulate rows, then dpc_driver_plan. An accumulation that
+ * does not divide the share is an error saying so. */
+dpc_status dpc_driver_plan_share(dpc_graph *g, int64_t batch, uint32_t share,
+                                 const dpc_driver_strategy *s, bool training, dpc_plan **out,
+                                 dpc_diag *d);
+
 /* --device-memory: "512M", "2G", "1500000" (K, M, G are powers of 1024). False when malformed. */
 bool dpc_driver_parse_size(const char *s, uint64_t *out);
 /* Every device of the plan within `limit` bytes (0: no limit), else an error that says how much
