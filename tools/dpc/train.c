@@ -128,6 +128,13 @@ static dpc_status apply_overrides(trainer *t, uint64_t total_steps, dpc_diag *d)
 
 /* ---- plans and sessions ---------------------------------------------------------------------- */
 
+dpc_status dpc_train_compile(trainer *t, run_t *r, dpc_diag *d) {
+  if (!t->cpu) return DPC_OK;
+  r->native = calloc(r->plan->g->n_nodes ? r->plan->g->n_nodes : 1, sizeof *r->native);
+  return r->native ? dpc_cpu_compile_plan(t->cpu, r->plan, r->native, d)
+                   : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+}
+
 /* Plan and open a session of graph `src` for batch size n, sharing persistent values with
  * `share` (or owning them when it is NULL). */
 static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool training,
@@ -159,11 +166,7 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
                          training, &r->plan, d);
   r->parallel = parallel;
   if (!st) st = dpc_driver_check_memory(r->plan, t->o->device_memory, d);
-  if (!st && t->cpu) {
-    r->native = calloc(r->plan->g->n_nodes ? r->plan->g->n_nodes : 1, sizeof *r->native);
-    st = r->native ? dpc_cpu_compile_plan(t->cpu, r->plan, r->native, d)
-                   : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  }
+  if (!st) st = dpc_train_compile(t, r, d);
   dpc_session_opts so = {.training = training,
                          .share = share,
                          .native = r->native,

@@ -34,10 +34,7 @@
 typedef struct worker {
   struct async_state *a;
   uint32_t id;
-  dpc_plan *plan;
-  dpc_native_kernel *native;
-  dpc_session *s;
-  uint32_t x, y, loss;
+  run_t run;        /* its plan, kernels and session; x, y and loss */
   uint32_t *param;  /* per server param: the worker's value id */
   uint32_t *grad;   /* per gradient: the worker's output value id */
   uint64_t pulled;  /* the version its step computes on, UINT64_MAX when idle */
@@ -185,17 +182,17 @@ static void *worker_main(void *arg) {
     w->pulled = a->version;
     for (uint32_t k = 0; k < a->n_params; k++) {
       dpc_tensor from = dpc_session_value(t->train_full.s, a->s_param[k]);
-      dpc_tensor to = dpc_session_value(w->s, w->param[k]);
+      dpc_tensor to = dpc_session_value(w->run.s, w->param[k]);
       memcpy(to.data, from.data, dpc_tensor_bytes(&to));
     }
     pthread_mutex_unlock(&a->mu);
 
     uint32_t n;
     const uint64_t *idx = dpc_order_batch(&t->order, a->b, pos, &n);
-    dpc_tensor x = dpc_session_input(w->s, w->x), y = dpc_session_input(w->s, w->y);
+    dpc_tensor x = dpc_session_input(w->run.s, w->run.x), y = dpc_session_input(w->run.s, w->run.y);
     st = dpc_dataset_fill(t->train_ds, idx, n, &x, &y, &w->d);
-    dpc_session_set_step(w->s, pos);
-    if (!st) st = dpc_session_run(w->s, &w->d);
+    dpc_session_set_step(w->run.s, pos);
+    if (!st) st = dpc_session_run(w->run.s, &w->d);
     if (!st && t->o->test_slow_worker == w->id + 1) { /* a test hook: this worker is slow */
       struct timespec ts = {0, 20 * 1000000L};
       nanosleep(&ts, NULL);
@@ -210,11 +207,11 @@ static void *worker_main(void *arg) {
     }
     pending *p = &a->pend[a->n_pend++];
     p->worker = w->id, p->version = w->pulled;
-    dpc_tensor lv = dpc_session_value(w->s, w->loss);
+    dpc_tensor lv = dpc_session_value(w->run.s, w->run.loss);
     p->loss = dpc_tload(&lv, 0);
     uint64_t off = 0;
     for (uint32_t k = 0; k < a->n_grads; k++) {
-      dpc_tensor g = dpc_session_value(w->s, w->grad[k]);
+      dpc_tensor g = dpc_session_value(w->run.s, w->grad[k]);
       int64_t m = dpc_tensor_numel(&g);
       for (int64_t e = 0; e < m; e++) p->g[off + e] = (float)dpc_tload(&g, e);
       off += (uint64_t)m;
@@ -235,6 +232,17 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* A one-device, one-thread session of bound graph g (training: updates applied): its plan,
+ * compiled kernels (dpc_train_compile) and session in r. */
+static dpc_status open_single(trainer *t, const dpc_graph *g, const char *dev, bool training,
+                              run_t *r, dpc_diag *d) {
+  dpc_status st = dpc_plan_single(g, dev, training, &r->plan, d);
+  if (!st) st = dpc_train_compile(t, r, d);
+  dpc_session_opts so = {.training = true, .native = r->native, .threads = 1};
+  if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
+  return st;
+}
+
 static dpc_status open_worker(async_state *a, const dpc_graph *wg, uint32_t id, dpc_diag *d) {
   trainer *t = a->t;
   worker *w = &a->w[id];
@@ -247,21 +255,14 @@ static dpc_status open_worker(async_state *a, const dpc_graph *wg, uint32_t id, 
   if (!st) st = dpc_graph_bind(g, vals, d);
   char dev[32];
   snprintf(dev, sizeof dev, "cpu:%u", id);
-  if (!st) st = dpc_plan_single(g, dev, false, &w->plan, d);
-  if (!st && t->cpu) {
-    w->native = calloc(w->plan->g->n_nodes ? w->plan->g->n_nodes : 1, sizeof *w->native);
-    st = w->native ? dpc_cpu_compile_plan(t->cpu, w->plan, w->native, d)
-                   : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  }
-  dpc_session_opts so = {.training = true, .native = w->native, .threads = 1};
-  if (!st) st = dpc_session_new(w->plan, &so, &w->s, d);
+  if (!st) st = open_single(t, g, dev, false, &w->run, d);
   free(vals);
   dpc_graph_free(g);
   if (st) return st;
-  const dpc_graph *pg = w->plan->g;
-  w->x = dpc_graph_find(pg, t->x_name);
-  w->y = dpc_graph_find(pg, t->y_name);
-  w->loss = pg->outputs[pg->n_outputs - 1];
+  const dpc_graph *pg = w->run.plan->g;
+  w->run.x = dpc_graph_find(pg, t->x_name);
+  w->run.y = dpc_graph_find(pg, t->y_name);
+  w->run.loss = pg->outputs[pg->n_outputs - 1];
   w->param = calloc(a->n_params ? a->n_params : 1, sizeof *w->param);
   w->grad = calloc(a->n_grads ? a->n_grads : 1, sizeof *w->grad);
   if (!w->param || !w->grad) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
@@ -298,14 +299,7 @@ dpc_status dpc_train_async_open(trainer *t, dpc_diag *d) {
   dpc_status st = dpc_ps_split(t->train_g, &wg, &sg, d);
   /* the server: the trainer's training session, so evaluation and checkpoints see its params */
   run_t *r = &t->train_full;
-  if (!st) st = dpc_plan_single(sg, "cpu:0", true, &r->plan, d);
-  if (!st && t->cpu) {
-    r->native = calloc(r->plan->g->n_nodes ? r->plan->g->n_nodes : 1, sizeof *r->native);
-    st = r->native ? dpc_cpu_compile_plan(t->cpu, r->plan, r->native, d)
-                   : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  }
-  dpc_session_opts so = {.training = true, .native = r->native, .threads = 1};
-  if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
+  if (!st) st = open_single(t, sg, "cpu:0", true, r, d);
   if (!st) {
     r->n = t->batch;
     r->x = r->y = r->loss = r->logits = DPC_NONE;
@@ -377,9 +371,9 @@ void dpc_train_async_free(trainer *t) {
   async_state *a = t->async;
   if (!a) return;
   for (uint32_t i = 0; a->w && i < a->W; i++) {
-    dpc_session_free(a->w[i].s);
-    dpc_plan_free(a->w[i].plan);
-    free(a->w[i].native);
+    dpc_session_free(a->w[i].run.s);
+    dpc_plan_free(a->w[i].run.plan);
+    free(a->w[i].run.native);
     free(a->w[i].param);
     free(a->w[i].grad);
     dpc_diag_free(&a->w[i].d);

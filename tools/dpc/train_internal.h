@@ -56,6 +56,10 @@ dpc_status dpc_train_save_params(trainer *t, const char *path, dpc_diag *d);
 void dpc_train_log_step(trainer *t, const dpc_train_step *s);
 void dpc_train_log_epoch(trainer *t, const dpc_train_epoch *e);
 
+/* train.c: r's plan's kernels compiled with the trainer's LLVM backend into r->native (nothing
+ * on the reference backend). */
+dpc_status dpc_train_compile(trainer *t, run_t *r, dpc_diag *d);
+
 /* train_async.c: --sync async. Open the server (as t->train_full) and the workers, from t->train_g;
  * run one epoch; free them. */
 dpc_status dpc_train_async_open(trainer *t, dpc_diag *d);
