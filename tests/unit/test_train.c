@@ -458,20 +458,40 @@ static void stuck_device_fails_in_time(void) {
   dpc_graph_free(g);
 }
 
+/* The data and step logs of one training comparison: 650 samples of 16 features in 5 classes
+ * (20 full batches of 32 and a partial one), and up to 4 logs; all in the test folder. */
+typedef struct fixture {
+  char xs[256], ys[256], data[600], logs[4][256];
+} fixture;
+
+static void fixture_open(fixture *f, const char *tag) {
+  char nm[64];
+  snprintf(nm, sizeof nm, "%sx.npy", tag);
+  path_in(f->xs, sizeof f->xs, nm);
+  snprintf(nm, sizeof nm, "%sy.npy", tag);
+  path_in(f->ys, sizeof f->ys, nm);
+  write_data(f->xs, f->ys, 650, 16, 5, -1);
+  snprintf(f->data, sizeof f->data, "%s,%s", f->xs, f->ys);
+  for (int k = 0; k < 4; k++) {
+    snprintf(nm, sizeof nm, "%s%d.jsonl", tag, k);
+    path_in(f->logs[k], sizeof f->logs[k], nm);
+  }
+}
+
+static void fixture_close(fixture *f) {
+  for (int k = 0; k < 4; k++) unlink(f->logs[k]);
+  unlink(f->xs);
+  unlink(f->ys);
+}
+
 /* Gradient accumulation: K micro-batches averaged before one step equal one step on the whole
  * batch (1e-5 relative over 20 steps), alone, under data parallel and under model parallel,
  * on both backends; the same run twice gives the same bits. */
 static void accumulation_matches_one_batch(void) {
-  char xs[256], ys[256], data[600], logs[3][256];
-  path_in(xs, sizeof xs, "acx.npy");
-  path_in(ys, sizeof ys, "acy.npy");
-  write_data(xs, ys, 650, 16, 5, -1);
-  snprintf(data, sizeof data, "%s,%s", xs, ys);
-  for (int k = 0; k < 3; k++) {
-    char nm[32];
-    snprintf(nm, sizeof nm, "ac%d.jsonl", k);
-    path_in(logs[k], sizeof logs[k], nm);
-  }
+  fixture f;
+  fixture_open(&f, "ac");
+  const char *data = f.data;
+  char(*logs)[256] = f.logs;
   dpc_graph *g = parse(small_model);
   if (!g) return;
   dpc_diag d;
@@ -508,9 +528,7 @@ static void accumulation_matches_one_batch(void) {
     for (int i = 0; i < n1 && i < n2; i++)
       CHECK_MSG(l1[i] == l2[i], "K=%u: two runs differ at step %d", runs[c].K, i + 1);
   }
-  for (int k = 0; k < 3; k++) unlink(logs[k]);
-  unlink(xs);
-  unlink(ys);
+  fixture_close(&f);
   dpc_diag_free(&d);
   dpc_graph_free(g);
 }
@@ -519,16 +537,10 @@ static void accumulation_matches_one_batch(void) {
  * M micro-batches bit for bit (the same kernels, the gradients summed in the same order) and
  * one batch within 1e-5, with and without data parallelism over the pipeline. */
 static void pipeline_matches_accumulation(void) {
-  char xs[256], ys[256], data[600], logs[3][256];
-  path_in(xs, sizeof xs, "ppx.npy");
-  path_in(ys, sizeof ys, "ppy.npy");
-  write_data(xs, ys, 650, 16, 5, -1);
-  snprintf(data, sizeof data, "%s,%s", xs, ys);
-  for (int k = 0; k < 3; k++) {
-    char nm[32];
-    snprintf(nm, sizeof nm, "pp%d.jsonl", k);
-    path_in(logs[k], sizeof logs[k], nm);
-  }
+  fixture f;
+  fixture_open(&f, "pp");
+  const char *data = f.data;
+  char(*logs)[256] = f.logs;
   dpc_graph *g = parse(small_model);
   if (!g) return;
   dpc_diag d;
@@ -571,9 +583,7 @@ static void pipeline_matches_accumulation(void) {
       CHECK_MSG(l1[i] == l2[i], "%s S=%u M=%u: pipeline and accumulation differ at step %d",
                 runs[c].devices, runs[c].S, runs[c].M, i + 1);
   }
-  for (int k = 0; k < 3; k++) unlink(logs[k]);
-  unlink(xs);
-  unlink(ys);
+  fixture_close(&f);
   dpc_diag_free(&d);
   dpc_graph_free(g);
 }
@@ -583,16 +593,10 @@ static void pipeline_matches_accumulation(void) {
  * equals synchronous data parallel (1e-5); k = 4 differs from it but still trains, the same
  * bits every run. */
 static void local_sgd(void) {
-  char xs[256], ys[256], data[600], logs[4][256];
-  path_in(xs, sizeof xs, "lsx.npy");
-  path_in(ys, sizeof ys, "lsy.npy");
-  write_data(xs, ys, 650, 16, 5, -1);
-  snprintf(data, sizeof data, "%s,%s", xs, ys);
-  for (int k = 0; k < 4; k++) {
-    char nm[32];
-    snprintf(nm, sizeof nm, "ls%d.jsonl", k);
-    path_in(logs[k], sizeof logs[k], nm);
-  }
+  fixture f;
+  fixture_open(&f, "ls");
+  const char *data = f.data;
+  char(*logs)[256] = f.logs;
   const char *text = "model small\ninput x: f32[N, 16]\ninput y: i32[N]\n"
                      "param w1: f32[16, 32] = he_normal(seed=1)\nparam b1: f32[32] = zeros\n"
                      "param w2: f32[32, 5] = xavier_uniform(seed=2)\nparam b2: f32[5] = zeros\n"
@@ -629,9 +633,7 @@ static void local_sgd(void) {
   /* and ends where synchronous training does, give or take 10% */
   CHECK_MSG(n[0] == 21 && n[2] == 21 && fabs(l[2][20] - l[0][20]) < 0.1 * l[0][20],
             "k=4 ends at loss %.4g, synchronous at %.4g", l[2][20], l[0][20]);
-  for (int k = 0; k < 4; k++) unlink(logs[k]);
-  unlink(xs);
-  unlink(ys);
+  fixture_close(&f);
   dpc_diag_free(&d);
   dpc_graph_free(g);
 }
@@ -641,16 +643,10 @@ static void local_sgd(void) {
  * staleness 2, no gradient in the step log is staler than 2 and the slow worker sends fewer
  * gradients than the others on average (they did not wait for it). */
 static void async_parameter_server(void) {
-  char xs[256], ys[256], data[600], logs[2][256];
-  path_in(xs, sizeof xs, "asx.npy");
-  path_in(ys, sizeof ys, "asy.npy");
-  write_data(xs, ys, 650, 16, 5, -1);
-  snprintf(data, sizeof data, "%s,%s", xs, ys);
-  for (int k = 0; k < 2; k++) {
-    char nm[32];
-    snprintf(nm, sizeof nm, "as%d.jsonl", k);
-    path_in(logs[k], sizeof logs[k], nm);
-  }
+  fixture f;
+  fixture_open(&f, "as");
+  const char *data = f.data;
+  char(*logs)[256] = f.logs;
   /* no dropout: an asynchronous worker draws its masks per step of its own, not from the
    * synchronous step's rows */
   const char *text = "model small\ninput x: f32[N, 16]\ninput y: i32[N]\n"
@@ -689,10 +685,10 @@ static void async_parameter_server(void) {
   o.devices = "cpu:4", o.async = true, o.staleness = 2, o.test_slow_worker = 1;
   o.log_path = logs[1];
   CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "slow worker: %s", d.msg);
-  FILE *f = fopen(logs[1], "r");
+  FILE *log = fopen(logs[1], "r");
   char line[4096];
   unsigned per_worker[4] = {0}, worst = 0, steps = 0;
-  while (f && fgets(line, sizeof line, f)) {
+  while (log && fgets(line, sizeof line, log)) {
     if (!strstr(line, "\"staleness\": [")) continue;
     steps++;
     for (const char *p = strstr(line, "{\"worker\": "); p; p = strstr(p + 1, "{\"worker\": ")) {
@@ -702,16 +698,14 @@ static void async_parameter_server(void) {
       if (s > worst) worst = s;
     }
   }
-  if (f) fclose(f);
+  if (log) fclose(log);
   CHECK_MSG(steps >= 20 && worst <= 2, "%u updates, the stalest gradient %u behind", steps, worst);
   /* the others took the batches the slow one could not (who takes which is the scheduler's
    * business: on two cores one fast worker may take most) */
   CHECK_MSG(3 * per_worker[0] < per_worker[1] + per_worker[2] + per_worker[3],
             "gradients per worker: %u %u %u %u", per_worker[0], per_worker[1], per_worker[2],
             per_worker[3]);
-  for (int k = 0; k < 2; k++) unlink(logs[k]);
-  unlink(xs);
-  unlink(ys);
+  fixture_close(&f);
   dpc_diag_free(&d);
   dpc_graph_free(g);
 }
