@@ -39,17 +39,16 @@ dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint
 /* What automatic placement did: the bytes METIS's cut moves (KiB, as METIS counts them); after
  * repair, the bytes that cross devices (each value once per device that reads it), the forward
  * FLOPs and the estimated memory (bytes) each device got (the first 16 devices), the busiest
- * device's compute against its share and the fullest's memory against its share (1: even), the
- * bytes over the memory limits (0: all fit), the nodes moved to put the devices in an order the
- * values follow, the moves refinement made, and whether every value now flows from a device to
- * itself or one after it. */
+ * device's compute against its share (1: even), the bytes over the memory limits (0: all fit),
+ * the nodes moved to put the devices in an order the values follow, the chains moved, and
+ * whether every value now flows from a device to itself or one after it. */
 typedef struct dpc_place_report {
   double cut_kib, cut_bytes;
   double flops[16];
   double memory[16];
-  double compute_ratio, memory_ratio, over_limit;
+  double compute_ratio, over_limit;
   double score; /* the chosen candidate's score (dpc_place_opts), 0 without one */
-  uint32_t moved_for_order, refine_moves, chain_moves;
+  uint32_t moved_for_order, chain_moves;
   bool order_kept;
 } dpc_place_report;
 

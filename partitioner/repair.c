@@ -305,27 +305,19 @@ dpc_status dpc_place_repair(const dpc_graph *g, const dpc_repair_in *in, int32_t
       r.limit[k] = in->mem_limit ? in->mem_limit[order[k]] : 0;
     }
     tally(&r);
-    uint32_t moves = 0, m;
     /* a chain frees memory one boundary node per sweep; otherwise a few sweeps settle it */
     for (uint32_t pass = 0; pass < r.n + 8; pass++) {
       bool any_over = false;
       for (uint32_t k = 0; k < r.P; k++) any_over |= over(&r, k);
-      if (!(m = sweep(&r)) || (!any_over && pass >= 8)) break;
-      moves += m;
+      if (!sweep(&r) || (!any_over && pass >= 8)) break;
       place_sources(&r);
       tally(&r);
     }
     if (out) {
-      out->refine_moves = moves;
-      double mtotal = 0, ltotal = 0;
-      for (uint32_t k = 0; k < r.P; k++) mtotal += r.mem[k], ltotal += r.limit[k];
-      out->compute_ratio = out->memory_ratio = out->over_limit = out->cut_bytes = 0;
+      out->compute_ratio = out->over_limit = out->cut_bytes = 0;
       for (uint32_t k = 0; k < r.P; k++) {
         double cr = r.load[k] / r.cap[k];
-        double share = ltotal > 0 && r.limit[k] > 0 ? r.limit[k] / ltotal : 1.0 / r.P;
-        double mr = mtotal > 0 ? r.mem[k] / (mtotal * share) : 0;
         if (cr > out->compute_ratio) out->compute_ratio = cr;
-        if (mr > out->memory_ratio) out->memory_ratio = mr;
         if (over(&r, k)) out->over_limit += r.mem[k] - r.limit[k];
       }
       for (uint32_t i = 0; i < r.n; i++)
