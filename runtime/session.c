@@ -418,16 +418,17 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
         break;
       }
       const dpc_node *n = &g->nodes[sp->node];
+      step_args *sa = &s->steps[i][j];
+      sa->a = (dpc_kernel_args){g,
+                                sp->node,
+                                &s->targs[base[sp->node]],
+                                n->n_in,
+                                &s->targs[base[sp->node] + n->n_in],
+                                n->n_out,
+                                &s->run};
       if (plan->n_devs > 1 && dpc_op_has(n->op, DPC_OPF_COMM)) {
-        s->steps[i][j].comm = true;
-        s->steps[i][j].rank = sp->peer;
-        s->steps[i][j].a = (dpc_kernel_args){g,
-                                             sp->node,
-                                             &s->targs[base[sp->node]],
-                                             n->n_in,
-                                             &s->targs[base[sp->node] + n->n_in],
-                                             n->n_out,
-                                             &s->run};
+        sa->comm = true;
+        sa->rank = sp->peer;
         continue;
       }
       dpc_kernel_fn fn = s->kernels[n->op];
@@ -436,7 +437,6 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
                                  "this backend has no kernel for %s", dpc_op_name(n->op));
         break;
       }
-      step_args *sa = &s->steps[i][j];
       sa->fn = fn;
       if (o && o->native) sa->native = o->native[sp->node];
       sa->ptrs = &s->tptrs[base[sp->node]];
@@ -451,13 +451,6 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
           s->gptrs[n_gptrs++] = s->tensors[n->out + k2].data;
         dpc_group_free(&grp);
       }
-      sa->a = (dpc_kernel_args){g,
-                                sp->node,
-                                &s->targs[base[sp->node]],
-                                n->n_in,
-                                &s->targs[base[sp->node] + n->n_in],
-                                n->n_out,
-                                &s->run};
     }
   }
   free(base);
