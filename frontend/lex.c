@@ -218,6 +218,25 @@ dpc_tok dpc_lex_next(dpc_lexer *lx) {
     return t->kind;
   }
   if (c == '"') return lex_string(lx);
+  if (c == '`') { /* a quoted name: any characters but backticks and line breaks */
+    advance(lx);
+    size_t start = lx->pos;
+    for (;;) {
+      int k = peekc(lx, 0);
+      if (k < 0 || k == '\n' || k == 0) return error(lx, t->loc, "unterminated `name`");
+      if (k == '`') break;
+      advance(lx);
+    }
+    t->start = lx->src.text + start;
+    t->len = lx->pos - start;
+    advance(lx);
+    if (t->len == 0) return error(lx, t->loc, "empty `name`");
+    if (t->len > DPC_MAX_NAME)
+      return error(lx, t->loc, "name longer than %d characters", DPC_MAX_NAME);
+    t->kind = DPC_T_IDENT;
+    t->quoted = true;
+    return t->kind;
+  }
   static const struct {
     char c;
     dpc_tok k;

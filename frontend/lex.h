@@ -43,6 +43,7 @@ typedef struct dpc_token {
   double fval;  /* DPC_T_INT and DPC_T_FLOAT */
   char *str;    /* DPC_T_STRING: decoded, malloc'd, owned by the lexer until the next token */
   size_t str_len;
+  bool quoted; /* DPC_T_IDENT written `in backticks`: a name even when it spells a keyword */
 } dpc_token;
 
 typedef struct dpc_lexer {

@@ -64,7 +64,7 @@ static const char *const statement_keywords[] = {"model",    "input",  "param", 
 
 static bool tok_is(const parser *p, const char *kw) {
   size_t n = strlen(kw);
-  return TOK.kind == DPC_T_IDENT && TOK.len == n && memcmp(TOK.start, kw, n) == 0;
+  return TOK.kind == DPC_T_IDENT && !TOK.quoted && TOK.len == n && memcmp(TOK.start, kw, n) == 0;
 }
 
 static bool is_keyword(const char *s, size_t n) {
@@ -368,7 +368,7 @@ static dpc_status parse_primary(parser *p, expr **out) {
     *out = e;
     return next(p);
   case DPC_T_IDENT:
-    if (is_keyword(TOK.start, TOK.len))
+    if (!TOK.quoted && is_keyword(TOK.start, TOK.len))
       return err(p, TOK.loc, "'%.*s' is a keyword, not a value", (int)TOK.len, TOK.start);
     if (!(e = new_expr(p, E_NAME, TOK.loc))) return nomem(p);
     e->s = TOK.start;
@@ -803,9 +803,12 @@ static dpc_status lower(parser *p, const expr *e, dpc_dtype ctx, uint32_t device
 
 /* ---- statements ----------------------------------------------------------------------------- */
 
-static dpc_status define(parser *p, uint32_t value, const char *name, size_t n, dpc_loc loc) {
-  if (n == 1 && name[0] == '_') return err(p, loc, "'_' discards a result; it cannot name a value");
-  if (is_keyword(name, n) || (n == 3 && (!memcmp(name, "inf", 3) || !memcmp(name, "nan", 3))))
+static dpc_status define(parser *p, uint32_t value, const char *name, size_t n, bool quoted,
+                         dpc_loc loc) {
+  if (!quoted && n == 1 && name[0] == '_')
+    return err(p, loc, "'_' discards a result; it cannot name a value");
+  if (!quoted &&
+      (is_keyword(name, n) || (n == 3 && (!memcmp(name, "inf", 3) || !memcmp(name, "nan", 3)))))
     return err(p, loc, "'%.*s' is a keyword and cannot name a value", (int)n, name);
   char buf[DPC_MAX_NAME + 1];
   snprintf(buf, sizeof buf, "%.*s", (int)n, name);
@@ -869,7 +872,7 @@ static dpc_status parse_type(parser *p, bool allow_symbols, dpc_dtype *t, int64_
         return err_st(p, DPC_ERR_INVALID, TOK.loc,
                       "dimension %lld is larger than dpc allows (2^40)", (long long)TOK.ival);
       dims[(*rank)++] = TOK.ival;
-    } else if (TOK.kind == DPC_T_IDENT && !is_keyword(TOK.start, TOK.len)) {
+    } else if (TOK.kind == DPC_T_IDENT && (TOK.quoted || !is_keyword(TOK.start, TOK.len))) {
       if (!allow_symbols)
         return err_st(
             p, DPC_ERR_INVALID, TOK.loc,
@@ -905,7 +908,8 @@ static dpc_status parse_decl(parser *p, dpc_op op) {
   const char *name = TOK.start;
   size_t nlen = TOK.len;
   dpc_loc nloc = TOK.loc;
-  if (is_keyword(name, nlen))
+  bool quoted = TOK.quoted;
+  if (!quoted && is_keyword(name, nlen))
     return err(p, nloc, "'%.*s' is a keyword and cannot name a value", (int)nlen, name);
   if ((st = next(p)) || (st = expect(p, DPC_T_COLON, "':' and a type after the name"))) return st;
   dpc_dtype t = DPC_F32;
@@ -963,7 +967,7 @@ static dpc_status parse_decl(parser *p, dpc_op op) {
   if ((st = add_node(p, op, NULL, 0, mark, 1, nloc, device, &node))) return st;
   (void)kwname;
   place_from(p, first, device);
-  return define(p, g->nodes[node].out, name, nlen, nloc);
+  return define(p, g->nodes[node].out, name, nlen, quoted, nloc);
 }
 
 /* NAME {, NAME} = EXPR [@ device] */
@@ -973,6 +977,7 @@ static dpc_status parse_assign(parser *p) {
     const char *s;
     size_t n;
     dpc_loc loc;
+    bool quoted;
   } tg[64];
   uint32_t nt = 0;
   for (;;) {
@@ -980,6 +985,7 @@ static dpc_status parse_assign(parser *p) {
     if (nt == 64) return err(p, TOK.loc, "more than 64 names on the left of '='");
     tg[nt].s = TOK.start;
     tg[nt].n = TOK.len;
+    tg[nt].quoted = TOK.quoted;
     tg[nt++].loc = TOK.loc;
     if ((st = next(p))) return st;
     if (TOK.kind == DPC_T_COMMA) {
@@ -1007,7 +1013,7 @@ static dpc_status parse_assign(parser *p) {
     if ((st = make_scalar(p, e, DPC_F32, device, &v))) return st;
     place_from(p, first, device);
     if (tg[0].n == 1 && tg[0].s[0] == '_') return DPC_OK; /* `_ = 2`: discarded */
-    return define(p, v, tg[0].s, tg[0].n, tg[0].loc);
+    return define(p, v, tg[0].s, tg[0].n, tg[0].quoted, tg[0].loc);
   }
   if (e->k == E_STR || e->k == E_LIST) {
     uint32_t v;
@@ -1034,7 +1040,7 @@ static dpc_status parse_assign(parser *p) {
       if (tg[j].n == tg[i].n && !memcmp(tg[j].s, tg[i].s, tg[i].n))
         return err_st(p, DPC_ERR_INVALID, tg[i].loc, "'%.*s' is assigned twice", (int)tg[i].n,
                       tg[i].s);
-    if ((st = define(p, n->out + i, tg[i].s, tg[i].n, tg[i].loc))) return st;
+    if ((st = define(p, n->out + i, tg[i].s, tg[i].n, tg[i].quoted, tg[i].loc))) return st;
   }
   return DPC_OK;
 }
@@ -1129,7 +1135,7 @@ static dpc_status parse_device_block(parser *p) {
 static dpc_status parse_statement(parser *p) {
   dpc_status st;
   /* `output = ...`: a keyword used as a name reads better as that than as a syntax error. */
-  if (TOK.kind == DPC_T_IDENT && is_keyword(TOK.start, TOK.len)) {
+  if (TOK.kind == DPC_T_IDENT && !TOK.quoted && is_keyword(TOK.start, TOK.len)) {
     dpc_lexer save = p->lx;
     dpc_loc kloc = TOK.loc;
     const char *kw = TOK.start;
@@ -1146,7 +1152,7 @@ static dpc_status parse_statement(parser *p) {
       return err_st(p, DPC_ERR_INVALID, loc, "the model is already named at %u:%u",
                     p->model_loc.line, p->model_loc.col);
     if ((st = next(p))) return st;
-    if (TOK.kind != DPC_T_IDENT || is_keyword(TOK.start, TOK.len))
+    if (TOK.kind != DPC_T_IDENT || (!TOK.quoted && is_keyword(TOK.start, TOK.len)))
       return expected(p, "the model's name");
     if ((p->g->name = dpc_graph_intern(p->g, TOK.start, TOK.len)) == DPC_NONE) return nomem(p);
     p->model_loc = loc;

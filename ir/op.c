@@ -40,6 +40,8 @@ const dpc_callspec dpc_init_specs[] = {
     {"he_normal", "gain:float=1.4142135623730951 mode:str=fan_in seed:int?"},
     {"kaiming_uniform", "gain:float=1.4142135623730951 mode:str=fan_in seed:int?"},
     {"kaiming_normal", "gain:float=1.4142135623730951 mode:str=fan_in seed:int?"},
+    /* the values themselves, in the shape of the param (an imported model's initializer) */
+    {"data", "data:tensor"},
 };
 const uint32_t dpc_init_count = sizeof dpc_init_specs / sizeof dpc_init_specs[0];
 

@@ -61,8 +61,22 @@ static bool is_inline(const printer *p, uint32_t v) {
 
 static const char *value_name(const printer *p, uint32_t v) {
   const dpc_value *val = &p->g->values[v];
+  if (p->gen[v]) return p->gen[v];
   if (val->name != DPC_NONE) return dpc_graph_str(p->g, val->name);
-  return p->gen[v] ? p->gen[v] : "_";
+  return "_";
+}
+
+/* A name as the parser reads it back: in backticks unless it is a plain identifier (names
+ * imported from ONNX hold '/', ':' and keywords such as `input`). */
+static char *quoted_name(const char *s) {
+  size_t n = strlen(s);
+  char *q = malloc(n + 3);
+  if (!q) return NULL;
+  q[0] = '`';
+  memcpy(q + 1, s, n);
+  q[n + 1] = '`';
+  q[n + 2] = 0;
+  return q;
 }
 
 static void put_number(dpc_buf *b, double x) {
@@ -95,9 +109,10 @@ static void put_string(dpc_buf *b, const char *s) {
  * the number. */
 static void put_dim(const printer *p, int64_t d) {
   const dpc_graph *g = p->g;
-  if (DPC_DIM_IS_SYM(d) && DPC_DIM_SYM_NO(d) < g->n_syms)
-    dpc_buf_puts(p->out, dpc_graph_str(g, g->syms[DPC_DIM_SYM_NO(d)]));
-  else
+  if (DPC_DIM_IS_SYM(d) && DPC_DIM_SYM_NO(d) < g->n_syms) {
+    const char *s = dpc_graph_str(g, g->syms[DPC_DIM_SYM_NO(d)]);
+    dpc_buf_printf(p->out, dpc_is_identifier(s) ? "%s" : "`%s`", s);
+  } else
     dpc_buf_printf(p->out, "%lld", (long long)d);
 }
 
@@ -371,6 +386,10 @@ static int make_names(printer *p) {
   const dpc_graph *g = p->g;
   for (uint32_t v = 0; v < g->n_values; v++) {
     const dpc_value *val = &g->values[v];
+    if (val->name != DPC_NONE && !dpc_is_identifier(dpc_graph_str(g, val->name))) {
+      if (!(p->gen[v] = quoted_name(dpc_graph_str(g, val->name)))) return -1;
+      continue;
+    }
     if (val->name != DPC_NONE || is_inline(p, v)) continue;
     if (p->uses[v] == 0 && !p->pinned[v]) continue; /* printed as `_` */
     char t[32];
@@ -436,7 +455,10 @@ dpc_status dpc_print_graph(const dpc_graph *g, dpc_buf *out) {
       for (uint32_t k = 0; k < g->nodes[i].n_out; k++) p.cut[g->nodes[i].out + k] = true;
   if (make_names(&p)) goto done;
 
-  if (g->name != DPC_NONE) dpc_buf_printf(out, "model %s\n\n", dpc_graph_str(g, g->name));
+  if (g->name != DPC_NONE) {
+    const char *s = dpc_graph_str(g, g->name);
+    dpc_buf_printf(out, dpc_is_identifier(s) ? "model %s\n\n" : "model `%s`\n\n", s);
+  }
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     const dpc_node *n = &g->nodes[i];
     if (n->n_out == 1 && is_inline(&p, n->out)) continue;

@@ -59,6 +59,15 @@ dpc_status dpc_init_fill(const dpc_graph *g, uint32_t node, dpc_tensor *t, dpc_d
     dpc_graph_value_label(g, g->nodes[node].out, name, sizeof name);
     seed = dpc_init_default_seed(name);
   }
+  if (!strcmp(init, "data")) {
+    const dpc_attr *v = dpc_attrs_get(na, "data");
+    if (!v || v->kind != DPC_ATTR_TENSOR || (int64_t)v->n != n)
+      return dpc_graph_fail_node(g, node, d, DPC_ERR_INVALID,
+                                 "init=data needs data= with one value per element (%lld)",
+                                 (long long)n);
+    for (int64_t i = 0; i < n; i++) dpc_tstore(t, i, g->reals[v->u.off + i]);
+    return DPC_OK;
+  }
   bool normal = false;
   double lo = 0, hi = 0, mean = 0, std = 0, c = 0;
   bool constant = false;

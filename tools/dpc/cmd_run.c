@@ -1,6 +1,7 @@
 /*
  * cmd_run.c — `dpc run`: a model's forward pass on .npy data, outputs written as .npy.
  */
+#include "frontend/onnx.h"
 #include "runtime/npy.h"
 #include "tools/dpc/cli.h"
 #include "tools/dpc/driver.h"
@@ -16,6 +17,9 @@ static const cli_opt run_opts[] = {
     {"param", true, true, "NAME=FILE.npy: a value for a param or state (repeat as needed)"},
     {"output-dir", true, false,
      "write each output as DIR/NAME.npy (default: print a summary only)"},
+    {"inputs", true, false,
+     "DIR: the inputs as DIR/input_0.pb, input_1.pb, ... (ONNX TensorProto, in input order)"},
+    {"outputs", true, false, "DIR: write the outputs as DIR/output_0.pb, ... (ONNX TensorProto)"},
     {"training-mode", false, false, "run dropout and batch_norm as in training"},
     {"backend", true, false,
      "llvm (default: kernels compiled for this CPU) or ref (the reference kernels)"},
@@ -50,12 +54,17 @@ int dpc_cmd_run(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("run", run_opts, NRUN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
-    printf("Usage: dpc run FILE.graph|FILE.dpx --input NAME=FILE.npy ... [--output-dir DIR]\n\n"
+    printf("Usage: dpc run FILE.graph|FILE.onnx|FILE.dpx --input NAME=FILE.npy ... "
+           "[--output-dir DIR]\n"
+           "       dpc run FILE.onnx --inputs DIR [--outputs DIR]\n\n"
            "Run a model's forward pass once (compiled with LLVM unless --backend ref) and write "
            "every output\n"
            "named in the model's 'output' statement as DIR/NAME.npy. Symbolic dimensions (the\n"
            "batch N) take their size from the data. Inputs only the loss needs (labels) may be\n"
-           "left out. Params start from their initializers unless --param gives a value.\n");
+           "left out. Params start from their initializers unless --param gives a value.\n"
+           "--inputs/--outputs read and write the ONNX test layout (input_N.pb, output_N.pb);\n"
+           "an ONNX input that an op needs as a constant (a Reshape's shape) takes its value\n"
+           "from there. See docs/onnx.md.\n");
     cli_print_options(run_opts, NRUN);
     return DPC_EXIT_OK;
   }
@@ -77,12 +86,41 @@ int dpc_cmd_run(int argc, char **argv) {
   dpc_exec_opts x = {0};
   if ((rc = cli_exec_opts("run", run_opts, NRUN, &p, &x))) goto done;
   bool tm = cli_get(run_opts, NRUN, &p, "training-mode") != NULL;
-  if (dpc_driver_is_artifact(p.pos[0])
-          ? dpc_driver_infer_artifact(p.pos[0], feeds, nfeeds, tm, &outs, &nouts, &d)
-          : (dpc_driver_load(p.pos[0], &g, &d) ||
-             dpc_driver_infer(g, &po, &x, feeds, nfeeds, tm, &outs, &nouts, &d))) {
+  const char *pb_in = cli_get(run_opts, NRUN, &p, "inputs");
+  dpc_named *pb = NULL;
+  uint32_t npb = 0;
+  if (pb_in && nfeeds) {
+    rc = cli_usage_error("run", "give inputs with --inputs or with --input, not both");
+    goto done;
+  }
+  if (pb_in && dpc_driver_onnx_inputs(pb_in, &pb, &npb, &d)) {
     rc = cli_report("run", &d);
     goto done;
+  }
+  if (dpc_driver_is_artifact(p.pos[0])
+          ? dpc_driver_infer_artifact(p.pos[0], feeds, nfeeds, tm, &outs, &nouts, &d)
+          : (dpc_driver_load_known(p.pos[0], pb, npb, &g, &d) ||
+             (pb && dpc_driver_onnx_name_feeds(g, pb, npb, &d)) ||
+             dpc_driver_infer(g, &po, &x, pb ? pb : feeds, pb ? npb : nfeeds, tm, &outs, &nouts,
+                              &d))) {
+    dpc_named_free(pb, npb);
+    rc = cli_report("run", &d);
+    goto done;
+  }
+  dpc_named_free(pb, npb);
+  const char *pb_out = cli_get(run_opts, NRUN, &p, "outputs");
+  if (pb_out && mkdir(pb_out, 0777) && errno != EEXIST) {
+    dpc_diag_fail(&d, DPC_ERR_IO, "cannot create directory '%s': %s", pb_out, strerror(errno));
+    rc = cli_report("run", &d);
+    goto done;
+  }
+  for (uint32_t i = 0; pb_out && i < nouts; i++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%.4000s/output_%u.pb", pb_out, i);
+    if (dpc_onnx_tensor_write(path, outs[i].name, &outs[i].t, &d)) {
+      rc = cli_report("run", &d);
+      goto done;
+    }
   }
   const char *dir = cli_get(run_opts, NRUN, &p, "output-dir");
   if (dir && mkdir(dir, 0777) && errno != EEXIST) {

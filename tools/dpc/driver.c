@@ -6,6 +6,7 @@
 #include "tools/dpc/calibrate.h"
 #include "codegen/cpu/cpu.h"
 #include "frontend/frontend.h"
+#include "frontend/onnx.h"
 #include "ir/print.h"
 #include "partitioner/partitioner.h"
 #include "runtime/artifact.h"
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void dpc_named_free(dpc_named *v, uint32_t n) {
   if (!v) return;
@@ -29,7 +31,8 @@ dpc_status dpc_driver_default_horizon(dpc_graph *g, dpc_diag *d) {
 }
 
 dpc_status dpc_driver_load(const char *path, dpc_graph **out, dpc_diag *d) {
-  dpc_status st = dpc_parse_file(path, out, d);
+  dpc_status st = dpc_onnx_is_model_path(path) ? dpc_onnx_import_file(path, out, d)
+                                               : dpc_parse_file(path, out, d);
   if (st) return st;
   if ((st = dpc_verify(*out, d))) {
     dpc_graph_free(*out);
@@ -475,4 +478,60 @@ dpc_status dpc_driver_check_memory(const dpc_plan *p, uint64_t limit, dpc_diag *
                          p->devs[at].name, (double)worst / mib, (double)limit / mib,
                          (double)total / mib, p->n_devs);
   return DPC_OK;
+}
+
+dpc_status dpc_driver_onnx_inputs(const char *dir, dpc_named **out, uint32_t *n, dpc_diag *d) {
+  *n = 0;
+  *out = NULL;
+  uint32_t cap = 0;
+  for (uint32_t k = 0;; k++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%.4000s/input_%u.pb", dir, k);
+    struct stat sb;
+    if (stat(path, &sb) || !S_ISREG(sb.st_mode)) break;
+    if (k == cap) {
+      cap = cap ? 2 * cap : 8;
+      dpc_named *v = realloc(*out, cap * sizeof *v);
+      if (!v) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+      *out = v;
+    }
+    dpc_named *f = &(*out)[k];
+    memset(f, 0, sizeof *f);
+    *n = k + 1;
+    dpc_status st = dpc_onnx_tensor_read(path, &f->t, &f->name, d);
+    if (st) return st;
+  }
+  return DPC_OK;
+}
+
+dpc_status dpc_driver_onnx_name_feeds(const dpc_graph *g, dpc_named *feeds, uint32_t n,
+                                      dpc_diag *d) {
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < g->n_nodes && k < n; i++) {
+    if (g->nodes[i].op != DPC_OP_INPUT) continue;
+    char label[256];
+    dpc_graph_value_label(g, g->nodes[i].out, label, sizeof label);
+    free(feeds[k].name);
+    if (!(feeds[k++].name = dpc_strdup(label)))
+      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  }
+  if (k < n)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "%u input files for a model with %u inputs", n, k);
+  return DPC_OK;
+}
+
+dpc_status dpc_driver_load_known(const char *path, const dpc_named *known, uint32_t n,
+                                 dpc_graph **out, dpc_diag *d) {
+  if (!dpc_onnx_is_model_path(path) || !n) return dpc_driver_load(path, out, d);
+  dpc_tensor *ts = calloc(n, sizeof *ts);
+  if (!ts) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t i = 0; i < n; i++) ts[i] = known[i].t;
+  dpc_onnx_opts o = {ts, n};
+  dpc_status st = dpc_onnx_import_file_opts(path, &o, out, d);
+  free(ts);
+  if (!st && (st = dpc_verify(*out, d))) {
+    dpc_graph_free(*out);
+    *out = NULL;
+  }
+  return st;
 }

@@ -105,6 +105,17 @@ dpc_status dpc_driver_infer_artifact(const char *path, const dpc_named *feeds, u
                                      bool training, dpc_named **outs, uint32_t *n_outs,
                                      dpc_diag *d);
 
+/* The tensors of DIR/input_0.pb, input_1.pb, ... (ONNX TensorProto files, the ONNX
+ * backend-test layout) in order, each named as its file says. */
+dpc_status dpc_driver_onnx_inputs(const char *dir, dpc_named **out, uint32_t *n, dpc_diag *d);
+/* Name feeds[k] after g's k-th input (input files are positional). */
+dpc_status dpc_driver_onnx_name_feeds(const dpc_graph *g, dpc_named *feeds, uint32_t n,
+                                      dpc_diag *d);
+/* dpc_driver_load, but an ONNX model is imported knowing its inputs' values (dpc_onnx_opts):
+ * known[k] for its k-th input. */
+dpc_status dpc_driver_load_known(const char *path, const dpc_named *known, uint32_t n,
+                                 dpc_graph **out, dpc_diag *d);
+
 /* Whether a path names a compiled artifact (.dpx) rather than a model. */
 bool dpc_driver_is_artifact(const char *path);
 

@@ -13,7 +13,7 @@ static void usage(FILE *f) {
           "Usage: dpc COMMAND [OPTIONS] ...\n"
           "\n"
           "Commands:\n"
-          "  check FILE       check a .graph model: syntax, names, shapes (exit 0 if valid)\n"
+          "  check FILE       check a model (.graph or .onnx): syntax, names, shapes\n"
           "  print FILE       print a model in canonical .graph form, or as Graphviz (--dot)\n"
           "  run FILE         run a model on .npy inputs and write its outputs as .npy\n"
           "  train FILE       train a model on a dataset (Fashion-MNIST by default)\n"
@@ -21,6 +21,7 @@ static void usage(FILE *f) {
           "  bench FILE       time a model's training step or forward pass\n"
           "  devices          list the devices of this machine, with measured speeds\n"
           "  plan FILE        show how a training step is spread over devices, with predictions\n"
+          "  onnx-test DIR... run ONNX backend tests (model.onnx, test_data_set_*) and compare\n"
           "  ops              list the ops a .graph model can use\n"
           "  version          print the version\n"
           "  help [COMMAND]   show help\n"
@@ -61,6 +62,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "bench")) return dpc_cmd_bench(argc, argv);
   if (!strcmp(cmd, "devices")) return dpc_cmd_devices(argc, argv);
   if (!strcmp(cmd, "plan")) return dpc_cmd_plan(argc, argv);
+  if (!strcmp(cmd, "onnx-test")) return dpc_cmd_onnx_test(argc, argv);
   fprintf(stderr, "dpc: unknown command '%s'\n\n", cmd);
   usage(stderr);
   return DPC_EXIT_USAGE;

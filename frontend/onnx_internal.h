@@ -1,0 +1,106 @@
+/*
+ * onnx_internal.h — what the ONNX importer's files share: the import context, the table of
+ * what each ONNX name stands for, and the helpers op importers are written with.
+ *
+ * An ONNX name stands for a dpc value, a constant the importer holds (folded at import: a
+ * Constant, an integer initializer, a Shape of known dimensions, arithmetic on those), or both
+ * once a constant has been materialised as a node. A constant of int64 may hold symbolic
+ * dimensions (Shape of a dynamic batch): `sym` marks those elements, whose value is then the
+ * DPC_DIM_SYM encoding, so Gather/Concat/Unsqueeze on shapes carry the symbol into Reshape.
+ */
+#ifndef DPC_FRONTEND_ONNX_INTERNAL_H
+#define DPC_FRONTEND_ONNX_INTERNAL_H
+
+#include "frontend/onnx.h"
+
+#include <onnx/onnx-ml.pb-c.h>
+
+typedef struct onnx_const {
+  dpc_tensor t; /* owned data */
+  bool *sym;    /* NULL, or per element (int64 only): the element is a symbolic dimension */
+  bool param;   /* a float initializer: becomes a param (or state), never folded */
+  bool state;   /* ... used as BatchNormalization's running statistics: a state */
+} onnx_const;
+
+typedef struct onnx_entry {
+  uint32_t value; /* dpc value id, DPC_NONE until there is one */
+  int32_t k;      /* index in ctx->ks, -1 when not a constant */
+  int32_t pos;    /* a graph input: its position (for dpc_onnx_opts.known), else -1 */
+} onnx_entry;
+
+typedef struct onnx_ctx {
+  dpc_graph *g;
+  dpc_diag *d;
+  const char *file;
+  int64_t opset;   /* of the default domain */
+  dpc_idmap names; /* ONNX name (string id in g->strs) -> index in ents */
+  onnx_entry *ents;
+  uint32_t n_ents, cap_ents;
+  onnx_const *ks;
+  uint32_t n_ks, cap_ks;
+  /* The node being imported, for messages and for the helpers below. */
+  const Onnx__NodeProto *node;
+  uint32_t node_no;
+  const dpc_onnx_opts *opts;
+} onnx_ctx;
+
+/* ---- onnx_tensor.c ---- */
+bool dpc_onnx_dtype(int32_t onnx, dpc_dtype *out);
+int32_t dpc_onnx_dtype_to(dpc_dtype t);
+const char *dpc_onnx_dtype_name(int32_t onnx);
+dpc_status dpc_onnx_tensor_from(const Onnx__TensorProto *tp, const char *what, dpc_tensor *t,
+                                dpc_diag *d);
+
+/* ---- onnx.c: the helpers op importers use; all name the current node in their errors ---- */
+dpc_status onnx_fail(onnx_ctx *c, dpc_status st, const char *fmt, ...) DPC_PRINTF(3, 4);
+/* Input i is given (present and not the empty name of a skipped optional input). */
+bool onnx_has_in(onnx_ctx *c, uint32_t i);
+/* Input i as a foldable constant, or NULL when it is computed at run time (or a param). */
+const onnx_const *onnx_in_const(onnx_ctx *c, uint32_t i);
+/* The same, also taking a graph input's value when the caller knows it (dpc_onnx_opts). */
+const onnx_const *onnx_in_known(onnx_ctx *c, uint32_t i);
+/* Input i as a dpc value (a constant is materialised once); DPC_NONE after an error. */
+uint32_t onnx_in(onnx_ctx *c, uint32_t i);
+/* Input i's type, without materialising it. */
+dpc_status onnx_in_type(onnx_ctx *c, uint32_t i, dpc_dtype *t, dpc_shape *s);
+/* Add a node of `op` whose attributes were appended since `mark`; *out gets its first output
+ * value. */
+dpc_status onnx_emit(onnx_ctx *c, dpc_op op, const uint32_t *in, uint32_t n_in, uint32_t mark,
+                     uint32_t n_out, uint32_t *out);
+/* Shorthands for one-input and two-input nodes without attributes. */
+uint32_t onnx_un(onnx_ctx *c, dpc_op op, uint32_t x);
+uint32_t onnx_bin(onnx_ctx *c, dpc_op op, uint32_t a, uint32_t b);
+/* x reshaped (dims may be symbols); cast to a dtype; a scalar constant of a dtype. */
+uint32_t onnx_reshape(onnx_ctx *c, uint32_t x, const int64_t *dims, uint32_t rank);
+uint32_t onnx_cast(onnx_ctx *c, uint32_t x, dpc_dtype t);
+uint32_t onnx_scalar(onnx_ctx *c, dpc_dtype t, double v);
+/* Bind output k of the node to a value / to a constant (taken over, also on failure). */
+dpc_status onnx_def(onnx_ctx *c, uint32_t k, uint32_t value);
+dpc_status onnx_def_const(onnx_ctx *c, uint32_t k, onnx_const *k_owned);
+uint32_t onnx_n_out(onnx_ctx *c);
+
+/* Attributes of the current node. */
+const Onnx__AttributeProto *onnx_attr(onnx_ctx *c, const char *name);
+int64_t onnx_attr_i(onnx_ctx *c, const char *name, int64_t def);
+double onnx_attr_f(onnx_ctx *c, const char *name, double def);
+/* Copies up to max ints; returns how many the attribute has, or -1 when absent. */
+int onnx_attr_ints(onnx_ctx *c, const char *name, int64_t *out, int max);
+/* The string attribute (or def) into buf, cut to fit. */
+void onnx_attr_s(onnx_ctx *c, const char *name, const char *def, char *buf, size_t n);
+/* Integers from a constant input (int32/int64), up to max; -1 with an error when input i is
+ * not a constant or is too long. Symbolic elements are errors unless `sym` is given. */
+int onnx_const_ints(onnx_ctx *c, uint32_t i, int64_t *out, int max, bool *sym);
+
+void onnx_const_free(onnx_const *k);
+
+/* ---- onnx_fold.c ---- */
+/* Evaluate the current node at import when every input is a constant and the op is one the
+ * folder knows; *folded says whether it did. */
+dpc_status onnx_try_fold(onnx_ctx *c, bool *folded);
+
+/* ---- onnx_ops.c ---- */
+typedef dpc_status (*onnx_import_fn)(onnx_ctx *c);
+/* The importer of an ONNX op type, or NULL when dpc does not support it. */
+onnx_import_fn onnx_find_op(const char *op_type);
+
+#endif
