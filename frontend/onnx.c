@@ -208,7 +208,9 @@ dpc_status onnx_emit(onnx_ctx *c, dpc_op op, const uint32_t *in, uint32_t n_in, 
   dpc_status st = dpc_graph_add_node(c->g, &nd, &node, &tmp);
   if (st) {
     char *msg = dpc_diag_render(&tmp);
-    onnx_fail(c, st, "%s", msg ? msg : "cannot add a node");
+    const char *m = msg ? msg : "cannot add a node";
+    if (!strncmp(m, "error: ", 7)) m += 7;
+    onnx_fail(c, st, "%.*s", (int)strcspn(m, "\n"), m);
     free(msg);
     dpc_diag_free(&tmp);
     return st;
@@ -310,19 +312,35 @@ const Onnx__AttributeProto *onnx_attr(onnx_ctx *c, const char *name) {
   return NULL;
 }
 
+/* An attribute given with a value of another kind is an error (recorded in the diag, which
+ * import_nodes checks after each node), and the default stands in for it meanwhile. */
+static bool wrong_kind(onnx_ctx *c, const Onnx__AttributeProto *a, bool ok, const char *kind) {
+  if (ok) return false;
+  if (!c->d->status)
+    onnx_fail(c, DPC_ERR_INVALID, "attribute '%s' must be %s", a->name ? a->name : "?", kind);
+  return true;
+}
+
 int64_t onnx_attr_i(onnx_ctx *c, const char *name, int64_t def) {
   const Onnx__AttributeProto *a = onnx_attr(c, name);
-  return a && a->has_i ? a->i : def;
+  if (!a || wrong_kind(c, a, a->has_i, "an integer")) return def;
+  return a->i;
 }
 
 double onnx_attr_f(onnx_ctx *c, const char *name, double def) {
   const Onnx__AttributeProto *a = onnx_attr(c, name);
-  return a && a->has_f ? a->f : def;
+  if (!a || wrong_kind(c, a, a->has_f || a->has_i, "a number")) return def;
+  return a->has_f ? a->f : (double)a->i;
 }
 
 int onnx_attr_ints(onnx_ctx *c, const char *name, int64_t *out, int max) {
   const Onnx__AttributeProto *a = onnx_attr(c, name);
   if (!a) return -1;
+  if (wrong_kind(c, a,
+                 a->n_ints > 0 ||
+                     (a->has_type && a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS),
+                 "a list of integers"))
+    return -1;
   for (size_t i = 0; i < a->n_ints && (int)i < max; i++) out[i] = a->ints[i];
   return (int)a->n_ints;
 }
@@ -520,6 +538,7 @@ static dpc_status import_nodes(onnx_ctx *c, const Onnx__GraphProto *gp) {
     bool folded = false;
     dpc_status st = onnx_try_fold(c, &folded);
     if (!st && !folded) st = onnx_find_op(c->node->op_type)(c);
+    if (!st) st = c->d->status; /* an attribute of the wrong kind */
     if (st) return st;
     for (uint32_t k = 0; k < onnx_n_out(c); k++) {
       onnx_entry *e = *c->node->output[k] ? entry(c, c->node->output[k], false) : NULL;

@@ -99,9 +99,8 @@ dpc_status dpc_onnx_imp_lstm(onnx_ctx *c) {
     return onnx_fail(c, DPC_ERR_UNSUPPORTED,
                      "LSTM over a sequence of symbolic or zero length, "
                      "or longer than 4096 steps (dpc unrolls it)");
-  const dpc_shape *ws = &c->g->values[w].shape;
-  if (hid < 1 || ws->rank != 3 || ws->d[0] != ndir || ws->d[1] != 4 * hid)
-    return onnx_fail(c, DPC_ERR_INVALID, "W must be [%u, 4*hidden_size, input_size]", ndir);
+  if (hid < 1 || hid > (1 << 20))
+    return onnx_fail(c, DPC_ERR_INVALID, "hidden_size must be between 1 and 2^20");
   dpc_status st = check_lstm(c, seq);
   if (st) return st;
   uint32_t b = onnx_has_in(c, 3) ? IN(3) : DPC_NONE, p = onnx_has_in(c, 7) ? IN(7) : DPC_NONE;
@@ -111,6 +110,23 @@ dpc_status dpc_onnx_imp_lstm(onnx_ctx *c) {
     if (c0 != DPC_NONE) c0 = transpose(c, c0, (const int64_t[]){1, 0, 2}, 3);
   }
   if (c->d->status) return c->d->status;
+  /* Every weight's shape is checked here, before slicing rows out of it. */
+  const struct {
+    uint32_t v;
+    const char *name;
+    uint32_t rank;
+    int64_t d1, d2;
+  } want[] = {{w, "W", 3, 4 * hid, xs->d[2]},   {r, "R", 3, 4 * hid, hid},
+              {b, "B", 2, 8 * hid, 0},          {p, "P", 2, 3 * hid, 0},
+              {h0, "initial_h", 3, batch, hid}, {c0, "initial_c", 3, batch, hid}};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+    if (want[i].v == DPC_NONE) continue;
+    const dpc_shape *s = &c->g->values[want[i].v].shape;
+    if (s->rank != want[i].rank || s->d[0] != ndir || s->d[1] != want[i].d1 ||
+        (want[i].rank == 3 && s->d[2] != want[i].d2))
+      return onnx_fail(c, DPC_ERR_INVALID, "%s has the wrong shape for hidden_size %lld",
+                       want[i].name, (long long)hid);
+  }
   uint32_t *hs = malloc((size_t)seq * sizeof *hs), ys[2], yh[2], yc[2];
   if (!hs) return OOM();
   for (uint32_t d = 0; d < ndir; d++) {

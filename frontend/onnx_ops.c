@@ -548,7 +548,7 @@ static dpc_status imp_expand(onnx_ctx *c) {
   if (dpc_shape_eq(&r, s)) return onnx_def(c, 0, x);
   dpc_dtype t = c->g->values[x].dtype, work = t == DPC_BOOL ? DPC_I32 : t;
   int64_t numel = dpc_shape_numel(&r);
-  if (!dpc_shape_is_concrete(&r) || numel > (INT64_C(1) << 26))
+  if (!dpc_shape_is_concrete(&r) || numel > (INT64_C(1) << 24))
     return onnx_fail(c, DPC_ERR_UNSUPPORTED, "Expand to a symbolic or very large shape");
   double *zeros = calloc((size_t)(numel ? numel : 1), sizeof *zeros);
   if (!zeros) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
@@ -652,7 +652,8 @@ static dpc_status imp_constant_of_shape(onnx_ctx *c) {
     k.t.shape.d[i] = dims[i];
   }
   int64_t numel = dpc_shape_numel(&k.t.shape);
-  if (numel > (INT64_C(1) << 28)) return onnx_fail(c, DPC_ERR_UNSUPPORTED, "absurdly large");
+  if (numel > (INT64_C(1) << 24))
+    return onnx_fail(c, DPC_ERR_UNSUPPORTED, "a ConstantOfShape of more than 2^24 elements");
   if (!(k.t.data = malloc((size_t)(numel ? numel : 1) * dpc_dtype_size(k.t.dtype))))
     return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
   for (int64_t i = 0; i < numel; i++) dpc_tstore(&k.t, i, fill);

@@ -46,7 +46,7 @@ int dpc_cmd_bench(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("bench", bench_opts, NBENCH, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
-    printf("Usage: dpc bench FILE.graph [--batch B] [--threads T] [--inference]\n\n"
+    printf("Usage: dpc bench FILE.graph|FILE.onnx [--batch B] [--threads T] [--inference]\n\n"
            "Time a model's training step (or, with --inference, its forward pass) on synthetic\n"
            "data: compile it as dpc train would, run warm-up steps, then time each step and print\n"
            "the median, the fastest and the 90th percentile, and samples/s at the median. The\n"

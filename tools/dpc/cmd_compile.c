@@ -46,7 +46,7 @@ int dpc_cmd_compile(int argc, char **argv) {
   if (!cli_parse("compile", compile_opts, NCOMPILE, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
     printf(
-        "Usage: dpc compile FILE.graph --output FILE.dpx [OPTIONS]\n\n"
+        "Usage: dpc compile FILE.graph|FILE.onnx --output FILE.dpx [OPTIONS]\n\n"
         "Compile a model ahead of time: every kernel as machine code for the target CPU, and the\n"
         "plans (inference; with --train also the training step and evaluation) for a fixed batch\n"
         "size, in one shared library. The runtime library runs it without LLVM: dpc run FILE.dpx,\n"

@@ -25,7 +25,7 @@ int dpc_cmd_check(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("check", check_opts, NCHECK, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
-    printf("Usage: dpc check FILE.graph [OPTIONS]\n\n"
+    printf("Usage: dpc check FILE.graph|FILE.onnx [OPTIONS]\n\n"
            "Parse a model, check every name, attribute and shape, and run the compiler's passes\n"
            "over it. Exits 0 when the model is valid; errors point at FILE:LINE:COL.\n");
     cli_print_options(check_opts, NCHECK);
@@ -106,7 +106,7 @@ int dpc_cmd_print(int argc, char **argv) {
   if (!cli_parse("print", print_opts, NPRINT, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
     printf(
-        "Usage: dpc print FILE.graph [OPTIONS]\n\n"
+        "Usage: dpc print FILE.graph|FILE.onnx [OPTIONS]\n\n"
         "Print a model in canonical .graph form: one statement per named value, sub-expressions\n"
         "folded, attributes as given. Parsing the output gives the same model, and printing it\n"
         "again gives the same text. With --dot, print Graphviz with one cluster per device.\n");

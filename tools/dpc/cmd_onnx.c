@@ -22,6 +22,8 @@ static const cli_opt onnx_opts[] = {
     {"quiet", false, false, "print only failures and the summary"},
     {"min-pass", true, false,
      "F: exit 1 unless at least this fraction of the tests not skipped pass (0.98)"},
+    {"fail-on-skip", false, false,
+     "count a skipped test as failed (for suites dpc must run whole)"},
     {"dump-llvm", false, false, ""},
 };
 #define NOPTS (int)(sizeof onnx_opts / sizeof *onnx_opts)
@@ -103,14 +105,24 @@ static bool close_enough(const dpc_tensor *got, const dpc_tensor *want, double r
 
 typedef enum { T_PASS, T_FAIL, T_SKIP } test_result;
 
-/* The first line of a diagnostic, without the file name the importer puts in front. */
+/* A diagnostic on one line (its lines joined), without the file name the importer puts in
+ * front. */
 static void first_line(const dpc_diag *d, const char *drop, char *out, size_t n) {
   char *m = dpc_diag_render(d);
   const char *s = m ? m : "error";
   if (!strncmp(s, "error: ", 7)) s += 7;
   size_t k = strlen(drop);
   if (k && !strncmp(s, drop, k) && s[k] == ':') s += k + 2;
-  snprintf(out, n, "%.*s", (int)strcspn(s, "\n"), s);
+  size_t j = 0;
+  while (*s && j + 1 < n) {
+    if (*s != '\n') {
+      out[j++] = *s++;
+      continue;
+    }
+    while (*s == '\n' || *s == ' ') s++;
+    if (*s) out[j++] = ' ';
+  }
+  out[j] = 0;
   free(m);
 }
 
@@ -203,7 +215,8 @@ int dpc_cmd_onnx_test(int argc, char **argv) {
       (min_pass = strtod(v, &end), *end || min_pass < 0 || min_pass > 1))
     return cli_usage_error("onnx-test", "--min-pass expects a fraction in [0, 1], got '%s'", v);
   bool quiet = cli_get(onnx_opts, NOPTS, &p, "quiet") != NULL;
-  uint32_t npass = 0, nfail = 0, nskip = 0;
+  bool no_skip = cli_get(onnx_opts, NOPTS, &p, "fail-on-skip") != NULL;
+  uint32_t npass = 0, nfail = 0, nskip = 0, nskip_op = 0;
   for (int i = 0; i < p.npos; i++) {
     const char *arg = p.pos[i];
     if (!is_dir(arg)) return cli_usage_error("onnx-test", "'%s' is not a directory", arg);
@@ -225,12 +238,14 @@ int dpc_cmd_onnx_test(int argc, char **argv) {
       }
       char why[1024] = "";
       test_result r = run_test(dir, &x, rtol, atol, why, sizeof why);
+      if (r == T_SKIP && no_skip) r = T_FAIL;
       if (r == T_PASS)
         npass++;
       else if (r == T_FAIL)
         nfail++;
       else
         nskip++;
+      if (r == T_SKIP && strstr(why, "an op dpc does not import")) nskip_op++;
       if (r == T_FAIL || !quiet)
         printf("%s %s%s%s\n",
                r == T_PASS   ? "PASS"
@@ -241,7 +256,12 @@ int dpc_cmd_onnx_test(int argc, char **argv) {
     }
     free_list(subs, nsub);
   }
-  printf("%u passed, %u failed, %u skipped\n", npass, nfail, nskip);
+  printf("%u passed, %u failed, %u skipped", npass, nfail, nskip);
+  if (nskip)
+    printf(" (%u for an op dpc does not import, %u for an element type or form of an op it "
+           "does not support)",
+           nskip_op, nskip - nskip_op);
+  printf("\n");
   if (min_pass >= 0 && (npass + nfail == 0 || npass < min_pass * (npass + nfail))) {
     fprintf(stderr, "onnx-test: %u of %u tests that ran passed, below --min-pass %g\n", npass,
             npass + nfail, min_pass);

@@ -167,7 +167,7 @@ int dpc_cmd_plan(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("plan", plan_opts, NPLAN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
-    printf("Usage: dpc plan FILE.graph [--devices SPEC] [--strategy data] [--batch B]\n"
+    printf("Usage: dpc plan FILE.graph|FILE.onnx [--devices SPEC] [--strategy data] [--batch B]\n"
            "                [--dot FILE] [--json FILE]\n\n"
            "Plan a model's training step over devices and show it: each device's kernels and\n"
            "collectives, its predicted compute and communication time (the cost model with\n"

@@ -25,6 +25,9 @@ static const cli_opt train_opts[] = {
     {"seed", true, false, "seed of the data order (default 0)"},
     {"no-shuffle", false, false, "visit samples in file order"},
     {"optimizer", true, false, "sgd, adam or adamw (default: the model's)"},
+    {"loss", true, false,
+     "softmax_cross_entropy or mse: the loss on the model's first output, for a model that has "
+     "none (ONNX); the labels become a new input"},
     {"lr", true, false, "learning rate (default: the model's)"},
     {"momentum", true, false, "SGD momentum (default: the model's)"},
     {"weight-decay", true, false, "weight decay (default: the model's)"},
@@ -149,12 +152,15 @@ int dpc_cmd_train(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("train", train_opts, NTRAIN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
-    printf("Usage: dpc train FILE.graph [OPTIONS]\n"
+    printf("Usage: dpc train FILE.graph|FILE.onnx [OPTIONS]\n"
            "       dpc train FILE.dpx [OPTIONS]\n\n"
            "Train a model on a dataset: the model's 'minimize LOSS with OPTIMIZER(...)' says what\n"
            "to minimise and how; its one floating-point input takes the data and its one integer\n"
            "input the labels. After each epoch the model is evaluated on the test split (loss and\n"
            "accuracy of its first output). See docs/training.md.\n\n"
+           "An ONNX model has no objective: --loss softmax_cross_entropy (or mse) attaches one\n"
+           "to its first output, with a new input 'labels'; SGD unless --optimizer says otherwise\n"
+           "(docs/onnx.md).\n\n"
            "A FILE.dpx from 'dpc compile --train' runs its compiled kernels without LLVM: its\n"
            "batch size and optimizer are the ones compiled in, and a partial last batch (of the\n"
            "training or the test data) is left out.\n\n"
@@ -277,8 +283,15 @@ int dpc_cmd_train(int argc, char **argv) {
   dpc_graph *g = NULL;
   int rc = DPC_EXIT_OK;
   double t0 = dpc_now_s();
+  const char *loss = cli_get(train_opts, NTRAIN, &p, "loss");
+  if (loss && o.artifact) {
+    dpc_graph_free(g);
+    dpc_diag_free(&d);
+    return cli_usage_error("train", "--loss applies to a model, not to a compiled artifact");
+  }
   if (dpc_passes_check_names(o.passes.print_after, &d) ||
-      (!o.artifact && dpc_driver_load(p.pos[0], &g, &d)) || dpc_train(g, &o, &d)) {
+      (!o.artifact && dpc_driver_load(p.pos[0], &g, &d)) ||
+      (loss && dpc_driver_attach_loss(g, loss, &d)) || dpc_train(g, &o, &d)) {
     if (prog.tty) fprintf(stderr, "\n");
     rc = cli_report("train", &d);
   } else {

@@ -535,3 +535,47 @@ dpc_status dpc_driver_load_known(const char *path, const dpc_named *known, uint3
   }
   return st;
 }
+
+dpc_status dpc_driver_attach_loss(dpc_graph *g, const char *loss, dpc_diag *d) {
+  bool sce = !strcmp(loss, "softmax_cross_entropy");
+  if (!sce && strcmp(loss, "mse"))
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "--loss is softmax_cross_entropy or mse, not '%s'",
+                         loss);
+  if (g->obj.loss != DPC_NONE)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the model has its own objective ('minimize'); --loss is for models "
+                         "without one");
+  if (!g->n_outputs) return dpc_diag_fail(d, DPC_ERR_INVALID, "the model has no output");
+  if (dpc_graph_find(g, "labels") != DPC_NONE)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the model already has a value named 'labels', the name --loss gives "
+                         "its new input");
+  uint32_t out = g->outputs[0];
+  const dpc_value *ov = &g->values[out];
+  dpc_shape ls = ov->shape;
+  if (sce) {
+    if (ov->shape.rank != 2)
+      return dpc_diag_fail(d, DPC_ERR_SHAPE,
+                           "softmax_cross_entropy needs the first output to be [batch, classes]");
+    ls.rank = 1;
+  }
+  uint32_t mark = dpc_graph_attr_mark(g), labels, node;
+  dpc_status st;
+  if ((st = dpc_graph_attr_dtype(g, "dtype", sce ? DPC_I64 : ov->dtype)) ||
+      (st = dpc_graph_attr_shape(g, "shape", ls.d, ls.rank)))
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_node_desc in = {.op = DPC_OP_INPUT, .attr_mark = mark, .device = DPC_NONE};
+  if ((st = dpc_graph_add_node(g, &in, &node, d))) return st;
+  labels = g->nodes[node].out;
+  if ((st = dpc_graph_set_name(g, labels, "labels", 6, d))) return st;
+  uint32_t ins[2] = {out, labels};
+  dpc_node_desc ln = {.op = sce ? DPC_OP_SOFTMAX_CROSS_ENTROPY : DPC_OP_MSE,
+                      .in = ins,
+                      .n_in = 2,
+                      .attr_mark = dpc_graph_attr_mark(g),
+                      .device = DPC_NONE};
+  if ((st = dpc_graph_add_node(g, &ln, &node, d))) return st;
+  if ((st = dpc_graph_set_name(g, g->nodes[node].out, "loss", 4, d))) return st;
+  return dpc_graph_set_objective(g, g->nodes[node].out, "sgd", dpc_graph_attr_mark(g), (dpc_loc){0},
+                                 d);
+}

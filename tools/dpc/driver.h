@@ -116,6 +116,12 @@ dpc_status dpc_driver_onnx_name_feeds(const dpc_graph *g, dpc_named *feeds, uint
 dpc_status dpc_driver_load_known(const char *path, const dpc_named *known, uint32_t n,
                                  dpc_graph **out, dpc_diag *d);
 
+/* Give a model without an objective (an imported ONNX model) one: `loss` (softmax_cross_entropy
+ * or mse) between its first output and a new input, `labels` (i64 [N] class indices, or the
+ * output's shape for mse), minimised with SGD at its defaults (train's --optimizer, --lr and
+ * friends override them). An error when the model has an objective already. */
+dpc_status dpc_driver_attach_loss(dpc_graph *g, const char *loss, dpc_diag *d);
+
 /* Whether a path names a compiled artifact (.dpx) rather than a model. */
 bool dpc_driver_is_artifact(const char *path);
 
