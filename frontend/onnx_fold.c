@@ -246,7 +246,7 @@ static bool fold_slice(onnx_ctx *c, const onnx_const *a, onnx_const *y) {
   return true;
 }
 
-static bool fold_range(const onnx_const *a, const onnx_const *b, const onnx_const *d,
+bool onnx_fold_range(const onnx_const *a, const onnx_const *b, const onnx_const *d,
                        onnx_const *y) {
   if (has_sym(a) || has_sym(b) || has_sym(d)) return false;
   double start = dpc_tload(&a->t, 0), limit = dpc_tload(&b->t, 0), delta = dpc_tload(&d->t, 0);
@@ -387,7 +387,7 @@ dpc_status onnx_try_fold(onnx_ctx *c, bool *folded) {
          fold_where(a, onnx_in_const(c, 1), onnx_in_const(c, 2), &y);
   } else if (!strcmp(op, "Range")) {
     ok = c->node->n_input == 3 && onnx_has_in(c, 1) && onnx_has_in(c, 2) &&
-         fold_range(a, onnx_in_const(c, 1), onnx_in_const(c, 2), &y);
+         onnx_fold_range(a, onnx_in_const(c, 1), onnx_in_const(c, 2), &y);
   } else if (!strcmp(op, "Neg") || !strcmp(op, "Abs") || !strcmp(op, "Not") ||
              !strcmp(op, "Floor")) {
     ok = fold_unary(op, a, &y);

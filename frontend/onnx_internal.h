@@ -98,9 +98,14 @@ void onnx_const_free(onnx_const *k);
  * folder knows; *folded says whether it did. */
 dpc_status onnx_try_fold(onnx_ctx *c, bool *folded);
 
-/* ---- onnx_ops.c ---- */
+/* Range of three scalar constants of one type, or false. */
+bool onnx_fold_range(const onnx_const *a, const onnx_const *b, const onnx_const *d, onnx_const *y);
+
+/* ---- onnx_ops.c, onnx_compose.c ---- */
 typedef dpc_status (*onnx_import_fn)(onnx_ctx *c);
 /* The importer of an ONNX op type, or NULL when dpc does not support it. */
 onnx_import_fn onnx_find_op(const char *op_type);
+/* The ops built from other ops (onnx_compose.c); onnx_find_op asks it too. */
+onnx_import_fn onnx_find_composed(const char *op_type);
 
 #endif

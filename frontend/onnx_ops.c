@@ -736,7 +736,7 @@ static const onnx_op_entry ops[] = {
 onnx_import_fn onnx_find_op(const char *op_type) {
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(ops[i].name, op_type)) return ops[i].fn;
-  return NULL;
+  return onnx_find_composed(op_type);
 }
 
 const char *dpc_onnx_supported_ops(void) {
@@ -745,5 +745,8 @@ const char *dpc_onnx_supported_ops(void) {
          "GlobalAveragePool GlobalMaxPool Greater Identity LayerNormalization LeakyRelu Less Log "
          "LogSoftmax LSTM MatMul Max MaxPool Min Mul Neg Not Pow Reciprocal ReduceMax ReduceMean "
          "ReduceMin ReduceSum Relu Reshape Shape Sigmoid Sign Sin Size Slice Softmax Split Sqrt "
-         "Squeeze Sub Sum Tanh Transpose Unsqueeze Where";
+         "Squeeze Sub Sum Tanh Transpose Unsqueeze Where; composed from those: And Ceil "
+         "DepthToSpace Elu GreaterOrEqual HardSigmoid InstanceNormalization IsInf LessOrEqual Mean "
+         "Or Pad PRelu Range ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare Selu "
+         "Shrink Softplus Softsign SpaceToDepth ThresholdedRelu Tile Trilu Xor";
 }

@@ -25,11 +25,16 @@ run() { # run DESCRIPTION -- command...: must exit 0
 }
 
 # -- training: same per-step losses as PyTorch from the same weights and data order (1e-5) --
-for backend in ref llvm; do
+# ... on each backend, and data parallel over two devices (the same global batches)
+for backend in ref llvm dp2; do
+  devices=cpu
+  be=$backend
+  [ "$backend" = dp2 ] && devices=cpu:2 && be=llvm
   run "train the exported MLP ($backend)" -- "$dpc" train "$t/mlp_train/model.onnx" \
     --loss softmax_cross_entropy --data "$t/mlp_train/x.npy,$t/mlp_train/y.npy" --batch 32 \
-    --no-shuffle --steps 10 --optimizer sgd --lr 0.1 --momentum 0 --backend $backend \
-    --log "$work/log_$backend.jsonl" --save "$work/trained_$backend.safetensors" --quiet
+    --no-shuffle --steps 10 --optimizer sgd --lr 0.1 --momentum 0 --backend $be \
+    --devices $devices --log "$work/log_$backend.jsonl" \
+    --save "$work/trained_$backend.safetensors" --quiet
   sed -n 's/.*"step": *\([0-9]*\),.*"loss": *\([-0-9.e+]*\).*/\1 \2/p' "$work/log_$backend.jsonl" \
     >"$work/dpc_losses"
   if awk 'NR==FNR { want[NR] = $1; n = NR; next }
