@@ -362,16 +362,17 @@ static dpc_status imp_pad(onnx_ctx *c) {
 static dpc_status imp_instance_norm(onnx_ctx *c) {
   uint32_t x = IN(0), scale = IN(1), bias = IN(2);
   if (x == DPC_NONE || scale == DPC_NONE || bias == DPC_NONE) return c->d->status;
-  const dpc_shape *s = &c->g->values[x].shape;
-  if (s->rank < 3) return onnx_fail(c, DPC_ERR_INVALID, "input must be [N, C, ...spatial]");
-  int64_t axes[DPC_MAX_RANK], cs[DPC_MAX_RANK] = {1, s->d[1]};
-  for (uint32_t i = 2; i < s->rank; i++) axes[i - 2] = i, cs[i] = 1;
-  uint32_t mean = reduce_node(c, DPC_OP_REDUCE_MEAN, x, axes, (int)s->rank - 2, true);
+  /* a copy: adding nodes moves the values array */
+  const dpc_shape s = c->g->values[x].shape;
+  if (s.rank < 3) return onnx_fail(c, DPC_ERR_INVALID, "input must be [N, C, ...spatial]");
+  int64_t axes[DPC_MAX_RANK], cs[DPC_MAX_RANK] = {1, s.d[1]};
+  for (uint32_t i = 2; i < s.rank; i++) axes[i - 2] = i, cs[i] = 1;
+  uint32_t mean = reduce_node(c, DPC_OP_REDUCE_MEAN, x, axes, (int)s.rank - 2, true);
   uint32_t dev = onnx_bin(c, DPC_OP_SUB, x, mean);
-  uint32_t var = reduce_node(c, DPC_OP_REDUCE_MEAN, mul(c, dev, dev), axes, (int)s->rank - 2, true);
+  uint32_t var = reduce_node(c, DPC_OP_REDUCE_MEAN, mul(c, dev, dev), axes, (int)s.rank - 2, true);
   uint32_t inv = onnx_un(c, DPC_OP_RSQRT, add(c, var, k_(c, x, onnx_attr_f(c, "epsilon", 1e-5))));
-  uint32_t y = mul(c, mul(c, dev, inv), onnx_reshape(c, scale, cs, s->rank));
-  return onnx_def(c, 0, add(c, y, onnx_reshape(c, bias, cs, s->rank)));
+  uint32_t y = mul(c, mul(c, dev, inv), onnx_reshape(c, scale, cs, s.rank));
+  return onnx_def(c, 0, add(c, y, onnx_reshape(c, bias, cs, s.rank)));
 }
 
 /* DepthToSpace and SpaceToDepth: a reshape to rank 6, a transpose, a reshape back. */

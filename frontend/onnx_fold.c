@@ -246,8 +246,7 @@ static bool fold_slice(onnx_ctx *c, const onnx_const *a, onnx_const *y) {
   return true;
 }
 
-bool onnx_fold_range(const onnx_const *a, const onnx_const *b, const onnx_const *d,
-                       onnx_const *y) {
+bool onnx_fold_range(const onnx_const *a, const onnx_const *b, const onnx_const *d, onnx_const *y) {
   if (has_sym(a) || has_sym(b) || has_sym(d)) return false;
   double start = dpc_tload(&a->t, 0), limit = dpc_tload(&b->t, 0), delta = dpc_tload(&d->t, 0);
   if (delta == 0) return false;

@@ -92,9 +92,9 @@ dpc_status dpc_onnx_imp_lstm(onnx_ctx *c) {
     return onnx_fail(c, DPC_ERR_INVALID, "unknown direction '%s'", dir);
   if (layout) x = transpose(c, x, (const int64_t[]){1, 0, 2}, 3);
   if (x == DPC_NONE) return c->d->status;
-  const dpc_shape *xs = &c->g->values[x].shape;
-  if (xs->rank != 3) return onnx_fail(c, DPC_ERR_INVALID, "X must be of rank 3");
-  int64_t seq = xs->d[0], batch = xs->d[1];
+  const dpc_shape xs = c->g->values[x].shape; /* a copy: adding nodes moves the values */
+  if (xs.rank != 3) return onnx_fail(c, DPC_ERR_INVALID, "X must be of rank 3");
+  int64_t seq = xs.d[0], batch = xs.d[1];
   if (DPC_DIM_IS_SYM(seq) || seq < 1 || seq > 4096)
     return onnx_fail(c, DPC_ERR_UNSUPPORTED,
                      "LSTM over a sequence of symbolic or zero length, "
@@ -116,7 +116,7 @@ dpc_status dpc_onnx_imp_lstm(onnx_ctx *c) {
     const char *name;
     uint32_t rank;
     int64_t d1, d2;
-  } want[] = {{w, "W", 3, 4 * hid, xs->d[2]},   {r, "R", 3, 4 * hid, hid},
+  } want[] = {{w, "W", 3, 4 * hid, xs.d[2]},    {r, "R", 3, 4 * hid, hid},
               {b, "B", 2, 8 * hid, 0},          {p, "P", 2, 3 * hid, 0},
               {h0, "initial_h", 3, batch, hid}, {c0, "initial_c", 3, batch, hid}};
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {

@@ -10,6 +10,8 @@
 #include <string.h>
 
 static const cli_opt bench_opts[] = {
+    {"loss", true, false,
+     "softmax_cross_entropy or mse: the loss on the first output, for a model without one (ONNX)"},
     {"batch", true, false, "samples per step; every symbolic dimension takes it (default 128)"},
     {"threads", true, false, "threads for compiled kernels (default: one per core)"},
     {"inference", false, false, "time the forward pass instead of the training step"},
@@ -81,7 +83,9 @@ int dpc_cmd_bench(int argc, char **argv) {
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
   dpc_bench_result r;
-  if (dpc_driver_load(p.pos[0], &g, &d) || dpc_bench(g, &o, &r, &d)) {
+  const char *loss = cli_get(bench_opts, NBENCH, &p, "loss");
+  if (dpc_driver_load(p.pos[0], &g, &d) || (loss && dpc_driver_attach_loss(g, loss, &d)) ||
+      dpc_bench(g, &o, &r, &d)) {
     rc = cli_report("bench", &d);
   } else {
     const char *name = g->name != DPC_NONE ? dpc_graph_str(g, g->name) : p.pos[0];

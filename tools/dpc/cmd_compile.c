@@ -14,6 +14,8 @@
 #include <string.h>
 
 static const cli_opt compile_opts[] = {
+    {"loss", true, false,
+     "softmax_cross_entropy or mse: the loss on the first output, for a model without one (ONNX)"},
     {"output", true, false, "FILE.dpx to write (required)"},
     {"batch", true, false, "the batch size the plans are made for (default 1)"},
     {"dim", true, true, "NAME=VALUE: the size of another symbolic dimension"},
@@ -77,6 +79,8 @@ int dpc_cmd_compile(int argc, char **argv) {
   x.cpu.cpu = cli_get(compile_opts, NCOMPILE, &p, "cpu");
   x.cpu.features = cli_get(compile_opts, NCOMPILE, &p, "features");
   if (dpc_driver_load(p.pos[0], &g, &d)) goto report;
+  const char *loss = cli_get(compile_opts, NCOMPILE, &p, "loss");
+  if (loss && dpc_driver_attach_loss(g, loss, &d)) goto report;
   /* symbols: --dim NAME=VALUE, the rest take --batch */
   vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
   for (uint32_t k = 0; vals && k < g->n_syms; k++) vals[k] = batch;

@@ -19,6 +19,8 @@
 #include <string.h>
 
 static const cli_opt plan_opts[] = {
+    {"loss", true, false,
+     "softmax_cross_entropy or mse: the loss on the first output, for a model without one (ONNX)"},
     {"devices", true, false, "cpu (default), cpu:N or numa"},
     {"strategy", true, false,
      "data (default with several devices), model (the graph's @ cpu:K placement, else METIS's), "
@@ -256,6 +258,8 @@ int dpc_cmd_plan(int argc, char **argv) {
   dev_summary *sum = NULL;
   int rc = DPC_EXIT_OK;
   dpc_status st = dpc_driver_load(p.pos[0], &g, &d);
+  const char *loss = cli_get(plan_opts, NPLAN, &p, "loss");
+  if (!st && loss) st = dpc_driver_attach_loss(g, loss, &d);
   if (!st && g->obj.loss == DPC_NONE)
     st = dpc_diag_fail(&d, DPC_ERR_INVALID, "%s has nothing to minimize: plans are of training",
                        p.pos[0]);
