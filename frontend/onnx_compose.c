@@ -3,7 +3,8 @@
  * their own: activations (Elu, Selu, HardSigmoid, Softplus, Softsign, ThresholdedRelu, Shrink,
  * PRelu, Ceil), logic (And, Or, Xor, GreaterOrEqual, LessOrEqual, IsInf), reductions (ReduceL1,
  * ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp), Mean, Trilu, Tile, Pad,
- * InstanceNormalization, DepthToSpace, SpaceToDepth and Range.
+ * InstanceNormalization, DepthToSpace, SpaceToDepth, Range, GatherElements and the losses
+ * NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss.
  *
  * Built from differentiable ops, each trains through dpc's ordinary gradients.
  */
@@ -442,6 +443,108 @@ static dpc_status imp_trilu(onnx_ctx *c) {
   return onnx_def(c, 0, where(c, mask, x, k_(c, x, 0)));
 }
 
+/* GatherElements: y[.., i, ..] = x[.., idx[.., i, ..], ..] along `axis`, as a one-hot mask of
+ * the indices (a new axis of the x's length there) times x, summed over that axis. */
+static dpc_status imp_gather_elements(onnx_ctx *c) {
+  uint32_t x = IN(0), idx = IN(1);
+  if (x == DPC_NONE || idx == DPC_NONE) return c->d->status;
+  const dpc_shape xs = c->g->values[x].shape, is = c->g->values[idx].shape;
+  int64_t axis = onnx_attr_i(c, "axis", 0);
+  if (axis < 0) axis += xs.rank;
+  if (xs.rank != is.rank || axis < 0 || axis >= (int64_t)xs.rank || xs.rank + 1 > DPC_MAX_RANK ||
+      DPC_DIM_IS_SYM(xs.d[axis]) || xs.d[axis] > (1 << 20))
+    return onnx_fail(c, DPC_ERR_INVALID, "needs data and indices of one rank and a known axis");
+  int64_t n = xs.d[axis], ishape[DPC_MAX_RANK], xshape[DPC_MAX_RANK], ones[DPC_MAX_RANK];
+  uint32_t r = xs.rank + 1;
+  for (uint32_t i = 0, j = 0; i < r; i++) { /* the new axis sits after `axis` */
+    bool at = i == (uint32_t)axis + 1;
+    ishape[i] = at ? 1 : is.d[j];
+    xshape[i] = i == (uint32_t)axis ? 1 : at ? n : xs.d[j];
+    ones[i] = at ? n : 1;
+    if (!at) j++;
+  }
+  double *iota = malloc((size_t)n * sizeof *iota);
+  if (!iota) return OOM();
+  for (int64_t i = 0; i < n; i++) iota[i] = (double)i;
+  dpc_shape os = {.rank = r};
+  memcpy(os.d, ones, sizeof ones);
+  uint32_t mark = dpc_graph_attr_mark(c->g), iv;
+  dpc_status st = dpc_graph_attr_tensor(c->g, "value", dt(c, idx), &os, iota);
+  free(iota);
+  if (st) return OOM();
+  if ((st = onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &iv))) return st;
+  /* negative indices count from the end */
+  uint32_t i1 = onnx_reshape(c, idx, ishape, r);
+  i1 = where(c, onnx_bin(c, DPC_OP_LESS, i1, k_(c, i1, 0)), add(c, i1, k_(c, i1, (double)n)), i1);
+  uint32_t mask = onnx_cast(c, onnx_bin(c, DPC_OP_EQUAL, i1, iv), dt(c, x));
+  int64_t ax = axis + 1;
+  uint32_t y =
+      reduce_node(c, DPC_OP_REDUCE_SUM, mul(c, mask, onnx_reshape(c, x, xshape, r)), &ax, 1, false);
+  return onnx_def(c, 0, y);
+}
+
+/* ---- losses ------------------------------------------------------------------------------ */
+
+/* NegativeLogLikelihoodLoss on log-probabilities x [N, C, d...] and class indices t [N, d...]:
+ * a one-hot mask from comparing t with 0..C-1 (ignore_index left out, and the class weights in
+ * it) picks -x[n, t[n]]; `mean` divides by the picked weights' sum, as ONNX does. */
+static dpc_status nll(onnx_ctx *c, uint32_t x, uint32_t t, uint32_t weight) {
+  if (x == DPC_NONE || t == DPC_NONE) return c->d->status;
+  const dpc_shape xs = c->g->values[x].shape, ts = c->g->values[t].shape;
+  dpc_dtype ft = dt(c, x);
+  if (xs.rank < 2 || ts.rank != xs.rank - 1 || DPC_DIM_IS_SYM(xs.d[1]) || xs.d[1] > (1 << 24))
+    return onnx_fail(c, DPC_ERR_INVALID, "needs scores [N, C, ...] and targets [N, ...]");
+  char red[16];
+  onnx_attr_s(c, "reduction", "mean", red, sizeof red);
+  if (strcmp(red, "mean") && strcmp(red, "sum") && strcmp(red, "none"))
+    return onnx_fail(c, DPC_ERR_INVALID, "unknown reduction '%s'", red);
+  int64_t classes = xs.d[1], shape[DPC_MAX_RANK] = {1, classes}, tdims[DPC_MAX_RANK];
+  for (uint32_t i = 2; i < xs.rank; i++) shape[i] = 1;
+  double *iota = malloc((size_t)classes * sizeof *iota);
+  if (!iota) return OOM();
+  for (int64_t i = 0; i < classes; i++) iota[i] = (double)i;
+  dpc_shape is = {.rank = xs.rank};
+  memcpy(is.d, shape, sizeof shape);
+  uint32_t mark = dpc_graph_attr_mark(c->g), iv;
+  dpc_status st = dpc_graph_attr_tensor(c->g, "value", dt(c, t), &is, iota);
+  free(iota);
+  if (st) return OOM();
+  if ((st = onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &iv))) return st;
+  tdims[0] = ts.d[0], tdims[1] = 1;
+  for (uint32_t i = 1; i < ts.rank; i++) tdims[i + 1] = ts.d[i];
+  uint32_t t1 = onnx_reshape(c, t, tdims, xs.rank);
+  uint32_t hit = onnx_bin(c, DPC_OP_EQUAL, t1, iv);
+  if (onnx_attr(c, "ignore_index")) {
+    uint32_t ign =
+        onnx_bin(c, DPC_OP_EQUAL, t1, k_(c, t1, (double)onnx_attr_i(c, "ignore_index", 0)));
+    hit = where(c, ign, onnx_bin(c, DPC_OP_LESS, t1, t1), hit); /* less(t, t): false */
+  }
+  uint32_t mw = onnx_cast(c, hit, ft);
+  if (weight != DPC_NONE) mw = mul(c, mw, onnx_reshape(c, weight, shape, xs.rank));
+  int64_t one = 1;
+  uint32_t loss =
+      onnx_un(c, DPC_OP_NEG, reduce_node(c, DPC_OP_REDUCE_SUM, mul(c, mw, x), &one, 1, false));
+  if (!strcmp(red, "sum")) loss = reduce_node(c, DPC_OP_REDUCE_SUM, loss, NULL, 0, false);
+  if (!strcmp(red, "mean"))
+    loss = onnx_bin(c, DPC_OP_DIV, reduce_node(c, DPC_OP_REDUCE_SUM, loss, NULL, 0, false),
+                    reduce_node(c, DPC_OP_REDUCE_SUM, mw, NULL, 0, false));
+  return onnx_def(c, 0, loss);
+}
+
+static dpc_status imp_nll_loss(onnx_ctx *c) {
+  return nll(c, IN(0), IN(1), onnx_has_in(c, 2) ? IN(2) : DPC_NONE);
+}
+
+static dpc_status imp_softmax_ce_loss(onnx_ctx *c) {
+  uint32_t x = IN(0), mark = dpc_graph_attr_mark(c->g), lp;
+  if (x == DPC_NONE) return c->d->status;
+  if (dpc_graph_attr_int(c->g, "axis", 1)) return OOM();
+  dpc_status st = onnx_emit(c, DPC_OP_LOG_SOFTMAX, &x, 1, mark, 0, &lp);
+  if (!st) st = nll(c, lp, IN(1), onnx_has_in(c, 2) ? IN(2) : DPC_NONE);
+  if (!st && onnx_n_out(c) > 1) st = onnx_def(c, 1, lp);
+  return st;
+}
+
 /* Range of inputs known at import (constants, or the values dpc runs with). */
 static dpc_status imp_range(onnx_ctx *c) {
   const onnx_const *a = onnx_in_known(c, 0), *b = onnx_in_known(c, 1), *d = onnx_in_known(c, 2);
@@ -462,12 +565,14 @@ static const struct {
     {"Ceil", imp_ceil},
     {"DepthToSpace", imp_depth_to_space},
     {"Elu", imp_elu},
+    {"GatherElements", imp_gather_elements},
     {"GreaterOrEqual", imp_greater_equal},
     {"HardSigmoid", imp_hard_sigmoid},
     {"InstanceNormalization", imp_instance_norm},
     {"IsInf", imp_is_inf},
     {"LessOrEqual", imp_less_equal},
     {"Mean", imp_mean},
+    {"NegativeLogLikelihoodLoss", imp_nll_loss},
     {"Or", imp_or},
     {"Pad", imp_pad},
     {"PRelu", imp_prelu},
@@ -479,6 +584,7 @@ static const struct {
     {"ReduceSumSquare", imp_reduce_sum_square},
     {"Selu", imp_selu},
     {"Shrink", imp_shrink},
+    {"SoftmaxCrossEntropyLoss", imp_softmax_ce_loss},
     {"Softplus", imp_softplus},
     {"Softsign", imp_softsign},
     {"SpaceToDepth", imp_space_to_depth},

@@ -746,7 +746,10 @@ const char *dpc_onnx_supported_ops(void) {
          "LogSoftmax LSTM MatMul Max MaxPool Min Mul Neg Not Pow Reciprocal ReduceMax ReduceMean "
          "ReduceMin ReduceSum Relu Reshape Shape Sigmoid Sign Sin Size Slice Softmax Split Sqrt "
          "Squeeze Sub Sum Tanh Transpose Unsqueeze Where; composed from those: And Ceil "
-         "DepthToSpace Elu GreaterOrEqual HardSigmoid InstanceNormalization IsInf LessOrEqual Mean "
-         "Or Pad PRelu Range ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare Selu "
-         "Shrink Softplus Softsign SpaceToDepth ThresholdedRelu Tile Trilu Xor";
+         "DepthToSpace Elu GatherElements GreaterOrEqual HardSigmoid InstanceNormalization IsInf "
+         "LessOrEqual Mean "
+         "NegativeLogLikelihoodLoss Or Pad PRelu Range ReduceL1 ReduceL2 ReduceLogSum "
+         "ReduceLogSumExp ReduceSumSquare Selu "
+         "Shrink SoftmaxCrossEntropyLoss Softplus Softsign SpaceToDepth ThresholdedRelu Tile Trilu "
+         "Xor";
 }

@@ -198,6 +198,7 @@ int dpc_cmd_onnx_test(int argc, char **argv) {
            "support, named), then 'N passed, N failed, N skipped'. Outputs match when\n"
            "|got - expected| <= atol + rtol * |expected|. See docs/onnx.md.\n");
     cli_print_options(onnx_opts, NOPTS);
+    printf("\nONNX ops dpc imports: %s.\n", dpc_onnx_supported_ops());
     return DPC_EXIT_OK;
   }
   if (p.npos < 1) return cli_usage_error("onnx-test", "expects test directories (see --help)");
