@@ -3,7 +3,8 @@
  * their own: activations (Elu, Selu, HardSigmoid, Softplus, Softsign, ThresholdedRelu, Shrink,
  * PRelu, Ceil), logic (And, Or, Xor, GreaterOrEqual, LessOrEqual, IsInf), reductions (ReduceL1,
  * ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp), Mean, Trilu, Tile, Pad,
- * InstanceNormalization, DepthToSpace, SpaceToDepth, Range, GatherElements and the losses
+ * InstanceNormalization, DepthToSpace, SpaceToDepth, Range, GatherElements, ArgMax, ArgMin
+ * and the losses
  * NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss.
  *
  * Built from differentiable ops, each trains through dpc's ordinary gradients.
@@ -483,6 +484,44 @@ static dpc_status imp_gather_elements(onnx_ctx *c) {
   return onnx_def(c, 0, y);
 }
 
+/* ArgMax and ArgMin: the positions along `axis` equal to the maximum (of -x for ArgMin), and
+ * of those the first (or with select_last_index the last) by reducing over 0..n-1. */
+static dpc_status arg_extreme(onnx_ctx *c, bool min) {
+  uint32_t x = IN(0);
+  if (x == DPC_NONE) return c->d->status;
+  const dpc_shape xs = c->g->values[x].shape;
+  int64_t axis = onnx_attr_i(c, "axis", 0);
+  if (axis < 0) axis += xs.rank;
+  if (axis < 0 || axis >= (int64_t)xs.rank || DPC_DIM_IS_SYM(xs.d[axis]) || xs.d[axis] > (1 << 24))
+    return onnx_fail(c, DPC_ERR_INVALID, "axis out of range or of unknown length");
+  bool keep = onnx_attr_i(c, "keepdims", 1) != 0, last = onnx_attr_i(c, "select_last_index", 0);
+  int64_t n = xs.d[axis];
+  if (min) x = onnx_un(c, DPC_OP_NEG, x);
+  uint32_t m = reduce_node(c, DPC_OP_REDUCE_MAX, x, &axis, 1, true);
+  uint32_t eq = onnx_bin(c, DPC_OP_EQUAL, x, m);
+  double *iota = malloc((size_t)n * sizeof *iota);
+  if (!iota) return OOM();
+  for (int64_t i = 0; i < n; i++) iota[i] = (double)(last ? i : -i);
+  dpc_shape is = {.rank = xs.rank};
+  for (uint32_t i = 0; i < xs.rank; i++) is.d[i] = i == (uint32_t)axis ? n : 1;
+  uint32_t mark = dpc_graph_attr_mark(c->g), iv;
+  dpc_status st = dpc_graph_attr_tensor(c->g, "value", DPC_I64, &is, iota);
+  free(iota);
+  if (st) return OOM();
+  if ((st = onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &iv))) return st;
+  /* the largest of +i (last) or of -i (first) among the hits; misses count as -n */
+  uint32_t cand = where(c, eq, iv, onnx_scalar(c, DPC_I64, (double)-n));
+  uint32_t y = reduce_node(c, DPC_OP_REDUCE_MAX, cand, &axis, 1, keep);
+  if (!last) y = onnx_un(c, DPC_OP_NEG, y);
+  return onnx_def(c, 0, y);
+}
+static dpc_status imp_argmax(onnx_ctx *c) {
+  return arg_extreme(c, false);
+}
+static dpc_status imp_argmin(onnx_ctx *c) {
+  return arg_extreme(c, true);
+}
+
 /* ---- losses ------------------------------------------------------------------------------ */
 
 /* NegativeLogLikelihoodLoss on log-probabilities x [N, C, d...] and class indices t [N, d...]:
@@ -562,6 +601,8 @@ static const struct {
   onnx_import_fn fn;
 } composed[] = {
     {"And", imp_and},
+    {"ArgMax", imp_argmax},
+    {"ArgMin", imp_argmin},
     {"Ceil", imp_ceil},
     {"DepthToSpace", imp_depth_to_space},
     {"Elu", imp_elu},
