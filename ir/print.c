@@ -44,6 +44,7 @@ typedef struct printer {
   char **gen;         /* per value: generated name, or NULL */
   bool *cut;          /* per value: would fold too deep, so it is printed as a statement */
   uint32_t *members;  /* per node: how many nodes are fused into it (passes/fuse.c) */
+  uint32_t elide;     /* 0, or tensors of more values show this many and a count */
 } printer;
 
 /* Folded expressions are printed recursively; past this height a value gets a statement. */
@@ -127,6 +128,15 @@ static void put_tensor(const printer *p, const dpc_attr *a) {
   int64_t idx[DPC_MAX_RANK] = {0};
   int64_t total = a->n;
   bool empty = total == 0;
+  if (p->elide && total > 2 * (int64_t)p->elide) { /* a summary for people; it does not parse */
+    dpc_buf_puts(p->out, "<");
+    for (uint32_t i = 0; i < p->elide; i++) {
+      put_number(p->out, v[i]);
+      dpc_buf_puts(p->out, ", ");
+    }
+    dpc_buf_printf(p->out, "... %lld values>", (long long)total);
+    return;
+  }
   for (uint32_t k = 0; k < a->rank; k++) dpc_buf_puts(p->out, "[");
   if (empty) {
     for (uint32_t k = 0; k < a->rank; k++) dpc_buf_puts(p->out, "]");
@@ -409,7 +419,11 @@ static int make_names(printer *p) {
 }
 
 dpc_status dpc_print_graph(const dpc_graph *g, dpc_buf *out) {
-  printer p = {g, out, NULL, NULL, NULL, NULL, NULL, NULL};
+  return dpc_print_graph_brief(g, 0, out);
+}
+
+dpc_status dpc_print_graph_brief(const dpc_graph *g, uint32_t elide, dpc_buf *out) {
+  printer p = {g, out, NULL, NULL, NULL, NULL, NULL, NULL, elide};
   uint32_t *height = NULL;
   size_t nv = g->n_values ? g->n_values : 1;
   p.uses = calloc(nv, sizeof *p.uses);

@@ -13,6 +13,9 @@
 
 /* The canonical text of g, appended to out. DPC_ERR_NOMEM is the only failure. */
 dpc_status dpc_print_graph(const dpc_graph *g, dpc_buf *out);
+/* The same, but a tensor of more than 2 * `elide` values (0: no limit) shows its first `elide` and
+ * a count, `<0.1, 0.2, ... 1000 values>`: for reading imported weights' shapes, not parseable. */
+dpc_status dpc_print_graph_brief(const dpc_graph *g, uint32_t elide, dpc_buf *out);
 
 /* True for names the .graph language accepts as identifiers (and that are not keywords). */
 bool dpc_is_identifier(const char *s);

@@ -84,6 +84,10 @@ for name in transformer_layer lstm resnet_block dynamic_batch; do
   fi
 done
 
+if "$dpc" print --brief "$t/torch/lenet/model.onnx" 2>"$work/err" | grep -q '2400 values>'; then
+  ok "dpc print --brief cuts the weights short"
+else bad "dpc print --brief"; fi
+
 # -- malformed models: exit 1 with the expected message, never a crash --
 for f in "$t"/malformed/*.onnx; do
   n=$(basename "$f" .onnx)

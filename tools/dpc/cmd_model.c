@@ -93,6 +93,8 @@ done:
 
 static const cli_opt print_opts[] = {
     {"dot", false, false, "print Graphviz instead of .graph text (render with dot -Tsvg)"},
+    {"brief", false, false,
+     "show only the first values of large constants and imported weights (does not parse back)"},
     {"output", true, false, "write to FILE instead of standard output"},
     {"train", false, false, "with --print-after: run the training pipeline"},
     {"verify-each", false, false, "run the verifier after every pass"},
@@ -136,8 +138,9 @@ int dpc_cmd_print(int argc, char **argv) {
     }
     if (after) goto done; /* the dumps were the output */
   }
-  dpc_status st =
-      cli_get(print_opts, NPRINT, &p, "dot") ? dpc_dot_graph(g, &b) : dpc_print_graph(g, &b);
+  dpc_status st = cli_get(print_opts, NPRINT, &p, "dot")     ? dpc_dot_graph(g, &b)
+                  : cli_get(print_opts, NPRINT, &p, "brief") ? dpc_print_graph_brief(g, 4, &b)
+                                                             : dpc_print_graph(g, &b);
   if (st) {
     dpc_diag_fail(&d, st, "out of memory printing the model");
     rc = cli_report("print", &d);
