@@ -220,41 +220,6 @@ dpc_status onnx_emit(onnx_ctx *c, dpc_op op, const uint32_t *in, uint32_t n_in, 
   return DPC_OK;
 }
 
-uint32_t onnx_un(onnx_ctx *c, dpc_op op, uint32_t x) {
-  uint32_t out;
-  return onnx_emit(c, op, &x, 1, dpc_graph_attr_mark(c->g), 0, &out) ? DPC_NONE : out;
-}
-
-uint32_t onnx_bin(onnx_ctx *c, dpc_op op, uint32_t a, uint32_t b) {
-  uint32_t in[2] = {a, b}, out;
-  return onnx_emit(c, op, in, 2, dpc_graph_attr_mark(c->g), 0, &out) ? DPC_NONE : out;
-}
-
-uint32_t onnx_reshape(onnx_ctx *c, uint32_t x, const int64_t *dims, uint32_t rank) {
-  if (x == DPC_NONE) return DPC_NONE;
-  uint32_t mark = dpc_graph_attr_mark(c->g), out;
-  if (dpc_graph_attr_shape(c->g, "shape", dims, rank))
-    return onnx_fail(c, DPC_ERR_NOMEM, "out of memory"), DPC_NONE;
-  return onnx_emit(c, DPC_OP_RESHAPE, &x, 1, mark, 0, &out) ? DPC_NONE : out;
-}
-
-uint32_t onnx_cast(onnx_ctx *c, uint32_t x, dpc_dtype t) {
-  if (x == DPC_NONE) return DPC_NONE;
-  if (c->g->values[x].dtype == t) return x;
-  uint32_t mark = dpc_graph_attr_mark(c->g), out;
-  if (dpc_graph_attr_dtype(c->g, "dtype", t))
-    return onnx_fail(c, DPC_ERR_NOMEM, "out of memory"), DPC_NONE;
-  return onnx_emit(c, DPC_OP_CAST, &x, 1, mark, 0, &out) ? DPC_NONE : out;
-}
-
-uint32_t onnx_scalar(onnx_ctx *c, dpc_dtype t, double v) {
-  uint32_t mark = dpc_graph_attr_mark(c->g), out;
-  dpc_shape s = {0};
-  if (dpc_graph_attr_tensor(c->g, "value", t, &s, &v))
-    return onnx_fail(c, DPC_ERR_NOMEM, "out of memory"), DPC_NONE;
-  return onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &out) ? DPC_NONE : out;
-}
-
 uint32_t onnx_n_out(onnx_ctx *c) {
   /* Trailing optional outputs may be left out or named "". */
   uint32_t n = (uint32_t)c->node->n_output;

@@ -70,10 +70,29 @@ dpc_status onnx_emit(onnx_ctx *c, dpc_op op, const uint32_t *in, uint32_t n_in, 
 /* Shorthands for one-input and two-input nodes without attributes. */
 uint32_t onnx_un(onnx_ctx *c, dpc_op op, uint32_t x);
 uint32_t onnx_bin(onnx_ctx *c, dpc_op op, uint32_t a, uint32_t b);
-/* x reshaped (dims may be symbols); cast to a dtype; a scalar constant of a dtype. */
+/* x reshaped (dims may be symbols); cast to a dtype; a scalar constant of a dtype, or of the
+ * dtype of value `like`; a constant of one value and a concrete shape. */
 uint32_t onnx_reshape(onnx_ctx *c, uint32_t x, const int64_t *dims, uint32_t rank);
 uint32_t onnx_cast(onnx_ctx *c, uint32_t x, dpc_dtype t);
 uint32_t onnx_scalar(onnx_ctx *c, dpc_dtype t, double v);
+uint32_t onnx_k(onnx_ctx *c, uint32_t like, double v);
+uint32_t onnx_filled(onnx_ctx *c, dpc_dtype t, const dpc_shape *s, double v);
+/* cond ? a : b; a reduction over axes (n < 0 or 0: all) keeping them or not; x[lo:hi:step]
+ * along one axis; a concat (one value passes through); a transpose. */
+uint32_t onnx_where(onnx_ctx *c, uint32_t cond, uint32_t a, uint32_t b);
+uint32_t onnx_reduce(onnx_ctx *c, dpc_op op, uint32_t x, const int64_t *axes, int n, bool keep);
+uint32_t onnx_slice(onnx_ctx *c, uint32_t x, int64_t axis, int64_t lo, int64_t hi, int64_t step);
+uint32_t onnx_concat(onnx_ctx *c, const uint32_t *xs, uint32_t n, int64_t axis);
+uint32_t onnx_transpose(onnx_ctx *c, uint32_t x, const int64_t *perm, uint32_t n);
+static inline uint32_t onnx_add(onnx_ctx *c, uint32_t a, uint32_t b) {
+  return onnx_bin(c, DPC_OP_ADD, a, b);
+}
+static inline uint32_t onnx_mul(onnx_ctx *c, uint32_t a, uint32_t b) {
+  return onnx_bin(c, DPC_OP_MUL, a, b);
+}
+static inline dpc_dtype onnx_dtype_of(const onnx_ctx *c, uint32_t v) {
+  return c->g->values[v].dtype;
+}
 /* Bind output k of the node to a value / to a constant (taken over, also on failure). */
 dpc_status onnx_def(onnx_ctx *c, uint32_t k, uint32_t value);
 dpc_status onnx_def_const(onnx_ctx *c, uint32_t k, onnx_const *k_owned);
@@ -105,7 +124,8 @@ bool onnx_fold_range(const onnx_const *a, const onnx_const *b, const onnx_const 
 typedef dpc_status (*onnx_import_fn)(onnx_ctx *c);
 /* The importer of an ONNX op type, or NULL when dpc does not support it. */
 onnx_import_fn onnx_find_op(const char *op_type);
-/* The ops built from other ops (onnx_compose.c); onnx_find_op asks it too. */
+/* The ops built from other ops (onnx_compose.c, onnx_index.c); onnx_find_op asks them too. */
 onnx_import_fn onnx_find_composed(const char *op_type);
+onnx_import_fn onnx_find_indexed(const char *op_type);
 
 #endif

@@ -15,23 +15,13 @@
 #define IN(i) onnx_in(c, (i))
 #define OOM() onnx_fail(c, DPC_ERR_NOMEM, "out of memory")
 
-/* x[lo:hi] along axis. */
-static uint32_t cut(onnx_ctx *c, uint32_t x, int64_t axis, int64_t lo, int64_t hi) {
-  if (x == DPC_NONE) return DPC_NONE;
-  uint32_t mark = dpc_graph_attr_mark(c->g), y;
-  if (dpc_graph_attr_ints(c->g, "starts", &lo, 1) || dpc_graph_attr_ints(c->g, "ends", &hi, 1) ||
-      dpc_graph_attr_ints(c->g, "axes", &axis, 1))
-    return OOM(), DPC_NONE;
-  return onnx_emit(c, DPC_OP_SLICE, &x, 1, mark, 0, &y) ? DPC_NONE : y;
-}
-
 /* Row d of a [D, ...] tensor, without its first axis. */
 static uint32_t row(onnx_ctx *c, uint32_t x, int64_t d) {
   if (x == DPC_NONE) return DPC_NONE;
   const dpc_shape *s = &c->g->values[x].shape;
   dpc_shape r = {.rank = s->rank - 1};
   memcpy(r.d, s->d + 1, r.rank * sizeof *r.d);
-  return onnx_reshape(c, cut(c, x, 0, d, d + 1), r.d, r.rank);
+  return onnx_reshape(c, onnx_slice(c, x, 0, d, d + 1, 1), r.d, r.rank);
 }
 
 static uint32_t matmul_t(onnx_ctx *c, uint32_t a, uint32_t b) {
@@ -39,22 +29,6 @@ static uint32_t matmul_t(onnx_ctx *c, uint32_t a, uint32_t b) {
   uint32_t in[2] = {a, b}, mark = dpc_graph_attr_mark(c->g), y;
   if (dpc_graph_attr_int(c->g, "transpose_b", 1)) return OOM(), DPC_NONE;
   return onnx_emit(c, DPC_OP_MATMUL, in, 2, mark, 0, &y) ? DPC_NONE : y;
-}
-
-static uint32_t cat(onnx_ctx *c, const uint32_t *xs, uint32_t n, int64_t axis) {
-  for (uint32_t i = 0; i < n; i++)
-    if (xs[i] == DPC_NONE) return DPC_NONE;
-  if (n == 1) return xs[0];
-  uint32_t mark = dpc_graph_attr_mark(c->g), y;
-  if (dpc_graph_attr_int(c->g, "axis", axis)) return OOM(), DPC_NONE;
-  return onnx_emit(c, DPC_OP_CONCAT, xs, n, mark, 0, &y) ? DPC_NONE : y;
-}
-
-static uint32_t transpose(onnx_ctx *c, uint32_t x, const int64_t *perm, uint32_t n) {
-  if (x == DPC_NONE) return DPC_NONE;
-  uint32_t mark = dpc_graph_attr_mark(c->g), y;
-  if (dpc_graph_attr_ints(c->g, "perm", perm, n)) return OOM(), DPC_NONE;
-  return onnx_emit(c, DPC_OP_TRANSPOSE, &x, 1, mark, 0, &y) ? DPC_NONE : y;
 }
 
 /* What of LSTM dpc does not import: non-default activations, clipping, coupled gates,
@@ -90,7 +64,7 @@ dpc_status dpc_onnx_imp_lstm(onnx_ctx *c) {
   uint32_t ndir = !strcmp(dir, "bidirectional") ? 2 : 1;
   if (strcmp(dir, "forward") && strcmp(dir, "reverse") && ndir == 1)
     return onnx_fail(c, DPC_ERR_INVALID, "unknown direction '%s'", dir);
-  if (layout) x = transpose(c, x, (const int64_t[]){1, 0, 2}, 3);
+  if (layout) x = onnx_transpose(c, x, (const int64_t[]){1, 0, 2}, 3);
   if (x == DPC_NONE) return c->d->status;
   const dpc_shape xs = c->g->values[x].shape; /* a copy: adding nodes moves the values */
   if (xs.rank != 3) return onnx_fail(c, DPC_ERR_INVALID, "X must be of rank 3");
@@ -106,8 +80,8 @@ dpc_status dpc_onnx_imp_lstm(onnx_ctx *c) {
   uint32_t b = onnx_has_in(c, 3) ? IN(3) : DPC_NONE, p = onnx_has_in(c, 7) ? IN(7) : DPC_NONE;
   uint32_t h0 = onnx_has_in(c, 5) ? IN(5) : DPC_NONE, c0 = onnx_has_in(c, 6) ? IN(6) : DPC_NONE;
   if (layout) {
-    if (h0 != DPC_NONE) h0 = transpose(c, h0, (const int64_t[]){1, 0, 2}, 3);
-    if (c0 != DPC_NONE) c0 = transpose(c, c0, (const int64_t[]){1, 0, 2}, 3);
+    if (h0 != DPC_NONE) h0 = onnx_transpose(c, h0, (const int64_t[]){1, 0, 2}, 3);
+    if (c0 != DPC_NONE) c0 = onnx_transpose(c, c0, (const int64_t[]){1, 0, 2}, 3);
   }
   if (c->d->status) return c->d->status;
   /* Every weight's shape is checked here, before slicing rows out of it. */
@@ -135,25 +109,26 @@ dpc_status dpc_onnx_imp_lstm(onnx_ctx *c) {
     uint32_t xw = matmul_t(c, x, wd);
     if (b != DPC_NONE) {
       uint32_t bd = row(c, b, d);
-      xw = onnx_bin(
-          c, DPC_OP_ADD, xw,
-          onnx_bin(c, DPC_OP_ADD, cut(c, bd, 0, 0, 4 * hid), cut(c, bd, 0, 4 * hid, 8 * hid)));
+      xw = onnx_bin(c, DPC_OP_ADD, xw,
+                    onnx_bin(c, DPC_OP_ADD, onnx_slice(c, bd, 0, 0, 4 * hid, 1),
+                             onnx_slice(c, bd, 0, 4 * hid, 8 * hid, 1)));
     }
     uint32_t pi = DPC_NONE, po = DPC_NONE, pf = DPC_NONE;
     if (p != DPC_NONE) {
       uint32_t pd = row(c, p, d);
-      pi = cut(c, pd, 0, 0, hid), po = cut(c, pd, 0, hid, 2 * hid),
-      pf = cut(c, pd, 0, 2 * hid, 3 * hid);
+      pi = onnx_slice(c, pd, 0, 0, hid, 1), po = onnx_slice(c, pd, 0, hid, 2 * hid, 1),
+      pf = onnx_slice(c, pd, 0, 2 * hid, 3 * hid, 1);
     }
     uint32_t h = h0 != DPC_NONE ? row(c, h0, d) : DPC_NONE;
     uint32_t cs = c0 != DPC_NONE ? row(c, c0, d) : DPC_NONE;
     int64_t g2[2] = {batch, 4 * hid}, h4[4] = {1, 1, batch, hid};
     for (int64_t k = 0; k < seq && !c->d->status; k++) {
       int64_t t = rev ? seq - 1 - k : k;
-      uint32_t g = onnx_reshape(c, cut(c, xw, 0, t, t + 1), g2, 2);
+      uint32_t g = onnx_reshape(c, onnx_slice(c, xw, 0, t, t + 1, 1), g2, 2);
       if (h != DPC_NONE) g = onnx_bin(c, DPC_OP_ADD, g, matmul_t(c, h, rd));
-      uint32_t gi = cut(c, g, 1, 0, hid), go = cut(c, g, 1, hid, 2 * hid);
-      uint32_t gf = cut(c, g, 1, 2 * hid, 3 * hid), gc = cut(c, g, 1, 3 * hid, 4 * hid);
+      uint32_t gi = onnx_slice(c, g, 1, 0, hid, 1), go = onnx_slice(c, g, 1, hid, 2 * hid, 1);
+      uint32_t gf = onnx_slice(c, g, 1, 2 * hid, 3 * hid, 1),
+               gc = onnx_slice(c, g, 1, 3 * hid, 4 * hid, 1);
       if (pi != DPC_NONE && cs != DPC_NONE) {
         gi = onnx_bin(c, DPC_OP_ADD, gi, onnx_bin(c, DPC_OP_MUL, pi, cs));
         gf = onnx_bin(c, DPC_OP_ADD, gf, onnx_bin(c, DPC_OP_MUL, pf, cs));
@@ -167,17 +142,18 @@ dpc_status dpc_onnx_imp_lstm(onnx_ctx *c) {
       hs[t] = onnx_reshape(c, h, h4, 4);
     }
     if (c->d->status) break;
-    ys[d] = cat(c, hs, (uint32_t)seq, 0);
+    ys[d] = onnx_concat(c, hs, (uint32_t)seq, 0);
     yh[d] = onnx_reshape(c, h, h4 + 1, 3);
     yc[d] = onnx_reshape(c, cs, h4 + 1, 3);
   }
   free(hs);
   if (c->d->status) return c->d->status;
-  uint32_t y = cat(c, ys, ndir, 1), hy = cat(c, yh, ndir, 0), cy = cat(c, yc, ndir, 0);
+  uint32_t y = onnx_concat(c, ys, ndir, 1), hy = onnx_concat(c, yh, ndir, 0),
+           cy = onnx_concat(c, yc, ndir, 0);
   if (layout) {
-    y = transpose(c, y, (const int64_t[]){2, 0, 1, 3}, 4);
-    hy = transpose(c, hy, (const int64_t[]){1, 0, 2}, 3);
-    cy = transpose(c, cy, (const int64_t[]){1, 0, 2}, 3);
+    y = onnx_transpose(c, y, (const int64_t[]){2, 0, 1, 3}, 4);
+    hy = onnx_transpose(c, hy, (const int64_t[]){1, 0, 2}, 3);
+    cy = onnx_transpose(c, cy, (const int64_t[]){1, 0, 2}, 3);
   }
   if ((st = onnx_def(c, 0, y))) return st;
   if (onnx_n_out(c) > 1 && (st = onnx_def(c, 1, hy))) return st;

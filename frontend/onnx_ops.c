@@ -736,7 +736,8 @@ static const onnx_op_entry ops[] = {
 onnx_import_fn onnx_find_op(const char *op_type) {
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(ops[i].name, op_type)) return ops[i].fn;
-  return onnx_find_composed(op_type);
+  onnx_import_fn f = onnx_find_composed(op_type);
+  return f ? f : onnx_find_indexed(op_type);
 }
 
 const char *dpc_onnx_supported_ops(void) {
@@ -747,10 +748,11 @@ const char *dpc_onnx_supported_ops(void) {
          "ReduceMin ReduceSum Relu Reshape Shape Sigmoid Sign Sin Size Slice Softmax Split Sqrt "
          "Squeeze Sub Sum Tanh Transpose Unsqueeze Where; composed from those: And ArgMax ArgMin "
          "Ceil "
-         "DepthToSpace Elu GatherElements GreaterOrEqual HardSigmoid InstanceNormalization IsInf "
+         "DepthToSpace Elu EyeLike GatherElements GreaterOrEqual HardSigmoid Hardmax "
+         "InstanceNormalization IsInf "
          "LessOrEqual Mean "
-         "NegativeLogLikelihoodLoss Or Pad PRelu Range ReduceL1 ReduceL2 ReduceLogSum "
-         "ReduceLogSumExp ReduceSumSquare Selu "
+         "NegativeLogLikelihoodLoss OneHot Or Pad PRelu Range ReduceL1 ReduceL2 ReduceLogSum "
+         "ReduceLogSumExp ReduceSumSquare Round Selu "
          "Shrink SoftmaxCrossEntropyLoss Softplus Softsign SpaceToDepth ThresholdedRelu Tile Trilu "
          "Xor";
 }

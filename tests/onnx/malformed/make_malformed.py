@@ -84,8 +84,8 @@ def main():
          "cannot reshape")
     # ops dpc does not import: all named at once
     save("unsupported_ops",
-         model([helper.make_node("Hardmax", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["b"]),
-                helper.make_node("Mod", ["b", "b"], ["y"])], [vi("x", [2, 3])],
+         model([helper.make_node("Einsum", ["x"], ["a"], equation="ij->ij"), helper.make_node("Relu", ["a"], ["b"]),
+                helper.make_node("CumProd", ["b", "b"], ["y"])], [vi("x", [2, 3])],
                [vi("y", [2, 3])]),
          "2 nodes use an op dpc does not import")
     save("opset_too_new",
