@@ -44,6 +44,34 @@ static dpc_status imp_trilu(onnx_ctx *c) {
   return onnx_def(c, 0, onnx_where(c, mask, x, onnx_k(c, x, 0)));
 }
 
+/* The constant step * (0, 1, ..., n-1) of dtype t along `axis` of a rank-`rank` shape whose
+ * other dimensions are 1: what indices are compared with to make one-hot masks. */
+static uint32_t iota(onnx_ctx *c, dpc_dtype t, uint32_t rank, uint32_t axis, int64_t n,
+                     int64_t step) {
+  double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+  if (!v) return OOM(), DPC_NONE;
+  for (int64_t i = 0; i < n; i++) v[i] = (double)(i * step);
+  dpc_shape s = {.rank = rank};
+  for (uint32_t i = 0; i < rank; i++) s.d[i] = i == axis ? n : 1;
+  uint32_t mark = dpc_graph_attr_mark(c->g), y;
+  dpc_status st = dpc_graph_attr_tensor(c->g, "value", t, &s, v);
+  free(v);
+  if (st) return OOM(), DPC_NONE;
+  return onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &y) ? DPC_NONE : y;
+}
+
+/* The index of the first (or last) maximum of x along axis, kept as a dimension of 1 or not. */
+static uint32_t max_index(onnx_ctx *c, uint32_t x, int64_t axis, int64_t n, bool last, bool keep) {
+  uint32_t rank = c->g->values[x].shape.rank;
+  uint32_t m = onnx_reduce(c, DPC_OP_REDUCE_MAX, x, &axis, 1, true);
+  /* the largest of +i (last) or of -i (first) among the hits; misses count as -n */
+  uint32_t iv = iota(c, DPC_I64, rank, (uint32_t)axis, n, last ? 1 : -1);
+  uint32_t cand =
+      onnx_where(c, onnx_bin(c, DPC_OP_EQUAL, x, m), iv, onnx_scalar(c, DPC_I64, (double)-n));
+  uint32_t y = onnx_reduce(c, DPC_OP_REDUCE_MAX, cand, &axis, 1, keep);
+  return last ? y : onnx_un(c, DPC_OP_NEG, y);
+}
+
 /* GatherElements: y[.., i, ..] = x[.., idx[.., i, ..], ..] along `axis`, as a one-hot mask of
  * the indices (a new axis of the x's length there) times x, summed over that axis. */
 static dpc_status imp_gather_elements(onnx_ctx *c) {
@@ -55,25 +83,15 @@ static dpc_status imp_gather_elements(onnx_ctx *c) {
   if (xs.rank != is.rank || axis < 0 || axis >= (int64_t)xs.rank || xs.rank + 1 > DPC_MAX_RANK ||
       DPC_DIM_IS_SYM(xs.d[axis]) || xs.d[axis] > (1 << 20))
     return onnx_fail(c, DPC_ERR_INVALID, "needs data and indices of one rank and a known axis");
-  int64_t n = xs.d[axis], ishape[DPC_MAX_RANK], xshape[DPC_MAX_RANK], ones[DPC_MAX_RANK];
+  int64_t n = xs.d[axis], ishape[DPC_MAX_RANK], xshape[DPC_MAX_RANK];
   uint32_t r = xs.rank + 1;
   for (uint32_t i = 0, j = 0; i < r; i++) { /* the new axis sits after `axis` */
     bool at = i == (uint32_t)axis + 1;
     ishape[i] = at ? 1 : is.d[j];
     xshape[i] = i == (uint32_t)axis ? 1 : at ? n : xs.d[j];
-    ones[i] = at ? n : 1;
     if (!at) j++;
   }
-  double *iota = malloc((size_t)n * sizeof *iota);
-  if (!iota) return OOM();
-  for (int64_t i = 0; i < n; i++) iota[i] = (double)i;
-  dpc_shape os = {.rank = r};
-  memcpy(os.d, ones, sizeof ones);
-  uint32_t mark = dpc_graph_attr_mark(c->g), iv;
-  dpc_status st = dpc_graph_attr_tensor(c->g, "value", onnx_dtype_of(c, idx), &os, iota);
-  free(iota);
-  if (st) return OOM();
-  if ((st = onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &iv))) return st;
+  uint32_t iv = iota(c, onnx_dtype_of(c, idx), r, (uint32_t)axis + 1, n, 1);
   /* negative indices count from the end */
   uint32_t i1 = onnx_reshape(c, idx, ishape, r);
   i1 = onnx_where(c, onnx_bin(c, DPC_OP_LESS, i1, onnx_k(c, i1, 0)),
@@ -98,22 +116,7 @@ static dpc_status arg_extreme(onnx_ctx *c, bool min) {
   bool keep = onnx_attr_i(c, "keepdims", 1) != 0, last = onnx_attr_i(c, "select_last_index", 0);
   int64_t n = xs.d[axis];
   if (min) x = onnx_un(c, DPC_OP_NEG, x);
-  uint32_t m = onnx_reduce(c, DPC_OP_REDUCE_MAX, x, &axis, 1, true);
-  uint32_t eq = onnx_bin(c, DPC_OP_EQUAL, x, m);
-  double *iota = malloc((size_t)n * sizeof *iota);
-  if (!iota) return OOM();
-  for (int64_t i = 0; i < n; i++) iota[i] = (double)(last ? i : -i);
-  dpc_shape is = {.rank = xs.rank};
-  for (uint32_t i = 0; i < xs.rank; i++) is.d[i] = i == (uint32_t)axis ? n : 1;
-  uint32_t mark = dpc_graph_attr_mark(c->g), iv;
-  dpc_status st = dpc_graph_attr_tensor(c->g, "value", DPC_I64, &is, iota);
-  free(iota);
-  if (st) return OOM();
-  if ((st = onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &iv))) return st;
-  /* the largest of +i (last) or of -i (first) among the hits; misses count as -n */
-  uint32_t cand = onnx_where(c, eq, iv, onnx_scalar(c, DPC_I64, (double)-n));
-  uint32_t y = onnx_reduce(c, DPC_OP_REDUCE_MAX, cand, &axis, 1, keep);
-  if (!last) y = onnx_un(c, DPC_OP_NEG, y);
+  uint32_t y = x == DPC_NONE ? DPC_NONE : max_index(c, x, axis, n, last, keep);
   return onnx_def(c, 0, y);
 }
 static dpc_status imp_argmax(onnx_ctx *c) {
@@ -223,21 +226,8 @@ static dpc_status imp_onehot(onnx_ctx *c) {
   if (depth < 1 || depth > (1 << 20) || axis < 0 || axis >= (int64_t)r || r > DPC_MAX_RANK)
     return onnx_fail(c, DPC_ERR_INVALID, "depth or axis out of range");
   int64_t ishape[DPC_MAX_RANK];
-  dpc_shape os = {.rank = r};
-  for (uint32_t i = 0, j = 0; i < r; i++) {
-    bool at = i == (uint32_t)axis;
-    ishape[i] = at ? 1 : is.d[j];
-    os.d[i] = at ? depth : 1;
-    if (!at) j++;
-  }
-  double *iota = malloc((size_t)depth * sizeof *iota);
-  if (!iota) return OOM();
-  for (int64_t i = 0; i < depth; i++) iota[i] = (double)i;
-  uint32_t mark = dpc_graph_attr_mark(c->g), iv;
-  dpc_status st = dpc_graph_attr_tensor(c->g, "value", DPC_I64, &os, iota);
-  free(iota);
-  if (st) return OOM();
-  if ((st = onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &iv))) return st;
+  for (uint32_t i = 0, j = 0; i < r; i++) ishape[i] = i == (uint32_t)axis ? 1 : is.d[j++];
+  uint32_t iv = iota(c, DPC_I64, r, (uint32_t)axis, depth, 1);
   uint32_t i1 = onnx_reshape(c, onnx_cast(c, idx, DPC_I64), ishape, r);
   i1 = onnx_where(c, onnx_bin(c, DPC_OP_LESS, i1, onnx_k(c, i1, 0)),
                   onnx_add(c, i1, onnx_k(c, i1, (double)depth)), i1);
@@ -271,20 +261,8 @@ static dpc_status imp_hardmax(onnx_ctx *c) {
   if (axis < 0 || axis >= (int64_t)xs.rank || DPC_DIM_IS_SYM(xs.d[axis]))
     return onnx_fail(c, DPC_ERR_INVALID, "axis out of range or of unknown length");
   int64_t n = xs.d[axis];
-  uint32_t m = onnx_reduce(c, DPC_OP_REDUCE_MAX, x, &axis, 1, true);
-  double *iota = malloc((size_t)(n ? n : 1) * sizeof *iota);
-  if (!iota) return OOM();
-  for (int64_t i = 0; i < n; i++) iota[i] = (double)-i;
-  dpc_shape is = {.rank = xs.rank};
-  for (uint32_t i = 0; i < xs.rank; i++) is.d[i] = i == (uint32_t)axis ? n : 1;
-  uint32_t mark = dpc_graph_attr_mark(c->g), iv;
-  dpc_status st = dpc_graph_attr_tensor(c->g, "value", DPC_I64, &is, iota);
-  free(iota);
-  if (st) return OOM();
-  if ((st = onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &iv))) return st;
-  uint32_t cand =
-      onnx_where(c, onnx_bin(c, DPC_OP_EQUAL, x, m), iv, onnx_scalar(c, DPC_I64, (double)-n));
-  uint32_t first = onnx_reduce(c, DPC_OP_REDUCE_MAX, cand, &axis, 1, true); /* -index */
+  uint32_t first = max_index(c, x, axis, n, false, true);
+  uint32_t iv = iota(c, DPC_I64, xs.rank, (uint32_t)axis, n, 1);
   return onnx_def(c, 0, onnx_cast(c, onnx_bin(c, DPC_OP_EQUAL, iv, first), onnx_dtype_of(c, x)));
 }
 
@@ -305,16 +283,8 @@ static dpc_status nll(onnx_ctx *c, uint32_t x, uint32_t t, uint32_t weight) {
     return onnx_fail(c, DPC_ERR_INVALID, "unknown reduction '%s'", red);
   int64_t classes = xs.d[1], shape[DPC_MAX_RANK] = {1, classes}, tdims[DPC_MAX_RANK];
   for (uint32_t i = 2; i < xs.rank; i++) shape[i] = 1;
-  double *iota = malloc((size_t)classes * sizeof *iota);
-  if (!iota) return OOM();
-  for (int64_t i = 0; i < classes; i++) iota[i] = (double)i;
-  dpc_shape is = {.rank = xs.rank};
-  memcpy(is.d, shape, sizeof shape);
-  uint32_t mark = dpc_graph_attr_mark(c->g), iv;
-  dpc_status st = dpc_graph_attr_tensor(c->g, "value", onnx_dtype_of(c, t), &is, iota);
-  free(iota);
-  if (st) return OOM();
-  if ((st = onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &iv))) return st;
+  uint32_t iv = iota(c, onnx_dtype_of(c, t), xs.rank, 1, classes, 1);
+  if (iv == DPC_NONE) return c->d->status;
   tdims[0] = ts.d[0], tdims[1] = 1;
   for (uint32_t i = 1; i < ts.rank; i++) tdims[i + 1] = ts.d[i];
   uint32_t t1 = onnx_reshape(c, t, tdims, xs.rank);
