@@ -123,6 +123,87 @@ dpc_status dpc_onnx_imp_conv(onnx_ctx *c) {
   return onnx_def(c, 0, y);
 }
 
+/* ConvTranspose: the input gradient of the convolution it undoes (conv2d_grad_input), whose
+ * geometry gives the output size; that op takes its output's shape from a value, here a zero
+ * constant, so the batch must be known. 1-D runs as 2-D with a height of 1. */
+dpc_status dpc_onnx_imp_conv_transpose(onnx_ctx *c) {
+  uint32_t x = IN(0), w = IN(1);
+  if (x == DPC_NONE || w == DPC_NONE) return c->d->status;
+  const dpc_shape xs = c->g->values[x].shape, ws = c->g->values[w].shape;
+  if ((xs.rank != 3 && xs.rank != 4) || ws.rank != xs.rank)
+    return onnx_fail(c, DPC_ERR_UNSUPPORTED, "%u-D ConvTranspose: dpc's are 1-D and 2-D",
+                     xs.rank >= 2 ? xs.rank - 2 : 0);
+  if (!dpc_shape_is_concrete(&xs) || !dpc_shape_is_concrete(&ws))
+    return onnx_fail(c, DPC_ERR_UNSUPPORTED, "ConvTranspose of symbolic shape");
+  uint32_t sp = xs.rank - 2;
+  int64_t group = onnx_attr_i(c, "group", 1);
+  int64_t st[2] = {1, 1}, dil[2] = {1, 1}, opad[2] = {0, 0}, pads[4] = {0, 0, 0, 0}, v[8], os[2];
+  int n;
+  if ((n = onnx_attr_ints(c, "strides", v, 8)) >= 0)
+    for (uint32_t i = 0; i < sp && i < (uint32_t)n; i++) st[i] = v[i];
+  if ((n = onnx_attr_ints(c, "dilations", v, 8)) >= 0)
+    for (uint32_t i = 0; i < sp && i < (uint32_t)n; i++) dil[i] = v[i];
+  if ((n = onnx_attr_ints(c, "output_padding", v, 8)) >= 0)
+    for (uint32_t i = 0; i < sp && i < (uint32_t)n; i++) opad[i] = v[i];
+  if ((n = onnx_attr_ints(c, "pads", v, 8)) >= 0) {
+    if (n != (int)(2 * sp))
+      return onnx_fail(c, DPC_ERR_INVALID, "pads must have %u entries", 2 * sp);
+    for (uint32_t i = 0; i < 2 * sp; i++) pads[i] = v[i];
+  }
+  char ap[32];
+  onnx_attr_s(c, "auto_pad", "NOTSET", ap, sizeof ap);
+  int nos = onnx_attr_ints(c, "output_shape", v, 8);
+  bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+  for (uint32_t i = 0; i < sp; i++) {
+    int64_t in = xs.d[2 + i], k = ws.d[2 + i],
+            full = st[i] * (in - 1) + opad[i] + (k - 1) * dil[i] + 1;
+    if (nos >= 0 || same) {
+      /* the padding that gives the asked-for size, split as ONNX splits it */
+      os[i] = nos >= 0 ? v[nos == (int)sp ? i : 2 + i] : in * st[i];
+      int64_t total = full - os[i], half = total >= 0 ? total / 2 : -((1 - total) / 2);
+      bool upper = !strcmp(ap, "SAME_UPPER"); /* half: total / 2 rounded down, as ONNX */
+      pads[i] = upper ? half : total - half;
+      pads[sp + i] = total - pads[i];
+      /* a size past the full one (negative end padding) is zeros there, as output_padding */
+      if (pads[sp + i] < 0) pads[sp + i] = 0;
+    } else {
+      os[i] = full - pads[i] - pads[sp + i];
+    }
+    if (os[i] < 1 || pads[i] < 0 || pads[sp + i] < 0 || opad[i] < 0 || opad[i] >= st[i])
+      return onnx_fail(c, DPC_ERR_INVALID, "ConvTranspose sizes do not fit together");
+  }
+  int64_t cout = ws.d[1] * group;
+  dpc_shape like = {.rank = 4, .d = {xs.d[0], cout, sp == 2 ? os[0] : 1, os[sp - 1]}};
+  int64_t p4[4], s2[2], d2[2];
+  if (sp == 1) {
+    int64_t x4[4] = {xs.d[0], xs.d[1], 1, xs.d[2]}, w4[4] = {ws.d[0], ws.d[1], 1, ws.d[2]};
+    x = onnx_reshape(c, x, x4, 4);
+    w = onnx_reshape(c, w, w4, 4);
+    p4[0] = 0, p4[1] = pads[0], p4[2] = 0, p4[3] = pads[1];
+    s2[0] = 1, s2[1] = st[0], d2[0] = 1, d2[1] = dil[0];
+  } else {
+    memcpy(p4, pads, sizeof p4), memcpy(s2, st, sizeof s2), memcpy(d2, dil, sizeof d2);
+  }
+  uint32_t z = onnx_filled(c, onnx_dtype_of(c, x == DPC_NONE ? IN(0) : x), &like, 0);
+  if (x == DPC_NONE || w == DPC_NONE || z == DPC_NONE) return c->d->status;
+  uint32_t in[3] = {x, w, z}, mark = dpc_graph_attr_mark(c->g), y;
+  if (dpc_graph_attr_ints(c->g, "stride", s2, 2) || dpc_graph_attr_ints(c->g, "pad", p4, 4) ||
+      dpc_graph_attr_ints(c->g, "dilation", d2, 2) || dpc_graph_attr_int(c->g, "groups", group))
+    return OOM();
+  dpc_status s = onnx_emit(c, DPC_OP_CONV2D_GRAD_INPUT, in, 3, mark, 0, &y);
+  if (s) return s;
+  if (sp == 1) {
+    int64_t y3[3] = {like.d[0], like.d[1], like.d[3]};
+    y = onnx_reshape(c, y, y3, 3);
+  }
+  if (onnx_has_in(c, 2)) {
+    uint32_t b = IN(2);
+    int64_t dims[DPC_MAX_RANK] = {1, cout, 1, 1};
+    y = onnx_bin(c, DPC_OP_ADD, y, onnx_reshape(c, b, dims, xs.rank));
+  }
+  return onnx_def(c, 0, y);
+}
+
 dpc_status dpc_onnx_imp_max_pool(onnx_ctx *c) {
   if (onnx_n_out(c) > 1) return onnx_fail(c, DPC_ERR_UNSUPPORTED, "MaxPool's Indices output");
   if (onnx_attr_i(c, "storage_order", 0))

@@ -7,6 +7,7 @@
 #include "frontend/onnx_internal.h"
 
 dpc_status dpc_onnx_imp_conv(onnx_ctx *c);
+dpc_status dpc_onnx_imp_conv_transpose(onnx_ctx *c);
 dpc_status dpc_onnx_imp_max_pool(onnx_ctx *c);
 dpc_status dpc_onnx_imp_avg_pool(onnx_ctx *c);
 dpc_status dpc_onnx_imp_global_avg_pool(onnx_ctx *c);

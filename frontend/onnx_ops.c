@@ -679,6 +679,7 @@ static const onnx_op_entry ops[] = {
     {"Constant", imp_constant},
     {"ConstantOfShape", imp_constant_of_shape},
     {"Conv", dpc_onnx_imp_conv},
+    {"ConvTranspose", dpc_onnx_imp_conv_transpose},
     {"Cos", imp_cos},
     {"Div", imp_div},
     {"Dropout", dpc_onnx_imp_dropout},
@@ -742,7 +743,7 @@ onnx_import_fn onnx_find_op(const char *op_type) {
 
 const char *dpc_onnx_supported_ops(void) {
   return "Abs Add AveragePool BatchNormalization Cast CastLike Clip Concat Constant "
-         "ConstantOfShape Conv Cos Div Dropout Equal Erf Exp Expand Flatten Floor Gather Gemm "
+         "ConstantOfShape Conv ConvTranspose Cos Div Dropout Equal Erf Exp Expand Flatten Floor Gather Gemm "
          "GlobalAveragePool GlobalMaxPool Greater Identity LayerNormalization LeakyRelu Less Log "
          "LogSoftmax LSTM MatMul Max MaxPool Min Mul Neg Not Pow Reciprocal ReduceMax ReduceMean "
          "ReduceMin ReduceSum Relu Reshape Shape Sigmoid Sign Sin Size Slice Softmax Split Sqrt "

@@ -406,6 +406,23 @@ static void g_conv2d(const dpc_grad_args *a) {
   }
 }
 
+/* dx = conv2d_grad_input(dy, w, x) is linear in dy and in w: the convolution carries its
+ * gradient back to dy, and the weight gradient is conv2d_grad_weight with the roles of the
+ * two activations swapped. x gives only a shape: no gradient. */
+static void g_conv2d_grad_input(const dpc_grad_args *a) {
+  uint32_t u = in(a, 0), w = in(a, 1), g = a->dy[0];
+  if (a->want[0]) {
+    uint32_t ins[2] = {g, w};
+    uint32_t n = with_attrs(a, DPC_OP_CONV2D, ins, 2, 0, conv_attrs, 4);
+    if (n != DPC_NONE) a->dx[0] = G->nodes[n].out;
+  }
+  if (a->want[1]) {
+    uint32_t ins[3] = {u, g, w};
+    uint32_t n = with_attrs(a, DPC_OP_CONV2D_GRAD_WEIGHT, ins, 3, 0, conv_attrs, 4);
+    if (n != DPC_NONE) a->dx[1] = G->nodes[n].out;
+  }
+}
+
 static void g_pool(const dpc_grad_args *a) {
   if (!a->want[0]) return;
   bool is_max = G->nodes[a->node].op == DPC_OP_MAX_POOL2D;
@@ -494,6 +511,7 @@ const dpc_grad_rule dpc_grad_rules[DPC_OP_COUNT] = {
     [DPC_OP_CAST] = g_cast,
     [DPC_OP_MATMUL] = g_matmul,
     [DPC_OP_CONV2D] = g_conv2d,
+    [DPC_OP_CONV2D_GRAD_INPUT] = g_conv2d_grad_input,
     [DPC_OP_MAX_POOL2D] = g_pool,
     [DPC_OP_AVG_POOL2D] = g_pool,
     [DPC_OP_BATCH_NORM] = g_batch_norm,

@@ -110,6 +110,11 @@ static const recipe recipes[] = {
      P("x", "[2, 4, 7, 6]", -1, 1, 1)
          P("w", "[6, 2, 3, 2]", -1, 1, 2) "y = conv2d(x, w, stride=[2, 1], pad=[1, 0, 2, 1], "
                                           "dilation=[1, 2], groups=2)\n" LOSS("y", "[2, 6, 4, 5]")},
+    {"conv2d_grad_input", /* x (here r, which also weighs the loss) gives only the shape */
+     P("r", "[2, 4, 7, 6]", -1, 1, 99) P("u", "[2, 6, 4, 5]", -1, 1, 1)
+         P("w", "[6, 2, 3, 2]", -1, 1, 2) "y = conv2d_grad_input(u, w, r, stride=[2, 1], "
+                                          "pad=[1, 0, 2, 1], dilation=[1, 2], groups=2)\n"
+                                          "loss = reduce_sum(y * r)\n"},
     {"max_pool2d",
      P("x", "[2, 2, 5, 5]", -1, 1,
        1) "y = max_pool2d(x, kernel=3, stride=2, pad=1, ceil_mode=1)\n" LOSS("y", "[2, 2, 3, 3]")},
