@@ -744,17 +744,13 @@ onnx_import_fn onnx_find_op(const char *op_type) {
 const char *dpc_onnx_supported_ops(void) {
   return "Abs Add AveragePool BatchNormalization Cast CastLike Clip Concat Constant "
          "ConstantOfShape Conv ConvTranspose Cos Div Dropout Equal Erf Exp Expand Flatten Floor "
-         "Gather Gemm "
-         "GlobalAveragePool GlobalMaxPool Greater Identity LayerNormalization LeakyRelu Less Log "
-         "LogSoftmax LSTM MatMul Max MaxPool Min Mul Neg Not Pow Reciprocal ReduceMax ReduceMean "
-         "ReduceMin ReduceSum Relu Reshape Shape Sigmoid Sign Sin Size Slice Softmax Split Sqrt "
-         "Squeeze Sub Sum Tanh Transpose Unsqueeze Where; composed from those: And ArgMax ArgMin "
-         "Ceil "
-         "DepthToSpace Elu EyeLike GatherElements GreaterOrEqual HardSigmoid Hardmax "
-         "InstanceNormalization IsInf "
-         "LessOrEqual Mean "
+         "Gather Gemm GlobalAveragePool GlobalMaxPool Greater Identity LayerNormalization "
+         "LeakyRelu Less Log LogSoftmax LSTM MatMul Max MaxPool Min Mul Neg Not Pow Reciprocal "
+         "ReduceMax ReduceMean ReduceMin ReduceSum Relu Reshape Shape Sigmoid Sign Sin Size Slice "
+         "Softmax Split Sqrt Squeeze Sub Sum Tanh Transpose Unsqueeze Where; composed from those: "
+         "And ArgMax ArgMin Ceil DepthToSpace Elu EyeLike GatherElements GreaterOrEqual "
+         "HardSigmoid Hardmax InstanceNormalization IsInf LessOrEqual Mean "
          "NegativeLogLikelihoodLoss OneHot Or Pad PRelu Range ReduceL1 ReduceL2 ReduceLogSum "
-         "ReduceLogSumExp ReduceSumSquare Round Selu "
-         "Shrink SoftmaxCrossEntropyLoss Softplus Softsign SpaceToDepth ThresholdedRelu Tile Trilu "
-         "Xor";
+         "ReduceLogSumExp ReduceSumSquare Round Selu Shrink SoftmaxCrossEntropyLoss Softplus "
+         "Softsign SpaceToDepth ThresholdedRelu Tile Trilu Xor";
 }
