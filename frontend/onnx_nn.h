@@ -1,5 +1,6 @@
 /*
- * onnx_nn.h — importers of the ONNX ops that are a net's layers (onnx_nn.c, onnx_lstm.c).
+ * onnx_nn.h — importers of the ONNX ops that are a net's layers (onnx_nn.c, onnx_lstm.c,
+ * onnx_resize.c).
  */
 #ifndef DPC_FRONTEND_ONNX_NN_H
 #define DPC_FRONTEND_ONNX_NN_H
@@ -18,5 +19,6 @@ dpc_status dpc_onnx_imp_gemm(onnx_ctx *c);
 dpc_status dpc_onnx_imp_matmul(onnx_ctx *c);
 dpc_status dpc_onnx_imp_dropout(onnx_ctx *c);
 dpc_status dpc_onnx_imp_lstm(onnx_ctx *c);
+dpc_status dpc_onnx_imp_resize(onnx_ctx *c); /* and Upsample */
 
 #endif

@@ -716,6 +716,7 @@ static const onnx_op_entry ops[] = {
     {"ReduceSum", imp_reduce_sum},
     {"Relu", imp_relu},
     {"Reshape", imp_reshape},
+    {"Resize", dpc_onnx_imp_resize},
     {"Shape", imp_shape_of},
     {"Sigmoid", imp_sigmoid},
     {"Sign", imp_sign},
@@ -731,6 +732,7 @@ static const onnx_op_entry ops[] = {
     {"Tanh", imp_tanh},
     {"Transpose", imp_transpose},
     {"Unsqueeze", imp_unsqueeze},
+    {"Upsample", dpc_onnx_imp_resize},
     {"Where", imp_where},
 };
 
@@ -746,10 +748,10 @@ const char *dpc_onnx_supported_ops(void) {
          "ConstantOfShape Conv ConvTranspose Cos Div Dropout Equal Erf Exp Expand Flatten Floor "
          "Gather Gemm GlobalAveragePool GlobalMaxPool Greater Identity LayerNormalization "
          "LeakyRelu Less Log LogSoftmax LSTM MatMul Max MaxPool Min Mul Neg Not Pow Reciprocal "
-         "ReduceMax ReduceMean ReduceMin ReduceSum Relu Reshape Shape Sigmoid Sign Sin Size Slice "
-         "Softmax Split Sqrt Squeeze Sub Sum Tanh Transpose Unsqueeze Where; composed from those: "
-         "And ArgMax ArgMin Ceil DepthToSpace Elu EyeLike GatherElements GreaterOrEqual "
-         "HardSigmoid Hardmax InstanceNormalization IsInf LessOrEqual Mean "
+         "ReduceMax ReduceMean ReduceMin ReduceSum Relu Reshape Resize Shape Sigmoid Sign Sin Size "
+         "Slice Softmax Split Sqrt Squeeze Sub Sum Tanh Transpose Unsqueeze Upsample Where; "
+         "composed from those: And ArgMax ArgMin Ceil DepthToSpace Elu EyeLike GatherElements "
+         "GreaterOrEqual HardSigmoid Hardmax InstanceNormalization IsInf LessOrEqual Mean "
          "NegativeLogLikelihoodLoss OneHot Or Pad PRelu Range ReduceL1 ReduceL2 ReduceLogSum "
          "ReduceLogSumExp ReduceSumSquare Round Selu Shrink SoftmaxCrossEntropyLoss Softplus "
          "Softsign SpaceToDepth ThresholdedRelu Tile Trilu Xor";
