@@ -27,15 +27,22 @@ void onnx_const_free(onnx_const *k) {
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
+/* "[domain.]Op[ 'name']" for messages; the domain only when asked for (unknown ops). */
+static void node_desc(const Onnx__NodeProto *nd, bool domain, char *buf, size_t n) {
+  const char *dom = domain && nd->domain ? nd->domain : "";
+  bool named = nd->name && *nd->name;
+  snprintf(buf, n, "%s%s%s%s%s%s", dom, *dom ? "." : "", nd->op_type ? nd->op_type : "?",
+           named ? " '" : "", named ? nd->name : "", named ? "'" : "");
+}
+
 static void node_label(const onnx_ctx *c, char *buf, size_t n) {
-  const Onnx__NodeProto *nd = c->node;
-  if (!nd) {
+  if (!c->node) {
     snprintf(buf, n, "%s", c->file);
     return;
   }
-  snprintf(buf, n, "%s: node %u (%s%s%s%s)", c->file, c->node_no, nd->op_type ? nd->op_type : "?",
-           nd->name && *nd->name ? " '" : "", nd->name && *nd->name ? nd->name : "",
-           nd->name && *nd->name ? "'" : "");
+  char desc[384];
+  node_desc(c->node, false, desc, sizeof desc);
+  snprintf(buf, n, "%s: node %u (%s)", c->file, c->node_no, desc);
 }
 
 dpc_status onnx_fail(onnx_ctx *c, dpc_status st, const char *fmt, ...) {
@@ -117,15 +124,12 @@ const onnx_const *onnx_in_known(onnx_ctx *c, uint32_t i) {
   if (!e || e->pos < 0 || (uint32_t)e->pos >= c->opts->n_known) return NULL;
   const dpc_tensor *t = &c->opts->known[e->pos];
   if (!t->data) return NULL;
-  uint32_t eid = (uint32_t)(e - c->ents);
   onnx_const kc = {.t = *t};
   size_t bytes = dpc_tensor_bytes(t);
   if (!(kc.t.data = malloc(bytes ? bytes : 1))) return NULL;
   memcpy(kc.t.data, t->data, bytes);
-  int32_t id = add_const(c, &kc);
-  if (id < 0) return NULL;
-  c->ents[eid].k = id;
-  return &c->ks[id];
+  if ((e->k = add_const(c, &kc)) < 0) return NULL;
+  return &c->ks[e->k];
 }
 
 /* A constant as a node: params (float initializers) carry their values as init=data; others
@@ -144,24 +148,32 @@ static uint32_t materialise(onnx_ctx *c, onnx_const *k, const char *name) {
   double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
   if (!v) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory"), DPC_NONE;
   for (int64_t j = 0; j < n; j++) v[j] = dpc_tload(&k->t, j);
-  uint32_t mark = dpc_graph_attr_mark(g);
-  dpc_status st;
-  dpc_op op = DPC_OP_CONSTANT;
-  if (k->param) {
-    op = k->state ? DPC_OP_STATE : DPC_OP_PARAM;
-    st = dpc_graph_attr_dtype(g, "dtype", k->t.dtype);
+  uint32_t out;
+  if (!k->param) {
+    out = onnx_constant(c, k->t.dtype, &k->t.shape, v);
+  } else {
+    uint32_t mark = dpc_graph_attr_mark(g);
+    dpc_status st = dpc_graph_attr_dtype(g, "dtype", k->t.dtype);
     if (!st) st = dpc_graph_attr_shape(g, "shape", k->t.shape.d, k->t.shape.rank);
     if (!st) st = dpc_graph_attr_str(g, "init", "data");
     if (!st) st = dpc_graph_attr_tensor(g, "data", k->t.dtype, &k->t.shape, v);
-  } else {
-    st = dpc_graph_attr_tensor(g, "value", k->t.dtype, &k->t.shape, v);
+    if (st) {
+      onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
+      out = DPC_NONE;
+    } else if (onnx_emit(c, k->state ? DPC_OP_STATE : DPC_OP_PARAM, NULL, 0, mark, 0, &out)) {
+      out = DPC_NONE;
+    }
   }
   free(v);
-  if (st) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory"), DPC_NONE;
-  uint32_t out;
-  if (onnx_emit(c, op, NULL, 0, mark, 0, &out)) return DPC_NONE;
-  name_value(c, out, name);
+  if (out != DPC_NONE) name_value(c, out, name);
   return out;
+}
+
+/* The value an entry stands for, materialising its constant the first time. Entries live in
+ * c->ents, which only entry(..., true) grows: materialise adds nodes, not entries. */
+static uint32_t entry_value(onnx_ctx *c, onnx_entry *e, const char *name) {
+  if (e->value == DPC_NONE) e->value = materialise(c, &c->ks[e->k], name);
+  return e->value;
 }
 
 uint32_t onnx_in(onnx_ctx *c, uint32_t i) {
@@ -170,12 +182,7 @@ uint32_t onnx_in(onnx_ctx *c, uint32_t i) {
     if (!onnx_has_in(c, i)) onnx_fail(c, DPC_ERR_INVALID, "input %u is missing", i + 1);
     return DPC_NONE;
   }
-  if (e->value != DPC_NONE) return e->value;
-  /* materialise grows c->ents' neighbours' arrays: keep the index, not the pointer */
-  uint32_t eid = (uint32_t)(e - c->ents);
-  uint32_t v = materialise(c, &c->ks[e->k], c->node->input[i]);
-  if (v != DPC_NONE) c->ents[eid].value = v;
-  return v;
+  return entry_value(c, e, c->node->input[i]);
 }
 
 dpc_status onnx_in_type(onnx_ctx *c, uint32_t i, dpc_dtype *t, dpc_shape *s) {
@@ -263,10 +270,7 @@ dpc_status onnx_def_const(onnx_ctx *c, uint32_t k, onnx_const *kc) {
     onnx_const_free(kc);
     return st;
   }
-  uint32_t eid = (uint32_t)(e - c->ents);
-  int32_t id = add_const(c, kc);
-  if (id < 0) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
-  c->ents[eid].k = id;
+  if ((e->k = add_const(c, kc)) < 0) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
   return DPC_OK;
 }
 
@@ -353,6 +357,55 @@ int onnx_const_ints(onnx_ctx *c, uint32_t i, int64_t *out, int max, bool *sym) {
   return (int)n;
 }
 
+int onnx_slice_args(onnx_ctx *c, int64_t *st, int64_t *en, int64_t *ax, int64_t *sp) {
+  const int max = DPC_MAX_RANK + 1;
+  int n, ne, na = -1, ns = -1;
+  if (c->opset < 10) {
+    n = onnx_attr_ints(c, "starts", st, max);
+    ne = onnx_attr_ints(c, "ends", en, max);
+    na = onnx_attr_ints(c, "axes", ax, max);
+  } else {
+    if ((n = onnx_const_ints(c, 1, st, max, NULL)) < 0 ||
+        (ne = onnx_const_ints(c, 2, en, max, NULL)) < 0 ||
+        (onnx_has_in(c, 3) && (na = onnx_const_ints(c, 3, ax, max, NULL)) < 0) ||
+        (onnx_has_in(c, 4) && (ns = onnx_const_ints(c, 4, sp, max, NULL)) < 0))
+      return -1;
+  }
+  if (c->d->status) return -1;
+  if (n < 0 || n != ne || (na >= 0 && na != n) || (ns >= 0 && ns != n) || n > DPC_MAX_RANK) {
+    onnx_fail(c, DPC_ERR_INVALID, "starts, ends, axes and steps must match in length");
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    if (na < 0) ax[i] = i;
+    if (ns < 0) sp[i] = 1;
+  }
+  return n;
+}
+
+bool onnx_squeeze_shape(const dpc_shape *in, const int64_t *axes, int n, bool unsqueeze,
+                        dpc_shape *out, int *bad) {
+  bool at[DPC_MAX_RANK + 1] = {0};
+  uint32_t r = unsqueeze ? in->rank + (uint32_t)(n > 0 ? n : 0) : in->rank;
+  if (r > DPC_MAX_RANK) return *bad = -1, false;
+  for (int i = 0; i < n; i++) {
+    int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+    /* Squeeze takes axes of size 1 (or symbolic: the data decides); Unsqueeze new ones */
+    if (a < 0 || a >= (int64_t)r || (unsqueeze && at[a]) ||
+        (!unsqueeze && in->d[a] != 1 && !DPC_DIM_IS_SYM(in->d[a])))
+      return *bad = i, false;
+    at[a] = true;
+  }
+  out->rank = 0;
+  for (uint32_t i = 0, j = 0; i < r; i++) {
+    if (unsqueeze)
+      out->d[out->rank++] = at[i] ? 1 : in->d[j++];
+    else if (!(n < 0 ? in->d[i] == 1 : at[i]))
+      out->d[out->rank++] = in->d[i];
+  }
+  return true;
+}
+
 /* ---- the model ---------------------------------------------------------------------------- */
 
 /* Every node whose op dpc does not import, in one message. */
@@ -365,11 +418,11 @@ static dpc_status check_ops(onnx_ctx *c, const Onnx__GraphProto *gp) {
     const char *op = nd->op_type ? nd->op_type : "";
     bool known = (!*dom || !strcmp(dom, "ai.onnx")) && onnx_find_op(op);
     if (known) continue;
-    if (bad < 20)
-      dpc_buf_printf(&b, "\n  node %zu: %s%s%s%s%s%s", i, *dom ? dom : "", *dom ? "." : "", op,
-                     nd->name && *nd->name ? " '" : "", nd->name && *nd->name ? nd->name : "",
-                     nd->name && *nd->name ? "'" : "");
-    bad++;
+    if (bad++ < 20) {
+      char desc[384];
+      node_desc(nd, true, desc, sizeof desc);
+      dpc_buf_printf(&b, "\n  node %zu: %s", i, desc);
+    }
   }
   if (!bad) return DPC_OK;
   if (bad > 20) dpc_buf_printf(&b, "\n  ... and %u more", bad - 20);
@@ -401,10 +454,7 @@ static dpc_status add_initializers(onnx_ctx *c, const Onnx__GraphProto *gp) {
       onnx_const_free(&k);
       return onnx_fail(c, DPC_ERR_INVALID, "initializer '%s' is given twice", tp->name);
     }
-    uint32_t eid = (uint32_t)(e - c->ents);
-    int32_t id = add_const(c, &k);
-    if (id < 0) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
-    c->ents[eid].k = id;
+    if ((e->k = add_const(c, &k)) < 0) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
   }
   /* BatchNormalization's running statistics are state: training updates them, the optimizer
    * does not. */
@@ -419,12 +469,6 @@ static dpc_status add_initializers(onnx_ctx *c, const Onnx__GraphProto *gp) {
   return DPC_OK;
 }
 
-static bool is_initializer(const Onnx__GraphProto *gp, const char *name) {
-  for (size_t i = 0; i < gp->n_initializer; i++)
-    if (gp->initializer[i]->name && !strcmp(gp->initializer[i]->name, name)) return true;
-  return false;
-}
-
 static dpc_status add_inputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
   uint32_t unknown = 0, pos = 0;
   for (size_t i = 0; i < gp->n_input; i++) {
@@ -433,7 +477,8 @@ static dpc_status add_inputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
     if (!*name) return onnx_fail(c, DPC_ERR_INVALID, "graph input %zu has no name", i);
     /* Before IR version 4 every initializer is also listed as an input (a default the caller
      * may override); the data files then feed only the others. */
-    if (is_initializer(gp, name)) continue;
+    const onnx_entry *known = entry(c, name, false);
+    if (known && known->k >= 0) continue;
     const Onnx__TypeProto *tp = vi->type;
     if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
       return onnx_fail(c, DPC_ERR_UNSUPPORTED,
@@ -502,7 +547,11 @@ static dpc_status import_nodes(onnx_ctx *c, const Onnx__GraphProto *gp) {
       if (!c->node->input[j]) return onnx_fail(c, DPC_ERR_INVALID, "input %zu has no name", j);
     bool folded = false;
     dpc_status st = onnx_try_fold(c, &folded);
-    if (!st && !folded) st = onnx_find_op(c->node->op_type)(c);
+    if (!st && !folded) {
+      const onnx_op_row *row = onnx_find_op(c->node->op_type);
+      c->op = row->op;
+      st = row->fn(c);
+    }
     if (!st) st = c->d->status; /* an attribute of the wrong kind */
     if (st) return st;
     for (uint32_t k = 0; k < onnx_n_out(c); k++) {
@@ -523,12 +572,8 @@ static dpc_status add_outputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
     onnx_entry *e = entry(c, name, false);
     if (!e || (e->value == DPC_NONE && e->k < 0))
       return onnx_fail(c, DPC_ERR_INVALID, "graph output '%s' is never computed", name);
-    uint32_t v = e->value;
-    if (v == DPC_NONE) {
-      uint32_t eid = (uint32_t)(e - c->ents);
-      if ((v = materialise(c, &c->ks[e->k], name)) == DPC_NONE) return c->d->status;
-      c->ents[eid].value = v;
-    }
+    uint32_t v = entry_value(c, e, name);
+    if (v == DPC_NONE) return c->d->status;
     /* The same value twice (or an input as an output) still gets its own output slot. */
     for (uint32_t j = 0; j < c->g->n_outputs; j++)
       if (c->g->outputs[j] == v) {

@@ -17,10 +17,11 @@
 #define IN(i) onnx_in(c, (i))
 #define OOM() onnx_fail(c, DPC_ERR_NOMEM, "out of memory")
 
-/* min(x, 0) and exp of it: the negative half of the exponential units */
-static uint32_t expm1_neg(onnx_ctx *c, uint32_t x) {
+/* relu(x) + alpha (e^min(x, 0) - 1): the exponential linear unit, Elu and (scaled) Selu */
+static uint32_t elu(onnx_ctx *c, uint32_t x, double alpha) {
   uint32_t m = onnx_bin(c, DPC_OP_MIN, x, onnx_k(c, x, 0));
-  return onnx_bin(c, DPC_OP_SUB, onnx_un(c, DPC_OP_EXP, m), onnx_k(c, x, 1));
+  uint32_t e = onnx_bin(c, DPC_OP_SUB, onnx_un(c, DPC_OP_EXP, m), onnx_k(c, x, 1));
+  return onnx_add(c, onnx_un(c, DPC_OP_RELU, x), onnx_mul(c, onnx_k(c, x, alpha), e));
 }
 
 /* ---- activations ---------------------------------------------------------------------------- */
@@ -29,9 +30,7 @@ static dpc_status imp_elu(onnx_ctx *c) {
   uint32_t x = IN(0);
   double alpha = onnx_attr_f(c, "alpha", 1);
   if (x == DPC_NONE) return c->d->status;
-  return onnx_def(
-      c, 0,
-      onnx_add(c, onnx_un(c, DPC_OP_RELU, x), onnx_mul(c, onnx_k(c, x, alpha), expm1_neg(c, x))));
+  return onnx_def(c, 0, elu(c, x, alpha));
 }
 
 static dpc_status imp_selu(onnx_ctx *c) {
@@ -39,9 +38,7 @@ static dpc_status imp_selu(onnx_ctx *c) {
   double alpha = onnx_attr_f(c, "alpha", 1.67326319217681884765625);
   double gamma = onnx_attr_f(c, "gamma", 1.05070102214813232421875);
   if (x == DPC_NONE) return c->d->status;
-  uint32_t e =
-      onnx_add(c, onnx_un(c, DPC_OP_RELU, x), onnx_mul(c, onnx_k(c, x, alpha), expm1_neg(c, x)));
-  return onnx_def(c, 0, onnx_mul(c, onnx_k(c, x, gamma), e));
+  return onnx_def(c, 0, onnx_mul(c, onnx_k(c, x, gamma), elu(c, x, alpha)));
 }
 
 static dpc_status imp_hard_sigmoid(onnx_ctx *c) {
@@ -179,10 +176,7 @@ static dpc_status reduce_composed(onnx_ctx *c, reduce_kind k) {
     uint32_t s = onnx_reduce(c, DPC_OP_REDUCE_SUM,
                              onnx_un(c, DPC_OP_EXP, onnx_bin(c, DPC_OP_SUB, x, m)), axes, n, true);
     y = onnx_add(c, onnx_un(c, DPC_OP_LOG, s), m);
-    if (!keep && y != DPC_NONE) {
-      uint32_t r = onnx_reduce(c, DPC_OP_REDUCE_MAX, y, axes, n, false); /* drops the 1s */
-      y = r;
-    }
+    if (!keep) y = onnx_reduce(c, DPC_OP_REDUCE_MAX, y, axes, n, false); /* drops the 1s */
     break;
   }
   }
@@ -304,12 +298,8 @@ static dpc_status imp_instance_norm(onnx_ctx *c) {
   if (s.rank < 3) return onnx_fail(c, DPC_ERR_INVALID, "input must be [N, C, ...spatial]");
   int64_t axes[DPC_MAX_RANK], cs[DPC_MAX_RANK] = {1, s.d[1]};
   for (uint32_t i = 2; i < s.rank; i++) axes[i - 2] = i, cs[i] = 1;
-  uint32_t mean = onnx_reduce(c, DPC_OP_REDUCE_MEAN, x, axes, (int)s.rank - 2, true);
-  uint32_t dev = onnx_bin(c, DPC_OP_SUB, x, mean);
-  uint32_t var =
-      onnx_reduce(c, DPC_OP_REDUCE_MEAN, onnx_mul(c, dev, dev), axes, (int)s.rank - 2, true);
-  uint32_t inv =
-      onnx_un(c, DPC_OP_RSQRT, onnx_add(c, var, onnx_k(c, x, onnx_attr_f(c, "epsilon", 1e-5))));
+  uint32_t mean, dev, inv;
+  onnx_moments(c, x, axes, (int)s.rank - 2, onnx_attr_f(c, "epsilon", 1e-5), &mean, &dev, &inv);
   uint32_t y = onnx_mul(c, onnx_mul(c, dev, inv), onnx_reshape(c, scale, cs, s.rank));
   return onnx_def(c, 0, onnx_add(c, y, onnx_reshape(c, bias, cs, s.rank)));
 }
@@ -363,10 +353,7 @@ static dpc_status imp_range(onnx_ctx *c) {
   return onnx_def_const(c, 0, &y);
 }
 
-static const struct {
-  const char *name;
-  onnx_import_fn fn;
-} composed[] = {
+static const onnx_op_row composed[] = {
     {"And", imp_and},
     {"Ceil", imp_ceil},
     {"DepthToSpace", imp_depth_to_space},
@@ -396,8 +383,8 @@ static const struct {
     {"Xor", imp_xor},
 };
 
-onnx_import_fn onnx_find_composed(const char *op_type) {
+const onnx_op_row *onnx_find_composed(const char *op_type) {
   for (size_t i = 0; i < sizeof composed / sizeof *composed; i++)
-    if (!strcmp(composed[i].name, op_type)) return composed[i].fn;
+    if (!strcmp(composed[i].name, op_type)) return &composed[i];
   return NULL;
 }

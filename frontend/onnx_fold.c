@@ -76,37 +76,54 @@ static bool bshape(const dpc_shape *a, const dpc_shape *b, dpc_shape *r) {
   return true;
 }
 
-static double arith(const char *op, double a, double b, bool ints) {
-  if (!strcmp(op, "Add")) return a + b;
-  if (!strcmp(op, "Sub")) return a - b;
-  if (!strcmp(op, "Mul")) return a * b;
-  if (!strcmp(op, "Div")) return ints ? (b == 0 ? 0 : trunc(a / b)) : a / b;
-  if (!strcmp(op, "Max")) return a > b ? a : b;
-  if (!strcmp(op, "Min")) return a < b ? a : b;
-  if (!strcmp(op, "Equal")) return a == b;
-  if (!strcmp(op, "Less")) return a < b;
-  if (!strcmp(op, "Greater")) return a > b;
-  return 0;
+/* The binary ops the folder evaluates, decided once per node rather than per element. */
+typedef enum { F_ADD, F_SUB, F_MUL, F_DIV, F_MAX, F_MIN, F_EQ, F_LT, F_GT, F_NONE } fold_op;
+
+static fold_op fold_op_of(const char *op) {
+  static const char *const names[] = {"Add", "Sub",   "Mul",  "Div",    "Max",
+                                      "Min", "Equal", "Less", "Greater"};
+  for (int i = 0; i < F_NONE; i++)
+    if (!strcmp(op, names[i])) return (fold_op)i;
+  return F_NONE;
 }
 
-static int64_t iarith(const char *op, int64_t a, int64_t b) {
-  if (!strcmp(op, "Add")) return (int64_t)((uint64_t)a + (uint64_t)b);
-  if (!strcmp(op, "Sub")) return (int64_t)((uint64_t)a - (uint64_t)b);
-  if (!strcmp(op, "Mul")) return (int64_t)((uint64_t)a * (uint64_t)b);
-  if (!strcmp(op, "Div")) return b == 0 || (a == INT64_MIN && b == -1) ? 0 : a / b;
-  if (!strcmp(op, "Max")) return a > b ? a : b;
-  if (!strcmp(op, "Min")) return a < b ? a : b;
-  if (!strcmp(op, "Equal")) return a == b;
-  if (!strcmp(op, "Less")) return a < b;
-  if (!strcmp(op, "Greater")) return a > b;
-  return 0;
+static double arith(fold_op op, double a, double b) {
+  switch (op) {
+  case F_ADD: return a + b;
+  case F_SUB: return a - b;
+  case F_MUL: return a * b;
+  case F_DIV: return a / b;
+  case F_MAX: return a > b ? a : b;
+  case F_MIN: return a < b ? a : b;
+  case F_EQ: return a == b;
+  case F_LT: return a < b;
+  case F_GT: return a > b;
+  default: return 0;
+  }
 }
 
-static bool fold_binary(const char *op, const onnx_const *a, const onnx_const *b, onnx_const *y) {
-  if (has_sym(a) || has_sym(b) || a->t.dtype != b->t.dtype) return false;
+/* Integers wrap instead of overflowing, and a division by zero gives 0. */
+static int64_t iarith(fold_op op, int64_t a, int64_t b) {
+  switch (op) {
+  case F_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
+  case F_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
+  case F_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
+  case F_DIV: return b == 0 || (a == INT64_MIN && b == -1) ? 0 : a / b;
+  case F_MAX: return a > b ? a : b;
+  case F_MIN: return a < b ? a : b;
+  case F_EQ: return a == b;
+  case F_LT: return a < b;
+  case F_GT: return a > b;
+  default: return 0;
+  }
+}
+
+static bool fold_binary(const char *name, const onnx_const *a, const onnx_const *b, onnx_const *y) {
+  fold_op op = fold_op_of(name);
+  if (op == F_NONE || has_sym(a) || has_sym(b) || a->t.dtype != b->t.dtype) return false;
   dpc_shape r;
   if (!bshape(&a->t.shape, &b->t.shape, &r) || dpc_shape_numel(&r) > FOLD_MAX) return false;
-  bool cmp = !strcmp(op, "Equal") || !strcmp(op, "Less") || !strcmp(op, "Greater");
+  bool cmp = op == F_EQ || op == F_LT || op == F_GT;
   bool ints = dpc_dtype_is_int(a->t.dtype) || a->t.dtype == DPC_BOOL;
   if (!new_const(y, cmp ? DPC_BOOL : a->t.dtype, &r, false)) return false;
   int64_t n = dpc_shape_numel(&r);
@@ -118,7 +135,7 @@ static bool fold_binary(const char *op, const onnx_const *a, const onnx_const *b
     } else if (ints) {
       dpc_tstore(&y->t, o, (double)iarith(op, dpc_tload_i64(&a->t, i), dpc_tload_i64(&b->t, j)));
     } else {
-      dpc_tstore(&y->t, o, arith(op, dpc_tload(&a->t, i), dpc_tload(&b->t, j), false));
+      dpc_tstore(&y->t, o, arith(op, dpc_tload(&a->t, i), dpc_tload(&b->t, j)));
     }
   }
   return true;
@@ -207,25 +224,15 @@ static bool fold_gather(onnx_ctx *c, const onnx_const *a, const onnx_const *idx,
 
 static bool fold_slice(onnx_ctx *c, const onnx_const *a, onnx_const *y) {
   int64_t st[DPC_MAX_RANK + 1], en[DPC_MAX_RANK + 1], ax[DPC_MAX_RANK + 1], sp[DPC_MAX_RANK + 1];
-  int n, ne, na = -1, ns = -1;
-  if (c->opset < 10) {
-    n = onnx_attr_ints(c, "starts", st, DPC_MAX_RANK + 1);
-    ne = onnx_attr_ints(c, "ends", en, DPC_MAX_RANK + 1);
-    na = onnx_attr_ints(c, "axes", ax, DPC_MAX_RANK + 1);
-  } else {
-    n = onnx_const_ints(c, 1, st, DPC_MAX_RANK + 1, NULL);
-    ne = n < 0 ? -1 : onnx_const_ints(c, 2, en, DPC_MAX_RANK + 1, NULL);
-    if (ne >= 0 && onnx_has_in(c, 3)) na = onnx_const_ints(c, 3, ax, DPC_MAX_RANK + 1, NULL);
-    if (ne >= 0 && onnx_has_in(c, 4)) ns = onnx_const_ints(c, 4, sp, DPC_MAX_RANK + 1, NULL);
-  }
-  dpc_diag_clear(c->d);
+  int n = onnx_slice_args(c, st, en, ax, sp);
+  dpc_diag_clear(c->d); /* a slice it cannot fold is imported as a node, which says why */
   uint32_t r = a->t.shape.rank;
-  if (n < 0 || n != ne || (na >= 0 && na != n) || (ns >= 0 && ns != n) || n > (int)r) return false;
+  if (n < 0 || n > (int)r) return false;
   int64_t first[DPC_MAX_RANK], step[DPC_MAX_RANK];
   dpc_shape s = a->t.shape;
   for (uint32_t j = 0; j < r; j++) first[j] = 0, step[j] = 1;
   for (int i = 0; i < n; i++) {
-    int64_t k = na >= 0 ? ax[i] : i, stp = ns >= 0 ? sp[i] : 1, cnt;
+    int64_t k = ax[i], stp = sp[i], cnt;
     if (k < 0) k += r;
     if (k < 0 || k >= (int64_t)r || stp == 0) return false;
     dpc_slice_axis(a->t.shape.d[k], st[i], en[i], stp, &first[k], &cnt);
@@ -265,28 +272,28 @@ bool onnx_fold_range(const onnx_const *a, const onnx_const *b, const onnx_const 
   return true;
 }
 
-static bool fold_unary(const char *op, const onnx_const *a, onnx_const *y) {
+static bool fold_unary(const char *name, const onnx_const *a, onnx_const *y) {
   if (has_sym(a)) return false;
   if (!new_const(y, a->t.dtype, &a->t.shape, false)) return false;
+  enum {
+    NEG,
+    ABS,
+    NOT,
+    FLOOR
+  } op = !strcmp(name, "Neg")   ? NEG
+         : !strcmp(name, "Abs") ? ABS
+         : !strcmp(name, "Not") ? NOT
+                                : FLOOR;
   int64_t n = dpc_tensor_numel(&a->t);
   for (int64_t i = 0; i < n; i++) {
     if (a->t.dtype == DPC_I64) {
       int64_t v = dpc_tload_i64(&a->t, i);
-      v = !strcmp(op, "Neg")            ? (int64_t)(0 - (uint64_t)v)
-          : !strcmp(op, "Abs") && v < 0 ? (int64_t)(0 - (uint64_t)v)
-                                        : v;
+      if (op == NEG || (op == ABS && v < 0)) v = (int64_t)(0 - (uint64_t)v);
       memcpy((char *)y->t.data + 8 * i, &v, 8);
       continue;
     }
     double v = dpc_tload(&a->t, i);
-    if (!strcmp(op, "Neg"))
-      v = -v;
-    else if (!strcmp(op, "Abs"))
-      v = fabs(v);
-    else if (!strcmp(op, "Not"))
-      v = v == 0;
-    else if (!strcmp(op, "Floor"))
-      v = floor(v);
+    v = op == NEG ? -v : op == ABS ? fabs(v) : op == NOT ? v == 0 : floor(v);
     dpc_tstore(&y->t, i, v);
   }
   return true;
@@ -327,30 +334,10 @@ static bool view_shape(onnx_ctx *c, const char *op, const onnx_const *a, dpc_sha
   }
   n = input_axes ? (onnx_has_in(c, 1) ? onnx_const_ints(c, 1, v, DPC_MAX_RANK + 1, NULL) : -1)
                  : onnx_attr_ints(c, "axes", v, DPC_MAX_RANK + 1);
-  if (n > DPC_MAX_RANK) return false;
-  bool mark[DPC_MAX_RANK + 1] = {0};
-  if (!strcmp(op, "Squeeze")) {
-    for (int i = 0; i < n; i++) {
-      int64_t k = v[i] < 0 ? v[i] + in->rank : v[i];
-      if (k < 0 || k >= (int64_t)in->rank || in->d[k] != 1) return false;
-      mark[k] = true;
-    }
-    s->rank = 0;
-    for (uint32_t i = 0; i < in->rank; i++)
-      if (!(n < 0 ? in->d[i] == 1 : mark[i])) s->d[s->rank++] = in->d[i];
-    return true;
-  }
-  if (n < 0) return false;
-  uint32_t r = in->rank + (uint32_t)n;
-  if (r > DPC_MAX_RANK) return false;
-  for (int i = 0; i < n; i++) {
-    int64_t k = v[i] < 0 ? v[i] + r : v[i];
-    if (k < 0 || k >= (int64_t)r || mark[k]) return false;
-    mark[k] = true;
-  }
-  s->rank = r;
-  for (uint32_t i = 0, j = 0; i < r; i++) s->d[i] = mark[i] ? 1 : in->d[j++];
-  return true;
+  bool unsqueeze = !strcmp(op, "Unsqueeze");
+  int bad;
+  return n <= DPC_MAX_RANK && (!unsqueeze || n >= 0) &&
+         onnx_squeeze_shape(in, v, n, unsqueeze, s, &bad);
 }
 
 dpc_status onnx_try_fold(onnx_ctx *c, bool *folded) {

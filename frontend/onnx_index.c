@@ -13,6 +13,30 @@
 #define IN(i) onnx_in(c, (i))
 #define OOM() onnx_fail(c, DPC_ERR_NOMEM, "out of memory")
 
+/* A 0/1 constant of shape s from comparing j - i with k, (i, j) an element's last two
+ * coordinates: the diagonals (EyeLike), triangles (Trilu, CumSum). */
+typedef enum { D_EQ, D_GE, D_GT, D_LE, D_LT } diag_cmp;
+
+static uint32_t pattern(onnx_ctx *c, dpc_dtype t, const dpc_shape *s, diag_cmp cmp, int64_t k) {
+  int64_t n = dpc_shape_numel(s);
+  if (!dpc_shape_is_concrete(s) || n > (INT64_C(1) << 24))
+    return onnx_fail(c, DPC_ERR_UNSUPPORTED, "a constant of symbolic or huge shape"), DPC_NONE;
+  int64_t cols = s->rank ? s->d[s->rank - 1] : 1;
+  double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+  if (!v) return OOM(), DPC_NONE;
+  for (int64_t e = 0; e < n; e++) {
+    int64_t dij = cols ? e % cols - e / cols : 0;
+    v[e] = cmp == D_EQ   ? dij == k
+           : cmp == D_GE ? dij >= k
+           : cmp == D_GT ? dij > k
+           : cmp == D_LE ? dij <= k
+                         : dij < k;
+  }
+  uint32_t y = onnx_constant(c, t, s, v);
+  free(v);
+  return y;
+}
+
 /* Trilu: x where the mask of the last two axes keeps it, zero elsewhere. */
 static dpc_status imp_trilu(onnx_ctx *c) {
   uint32_t x = IN(0);
@@ -27,20 +51,9 @@ static dpc_status imp_trilu(onnx_ctx *c) {
   }
   if (s->rank < 2 || DPC_DIM_IS_SYM(s->d[s->rank - 1]) || DPC_DIM_IS_SYM(s->d[s->rank - 2]))
     return onnx_fail(c, DPC_ERR_INVALID, "needs at least 2 axes, the last two known");
-  int64_t rows = s->d[s->rank - 2], cols = s->d[s->rank - 1];
-  if (rows * cols > (INT64_C(1) << 24)) return onnx_fail(c, DPC_ERR_UNSUPPORTED, "a huge Trilu");
+  dpc_shape ms = {.rank = 2, .d = {s->d[s->rank - 2], s->d[s->rank - 1]}};
   bool upper = onnx_attr_i(c, "upper", 1) != 0;
-  int64_t cells = rows * cols;
-  double *m = malloc((size_t)(cells > 0 ? cells : 1) * sizeof *m);
-  if (!m) return OOM();
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < cols; j++) m[i * cols + j] = upper ? j - i >= k : j - i <= k;
-  dpc_shape ms = {.rank = 2, .d = {rows, cols}};
-  uint32_t mark = dpc_graph_attr_mark(c->g), mask;
-  dpc_status st = dpc_graph_attr_tensor(c->g, "value", DPC_BOOL, &ms, m);
-  free(m);
-  if (st) return OOM();
-  if ((st = onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &mask))) return st;
+  uint32_t mask = pattern(c, DPC_BOOL, &ms, upper ? D_GE : D_LE, k);
   return onnx_def(c, 0, onnx_where(c, mask, x, onnx_k(c, x, 0)));
 }
 
@@ -53,11 +66,9 @@ static uint32_t iota(onnx_ctx *c, dpc_dtype t, uint32_t rank, uint32_t axis, int
   for (int64_t i = 0; i < n; i++) v[i] = (double)(i * step);
   dpc_shape s = {.rank = rank};
   for (uint32_t i = 0; i < rank; i++) s.d[i] = i == axis ? n : 1;
-  uint32_t mark = dpc_graph_attr_mark(c->g), y;
-  dpc_status st = dpc_graph_attr_tensor(c->g, "value", t, &s, v);
+  uint32_t y = onnx_constant(c, t, &s, v);
   free(v);
-  if (st) return OOM(), DPC_NONE;
-  return onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &y) ? DPC_NONE : y;
+  return y;
 }
 
 /* The index of the first (or last) maximum of x along axis, kept as a dimension of 1 or not. */
@@ -126,29 +137,6 @@ static dpc_status imp_argmin(onnx_ctx *c) {
   return arg_extreme(c, true);
 }
 
-/* A constant of shape s from a function of the multi-index's last two coordinates (i, j). */
-static uint32_t pattern(onnx_ctx *c, dpc_dtype t, const dpc_shape *s, int kind, int64_t k) {
-  int64_t n = dpc_shape_numel(s);
-  if (!dpc_shape_is_concrete(s) || n > (INT64_C(1) << 24))
-    return onnx_fail(c, DPC_ERR_UNSUPPORTED, "a constant of symbolic or huge shape"), DPC_NONE;
-  int64_t cols = s->rank ? s->d[s->rank - 1] : 1;
-  double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-  if (!v) return OOM(), DPC_NONE;
-  for (int64_t e = 0; e < n; e++) {
-    int64_t i = cols ? e / cols : 0, j = cols ? e % cols : 0;
-    v[e] = kind == 0   ? j - i == k
-           : kind == 1 ? i <= j
-           : kind == 2 ? i < j
-           : kind == 3 ? i >= j
-                       : i > j;
-  }
-  uint32_t mark = dpc_graph_attr_mark(c->g), y;
-  dpc_status st = dpc_graph_attr_tensor(c->g, "value", t, s, v);
-  free(v);
-  if (st) return OOM(), DPC_NONE;
-  return onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &y) ? DPC_NONE : y;
-}
-
 /* Mod: fmod=0 takes the divisor's sign (a - floor(a/b) b), fmod=1 the dividend's
  * (a - trunc(a/b) b); worked in f64, exact for the integers models use. */
 static dpc_status imp_mod(onnx_ctx *c) {
@@ -202,7 +190,7 @@ static dpc_status imp_cumsum(onnx_ctx *c) {
   for (uint32_t i = 0; i < r; i++) inv[perm[i]] = i;
   dpc_shape ms = {.rank = 2, .d = {n, n}};
   /* y_j = sum_i x_i M[i][j]: forward i <= j (i < j exclusive), reverse i >= j (i > j) */
-  uint32_t m = pattern(c, work, &ms, rev ? (excl ? 4 : 3) : (excl ? 2 : 1), 0);
+  uint32_t m = pattern(c, work, &ms, rev ? (excl ? D_LT : D_LE) : (excl ? D_GT : D_GE), 0);
   uint32_t xt = r > 1 && axis != (int64_t)r - 1 ? onnx_transpose(c, onnx_cast(c, x, work), perm, r)
                                                 : onnx_cast(c, x, work);
   uint32_t y = onnx_bin(c, DPC_OP_MATMUL, xt, m);
@@ -246,7 +234,7 @@ static dpc_status imp_eyelike(onnx_ctx *c) {
   if (onnx_attr(c, "dtype") && !dpc_onnx_dtype((int32_t)onnx_attr_i(c, "dtype", 1), &t))
     return onnx_fail(c, DPC_ERR_UNSUPPORTED, "EyeLike to a type dpc does not have");
   if (s.rank != 2) return onnx_fail(c, DPC_ERR_INVALID, "EyeLike needs a 2-D input");
-  return onnx_def(c, 0, pattern(c, t, &s, 0, onnx_attr_i(c, "k", 0)));
+  return onnx_def(c, 0, pattern(c, t, &s, D_EQ, onnx_attr_i(c, "k", 0)));
 }
 
 /* Hardmax: 1 at the first maximum along the axis, 0 elsewhere (opset 13's per-axis form). */
@@ -320,10 +308,7 @@ static dpc_status imp_softmax_ce_loss(onnx_ctx *c) {
   return st;
 }
 
-static const struct {
-  const char *name;
-  onnx_import_fn fn;
-} indexed[] = {
+static const onnx_op_row indexed[] = {
     {"ArgMax", imp_argmax},
     {"ArgMin", imp_argmin},
     {"CumSum", imp_cumsum},
@@ -338,8 +323,8 @@ static const struct {
     {"Trilu", imp_trilu},
 };
 
-onnx_import_fn onnx_find_indexed(const char *op_type) {
+const onnx_op_row *onnx_find_indexed(const char *op_type) {
   for (size_t i = 0; i < sizeof indexed / sizeof *indexed; i++)
-    if (!strcmp(indexed[i].name, op_type)) return indexed[i].fn;
+    if (!strcmp(indexed[i].name, op_type)) return &indexed[i];
   return NULL;
 }

@@ -41,6 +41,7 @@ typedef struct onnx_ctx {
   /* The node being imported, for messages and for the helpers below. */
   const Onnx__NodeProto *node;
   uint32_t node_no;
+  dpc_op op; /* the dpc op the node's table row names (onnx_op_row) */
   const dpc_onnx_opts *opts;
 } onnx_ctx;
 
@@ -70,20 +71,29 @@ dpc_status onnx_emit(onnx_ctx *c, dpc_op op, const uint32_t *in, uint32_t n_in, 
 /* Shorthands for one-input and two-input nodes without attributes. */
 uint32_t onnx_un(onnx_ctx *c, dpc_op op, uint32_t x);
 uint32_t onnx_bin(onnx_ctx *c, dpc_op op, uint32_t a, uint32_t b);
-/* x reshaped (dims may be symbols); cast to a dtype; a scalar constant of a dtype, or of the
- * dtype of value `like`; a constant of one value and a concrete shape. */
+/* x reshaped (dims may be symbols); cast to a dtype; a constant of values v (row-major) and a
+ * concrete shape; a scalar constant of a dtype, or of the dtype of value `like`; a constant of
+ * one value and a concrete shape. */
 uint32_t onnx_reshape(onnx_ctx *c, uint32_t x, const int64_t *dims, uint32_t rank);
 uint32_t onnx_cast(onnx_ctx *c, uint32_t x, dpc_dtype t);
+uint32_t onnx_constant(onnx_ctx *c, dpc_dtype t, const dpc_shape *s, const double *v);
 uint32_t onnx_scalar(onnx_ctx *c, dpc_dtype t, double v);
 uint32_t onnx_k(onnx_ctx *c, uint32_t like, double v);
 uint32_t onnx_filled(onnx_ctx *c, dpc_dtype t, const dpc_shape *s, double v);
 /* cond ? a : b; a reduction over axes (n < 0 or 0: all) keeping them or not; x[lo:hi:step]
- * along one axis; a concat (one value passes through); a transpose. */
+ * along one axis; a concat (one value passes through); rows of x picked along an axis; a
+ * transpose. */
 uint32_t onnx_where(onnx_ctx *c, uint32_t cond, uint32_t a, uint32_t b);
 uint32_t onnx_reduce(onnx_ctx *c, dpc_op op, uint32_t x, const int64_t *axes, int n, bool keep);
 uint32_t onnx_slice(onnx_ctx *c, uint32_t x, int64_t axis, int64_t lo, int64_t hi, int64_t step);
 uint32_t onnx_concat(onnx_ctx *c, const uint32_t *xs, uint32_t n, int64_t axis);
+uint32_t onnx_gather(onnx_ctx *c, uint32_t x, uint32_t idx, int64_t axis);
 uint32_t onnx_transpose(onnx_ctx *c, uint32_t x, const int64_t *perm, uint32_t n);
+/* a @ b, either side transposed; and over `axes` of x (kept): its mean, x - mean, and
+ * 1 / sqrt(variance + eps), what normalising divides by. */
+uint32_t onnx_matmul(onnx_ctx *c, uint32_t a, uint32_t b, bool trans_a, bool trans_b);
+void onnx_moments(onnx_ctx *c, uint32_t x, const int64_t *axes, int n, double eps, uint32_t *mean,
+                  uint32_t *dev, uint32_t *inv);
 static inline uint32_t onnx_add(onnx_ctx *c, uint32_t a, uint32_t b) {
   return onnx_bin(c, DPC_OP_ADD, a, b);
 }
@@ -109,6 +119,16 @@ void onnx_attr_s(onnx_ctx *c, const char *name, const char *def, char *buf, size
 /* Integers from a constant input (int32/int64), up to max; -1 with an error when input i is
  * not a constant or is too long. Symbolic elements are errors unless `sym` is given. */
 int onnx_const_ints(onnx_ctx *c, uint32_t i, int64_t *out, int max, bool *sym);
+/* Slice's starts, ends, axes and steps (attributes before opset 10, constant inputs after),
+ * each array of DPC_MAX_RANK + 1; absent axes are 0, 1, ..., absent steps 1. Their count, or
+ * -1 with an error. */
+int onnx_slice_args(onnx_ctx *c, int64_t *st, int64_t *en, int64_t *ax, int64_t *sp);
+
+/* The shape Squeeze makes of `in` (dropping `axes`, or every 1 when n < 0) or Unsqueeze
+ * (inserting 1s at `axes`, numbered in the result); false when an axis does not fit, *bad its
+ * index in axes (-1: the result's rank is above dpc's limit). */
+bool onnx_squeeze_shape(const dpc_shape *in, const int64_t *axes, int n, bool unsqueeze,
+                        dpc_shape *out, int *bad);
 
 void onnx_const_free(onnx_const *k);
 
@@ -122,10 +142,17 @@ bool onnx_fold_range(const onnx_const *a, const onnx_const *b, const onnx_const 
 
 /* ---- onnx_ops.c, onnx_compose.c ---- */
 typedef dpc_status (*onnx_import_fn)(onnx_ctx *c);
-/* The importer of an ONNX op type, or NULL when dpc does not support it. */
-onnx_import_fn onnx_find_op(const char *op_type);
+/* A row of the op tables: an ONNX op type, its importer, and the dpc op an importer shared by
+ * several ONNX ops makes (c->op while it runs; unused by the others). */
+typedef struct onnx_op_row {
+  const char *name;
+  onnx_import_fn fn;
+  dpc_op op;
+} onnx_op_row;
+/* The row of an ONNX op type, or NULL when dpc does not support it. */
+const onnx_op_row *onnx_find_op(const char *op_type);
 /* The ops built from other ops (onnx_compose.c, onnx_index.c); onnx_find_op asks them too. */
-onnx_import_fn onnx_find_composed(const char *op_type);
-onnx_import_fn onnx_find_indexed(const char *op_type);
+const onnx_op_row *onnx_find_composed(const char *op_type);
+const onnx_op_row *onnx_find_indexed(const char *op_type);
 
 #endif

@@ -24,13 +24,6 @@ static uint32_t row(onnx_ctx *c, uint32_t x, int64_t d) {
   return onnx_reshape(c, onnx_slice(c, x, 0, d, d + 1, 1), r.d, r.rank);
 }
 
-static uint32_t matmul_t(onnx_ctx *c, uint32_t a, uint32_t b) {
-  if (a == DPC_NONE || b == DPC_NONE) return DPC_NONE;
-  uint32_t in[2] = {a, b}, mark = dpc_graph_attr_mark(c->g), y;
-  if (dpc_graph_attr_int(c->g, "transpose_b", 1)) return OOM(), DPC_NONE;
-  return onnx_emit(c, DPC_OP_MATMUL, in, 2, mark, 0, &y) ? DPC_NONE : y;
-}
-
 /* What of LSTM dpc does not import: non-default activations, clipping, coupled gates,
  * sequences of varying length. */
 static dpc_status check_lstm(onnx_ctx *c, int64_t seq) {
@@ -106,7 +99,7 @@ dpc_status dpc_onnx_imp_lstm(onnx_ctx *c) {
   for (uint32_t d = 0; d < ndir; d++) {
     bool rev = !strcmp(dir, "reverse") || d == 1;
     uint32_t wd = row(c, w, d), rd = row(c, r, d);
-    uint32_t xw = matmul_t(c, x, wd);
+    uint32_t xw = onnx_matmul(c, x, wd, false, true);
     if (b != DPC_NONE) {
       uint32_t bd = row(c, b, d);
       xw = onnx_bin(c, DPC_OP_ADD, xw,
@@ -125,7 +118,7 @@ dpc_status dpc_onnx_imp_lstm(onnx_ctx *c) {
     for (int64_t k = 0; k < seq && !c->d->status; k++) {
       int64_t t = rev ? seq - 1 - k : k;
       uint32_t g = onnx_reshape(c, onnx_slice(c, xw, 0, t, t + 1, 1), g2, 2);
-      if (h != DPC_NONE) g = onnx_bin(c, DPC_OP_ADD, g, matmul_t(c, h, rd));
+      if (h != DPC_NONE) g = onnx_bin(c, DPC_OP_ADD, g, onnx_matmul(c, h, rd, false, true));
       uint32_t gi = onnx_slice(c, g, 1, 0, hid, 1), go = onnx_slice(c, g, 1, hid, 2 * hid, 1);
       uint32_t gf = onnx_slice(c, g, 1, 2 * hid, 3 * hid, 1),
                gc = onnx_slice(c, g, 1, 3 * hid, 4 * hid, 1);

@@ -12,6 +12,57 @@
 
 /* ---- windows -------------------------------------------------------------------------------- */
 
+/* An `ints` attribute of one entry per spatial axis (`per` of them) into out, which keeps its
+ * defaults when the attribute is absent. */
+static dpc_status spatial_ints(onnx_ctx *c, const char *name, uint32_t per, int64_t *out) {
+  int64_t v[8];
+  int n = onnx_attr_ints(c, name, v, 8);
+  if (n < 0) return c->d->status;
+  if (n != (int)per) return onnx_fail(c, DPC_ERR_INVALID, "%s must have %u entries", name, per);
+  memcpy(out, v, per * sizeof *out);
+  return DPC_OK;
+}
+
+/* 1-D windows run as 2-D with a height of 1: [a, b, L] -> [a, b, 1, L] (inputs and weights),
+ * and back for the result. */
+static uint32_t lift_1d(onnx_ctx *c, uint32_t v) {
+  if (v == DPC_NONE) return DPC_NONE;
+  const dpc_shape *s = &c->g->values[v].shape;
+  int64_t d4[4] = {s->d[0], s->d[1], 1, s->d[2]};
+  return onnx_reshape(c, v, d4, 4);
+}
+static uint32_t drop_1d(onnx_ctx *c, uint32_t v) {
+  if (v == DPC_NONE) return DPC_NONE;
+  const dpc_shape *s = &c->g->values[v].shape;
+  int64_t d3[3] = {s->d[0], s->d[1], s->d[3]};
+  return onnx_reshape(c, v, d3, 3);
+}
+
+/* A window's geometry over `sp` spatial axes as dpc's 2-D attributes: the height of a 1-D
+ * window is 1, with stride 1, dilation 1 and no padding; pads are ONNX's [begins, ends]. k may
+ * be NULL (the weights give the kernel). */
+typedef struct geom2d {
+  int64_t pad[4], stride[2], dil[2], kernel[2];
+} geom2d;
+static geom2d to_2d(uint32_t sp, const int64_t *pads, const int64_t *st, const int64_t *dil,
+                    const int64_t *k) {
+  static const int64_t ones[2] = {1, 1};
+  if (!k) k = ones;
+  if (sp == 2)
+    return (geom2d){
+        {pads[0], pads[1], pads[2], pads[3]}, {st[0], st[1]}, {dil[0], dil[1]}, {k[0], k[1]}};
+  return (geom2d){{0, pads[0], 0, pads[1]}, {1, st[0]}, {1, dil[0]}, {1, k[0]}};
+}
+
+/* y plus a per-channel bias from input i, when the node has one (Conv, ConvTranspose). */
+static uint32_t add_channel_bias(onnx_ctx *c, uint32_t y, uint32_t i) {
+  if (y == DPC_NONE || !onnx_has_in(c, i)) return y;
+  uint32_t r = c->g->values[y].shape.rank;
+  int64_t dims[DPC_MAX_RANK] = {1, c->g->values[y].shape.d[1]};
+  for (uint32_t k = 2; k < r; k++) dims[k] = 1;
+  return onnx_add(c, y, onnx_reshape(c, IN(i), dims, r));
+}
+
 /* A window op over x (and weights w for Conv), from the node's ONNX attributes. */
 static dpc_status window(onnx_ctx *c, dpc_op op, uint32_t x, uint32_t w, uint32_t *out) {
   if (x == DPC_NONE || (op == DPC_OP_CONV2D && w == DPC_NONE)) return c->d->status;
@@ -25,72 +76,47 @@ static dpc_status window(onnx_ctx *c, dpc_op op, uint32_t x, uint32_t w, uint32_
     if (DPC_DIM_IS_SYM(xs.d[i]))
       return onnx_fail(c, DPC_ERR_UNSUPPORTED, "only the batch dimension may be symbolic");
   int64_t k[2] = {1, 1}, st[2] = {1, 1}, dil[2] = {1, 1}, pads[4] = {0, 0, 0, 0};
-  int64_t v[8];
-  int n;
+  dpc_status s;
   if (op == DPC_OP_CONV2D) {
     const dpc_shape *ws = &c->g->values[w].shape;
     if (ws->rank != xs.rank)
       return onnx_fail(c, DPC_ERR_INVALID, "weights of rank %u for an input of rank %u", ws->rank,
                        xs.rank);
     for (uint32_t i = 0; i < sp; i++) k[i] = ws->d[2 + i];
-  } else {
-    if ((n = onnx_attr_ints(c, "kernel_shape", v, 8)) != (int)sp)
-      return onnx_fail(c, DPC_ERR_INVALID, "kernel_shape must have %u entries", sp);
-    for (uint32_t i = 0; i < sp; i++) k[i] = v[i];
+  } else if (!onnx_attr(c, "kernel_shape")) {
+    return onnx_fail(c, DPC_ERR_INVALID, "kernel_shape must have %u entries", sp);
+  } else if ((s = spatial_ints(c, "kernel_shape", sp, k))) {
+    return s;
   }
-  if ((n = onnx_attr_ints(c, "strides", v, 8)) >= 0) {
-    if (n != (int)sp) return onnx_fail(c, DPC_ERR_INVALID, "strides must have %u entries", sp);
-    for (uint32_t i = 0; i < sp; i++) st[i] = v[i];
-  }
-  if ((n = onnx_attr_ints(c, "dilations", v, 8)) >= 0) {
-    if (n != (int)sp) return onnx_fail(c, DPC_ERR_INVALID, "dilations must have %u entries", sp);
-    for (uint32_t i = 0; i < sp; i++) dil[i] = v[i];
-  }
+  if ((s = spatial_ints(c, "strides", sp, st)) || (s = spatial_ints(c, "dilations", sp, dil)))
+    return s;
   if (op == DPC_OP_AVG_POOL2D && (dil[0] != 1 || dil[1] != 1))
     return onnx_fail(c, DPC_ERR_UNSUPPORTED, "AveragePool with dilations");
   char ap[32];
   onnx_attr_s(c, "auto_pad", "NOTSET", ap, sizeof ap);
   if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
     for (uint32_t i = 0; i < sp; i++) {
-      int64_t in = xs.d[2 + i], s = st[i] > 0 ? st[i] : 1;
-      int64_t o = (in + s - 1) / s;
-      int64_t total = (o - 1) * s + (k[i] - 1) * dil[i] + 1 - in;
+      int64_t in = xs.d[2 + i], stride = st[i] > 0 ? st[i] : 1;
+      int64_t o = (in + stride - 1) / stride;
+      int64_t total = (o - 1) * stride + (k[i] - 1) * dil[i] + 1 - in;
       if (total < 0) total = 0;
       int64_t lo = !strcmp(ap, "SAME_UPPER") ? total / 2 : total - total / 2;
       pads[i] = lo, pads[sp + i] = total - lo;
     }
   } else if (!strcmp(ap, "NOTSET")) {
-    if ((n = onnx_attr_ints(c, "pads", v, 8)) >= 0) {
-      if (n != (int)(2 * sp))
-        return onnx_fail(c, DPC_ERR_INVALID, "pads must have %u entries", 2 * sp);
-      for (uint32_t i = 0; i < 2 * sp; i++) pads[i] = v[i];
-    }
+    if ((s = spatial_ints(c, "pads", 2 * sp, pads))) return s;
   } else if (strcmp(ap, "VALID")) {
     return onnx_fail(c, DPC_ERR_INVALID, "unknown auto_pad '%s'", ap);
   }
-  /* 1-D as 2-D: a height of 1 with no padding, stride or dilation along it */
-  int64_t p4[4], s2[2], d2[2], k2[2];
-  if (sp == 1) {
-    int64_t x4[4] = {xs.d[0], xs.d[1], 1, xs.d[2]};
-    x = onnx_reshape(c, x, x4, 4);
-    if (op == DPC_OP_CONV2D) {
-      const dpc_shape *ws = &c->g->values[w].shape;
-      int64_t w4[4] = {ws->d[0], ws->d[1], 1, ws->d[2]};
-      w = onnx_reshape(c, w, w4, 4);
-    }
-    p4[0] = 0, p4[1] = pads[0], p4[2] = 0, p4[3] = pads[1];
-    s2[0] = 1, s2[1] = st[0], d2[0] = 1, d2[1] = dil[0], k2[0] = 1, k2[1] = k[0];
-  } else {
-    memcpy(p4, pads, sizeof p4);
-    memcpy(s2, st, sizeof s2), memcpy(d2, dil, sizeof d2), memcpy(k2, k, sizeof k2);
-  }
+  if (sp == 1) x = lift_1d(c, x), w = op == DPC_OP_CONV2D ? lift_1d(c, w) : w;
+  geom2d g = to_2d(sp, pads, st, dil, k);
   uint32_t mark = dpc_graph_attr_mark(c->g), y;
-  dpc_status s = dpc_graph_attr_ints(c->g, "stride", s2, 2);
-  if (!s) s = dpc_graph_attr_ints(c->g, "pad", p4, 4);
-  if (!s && op != DPC_OP_AVG_POOL2D) s = dpc_graph_attr_ints(c->g, "dilation", d2, 2);
+  s = dpc_graph_attr_ints(c->g, "stride", g.stride, 2);
+  if (!s) s = dpc_graph_attr_ints(c->g, "pad", g.pad, 4);
+  if (!s && op != DPC_OP_AVG_POOL2D) s = dpc_graph_attr_ints(c->g, "dilation", g.dil, 2);
   if (!s && op == DPC_OP_CONV2D) s = dpc_graph_attr_int(c->g, "groups", onnx_attr_i(c, "group", 1));
   if (!s && op != DPC_OP_CONV2D) {
-    s = dpc_graph_attr_ints(c->g, "kernel", k2, 2);
+    s = dpc_graph_attr_ints(c->g, "kernel", g.kernel, 2);
     if (!s) s = dpc_graph_attr_int(c->g, "ceil_mode", onnx_attr_i(c, "ceil_mode", 0) != 0);
   }
   if (!s && op == DPC_OP_AVG_POOL2D)
@@ -98,29 +124,15 @@ static dpc_status window(onnx_ctx *c, dpc_op op, uint32_t x, uint32_t w, uint32_
   if (s) return OOM();
   uint32_t in[2] = {x, w};
   if ((s = onnx_emit(c, op, in, op == DPC_OP_CONV2D ? 2 : 1, mark, 0, &y))) return s;
-  if (sp == 1) {
-    const dpc_shape *ys = &c->g->values[y].shape;
-    int64_t y3[3] = {ys->d[0], ys->d[1], ys->d[3]};
-    y = onnx_reshape(c, y, y3, 3);
-  }
-  *out = y;
-  return y == DPC_NONE ? c->d->status : DPC_OK;
+  *out = sp == 1 ? drop_1d(c, y) : y;
+  return *out == DPC_NONE ? c->d->status : DPC_OK;
 }
 
 /* Conv: the bias is added per output channel. */
 dpc_status dpc_onnx_imp_conv(onnx_ctx *c) {
   uint32_t y;
   dpc_status st = window(c, DPC_OP_CONV2D, IN(0), IN(1), &y);
-  if (st) return st;
-  if (onnx_has_in(c, 2)) {
-    uint32_t b = IN(2);
-    if (b == DPC_NONE) return c->d->status;
-    const dpc_shape *ys = &c->g->values[y].shape;
-    int64_t dims[DPC_MAX_RANK] = {1, ys->d[1]};
-    for (uint32_t i = 2; i < ys->rank; i++) dims[i] = 1;
-    y = onnx_bin(c, DPC_OP_ADD, y, onnx_reshape(c, b, dims, ys->rank));
-  }
-  return onnx_def(c, 0, y);
+  return st ? st : onnx_def(c, 0, add_channel_bias(c, y, 2));
 }
 
 /* ConvTranspose: the input gradient of the convolution it undoes (conv2d_grad_input), whose
@@ -138,18 +150,11 @@ dpc_status dpc_onnx_imp_conv_transpose(onnx_ctx *c) {
   uint32_t sp = xs.rank - 2;
   int64_t group = onnx_attr_i(c, "group", 1);
   int64_t st[2] = {1, 1}, dil[2] = {1, 1}, opad[2] = {0, 0}, pads[4] = {0, 0, 0, 0}, v[8], os[2];
-  int n;
-  if ((n = onnx_attr_ints(c, "strides", v, 8)) >= 0)
-    for (uint32_t i = 0; i < sp && i < (uint32_t)n; i++) st[i] = v[i];
-  if ((n = onnx_attr_ints(c, "dilations", v, 8)) >= 0)
-    for (uint32_t i = 0; i < sp && i < (uint32_t)n; i++) dil[i] = v[i];
-  if ((n = onnx_attr_ints(c, "output_padding", v, 8)) >= 0)
-    for (uint32_t i = 0; i < sp && i < (uint32_t)n; i++) opad[i] = v[i];
-  if ((n = onnx_attr_ints(c, "pads", v, 8)) >= 0) {
-    if (n != (int)(2 * sp))
-      return onnx_fail(c, DPC_ERR_INVALID, "pads must have %u entries", 2 * sp);
-    for (uint32_t i = 0; i < 2 * sp; i++) pads[i] = v[i];
-  }
+  dpc_status s;
+  if ((s = spatial_ints(c, "strides", sp, st)) || (s = spatial_ints(c, "dilations", sp, dil)) ||
+      (s = spatial_ints(c, "output_padding", sp, opad)) ||
+      (s = spatial_ints(c, "pads", 2 * sp, pads)))
+    return s;
   char ap[32];
   onnx_attr_s(c, "auto_pad", "NOTSET", ap, sizeof ap);
   int nos = onnx_attr_ints(c, "output_shape", v, 8);
@@ -172,36 +177,20 @@ dpc_status dpc_onnx_imp_conv_transpose(onnx_ctx *c) {
     if (os[i] < 1 || pads[i] < 0 || pads[sp + i] < 0 || opad[i] < 0 || opad[i] >= st[i])
       return onnx_fail(c, DPC_ERR_INVALID, "ConvTranspose sizes do not fit together");
   }
-  int64_t cout = ws.d[1] * group;
-  dpc_shape like = {.rank = 4, .d = {xs.d[0], cout, sp == 2 ? os[0] : 1, os[sp - 1]}};
-  int64_t p4[4], s2[2], d2[2];
-  if (sp == 1) {
-    int64_t x4[4] = {xs.d[0], xs.d[1], 1, xs.d[2]}, w4[4] = {ws.d[0], ws.d[1], 1, ws.d[2]};
-    x = onnx_reshape(c, x, x4, 4);
-    w = onnx_reshape(c, w, w4, 4);
-    p4[0] = 0, p4[1] = pads[0], p4[2] = 0, p4[3] = pads[1];
-    s2[0] = 1, s2[1] = st[0], d2[0] = 1, d2[1] = dil[0];
-  } else {
-    memcpy(p4, pads, sizeof p4), memcpy(s2, st, sizeof s2), memcpy(d2, dil, sizeof d2);
-  }
-  uint32_t z = onnx_filled(c, onnx_dtype_of(c, x == DPC_NONE ? IN(0) : x), &like, 0);
+  dpc_shape like = {.rank = 4, .d = {xs.d[0], ws.d[1] * group, sp == 2 ? os[0] : 1, os[sp - 1]}};
+  uint32_t z = onnx_filled(c, onnx_dtype_of(c, x), &like, 0);
+  if (sp == 1) x = lift_1d(c, x), w = lift_1d(c, w);
   if (x == DPC_NONE || w == DPC_NONE || z == DPC_NONE) return c->d->status;
+  geom2d g = to_2d(sp, pads, st, dil, NULL);
   uint32_t in[3] = {x, w, z}, mark = dpc_graph_attr_mark(c->g), y;
-  if (dpc_graph_attr_ints(c->g, "stride", s2, 2) || dpc_graph_attr_ints(c->g, "pad", p4, 4) ||
-      dpc_graph_attr_ints(c->g, "dilation", d2, 2) || dpc_graph_attr_int(c->g, "groups", group))
+  if (dpc_graph_attr_ints(c->g, "stride", g.stride, 2) ||
+      dpc_graph_attr_ints(c->g, "pad", g.pad, 4) ||
+      dpc_graph_attr_ints(c->g, "dilation", g.dil, 2) || dpc_graph_attr_int(c->g, "groups", group))
     return OOM();
-  dpc_status s = onnx_emit(c, DPC_OP_CONV2D_GRAD_INPUT, in, 3, mark, 0, &y);
-  if (s) return s;
-  if (sp == 1) {
-    int64_t y3[3] = {like.d[0], like.d[1], like.d[3]};
-    y = onnx_reshape(c, y, y3, 3);
-  }
-  if (onnx_has_in(c, 2)) {
-    uint32_t b = IN(2);
-    int64_t dims[DPC_MAX_RANK] = {1, cout, 1, 1};
-    y = onnx_bin(c, DPC_OP_ADD, y, onnx_reshape(c, b, dims, xs.rank));
-  }
-  return onnx_def(c, 0, y);
+  dpc_status e = onnx_emit(c, DPC_OP_CONV2D_GRAD_INPUT, in, 3, mark, 0, &y);
+  if (e) return e;
+  if (sp == 1) y = drop_1d(c, y);
+  return onnx_def(c, 0, add_channel_bias(c, y, 2));
 }
 
 dpc_status dpc_onnx_imp_max_pool(onnx_ctx *c) {
@@ -227,11 +216,7 @@ static dpc_status global_pool(onnx_ctx *c, dpc_op op) {
   if (r < 3) return onnx_fail(c, DPC_ERR_INVALID, "input must be [N, C, ...spatial]");
   int64_t axes[DPC_MAX_RANK];
   for (uint32_t i = 2; i < r; i++) axes[i - 2] = i;
-  uint32_t mark = dpc_graph_attr_mark(c->g), y;
-  if (dpc_graph_attr_ints(c->g, "axes", axes, r - 2) || dpc_graph_attr_int(c->g, "keepdims", 1))
-    return OOM();
-  dpc_status st = onnx_emit(c, op, &x, 1, mark, 0, &y);
-  return st ? st : onnx_def(c, 0, y);
+  return onnx_def(c, 0, onnx_reduce(c, op, x, axes, (int)r - 2, true));
 }
 dpc_status dpc_onnx_imp_global_avg_pool(onnx_ctx *c) {
   return global_pool(c, DPC_OP_REDUCE_MEAN);
@@ -301,21 +286,8 @@ dpc_status dpc_onnx_imp_layer_norm(onnx_ctx *c) {
   if (st || (st = onnx_def(c, 0, y)) || onnx_n_out(c) < 2) return st;
   int64_t axes[DPC_MAX_RANK];
   for (int64_t i = axis; i < r; i++) axes[i - axis] = i;
-  uint32_t mean, var;
-  mark = dpc_graph_attr_mark(c->g);
-  if (dpc_graph_attr_ints(c->g, "axes", axes, (uint32_t)(r - axis)) ||
-      dpc_graph_attr_int(c->g, "keepdims", 1))
-    return OOM();
-  if ((st = onnx_emit(c, DPC_OP_REDUCE_MEAN, &x, 1, mark, 0, &mean))) return st;
-  uint32_t dev = onnx_bin(c, DPC_OP_SUB, x, mean);
-  uint32_t sq = onnx_bin(c, DPC_OP_MUL, dev, dev);
-  mark = dpc_graph_attr_mark(c->g);
-  if (dpc_graph_attr_ints(c->g, "axes", axes, (uint32_t)(r - axis)) ||
-      dpc_graph_attr_int(c->g, "keepdims", 1))
-    return OOM();
-  if ((st = onnx_emit(c, DPC_OP_REDUCE_MEAN, &sq, 1, mark, 0, &var))) return st;
-  dpc_dtype t = c->g->values[x].dtype;
-  uint32_t inv = onnx_un(c, DPC_OP_RSQRT, onnx_bin(c, DPC_OP_ADD, var, onnx_scalar(c, t, eps)));
+  uint32_t mean, dev, inv;
+  onnx_moments(c, x, axes, (int)(r - axis), eps, &mean, &dev, &inv);
   if ((st = onnx_def(c, 1, mean))) return st;
   return onnx_n_out(c) > 2 ? onnx_def(c, 2, inv) : DPC_OK;
 }
@@ -325,13 +297,9 @@ dpc_status dpc_onnx_imp_layer_norm(onnx_ctx *c) {
 
 /* Gemm: alpha * A' B' + beta * C. */
 dpc_status dpc_onnx_imp_gemm(onnx_ctx *c) {
-  uint32_t in[2] = {IN(0), IN(1)}, mark = dpc_graph_attr_mark(c->g), y;
-  if (in[0] == DPC_NONE || in[1] == DPC_NONE) return c->d->status;
-  if (dpc_graph_attr_int(c->g, "transpose_a", onnx_attr_i(c, "transA", 0) != 0) ||
-      dpc_graph_attr_int(c->g, "transpose_b", onnx_attr_i(c, "transB", 0) != 0))
-    return OOM();
-  dpc_status st = onnx_emit(c, DPC_OP_MATMUL, in, 2, mark, 0, &y);
-  if (st) return st;
+  bool ta = onnx_attr_i(c, "transA", 0) != 0, tb = onnx_attr_i(c, "transB", 0) != 0;
+  uint32_t y = onnx_matmul(c, IN(0), IN(1), ta, tb);
+  if (y == DPC_NONE) return c->d->status;
   dpc_dtype t = c->g->values[y].dtype;
   double alpha = onnx_attr_f(c, "alpha", 1), beta = onnx_attr_f(c, "beta", 1);
   if (alpha != 1) y = onnx_bin(c, DPC_OP_MUL, y, onnx_scalar(c, t, alpha));

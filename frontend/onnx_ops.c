@@ -17,8 +17,9 @@
 
 /* ---- elementwise ---------------------------------------------------------------------------- */
 
-static dpc_status unary(onnx_ctx *c, dpc_op op) {
-  return onnx_def(c, 0, onnx_un(c, op, IN(0)));
+/* The ops one dpc op does: the table row names it (c->op). */
+static dpc_status imp_unary(onnx_ctx *c) {
+  return onnx_def(c, 0, onnx_un(c, c->op, IN(0)));
 }
 
 /* Opsets before 7 broadcast only when asked, and align b at `axis` of a. */
@@ -36,31 +37,10 @@ static uint32_t legacy_broadcast(onnx_ctx *c, uint32_t a, uint32_t b) {
   return onnx_reshape(c, b, dims, r);
 }
 
-static dpc_status binary(onnx_ctx *c, dpc_op op) {
+static dpc_status imp_binary(onnx_ctx *c) {
   uint32_t a = IN(0), b = IN(1);
   b = legacy_broadcast(c, a, b);
-  return onnx_def(c, 0, onnx_bin(c, op, a, b));
-}
-static dpc_status imp_add(onnx_ctx *c) {
-  return binary(c, DPC_OP_ADD);
-}
-static dpc_status imp_sub(onnx_ctx *c) {
-  return binary(c, DPC_OP_SUB);
-}
-static dpc_status imp_mul(onnx_ctx *c) {
-  return binary(c, DPC_OP_MUL);
-}
-static dpc_status imp_div(onnx_ctx *c) {
-  return binary(c, DPC_OP_DIV);
-}
-static dpc_status imp_equal(onnx_ctx *c) {
-  return binary(c, DPC_OP_EQUAL);
-}
-static dpc_status imp_less(onnx_ctx *c) {
-  return binary(c, DPC_OP_LESS);
-}
-static dpc_status imp_greater(onnx_ctx *c) {
-  return binary(c, DPC_OP_GREATER);
+  return onnx_def(c, 0, onnx_bin(c, c->op, a, b));
 }
 
 /* Pow allows an exponent of another type, and integer bases: dpc's pow is floating point, so
@@ -74,68 +54,14 @@ static dpc_status imp_pow(onnx_ctx *c) {
   return onnx_def(c, 0, onnx_cast(c, y, ta));
 }
 
-/* Max and Min take one or more inputs. */
-static dpc_status variadic(onnx_ctx *c, dpc_op op) {
+/* Max, Min and Sum take one or more inputs. */
+static dpc_status imp_variadic(onnx_ctx *c) {
   uint32_t y = IN(0);
-  for (uint32_t i = 1; i < c->node->n_input && y != DPC_NONE; i++) y = onnx_bin(c, op, y, IN(i));
+  for (uint32_t i = 1; i < c->node->n_input && y != DPC_NONE; i++) y = onnx_bin(c, c->op, y, IN(i));
   return onnx_def(c, 0, y);
-}
-static dpc_status imp_max(onnx_ctx *c) {
-  return variadic(c, DPC_OP_MAX);
-}
-static dpc_status imp_min(onnx_ctx *c) {
-  return variadic(c, DPC_OP_MIN);
-}
-static dpc_status imp_sum(onnx_ctx *c) {
-  return variadic(c, DPC_OP_ADD);
-}
-
-static dpc_status imp_sqrt(onnx_ctx *c) {
-  return unary(c, DPC_OP_SQRT);
-}
-static dpc_status imp_exp(onnx_ctx *c) {
-  return unary(c, DPC_OP_EXP);
-}
-static dpc_status imp_log(onnx_ctx *c) {
-  return unary(c, DPC_OP_LOG);
-}
-static dpc_status imp_erf(onnx_ctx *c) {
-  return unary(c, DPC_OP_ERF);
-}
-static dpc_status imp_neg(onnx_ctx *c) {
-  return unary(c, DPC_OP_NEG);
-}
-static dpc_status imp_abs(onnx_ctx *c) {
-  return unary(c, DPC_OP_ABS);
-}
-static dpc_status imp_relu(onnx_ctx *c) {
-  return unary(c, DPC_OP_RELU);
-}
-static dpc_status imp_sigmoid(onnx_ctx *c) {
-  return unary(c, DPC_OP_SIGMOID);
-}
-static dpc_status imp_tanh(onnx_ctx *c) {
-  return unary(c, DPC_OP_TANH);
-}
-static dpc_status imp_floor(onnx_ctx *c) {
-  return unary(c, DPC_OP_FLOOR);
-}
-static dpc_status imp_sign(onnx_ctx *c) {
-  return unary(c, DPC_OP_SIGN);
-}
-static dpc_status imp_sin(onnx_ctx *c) {
-  return unary(c, DPC_OP_SIN);
-}
-static dpc_status imp_cos(onnx_ctx *c) {
-  return unary(c, DPC_OP_COS);
-}
-static dpc_status imp_not(onnx_ctx *c) {
-  return unary(c, DPC_OP_NOT);
 }
 
 static dpc_status imp_identity(onnx_ctx *c) {
-  const onnx_const *k = onnx_in_const(c, 0);
-  (void)k; /* constants are folded before importers run */
   return onnx_def(c, 0, IN(0));
 }
 
@@ -199,7 +125,7 @@ static dpc_status imp_where(onnx_ctx *c) {
 
 /* From opset 13 softmax runs along one axis; before, the input is seen as 2-D, the dims from
  * `axis` on flattened into one, and softmax runs along that. */
-static dpc_status softmax_like(onnx_ctx *c, dpc_op op) {
+static dpc_status imp_softmax_like(onnx_ctx *c) {
   uint32_t x = IN(0);
   if (x == DPC_NONE) return c->d->status;
   dpc_shape s = c->g->values[x].shape;
@@ -226,16 +152,10 @@ static dpc_status softmax_like(onnx_ctx *c, dpc_op op) {
   }
   mark = dpc_graph_attr_mark(c->g);
   if (dpc_graph_attr_int(c->g, "axis", axis)) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
-  dpc_status st = onnx_emit(c, op, &in, 1, mark, 0, &y);
+  dpc_status st = onnx_emit(c, c->op, &in, 1, mark, 0, &y);
   if (st) return st;
   if (flat) y = onnx_reshape(c, y, s.d, s.rank);
   return onnx_def(c, 0, y);
-}
-static dpc_status imp_softmax(onnx_ctx *c) {
-  return softmax_like(c, DPC_OP_SOFTMAX);
-}
-static dpc_status imp_log_softmax(onnx_ctx *c) {
-  return softmax_like(c, DPC_OP_LOG_SOFTMAX);
 }
 
 /* ---- shapes and layout -------------------------------------------------------------------- */
@@ -374,25 +294,13 @@ static dpc_status imp_slice(onnx_ctx *c) {
   if (x == DPC_NONE) return c->d->status;
   const dpc_shape *s = &c->g->values[x].shape;
   int64_t st_[DPC_MAX_RANK + 1], en[DPC_MAX_RANK + 1], ax[DPC_MAX_RANK + 1], sp[DPC_MAX_RANK + 1];
-  int n, ne, na = -1, ns = -1;
-  if (c->opset < 10) {
-    n = onnx_attr_ints(c, "starts", st_, DPC_MAX_RANK + 1);
-    ne = onnx_attr_ints(c, "ends", en, DPC_MAX_RANK + 1);
-    na = onnx_attr_ints(c, "axes", ax, DPC_MAX_RANK + 1);
-  } else {
-    if ((n = onnx_const_ints(c, 1, st_, DPC_MAX_RANK + 1, NULL)) < 0 ||
-        (ne = onnx_const_ints(c, 2, en, DPC_MAX_RANK + 1, NULL)) < 0)
-      return c->d->status;
-    if (onnx_has_in(c, 3) && (na = onnx_const_ints(c, 3, ax, DPC_MAX_RANK + 1, NULL)) < 0)
-      return c->d->status;
-    if (onnx_has_in(c, 4) && (ns = onnx_const_ints(c, 4, sp, DPC_MAX_RANK + 1, NULL)) < 0)
-      return c->d->status;
-  }
-  if (n < 0 || n != ne || (na >= 0 && na != n) || (ns >= 0 && ns != n) || n > (int)s->rank)
-    return onnx_fail(c, DPC_ERR_INVALID, "starts, ends, axes and steps must match in length");
+  int n = onnx_slice_args(c, st_, en, ax, sp);
+  if (n < 0) return c->d->status;
+  if (n > (int)s->rank)
+    return onnx_fail(c, DPC_ERR_INVALID, "%d slice bounds for rank %u", n, s->rank);
   int m = 0;
   for (int i = 0; i < n; i++) {
-    int64_t a = na >= 0 ? ax[i] : i, step = ns >= 0 ? sp[i] : 1;
+    int64_t a = ax[i], step = sp[i];
     if (a < 0) a += s->rank;
     if (a >= 0 && a < (int64_t)s->rank && DPC_DIM_IS_SYM(s->d[a])) {
       if (st_[i] == 0 && en[i] >= INT32_MAX && step == 1) continue;
@@ -427,49 +335,33 @@ static dpc_status axes_of(onnx_ctx *c, bool as_input, int64_t *axes, int *n) {
   return DPC_OK;
 }
 
-static dpc_status imp_squeeze(onnx_ctx *c) {
+/* Squeeze and Unsqueeze: a reshape to the shape onnx_squeeze_shape works out. */
+static dpc_status squeeze(onnx_ctx *c, bool unsqueeze) {
   uint32_t x = IN(0);
   if (x == DPC_NONE) return c->d->status;
   const dpc_shape *s = &c->g->values[x].shape;
-  int64_t axes[DPC_MAX_RANK + 1], dims[DPC_MAX_RANK];
-  int n;
+  int64_t axes[DPC_MAX_RANK + 1];
+  int n, bad;
   dpc_status st = axes_of(c, c->opset >= 13, axes, &n);
   if (st) return st;
-  bool drop[DPC_MAX_RANK] = {0};
-  for (int i = 0; i < n; i++) {
-    int64_t a = axes[i] < 0 ? axes[i] + s->rank : axes[i];
-    if (a < 0 || a >= (int64_t)s->rank || (s->d[a] != 1 && !DPC_DIM_IS_SYM(s->d[a])))
-      return onnx_fail(c, DPC_ERR_INVALID, "cannot squeeze axis %lld", (long long)axes[i]);
-    drop[a] = true;
+  if (unsqueeze && n < 0) return onnx_fail(c, DPC_ERR_INVALID, "Unsqueeze needs axes");
+  dpc_shape r;
+  if (!onnx_squeeze_shape(s, axes, n, unsqueeze, &r, &bad)) {
+    if (bad < 0)
+      return onnx_fail(c, DPC_ERR_UNSUPPORTED, "rank %u is above dpc's limit of %d",
+                       s->rank + (uint32_t)n, DPC_MAX_RANK);
+    return unsqueeze
+               ? onnx_fail(c, DPC_ERR_INVALID, "axis %lld is out of range or repeated",
+                           (long long)axes[bad])
+               : onnx_fail(c, DPC_ERR_INVALID, "cannot squeeze axis %lld", (long long)axes[bad]);
   }
-  uint32_t r = 0;
-  for (uint32_t i = 0; i < s->rank; i++)
-    if (!(n < 0 ? s->d[i] == 1 : drop[i])) dims[r++] = s->d[i];
-  return onnx_def(c, 0, onnx_reshape(c, x, dims, r));
+  return onnx_def(c, 0, onnx_reshape(c, x, r.d, r.rank));
 }
-
+static dpc_status imp_squeeze(onnx_ctx *c) {
+  return squeeze(c, false);
+}
 static dpc_status imp_unsqueeze(onnx_ctx *c) {
-  uint32_t x = IN(0);
-  if (x == DPC_NONE) return c->d->status;
-  const dpc_shape *s = &c->g->values[x].shape;
-  int64_t axes[DPC_MAX_RANK + 1], dims[DPC_MAX_RANK];
-  int n;
-  dpc_status st = axes_of(c, c->opset >= 13, axes, &n);
-  if (st) return st;
-  if (n < 0) return onnx_fail(c, DPC_ERR_INVALID, "Unsqueeze needs axes");
-  uint32_t r = s->rank + (uint32_t)n;
-  if (r > DPC_MAX_RANK)
-    return onnx_fail(c, DPC_ERR_UNSUPPORTED, "rank %u is above dpc's limit of %d", r, DPC_MAX_RANK);
-  bool ins[DPC_MAX_RANK] = {0};
-  for (int i = 0; i < n; i++) {
-    int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
-    if (a < 0 || a >= (int64_t)r || ins[a])
-      return onnx_fail(c, DPC_ERR_INVALID, "axis %lld is out of range or repeated",
-                       (long long)axes[i]);
-    ins[a] = true;
-  }
-  for (uint32_t i = 0, j = 0; i < r; i++) dims[i] = ins[i] ? 1 : s->d[j++];
-  return onnx_def(c, 0, onnx_reshape(c, x, dims, r));
+  return squeeze(c, true);
 }
 
 /* Gather: constant negative indices are made positive here; run-time indices must already be
@@ -497,18 +389,12 @@ static dpc_status imp_gather(onnx_ctx *c) {
       }
       v[i] = (double)(j < 0 ? j + dim : j);
     }
-    uint32_t mark = dpc_graph_attr_mark(c->g);
-    dpc_status st = dpc_graph_attr_tensor(c->g, "value", DPC_I64, &k->t.shape, v);
+    idx = onnx_constant(c, DPC_I64, &k->t.shape, v);
     free(v);
-    if (st) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
-    if ((st = onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &idx))) return st;
   } else {
     idx = IN(1);
   }
-  uint32_t in[2] = {x, idx}, mark = dpc_graph_attr_mark(c->g), y;
-  if (dpc_graph_attr_int(c->g, "axis", axis)) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
-  dpc_status st = onnx_emit(c, DPC_OP_GATHER, in, 2, mark, 0, &y);
-  return st ? st : onnx_def(c, 0, y);
+  return onnx_def(c, 0, onnx_gather(c, x, idx, axis));
 }
 
 static dpc_status imp_cast(onnx_ctx *c) {
@@ -547,21 +433,15 @@ static dpc_status imp_expand(onnx_ctx *c) {
   }
   if (dpc_shape_eq(&r, s)) return onnx_def(c, 0, x);
   dpc_dtype t = c->g->values[x].dtype, work = t == DPC_BOOL ? DPC_I32 : t;
-  int64_t numel = dpc_shape_numel(&r);
-  if (!dpc_shape_is_concrete(&r) || numel > (INT64_C(1) << 24))
+  if (!dpc_shape_is_concrete(&r) || dpc_shape_numel(&r) > (INT64_C(1) << 24))
     return onnx_fail(c, DPC_ERR_UNSUPPORTED, "Expand to a symbolic or very large shape");
-  double *zeros = calloc((size_t)(numel ? numel : 1), sizeof *zeros);
-  if (!zeros) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
-  uint32_t mark = dpc_graph_attr_mark(c->g), z;
-  dpc_status st = dpc_graph_attr_tensor(c->g, "value", work, &r, zeros);
-  free(zeros);
-  if (st) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
-  if ((st = onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &z))) return st;
+  uint32_t z = onnx_filled(c, work, &r, 0);
   return onnx_def(c, 0, onnx_cast(c, onnx_bin(c, DPC_OP_ADD, onnx_cast(c, x, work), z), t));
 }
 
 /* ---- reductions --------------------------------------------------------------------------- */
 
+/* ReduceMin is the negated ReduceMax of -x: dpc has no reduce_min. */
 static dpc_status reduce(onnx_ctx *c, dpc_op op, bool negate) {
   uint32_t x = IN(0);
   if (x == DPC_NONE) return c->d->status;
@@ -570,25 +450,15 @@ static dpc_status reduce(onnx_ctx *c, dpc_op op, bool negate) {
   int n;
   dpc_status st = axes_of(c, axes_input, axes, &n);
   if (st) return st;
-  int64_t keep = onnx_attr_i(c, "keepdims", 1);
+  bool keep = onnx_attr_i(c, "keepdims", 1) != 0;
   if (n == 0 && onnx_attr_i(c, "noop_with_empty_axes", 0)) return onnx_def(c, 0, x);
   if (negate) x = onnx_un(c, DPC_OP_NEG, x);
-  uint32_t mark = dpc_graph_attr_mark(c->g), y;
-  if ((n > 0 && dpc_graph_attr_ints(c->g, "axes", axes, (uint32_t)n)) ||
-      dpc_graph_attr_int(c->g, "keepdims", keep != 0))
-    return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
-  if ((st = onnx_emit(c, op, &x, 1, mark, 0, &y))) return st;
+  uint32_t y = onnx_reduce(c, op, x, axes, n, keep);
   if (negate) y = onnx_un(c, DPC_OP_NEG, y);
   return onnx_def(c, 0, y);
 }
-static dpc_status imp_reduce_sum(onnx_ctx *c) {
-  return reduce(c, DPC_OP_REDUCE_SUM, false);
-}
-static dpc_status imp_reduce_mean(onnx_ctx *c) {
-  return reduce(c, DPC_OP_REDUCE_MEAN, false);
-}
-static dpc_status imp_reduce_max(onnx_ctx *c) {
-  return reduce(c, DPC_OP_REDUCE_MAX, false);
+static dpc_status imp_reduce(onnx_ctx *c) {
+  return reduce(c, c->op, false);
 }
 static dpc_status imp_reduce_min(onnx_ctx *c) {
   return reduce(c, DPC_OP_REDUCE_MAX, true);
@@ -662,14 +532,9 @@ static dpc_status imp_constant_of_shape(onnx_ctx *c) {
 
 /* ---- the table -------------------------------------------------------------------------- */
 
-typedef struct onnx_op_entry {
-  const char *name;
-  onnx_import_fn fn;
-} onnx_op_entry;
-
-static const onnx_op_entry ops[] = {
-    {"Abs", imp_abs},
-    {"Add", imp_add},
+static const onnx_op_row ops[] = {
+    {"Abs", imp_unary, DPC_OP_ABS},
+    {"Add", imp_binary, DPC_OP_ADD},
     {"AveragePool", dpc_onnx_imp_avg_pool},
     {"BatchNormalization", dpc_onnx_imp_batch_norm},
     {"Cast", imp_cast},
@@ -680,67 +545,67 @@ static const onnx_op_entry ops[] = {
     {"ConstantOfShape", imp_constant_of_shape},
     {"Conv", dpc_onnx_imp_conv},
     {"ConvTranspose", dpc_onnx_imp_conv_transpose},
-    {"Cos", imp_cos},
-    {"Div", imp_div},
+    {"Cos", imp_unary, DPC_OP_COS},
+    {"Div", imp_binary, DPC_OP_DIV},
     {"Dropout", dpc_onnx_imp_dropout},
-    {"Equal", imp_equal},
-    {"Erf", imp_erf},
-    {"Exp", imp_exp},
+    {"Equal", imp_binary, DPC_OP_EQUAL},
+    {"Erf", imp_unary, DPC_OP_ERF},
+    {"Exp", imp_unary, DPC_OP_EXP},
     {"Expand", imp_expand},
     {"Flatten", imp_flatten},
-    {"Floor", imp_floor},
+    {"Floor", imp_unary, DPC_OP_FLOOR},
     {"Gather", imp_gather},
     {"Gemm", dpc_onnx_imp_gemm},
     {"GlobalAveragePool", dpc_onnx_imp_global_avg_pool},
     {"GlobalMaxPool", dpc_onnx_imp_global_max_pool},
-    {"Greater", imp_greater},
+    {"Greater", imp_binary, DPC_OP_GREATER},
     {"Identity", imp_identity},
     {"LayerNormalization", dpc_onnx_imp_layer_norm},
     {"LeakyRelu", imp_leaky_relu},
-    {"Less", imp_less},
-    {"Log", imp_log},
-    {"LogSoftmax", imp_log_softmax},
+    {"Less", imp_binary, DPC_OP_LESS},
+    {"Log", imp_unary, DPC_OP_LOG},
+    {"LogSoftmax", imp_softmax_like, DPC_OP_LOG_SOFTMAX},
     {"LSTM", dpc_onnx_imp_lstm},
     {"MatMul", dpc_onnx_imp_matmul},
-    {"Max", imp_max},
+    {"Max", imp_variadic, DPC_OP_MAX},
     {"MaxPool", dpc_onnx_imp_max_pool},
-    {"Min", imp_min},
-    {"Mul", imp_mul},
-    {"Neg", imp_neg},
-    {"Not", imp_not},
+    {"Min", imp_variadic, DPC_OP_MIN},
+    {"Mul", imp_binary, DPC_OP_MUL},
+    {"Neg", imp_unary, DPC_OP_NEG},
+    {"Not", imp_unary, DPC_OP_NOT},
     {"Pow", imp_pow},
     {"Reciprocal", imp_reciprocal},
-    {"ReduceMax", imp_reduce_max},
-    {"ReduceMean", imp_reduce_mean},
+    {"ReduceMax", imp_reduce, DPC_OP_REDUCE_MAX},
+    {"ReduceMean", imp_reduce, DPC_OP_REDUCE_MEAN},
     {"ReduceMin", imp_reduce_min},
-    {"ReduceSum", imp_reduce_sum},
-    {"Relu", imp_relu},
+    {"ReduceSum", imp_reduce, DPC_OP_REDUCE_SUM},
+    {"Relu", imp_unary, DPC_OP_RELU},
     {"Reshape", imp_reshape},
     {"Resize", dpc_onnx_imp_resize},
     {"Shape", imp_shape_of},
-    {"Sigmoid", imp_sigmoid},
-    {"Sign", imp_sign},
-    {"Sin", imp_sin},
+    {"Sigmoid", imp_unary, DPC_OP_SIGMOID},
+    {"Sign", imp_unary, DPC_OP_SIGN},
+    {"Sin", imp_unary, DPC_OP_SIN},
     {"Size", imp_size},
     {"Slice", imp_slice},
-    {"Softmax", imp_softmax},
+    {"Softmax", imp_softmax_like, DPC_OP_SOFTMAX},
     {"Split", imp_split},
-    {"Sqrt", imp_sqrt},
+    {"Sqrt", imp_unary, DPC_OP_SQRT},
     {"Squeeze", imp_squeeze},
-    {"Sub", imp_sub},
-    {"Sum", imp_sum},
-    {"Tanh", imp_tanh},
+    {"Sub", imp_binary, DPC_OP_SUB},
+    {"Sum", imp_variadic, DPC_OP_ADD},
+    {"Tanh", imp_unary, DPC_OP_TANH},
     {"Transpose", imp_transpose},
     {"Unsqueeze", imp_unsqueeze},
     {"Upsample", dpc_onnx_imp_resize},
     {"Where", imp_where},
 };
 
-onnx_import_fn onnx_find_op(const char *op_type) {
+const onnx_op_row *onnx_find_op(const char *op_type) {
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
-    if (!strcmp(ops[i].name, op_type)) return ops[i].fn;
-  onnx_import_fn f = onnx_find_composed(op_type);
-  return f ? f : onnx_find_indexed(op_type);
+    if (!strcmp(ops[i].name, op_type)) return &ops[i];
+  const onnx_op_row *r = onnx_find_composed(op_type);
+  return r ? r : onnx_find_indexed(op_type);
 }
 
 const char *dpc_onnx_supported_ops(void) {

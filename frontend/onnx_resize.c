@@ -45,8 +45,9 @@ static double cubic_weight(double a, double d) { /* Keys' kernel at distance |d|
   return 0;
 }
 
-/* The taps of one axis: idx[t * out + x], w[t * out + x]. */
-static int taps_of(const resize_opts *o, int64_t in, int64_t out, double scale, int64_t *idx,
+/* The taps of one axis: source rows idx[t * out + x] (as the doubles constants hold) and weights
+ * w[t * out + x]. */
+static int taps_of(const resize_opts *o, int64_t in, int64_t out, double scale, double *idx,
                    double *w) {
   int taps = !strcmp(o->mode, "nearest") ? 1 : !strcmp(o->mode, "linear") ? 2 : 4;
   for (int64_t x = 0; x < out; x++) {
@@ -62,7 +63,7 @@ static int taps_of(const resize_opts *o, int64_t in, int64_t out, double scale, 
         i = (int64_t)f - 1 + t, wt = cubic_weight(o->cubic_a, s - (double)i);
         if (o->exclude_outside && (i < 0 || i >= in)) wt = 0;
       }
-      idx[t * out + x] = i < 0 ? 0 : i >= in ? in - 1 : i; /* the edges repeat */
+      idx[t * out + x] = (double)(i < 0 ? 0 : i >= in ? in - 1 : i); /* the edges repeat */
       w[t * out + x] = wt;
       sum += wt;
     }
@@ -77,43 +78,21 @@ static uint32_t resize_axis(onnx_ctx *c, const resize_opts *o, uint32_t x, uint3
                             int64_t out, double scale) {
   const dpc_shape xs = c->g->values[x].shape;
   int64_t in = xs.d[axis];
-  int64_t *idx = malloc((size_t)(4 * out) * sizeof *idx);
-  double *w = malloc((size_t)(4 * out) * sizeof *w), *iv = malloc((size_t)out * sizeof *iv);
-  if (!idx || !w || !iv) {
-    free(idx), free(w), free(iv);
+  double *idx = malloc((size_t)(4 * out) * sizeof *idx), *w = malloc((size_t)(4 * out) * sizeof *w);
+  if (!idx || !w) {
+    free(idx), free(w);
     return OOM(), DPC_NONE;
   }
   int taps = taps_of(o, in, out, scale, idx, w);
   uint32_t y = DPC_NONE;
   dpc_shape ws = {.rank = xs.rank}, is = {.rank = 1, .d = {out}};
   for (uint32_t i = 0; i < xs.rank; i++) ws.d[i] = i == axis ? out : 1;
-  for (int t = 0; t < taps; t++) {
-    for (int64_t k = 0; k < out; k++) iv[k] = (double)idx[t * out + k];
-    uint32_t mark = dpc_graph_attr_mark(c->g), ic, wc, g;
-    if (dpc_graph_attr_tensor(c->g, "value", DPC_I64, &is, iv)) {
-      OOM();
-      break;
-    }
-    if (onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &ic)) break;
-    uint32_t in2[2] = {x, ic};
-    mark = dpc_graph_attr_mark(c->g);
-    if (dpc_graph_attr_int(c->g, "axis", axis)) {
-      OOM();
-      break;
-    }
-    if (onnx_emit(c, DPC_OP_GATHER, in2, 2, mark, 0, &g)) break;
-    if (taps > 1) {
-      mark = dpc_graph_attr_mark(c->g);
-      if (dpc_graph_attr_tensor(c->g, "value", onnx_dtype_of(c, x), &ws, w + t * out)) {
-        OOM();
-        break;
-      }
-      if (onnx_emit(c, DPC_OP_CONSTANT, NULL, 0, mark, 0, &wc)) break;
-      g = onnx_mul(c, g, wc);
-    }
+  for (int t = 0; t < taps && !c->d->status; t++) {
+    uint32_t g = onnx_gather(c, x, onnx_constant(c, DPC_I64, &is, idx + t * out), axis);
+    if (taps > 1) g = onnx_mul(c, g, onnx_constant(c, onnx_dtype_of(c, x), &ws, w + t * out));
     y = t ? onnx_add(c, y, g) : g;
   }
-  free(idx), free(w), free(iv);
+  free(idx), free(w);
   return c->d->status ? DPC_NONE : y;
 }
 

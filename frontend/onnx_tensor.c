@@ -111,21 +111,24 @@ dpc_status dpc_onnx_tensor_from(const Onnx__TensorProto *tp, const char *what, d
     if (bytes) memcpy(t->data, tp->raw_data.data, bytes);
     return DPC_OK;
   }
+  /* the typed lists hold the element type itself, except float16, bfloat16 and bool, which
+   * travel widened into int32_data */
+  const void *same = t->dtype == DPC_F32   ? (const void *)tp->float_data
+                     : t->dtype == DPC_F64 ? (const void *)tp->double_data
+                     : t->dtype == DPC_I64 ? (const void *)tp->int64_data
+                     : t->dtype == DPC_I32 ? (const void *)tp->int32_data
+                                           : NULL;
+  if (same) {
+    if (bytes) memcpy(t->data, same, bytes);
+    return DPC_OK;
+  }
   unsigned char *p = t->data;
   for (int64_t i = 0; i < n; i++) {
-    switch (t->dtype) {
-    case DPC_F32: memcpy(p + 4 * i, &tp->float_data[i], 4); break;
-    case DPC_F64: memcpy(p + 8 * i, &tp->double_data[i], 8); break;
-    case DPC_I64: memcpy(p + 8 * i, &tp->int64_data[i], 8); break;
-    case DPC_I32: memcpy(p + 4 * i, &tp->int32_data[i], 4); break;
-    case DPC_F16:
-    case DPC_BF16: { /* the 16 bits, widened into an int32 */
+    if (t->dtype == DPC_BOOL) {
+      p[i] = tp->int32_data[i] != 0;
+    } else {
       uint16_t h = (uint16_t)tp->int32_data[i];
       memcpy(p + 2 * i, &h, 2);
-      break;
-    }
-    case DPC_BOOL: p[i] = tp->int32_data[i] != 0; break;
-    default: break;
     }
   }
   return DPC_OK;
