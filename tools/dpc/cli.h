@@ -20,6 +20,15 @@ typedef struct cli_opt {
   const char *help; /* one line; "" hides the option from --help */
 } cli_opt;
 
+/* --loss, shared by train, plan, bench and compile (dpc_driver_attach_loss) */
+#define CLI_OPT_LOSS                                                                               \
+  {                                                                                                \
+    "loss", true, false,                                                                           \
+        "softmax_cross_entropy or mse: the loss on the model's first output, for a model that "    \
+        "has "                                                                                     \
+        "none (ONNX); the labels become a new input"                                               \
+  }
+
 #define CLI_MAX_VALUES 256
 #define CLI_MAX_OPTS   64 /* options one command may have */
 

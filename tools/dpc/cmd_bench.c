@@ -10,8 +10,7 @@
 #include <string.h>
 
 static const cli_opt bench_opts[] = {
-    {"loss", true, false,
-     "softmax_cross_entropy or mse: the loss on the first output, for a model without one (ONNX)"},
+    CLI_OPT_LOSS,
     {"batch", true, false, "samples per step; every symbolic dimension takes it (default 128)"},
     {"threads", true, false, "threads for compiled kernels (default: one per core)"},
     {"inference", false, false, "time the forward pass instead of the training step"},

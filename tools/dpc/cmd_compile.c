@@ -14,8 +14,7 @@
 #include <string.h>
 
 static const cli_opt compile_opts[] = {
-    {"loss", true, false,
-     "softmax_cross_entropy or mse: the loss on the first output, for a model without one (ONNX)"},
+    CLI_OPT_LOSS,
     {"output", true, false, "FILE.dpx to write (required)"},
     {"batch", true, false, "the batch size the plans are made for (default 1)"},
     {"dim", true, true, "NAME=VALUE: the size of another symbolic dimension"},

@@ -153,13 +153,22 @@ static test_result run_test(const char *dir, const dpc_exec_opts *x, double rtol
     dpc_diag rd;
     dpc_diag_init(&rd);
     bool read_ok = !dpc_driver_onnx_inputs(sd, &feeds, &nf, &rd);
-    if (!read_ok && nf) dpc_named_free(feeds, nf), feeds = NULL, nf = 0;
-    if (dpc_driver_load_known(model, feeds, nf, &g, &d) ||
-        (!read_ok && (dpc_diag_free(&d), d = rd, dpc_diag_init(&rd), true)) ||
-        dpc_driver_onnx_name_feeds(g, feeds, nf, &d) ||
-        dpc_driver_infer(g, NULL, x, feeds, nf, false, &outs, &no, &d)) {
+    if (!read_ok) {
+      dpc_named_free(feeds, nf);
+      feeds = NULL, nf = 0;
+    }
+    dpc_status st = dpc_driver_load_known(model, feeds, nf, &g, &d);
+    if (!st && !read_ok) { /* the model imported: the data's problem is the one to report */
+      dpc_diag_free(&d);
+      d = rd;
+      dpc_diag_init(&rd);
+      st = d.status;
+    }
+    if (!st) st = dpc_driver_onnx_name_feeds(g, feeds, nf, &d);
+    if (!st) st = dpc_driver_infer(g, NULL, x, feeds, nf, false, &outs, &no, &d);
+    if (st) {
       first_line(&d, model, why, n);
-      r = d.status == DPC_ERR_UNSUPPORTED ? T_SKIP : T_FAIL;
+      r = st == DPC_ERR_UNSUPPORTED ? T_SKIP : T_FAIL;
     }
     dpc_diag_free(&rd);
     for (uint32_t k = 0; r == T_PASS && k < no; k++) {
@@ -230,8 +239,7 @@ int dpc_cmd_onnx_test(int argc, char **argv) {
       char dir[4096];
       if (subs && strlen(arg) + strlen(subs[k]) + 2 > sizeof dir) continue;
       if (subs) {
-        int len = snprintf(dir, sizeof dir, "%.2000s/%.2000s", arg, subs[k]);
-        (void)len;
+        snprintf(dir, sizeof dir, "%.2000s/%.2000s", arg, subs[k]);
         snprintf(probe, sizeof probe, "%s/model.onnx", dir);
         if (!is_file(probe)) continue;
       } else {

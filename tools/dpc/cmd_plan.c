@@ -19,8 +19,7 @@
 #include <string.h>
 
 static const cli_opt plan_opts[] = {
-    {"loss", true, false,
-     "softmax_cross_entropy or mse: the loss on the first output, for a model without one (ONNX)"},
+    CLI_OPT_LOSS,
     {"devices", true, false, "cpu (default), cpu:N or numa"},
     {"strategy", true, false,
      "data (default with several devices), model (the graph's @ cpu:K placement, else METIS's), "

@@ -25,9 +25,7 @@ static const cli_opt train_opts[] = {
     {"seed", true, false, "seed of the data order (default 0)"},
     {"no-shuffle", false, false, "visit samples in file order"},
     {"optimizer", true, false, "sgd, adam or adamw (default: the model's)"},
-    {"loss", true, false,
-     "softmax_cross_entropy or mse: the loss on the model's first output, for a model that has "
-     "none (ONNX); the labels become a new input"},
+    CLI_OPT_LOSS,
     {"lr", true, false, "learning rate (default: the model's)"},
     {"momentum", true, false, "SGD momentum (default: the model's)"},
     {"weight-decay", true, false, "weight decay (default: the model's)"},
@@ -278,17 +276,14 @@ int dpc_cmd_train(int argc, char **argv) {
                              p.pos[0]);
   }
 
+  const char *loss = cli_get(train_opts, NTRAIN, &p, "loss");
+  if (loss && o.artifact)
+    return cli_usage_error("train", "--loss applies to a model, not to a compiled artifact");
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
   int rc = DPC_EXIT_OK;
   double t0 = dpc_now_s();
-  const char *loss = cli_get(train_opts, NTRAIN, &p, "loss");
-  if (loss && o.artifact) {
-    dpc_graph_free(g);
-    dpc_diag_free(&d);
-    return cli_usage_error("train", "--loss applies to a model, not to a compiled artifact");
-  }
   if (dpc_passes_check_names(o.passes.print_after, &d) ||
       (!o.artifact && dpc_driver_load(p.pos[0], &g, &d)) ||
       (loss && dpc_driver_attach_loss(g, loss, &d)) || dpc_train(g, &o, &d)) {

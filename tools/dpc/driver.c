@@ -31,14 +31,7 @@ dpc_status dpc_driver_default_horizon(dpc_graph *g, dpc_diag *d) {
 }
 
 dpc_status dpc_driver_load(const char *path, dpc_graph **out, dpc_diag *d) {
-  dpc_status st = dpc_onnx_is_model_path(path) ? dpc_onnx_import_file(path, out, d)
-                                               : dpc_parse_file(path, out, d);
-  if (st) return st;
-  if ((st = dpc_verify(*out, d))) {
-    dpc_graph_free(*out);
-    *out = NULL;
-  }
-  return st;
+  return dpc_driver_load_known(path, NULL, 0, out, d);
 }
 
 /* Fix the value of each symbol from the shapes of the data given for the inputs. */
@@ -522,13 +515,17 @@ dpc_status dpc_driver_onnx_name_feeds(const dpc_graph *g, dpc_named *feeds, uint
 
 dpc_status dpc_driver_load_known(const char *path, const dpc_named *known, uint32_t n,
                                  dpc_graph **out, dpc_diag *d) {
-  if (!dpc_onnx_is_model_path(path) || !n) return dpc_driver_load(path, out, d);
-  dpc_tensor *ts = calloc(n, sizeof *ts);
-  if (!ts) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  for (uint32_t i = 0; i < n; i++) ts[i] = known[i].t;
-  dpc_onnx_opts o = {ts, n};
-  dpc_status st = dpc_onnx_import_file_opts(path, &o, out, d);
-  free(ts);
+  dpc_status st;
+  if (!dpc_onnx_is_model_path(path)) {
+    st = dpc_parse_file(path, out, d);
+  } else {
+    dpc_tensor *ts = n ? calloc(n, sizeof *ts) : NULL;
+    if (n && !ts) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < n; i++) ts[i] = known[i].t;
+    dpc_onnx_opts o = {ts, n};
+    st = dpc_onnx_import_file_opts(path, &o, out, d);
+    free(ts);
+  }
   if (!st && (st = dpc_verify(*out, d))) {
     dpc_graph_free(*out);
     *out = NULL;
