@@ -69,15 +69,8 @@ static const char *value_name(const printer *p, uint32_t v) {
 
 /* A name as the parser reads it back: in backticks unless it is a plain identifier (names
  * imported from ONNX hold '/', ':' and keywords such as `input`). */
-static char *quoted_name(const char *s) {
-  size_t n = strlen(s);
-  char *q = malloc(n + 3);
-  if (!q) return NULL;
-  q[0] = '`';
-  memcpy(q + 1, s, n);
-  q[n + 1] = '`';
-  q[n + 2] = 0;
-  return q;
+static void put_name(dpc_buf *b, const char *s) {
+  dpc_buf_printf(b, dpc_is_identifier(s) ? "%s" : "`%s`", s);
 }
 
 static void put_number(dpc_buf *b, double x) {
@@ -111,8 +104,7 @@ static void put_string(dpc_buf *b, const char *s) {
 static void put_dim(const printer *p, int64_t d) {
   const dpc_graph *g = p->g;
   if (DPC_DIM_IS_SYM(d) && DPC_DIM_SYM_NO(d) < g->n_syms) {
-    const char *s = dpc_graph_str(g, g->syms[DPC_DIM_SYM_NO(d)]);
-    dpc_buf_printf(p->out, dpc_is_identifier(s) ? "%s" : "`%s`", s);
+    put_name(p->out, dpc_graph_str(g, g->syms[DPC_DIM_SYM_NO(d)]));
   } else
     dpc_buf_printf(p->out, "%lld", (long long)d);
 }
@@ -397,7 +389,9 @@ static int make_names(printer *p) {
   for (uint32_t v = 0; v < g->n_values; v++) {
     const dpc_value *val = &g->values[v];
     if (val->name != DPC_NONE && !dpc_is_identifier(dpc_graph_str(g, val->name))) {
-      if (!(p->gen[v] = quoted_name(dpc_graph_str(g, val->name)))) return -1;
+      dpc_buf q = {0};
+      put_name(&q, dpc_graph_str(g, val->name));
+      if (!(p->gen[v] = dpc_buf_take(&q))) return -1;
       continue;
     }
     if (val->name != DPC_NONE || is_inline(p, v)) continue;
@@ -470,8 +464,9 @@ dpc_status dpc_print_graph_brief(const dpc_graph *g, uint32_t elide, dpc_buf *ou
   if (make_names(&p)) goto done;
 
   if (g->name != DPC_NONE) {
-    const char *s = dpc_graph_str(g, g->name);
-    dpc_buf_printf(out, dpc_is_identifier(s) ? "model %s\n\n" : "model `%s`\n\n", s);
+    dpc_buf_puts(out, "model ");
+    put_name(out, dpc_graph_str(g, g->name));
+    dpc_buf_puts(out, "\n\n");
   }
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     const dpc_node *n = &g->nodes[i];

@@ -392,18 +392,19 @@ static const char *const conv_attrs[] = {"stride", "pad", "dilation", "groups"};
 static const char *const pool_attrs[] = {"kernel",   "stride",    "pad",
                                          "dilation", "ceil_mode", "count_include_pad"};
 
+/* Input k's gradient, when wanted: a convolution-family node on `ins` with the node's own
+ * geometry. */
+static void conv_dx(const dpc_grad_args *a, uint32_t k, dpc_op op, const uint32_t *ins,
+                    uint32_t n_in) {
+  if (!a->want[k]) return;
+  uint32_t n = with_attrs(a, op, ins, n_in, 0, conv_attrs, 4);
+  if (n != DPC_NONE) a->dx[k] = G->nodes[n].out;
+}
+
 static void g_conv2d(const dpc_grad_args *a) {
   uint32_t x = in(a, 0), w = in(a, 1), dy = a->dy[0];
-  if (a->want[0]) {
-    uint32_t ins[3] = {dy, w, x};
-    uint32_t n = with_attrs(a, DPC_OP_CONV2D_GRAD_INPUT, ins, 3, 0, conv_attrs, 4);
-    if (n != DPC_NONE) a->dx[0] = G->nodes[n].out;
-  }
-  if (a->want[1]) {
-    uint32_t ins[3] = {dy, x, w};
-    uint32_t n = with_attrs(a, DPC_OP_CONV2D_GRAD_WEIGHT, ins, 3, 0, conv_attrs, 4);
-    if (n != DPC_NONE) a->dx[1] = G->nodes[n].out;
-  }
+  conv_dx(a, 0, DPC_OP_CONV2D_GRAD_INPUT, (const uint32_t[]){dy, w, x}, 3);
+  conv_dx(a, 1, DPC_OP_CONV2D_GRAD_WEIGHT, (const uint32_t[]){dy, x, w}, 3);
 }
 
 /* dx = conv2d_grad_input(dy, w, x) is linear in dy and in w: the convolution carries its
@@ -411,16 +412,8 @@ static void g_conv2d(const dpc_grad_args *a) {
  * two activations swapped. x gives only a shape: no gradient. */
 static void g_conv2d_grad_input(const dpc_grad_args *a) {
   uint32_t u = in(a, 0), w = in(a, 1), g = a->dy[0];
-  if (a->want[0]) {
-    uint32_t ins[2] = {g, w};
-    uint32_t n = with_attrs(a, DPC_OP_CONV2D, ins, 2, 0, conv_attrs, 4);
-    if (n != DPC_NONE) a->dx[0] = G->nodes[n].out;
-  }
-  if (a->want[1]) {
-    uint32_t ins[3] = {u, g, w};
-    uint32_t n = with_attrs(a, DPC_OP_CONV2D_GRAD_WEIGHT, ins, 3, 0, conv_attrs, 4);
-    if (n != DPC_NONE) a->dx[1] = G->nodes[n].out;
-  }
+  conv_dx(a, 0, DPC_OP_CONV2D, (const uint32_t[]){g, w}, 2);
+  conv_dx(a, 1, DPC_OP_CONV2D_GRAD_WEIGHT, (const uint32_t[]){u, g, w}, 3);
 }
 
 static void g_pool(const dpc_grad_args *a) {

@@ -49,6 +49,15 @@ dpc_status dpc_init_fill(const dpc_graph *g, uint32_t node, dpc_tensor *t, dpc_d
   /* Read arguments against the initializer's spec, so its defaults apply. */
   dpc_attrs a = {g, na.off, na.n, spec};
   int64_t n = dpc_tensor_numel(t);
+  if (!strcmp(init, "data")) {
+    const dpc_attr *v = dpc_attrs_get(na, "data");
+    if (!v || v->kind != DPC_ATTR_TENSOR || (int64_t)v->n != n)
+      return dpc_graph_fail_node(g, node, d, DPC_ERR_INVALID,
+                                 "init=data needs data= with one value per element (%lld)",
+                                 (long long)n);
+    for (int64_t i = 0; i < n; i++) dpc_tstore(t, i, g->reals[v->u.off + i]);
+    return DPC_OK;
+  }
   double fan_in, fan_out;
   dpc_init_fans(&t->shape, &fan_in, &fan_out);
   uint64_t seed;
@@ -58,15 +67,6 @@ dpc_status dpc_init_fill(const dpc_graph *g, uint32_t node, dpc_tensor *t, dpc_d
     char name[96];
     dpc_graph_value_label(g, g->nodes[node].out, name, sizeof name);
     seed = dpc_init_default_seed(name);
-  }
-  if (!strcmp(init, "data")) {
-    const dpc_attr *v = dpc_attrs_get(na, "data");
-    if (!v || v->kind != DPC_ATTR_TENSOR || (int64_t)v->n != n)
-      return dpc_graph_fail_node(g, node, d, DPC_ERR_INVALID,
-                                 "init=data needs data= with one value per element (%lld)",
-                                 (long long)n);
-    for (int64_t i = 0; i < n; i++) dpc_tstore(t, i, g->reals[v->u.off + i]);
-    return DPC_OK;
   }
   bool normal = false;
   double lo = 0, hi = 0, mean = 0, std = 0, c = 0;
