@@ -1,11 +1,12 @@
 /*
  * data_parallel.c — the synchronous data-parallel training graph (see partitioner.h).
  *
- * From the training graph bound at the per-replica batch b = B / D, build one graph holding D
- * replicas of it, replica r placed on device r:
+ * From the training graph bound at each replica's share b_r of the batch B (B / D each, or
+ * shares sized to the devices' speeds), build one graph holding D replicas of it, replica r
+ * placed on device r:
  *
  *   x: f32[B, ...]                       the global inputs, as the data loader fills them
- *   x.shard<r> = slice(x, rows r*b ..)   each replica's shard            (device r)
+ *   x.shard<r> = slice(x, rows o_r ..)   each replica's shard, o_r = b_0 + .. + b_{r-1}
  *   ... the forward and backward graph of each replica ...              (device r)
  *   w.grad, w.grad.replica1, ... = all_reduce(each replica's w.grad.local)   (mean)
  *   ... each replica's optimizer update from the reduced gradient ...   (device r)
@@ -18,6 +19,12 @@
  * after the last replica computes its gradient, and the updates after it. A gradient computed
  * inside a fusion group (the weight gradient's GEMM fused into the momentum update) leaves the
  * group, which stays a valid group of the elementwise ops that remain.
+ *
+ * Unequal shares: a replica's loss and gradients are means over its own b_r rows, so the mean
+ * over the batch weighs replica r by b_r / B. Each replica's gradient (and loss) is multiplied
+ * by c_r = D b_r / B before the all-reduce's plain mean; equal shares have c_r = 1 and no
+ * multiply, so their bits are those of before. Every copy's attributes are made concrete at its
+ * replica's binding (a reshape to [N, ...] reads its own N), since the graph has one symbol table.
  */
 #include "partitioner/partitioner.h"
 
@@ -29,15 +36,17 @@
 #include <string.h>
 
 typedef struct builder {
-  const dpc_graph *r; /* the replica graph */
-  dpc_graph *g;       /* the data-parallel graph */
+  const dpc_graph *r;           /* replica 0's graph: the structure every replica shares */
+  const dpc_graph *const *reps; /* each replica's graph, bound at its share */
+  dpc_graph *g;                 /* the data-parallel graph */
   uint32_t D;
   uint32_t mp; /* devices per replica (hybrid): replica rep's device k is devname[rep * mp + k] */
   uint32_t **val;    /* [replica][replica-graph value] -> value of g */
   uint32_t **node;   /* [replica][replica-graph node] -> node of g */
   uint32_t *devname; /* string id of each device in g */
   bool *is_grad;     /* replica-graph values that are a param's gradient */
-  int64_t rows;      /* of the global batch, per replica */
+  int64_t *first;    /* [replica]: rows of the global batch before its share */
+  double *scale;     /* [replica]: c_r, its gradients' weight in the mean (1: equal shares) */
 } builder;
 
 static dpc_status nomem(dpc_diag *d) {
@@ -67,6 +76,14 @@ dpc_status dpc_copy_node(dpc_graph *dst, const dpc_graph *src, uint32_t i, const
     if (dropout && !strcmp(dpc_graph_str(src, a->name), "offset")) continue;
     if (dpc_graph_attr_copy(dst, src, a))
       return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory copying a node");
+    /* a symbol bound in src becomes its value: dst's one symbol table may bind it otherwise */
+    const dpc_attr *c = &dst->attrs[dst->n_attrs - 1];
+    for (uint32_t e = 0; c->kind == DPC_ATTR_SHAPE && e < c->n; e++) {
+      int64_t *dim = &dst->ints[c->u.off + e];
+      if (DPC_DIM_IS_SYM(*dim) && DPC_DIM_SYM_NO(*dim) < src->n_syms &&
+          src->sym_vals[DPC_DIM_SYM_NO(*dim)] >= 0)
+        *dim = src->sym_vals[DPC_DIM_SYM_NO(*dim)];
+    }
   }
   /* the copy's dropout draws the mask of its rows of the whole batch, as one device would */
   if (dropout) {
@@ -105,8 +122,8 @@ static dpc_status clone_node(builder *b, uint32_t i, uint32_t rep, dpc_diag *d) 
   }
   /* replica rep's rows of the whole batch come after rep replicas' */
   uint32_t id;
-  dpc_status st = dpc_copy_node(b->g, r, i, b->val[rep], b->devname[rep * b->mp + local],
-                                (int64_t)rep * b->rows, &id, d);
+  dpc_status st = dpc_copy_node(b->g, b->reps[rep], i, b->val[rep], b->devname[rep * b->mp + local],
+                                b->first[rep], &id, d);
   if (st) return st;
   b->node[rep][i] = id;
   for (uint32_t k = 0; k < n->n_out && !st; k++) {
@@ -126,7 +143,6 @@ static dpc_status split_input(builder *b, uint32_t i, int64_t batch, dpc_diag *d
                          dpc_graph_str(r, x->name));
   int64_t dims[DPC_MAX_RANK];
   for (uint32_t k = 0; k < x->shape.rank; k++) dims[k] = x->shape.d[k];
-  int64_t per = dims[0];
   dims[0] = batch;
   uint32_t mark = dpc_graph_attr_mark(b->g);
   if (dpc_graph_attr_dtype(b->g, "dtype", x->dtype) ||
@@ -141,7 +157,8 @@ static dpc_status split_input(builder *b, uint32_t i, int64_t batch, dpc_diag *d
   b->g->nodes[id].phase = phase;
   if ((st = name_value(b, global, r->nodes[i].out, 0, d))) return st;
   for (uint32_t rep = 0; rep < b->D && !st; rep++) {
-    int64_t start = per * rep, end = per * (rep + 1), axis = 0;
+    int64_t start = b->first[rep], axis = 0;
+    int64_t end = start + b->reps[rep]->values[r->nodes[i].out].shape.d[0];
     mark = dpc_graph_attr_mark(b->g);
     if (dpc_graph_attr_ints(b->g, "starts", &start, 1) ||
         dpc_graph_attr_ints(b->g, "ends", &end, 1) || dpc_graph_attr_ints(b->g, "axes", &axis, 1))
@@ -159,6 +176,21 @@ static dpc_status split_input(builder *b, uint32_t i, int64_t batch, dpc_diag *d
   return st;
 }
 
+/* Value v of g times replica rep's weight c_r, beside v (v itself when c_r is 1): what the
+ * all-reduce's mean reads. */
+static uint32_t weigh(builder *b, uint32_t v, uint32_t rep, dpc_diag *d, dpc_status *st) {
+  if (*st || b->scale[rep] == 1.0) return v;
+  const dpc_node *from = &b->g->nodes[b->g->values[v].node];
+  uint8_t phase = from->phase;
+  uint32_t mb = from->mb;
+  dpc_emit e = dpc_emit_start(b->g, from->device, d);
+  uint32_t w =
+      dpc_emit2(&e, DPC_OP_MUL, v, dpc_emit_scalar(&e, b->scale[rep], b->g->values[v].dtype));
+  if ((*st = e.st)) return DPC_NONE;
+  b->g->nodes[b->g->values[w].node].phase = phase, b->g->nodes[b->g->values[w].node].mb = mb;
+  return w;
+}
+
 /* all_reduce(mean) of replica value rv across the replicas; its outputs take rv's place (and
  * names) from here on. */
 static dpc_status reduce_value(builder *b, uint32_t rv, dpc_diag *d) {
@@ -173,6 +205,9 @@ static dpc_status reduce_value(builder *b, uint32_t rv, dpc_diag *d) {
     dpc_status st = dpc_graph_set_name(b->g, ins[rep], nm, strlen(nm), d);
     if (st) return st;
   }
+  dpc_status wst = DPC_OK;
+  for (uint32_t rep = 0; rep < b->D; rep++) ins[rep] = weigh(b, ins[rep], rep, d, &wst);
+  if (wst) return wst;
   uint32_t mark = dpc_graph_attr_mark(b->g);
   if (dpc_graph_attr_str(b->g, "op", "mean")) return nomem(d);
   dpc_node_desc desc = {
@@ -228,6 +263,7 @@ static dpc_status reduce_bucket(builder *b, const uint32_t *rv, uint32_t n, dpc_
     char nm[64];
     snprintf(nm, sizeof nm, "grad.bucket%u" DPC_REPLICA_SUFFIX "%u", from->out, rep);
     st = dpc_graph_set_name(b->g, flat[rep], nm, strlen(nm), d);
+    flat[rep] = weigh(b, flat[rep], rep, d, &st);
   }
   uint32_t mark = dpc_graph_attr_mark(b->g), id = DPC_NONE;
   if (!st && dpc_graph_attr_str(b->g, "op", "mean")) st = nomem(d);
@@ -328,7 +364,15 @@ static dpc_status build(builder *b, int64_t batch, dpc_diag *d) {
   return st;
 }
 
-dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint32_t replicas,
+/* Replica r's rows: its first input's batch dimension (an even share when it has none). */
+static int64_t rows_of(const dpc_graph *r, int64_t even) {
+  for (uint32_t i = 0; i < r->n_nodes; i++)
+    if (r->nodes[i].op == DPC_OP_INPUT && r->values[r->nodes[i].out].shape.rank)
+      return r->values[r->nodes[i].out].shape.d[0];
+  return even;
+}
+
+dpc_status dpc_data_parallel_graph(const dpc_graph *const *reps, int64_t batch, uint32_t replicas,
                                    uint32_t mp, const char *const *devices, bool reduce_grads,
                                    dpc_graph **out, dpc_diag *d) {
   *out = NULL;
@@ -336,15 +380,29 @@ dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint
     return dpc_diag_fail(d, DPC_ERR_INVALID, "data parallel needs 2 to 256 replicas, not %u",
                          replicas);
   if (mp < 1) mp = 1;
-  builder b = {replica, dpc_graph_new(), replicas, mp, NULL, NULL, NULL, NULL, batch / replicas};
+  const dpc_graph *replica = reps[0];
+  builder b = {replica, reps, dpc_graph_new(), replicas, mp, NULL, NULL, NULL, NULL, NULL, NULL};
   dpc_status st = b.g ? DPC_OK : nomem(d);
   if (!st) {
     b.val = calloc(replicas, sizeof *b.val);
     b.node = calloc(replicas, sizeof *b.node);
     b.devname = calloc((size_t)replicas * mp, sizeof *b.devname);
     b.is_grad = calloc(replica->n_values ? replica->n_values : 1, sizeof *b.is_grad);
-    if (!b.val || !b.node || !b.devname || !b.is_grad) st = nomem(d);
+    b.first = calloc(replicas, sizeof *b.first);
+    b.scale = calloc(replicas, sizeof *b.scale);
+    if (!b.val || !b.node || !b.devname || !b.is_grad || !b.first || !b.scale) st = nomem(d);
   }
+  /* each replica's first row and weight; the shares must make up the batch */
+  int64_t rows = 0;
+  for (uint32_t rep = 0; !st && rep < replicas; rep++) {
+    int64_t n = rows_of(reps[rep], batch / replicas);
+    b.first[rep] = rows, rows += n;
+    b.scale[rep] = (double)n * replicas / (double)batch;
+  }
+  if (!st && rows != batch)
+    st = dpc_diag_fail(d, DPC_ERR_INVALID,
+                       "the replicas' shares add up to %lld samples, not the batch of %lld",
+                       (long long)rows, (long long)batch);
   for (uint32_t rep = 0; !st && rep < replicas; rep++) {
     b.val[rep] = malloc((replica->n_values ? replica->n_values : 1) * sizeof **b.val);
     b.node[rep] = malloc((replica->n_nodes ? replica->n_nodes : 1) * sizeof **b.node);
@@ -374,6 +432,8 @@ dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint
   free(b.node);
   free(b.devname);
   free(b.is_grad);
+  free(b.first);
+  free(b.scale);
   if (st) {
     dpc_graph_free(b.g);
     return st;

@@ -25,14 +25,15 @@ dpc_status dpc_plan_single(const dpc_graph *g, const char *device, bool training
 dpc_status dpc_plan_devices(const dpc_graph *g, const char *const *devs, uint32_t n, bool training,
                             dpc_plan **out, dpc_diag *d);
 
-/* The synchronous data-parallel training graph (partitioner/data_parallel.c): `replica` is the
- * training graph bound at the batch of one replica; the result holds `replicas` copies of it,
- * copy r placed on devices[r] (hybrid, mp > 1: the replica's own placement cpu:k goes to
- * devices[r * mp + k]) and reading rows [r b, (r + 1) b) of the global inputs of batch
- * `batch` = replicas x b, with every param's gradient and the loss all-reduced (mean) between
- * the copies (with reduce_grads; without, each copy steps on its own gradient, as local SGD
+/* The synchronous data-parallel training graph (partitioner/data_parallel.c): reps[r] is the
+ * training graph bound at replica r's share b_r of the batch (the same graph for every replica
+ * when the shares are equal); the result holds `replicas` copies, copy r placed on devices[r]
+ * (hybrid, mp > 1: the replica's own placement cpu:k goes to devices[r * mp + k]) and reading
+ * rows [b_0 + .. + b_{r-1}, + b_r) of the global inputs of batch `batch` = the sum of the
+ * shares, with every param's gradient and the loss all-reduced between the copies, each weighed
+ * by its share (with reduce_grads; without, each copy steps on its own gradient, as local SGD
  * does). Replica 0 keeps the graph's names; replica r's are NAME.replica<r>. */
-dpc_status dpc_data_parallel_graph(const dpc_graph *replica, int64_t batch, uint32_t replicas,
+dpc_status dpc_data_parallel_graph(const dpc_graph *const *reps, int64_t batch, uint32_t replicas,
                                    uint32_t mp, const char *const *devices, bool reduce_grads,
                                    dpc_graph **out, dpc_diag *d);
 

@@ -63,6 +63,7 @@ struct dpc_session {
   const dpc_kernel_fn *kernels;
   dpc_pool *pool; /* runs compiled kernels across the cores; NULL without them */
   double **prof;  /* per device, per step: seconds (dpc_session_profile); NULL when off */
+  double *busy;   /* per device: seconds computing, not waiting (dpc_session_busy) */
   /* several devices */
   dpc_pool **pools; /* per device: its cores */
   dpc_executor *ex; /* its runner threads */
@@ -176,7 +177,15 @@ void dpc_session_free(dpc_session *s) {
   free(s->gptrs);
   free(s->given);
   free(s->shared);
+  free(s->busy);
   free(s);
+}
+
+void dpc_session_busy(dpc_session *s, double *seconds, bool reset) {
+  for (uint32_t i = 0; i < s->plan->n_devs; i++) {
+    seconds[i] = s->busy[i];
+    if (reset) s->busy[i] = 0;
+  }
 }
 
 static dpc_status fill_sources(dpc_session *s, dpc_diag *d) {
@@ -362,6 +371,7 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   s->tensors = calloc(nv, sizeof *s->tensors);
   s->given = calloc(nv, sizeof *s->given);
   s->shared = calloc(nv, sizeof *s->shared);
+  s->busy = calloc(plan->n_devs ? plan->n_devs : 1, sizeof *s->busy);
   uint32_t total_args = 0;
   for (uint32_t i = 0; i < g->n_nodes; i++) total_args += g->nodes[i].n_in + g->nodes[i].n_out;
   s->targs = calloc(total_args ? total_args : 1, sizeof *s->targs);
@@ -371,7 +381,7 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   uint32_t n_gptrs = 0;
   dpc_status st = DPC_OK;
   if (!s->devs || !s->mem || !s->steps || !s->tensors || !s->given || !s->shared || !s->targs ||
-      !s->tptrs || !s->gptrs) {
+      !s->tptrs || !s->gptrs || !s->busy) {
     st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
     goto fail;
   }
@@ -673,8 +683,12 @@ static dpc_status run_steps(dpc_session *s, uint32_t dev, dpc_diag *d) {
     if (!st && o && after_comm && pd->steps[j].kind == DPC_STEP_SIGNAL)
       st = dpc_overlap_wait(o, posted, d);
     if (pd->steps[j].kind == DPC_STEP_KERNEL) after_comm = false;
+    /* computing, unlike waiting on a peer or in a collective: what sizes data-parallel shares */
+    bool work = pd->steps[j].kind != DPC_STEP_WAIT && !sa->comm && !sa->fused;
+    double w0 = work ? dpc_now_s() : 0;
     if (!st) st = run_step(s, dev, j, d);
     if (st) return st;
+    if (work) s->busy[dev] += dpc_now_s() - w0;
     if (timed) record(s, dev, j, t0);
   }
   /* the step ends with every collective done: the loss and the state are read after it */

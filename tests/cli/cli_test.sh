@@ -138,6 +138,14 @@ expect 0 "train with local SGD" -- "$dpc" train "$src/examples/fashion_mlp.graph
 expect 0 "train with accumulation" -- "$dpc" train "$src/examples/fashion_mlp.graph" --accumulate 2 --steps 3 --quiet
 expect 1 "plan with a batch that does not split" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:3 --batch 64
 contains "$work/err" "does not split evenly" "plan says why the batch does not fit"
+expect 0 "train data parallel with measured shares" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --shares auto --steps 3
+contains "$work/err" "data-parallel shares of a batch of 64: " "train says the shares it measured"
+expect 1 "train with shares that miss the batch" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --shares 40,20 --steps 1
+contains "$work/err" "adds up to 60 samples, not the batch of 64" "shares that miss the batch say by how much"
+expect 1 "train model parallel with shares" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --strategy model --shares 40,24 --steps 1
+contains "$work/err" "shares sizes synchronous data-parallel replicas" "shares are refused outside data parallel"
+expect 0 "bench data parallel with given shares" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --devices cpu:2 --batch 64 --shares 40,24 --steps 2 --warmup 1
+contains "$work/out" "shares:  40,24 samples" "bench prints the shares it ran"
 expect 0 "train data parallel with a trace" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --steps 3 --trace "$work/trace.json" --quiet
 contains "$work/trace.json" '"traceEvents"' "the trace is a Chrome trace"
 contains "$work/trace.json" '"name": "cpu:1"' "the trace has a track per device"

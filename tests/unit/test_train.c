@@ -11,6 +11,7 @@
 #include "passes/pass.h"
 #include "runtime/safetensors.h"
 #include "tests/unit/unit.h"
+#include "tools/dpc/driver.h"
 #include "tools/dpc/train.h"
 
 #include <stdlib.h>
@@ -243,12 +244,41 @@ static void cleanup_tmp(void) {
   rmdir(tmpdir);
 }
 
+/* Shares: split in proportion, multiples of the granule, the leftovers to the largest
+ * remainders; --shares parsed or refused with the reason. */
+static void shares_split_and_parse(void) {
+  uint32_t s[4];
+  double w[4] = {3, 1, 0, 0};
+  CHECK(dpc_driver_split_batch(256, 2, NULL, 1, s) && s[0] == 128 && s[1] == 128);
+  CHECK(dpc_driver_split_batch(256, 2, w, 8, s) && s[0] == 192 && s[1] == 64);
+  CHECK(dpc_driver_split_batch(10, 2, (double[]){20, 12}, 1, s) && s[0] == 6 && s[1] == 4);
+  CHECK(dpc_driver_split_batch(10, 4, (double[]){11, 9, 7, 5}, 1, s) && s[0] == 3 && s[1] == 3 &&
+        s[2] == 2 && s[3] == 2);
+  /* a device measured as no speed at all still gets the least share */
+  CHECK(dpc_driver_split_batch(64, 4, w, 4, s) && s[2] == 4 && s[3] == 4 && s[0] + s[1] == 56);
+  CHECK(!dpc_driver_split_batch(3, 4, NULL, 1, s));
+  dpc_diag d;
+  dpc_diag_init(&d);
+  bool even, measure;
+  CHECK(dpc_driver_parse_shares("144,112", 2, 256, s, &even, &measure, &d) == DPC_OK && !even &&
+        !measure && s[0] == 144 && s[1] == 112);
+  CHECK(dpc_driver_parse_shares("auto", 2, 256, s, &even, &measure, &d) == DPC_OK && measure);
+  CHECK(dpc_driver_parse_shares("even", 2, 256, s, &even, &measure, &d) == DPC_OK && even);
+  CHECK(dpc_driver_parse_shares("144,100", 2, 256, s, &even, &measure, &d) != DPC_OK &&
+        strstr(d.msg, "adds up to 244 samples, not the batch of 256"));
+  CHECK(dpc_driver_parse_shares("144", 2, 256, s, &even, &measure, &d) != DPC_OK &&
+        strstr(d.msg, "2 positive sample counts"));
+  CHECK(dpc_driver_parse_shares("256,0", 2, 256, s, &even, &measure, &d) != DPC_OK);
+  dpc_diag_free(&d);
+}
+
 /* Data parallel equals one device on the same global batches: the small model (with dropout,
  * Adam and a cosine schedule) for one epoch of 21 steps — 20 batches of 32, then 10, which splits
  * over 2 devices and runs on the first device alone over 4 — on cpu:2 and cpu:4, compiled and
- * on the reference kernels, and hybrid 2 x 2 (two replicas, each split by METIS over two
- * devices). Per-step losses within 1e-5, final params within 1e-5, and two runs
- * bit-identical. */
+ * on the reference kernels, hybrid 2 x 2 (two replicas, each split by METIS over two
+ * devices), and replicas given unequal shares (--shares: each weighed by its share; the tail
+ * batch then splits over every device too). Per-step losses within 1e-5, final params within
+ * 1e-5, and two runs bit-identical. */
 static void data_parallel_matches_one_device(void) {
   char xs[256], ys[256], data[600], save[4][256], logs[4][256];
   path_in(xs, sizeof xs, "dpx.npy");
@@ -269,8 +299,12 @@ static void data_parallel_matches_one_device(void) {
   static const struct {
     const char *devices;
     bool llvm;
-    uint32_t mp; /* hybrid: devices per replica */
-  } runs[] = {{"cpu:2", true, 0}, {"cpu:4", true, 0}, {"cpu:2", false, 0}, {"cpu:4", true, 2}};
+    uint32_t mp;        /* hybrid: devices per replica */
+    const char *shares; /* unequal shares (the tail batch of 10 in the same proportions) */
+  } runs[] = {{"cpu:2", true, 0, NULL},    {"cpu:4", true, 0, NULL},
+              {"cpu:2", false, 0, NULL},   {"cpu:4", true, 2, NULL},
+              {"cpu:2", true, 0, "20,12"}, {"cpu:4", true, 0, "11,9,7,5"},
+              {"cpu:2", false, 0, "9,23"}};
   for (size_t c = 0; c < sizeof runs / sizeof *runs; c++) {
     /* [0]: one device; [1], [2]: the devices, twice */
     for (int k = 0; k < 3; k++) {
@@ -281,6 +315,7 @@ static void data_parallel_matches_one_device(void) {
       o.devices = k ? runs[c].devices : NULL;
       o.strategy = k && runs[c].mp ? "hybrid" : NULL;
       o.mp = runs[c].mp;
+      o.shares = k ? runs[c].shares : NULL;
       o.save_path = save[k], o.log_path = logs[k];
       CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s: %s", runs[c].devices, d.msg);
     }
@@ -715,6 +750,7 @@ const unit_test unit_tests[] = {
     {"matches_pytorch", matches_pytorch},
     {"resume_is_bit_identical", resume_is_bit_identical},
     {"clear_errors", clear_errors},
+    {"shares_split_and_parse", shares_split_and_parse},
     {"data_parallel_matches_one_device", data_parallel_matches_one_device},
     {"stuck_device_fails_in_time", stuck_device_fails_in_time},
     {"model_parallel_matches_one_device", model_parallel_matches_one_device},

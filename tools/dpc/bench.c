@@ -149,12 +149,20 @@ static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uin
 dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_result *r,
                      dpc_diag *d) {
   memset(r, 0, sizeof *r);
-  if (!o->inference && src->obj.loss == DPC_NONE)
-    return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "the model has nothing to minimize: bench its forward pass with "
-                         "--inference");
-  if (o->batch < 1 || o->steps < 1)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "--batch and --steps must be at least 1");
+  if (o->shares_spec && o->devices && !o->model && !o->inference) {
+    uint32_t D = 1, shares[DPC_BENCH_DEVICES];
+    bool even = true, measure = false;
+    dpc_status st = dpc_driver_count_devices(o->devices, &D, d);
+    if (!st && D > DPC_BENCH_DEVICES)
+      st = dpc_diag_fail(d, DPC_ERR_INVALID, "--shares: at most %d devices", DPC_BENCH_DEVICES);
+    if (!st && D > 1)
+      st = dpc_driver_parse_shares(o->shares_spec, D, o->batch, shares, &even, &measure, d);
+    if (!st && measure) st = dpc_bench_measure_shares(src, o, D, shares, d);
+    if (st) return st;
+    dpc_bench_opts m = *o;
+    m.shares_spec = NULL, m.shares = D > 1 && !even ? shares : NULL;
+    return dpc_bench(src, &m, r, d);
+  }
   double t0 = dpc_now_s();
   dpc_graph *g = dpc_graph_clone(src);
   double *times = calloc(o->steps, sizeof *times);
@@ -175,16 +183,23 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   if (!st) st = dpc_passes_run(g, &po, d);
   uint32_t D = 1;
   if (!st && o->devices) st = dpc_driver_count_devices(o->devices, &D, d);
-  if (!st && D > 1 && !o->model && (!po.training || o->batch % D))
+  bool dp = D > 1 && !o->model;
+  if (!st && dp && !po.training)
+    st = dpc_diag_fail(d, DPC_ERR_INVALID, "--devices %s: data parallel is for training",
+                       o->devices);
+  if (!st && dp && !o->shares && o->batch % D)
     st = dpc_diag_fail(d, DPC_ERR_INVALID,
-                       "--devices %s: data parallel is for training, with a batch that splits "
-                       "evenly (%u is not a multiple of %u)",
+                       "--devices %s: a batch of %u does not split evenly over %u devices (give "
+                       "--shares)",
                        o->devices, o->batch, D);
-  dpc_driver_strategy ds = {o->model ? 1 : D, o->model ? D : 1, o->accumulate,
-                            o->model ? o->pipeline : DPC_SCHEDULE_NONE, false};
-  if (!st)
-    st = dpc_driver_plan_share(g, o->batch, o->model ? o->batch : o->batch / D, &ds, po.training,
-                               &plan, d);
+  dpc_driver_strategy ds = {o->model ? 1 : D,
+                            o->model ? D : 1,
+                            o->accumulate,
+                            o->model ? o->pipeline : DPC_SCHEDULE_NONE,
+                            false,
+                            dp ? o->shares : NULL};
+  uint32_t first = o->model ? o->batch : dp && o->shares ? o->shares[0] : o->batch / D;
+  if (!st) st = dpc_driver_plan_share(g, o->batch, first, &ds, po.training, &plan, d);
   if (!st && o->exec.llvm) {
     native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);
     st = native ? dpc_cpu_backend_new(&o->exec.cpu, &cpu, d)
@@ -206,11 +221,20 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     }
     fill_inputs(plan->g, s);
   }
+  double busy[DPC_BENCH_DEVICES];
   for (uint32_t i = 0; !st && i < o->warmup + o->steps; i++) {
+    if (i == o->warmup) dpc_session_busy(s, busy, true);
     double a = dpc_now_s();
     st = dpc_session_run(s, d);
     if (i >= o->warmup) times[i - o->warmup] = dpc_now_s() - a;
   }
+  if (!st && plan->n_devs <= DPC_BENCH_DEVICES) {
+    dpc_session_busy(s, busy, false);
+    r->n_devices = plan->n_devs;
+    for (uint32_t k = 0; k < plan->n_devs; k++) r->busy_ms[k] = busy[k] * 1e3 / o->steps;
+  }
+  for (uint32_t k = 0; dp && k < D && k < DPC_BENCH_DEVICES; k++)
+    r->shares[k] = o->shares ? o->shares[k] : o->batch / D, r->n_shares = k + 1;
   if (!st && o->profile) st = profile(s, plan, o->steps, o->threads, o->devices, o->collect, r, d);
   if (!st) {
     qsort(times, o->steps, sizeof *times, cmp_double);
@@ -225,6 +249,41 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   dpc_plan_free(plan);
   free(times);
   dpc_graph_free(g);
+  return st;
+}
+
+dpc_status dpc_bench_measure_shares(const dpc_graph *g, const dpc_bench_opts *o, uint32_t R,
+                                    uint32_t *shares, dpc_diag *d) {
+  if (R < 2 || R > DPC_BENCH_DEVICES)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "--shares auto measures 2 to %d devices, not %u",
+                         DPC_BENCH_DEVICES, R);
+  uint32_t K = o->accumulate > 1 ? o->accumulate : 1;
+  if (!dpc_driver_split_batch(o->batch, R, NULL, K, shares) || o->batch % K)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "--shares auto: a batch of %u cannot give %u devices %u samples each",
+                         o->batch, R, K);
+  /* shares in steps of 8 samples where the batch allows: rows the GEMM tiles like, and fewer
+   * distinct shapes for the kernel cache to compile */
+  uint32_t G = o->batch % (8 * K) == 0 && o->batch >= 8 * K * R ? 8 * K : K;
+  dpc_bench_opts p = *o;
+  p.shares_spec = NULL, p.profile = false, p.collect = NULL;
+  p.warmup = 3, p.steps = 12;
+  dpc_bench_result *r = calloc(1, sizeof *r);
+  dpc_status st = r ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  /* round 1 from equal shares, round 2 from round 1's: a device's time has a part the share does
+   * not change (its optimizer step), which the first, proportional guess leaves out */
+  for (int round = 0; !st && round < 2; round++) {
+    uint32_t cur[DPC_BENCH_DEVICES];
+    memcpy(cur, shares, R * sizeof *cur);
+    p.shares = cur;
+    st = dpc_bench(g, &p, r, d);
+    if (st) break;
+    double speed[DPC_BENCH_DEVICES];
+    for (uint32_t k = 0; k < R; k++) speed[k] = r->busy_ms[k] > 0 ? cur[k] / r->busy_ms[k] : 0;
+    if (!dpc_driver_split_batch(o->batch, R, speed, G, shares))
+      st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "cannot split a batch of %u", o->batch);
+  }
+  free(r);
   return st;
 }
 

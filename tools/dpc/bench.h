@@ -25,7 +25,12 @@ typedef struct dpc_bench_opts {
   uint32_t accumulate; /* training: micro-batches per device's share (0, 1: none) */
   dpc_pipeline_schedule pipeline; /* with model: the micro-batches as a pipeline, this order */
   dpc_cost_profile *collect;      /* with profile (one device): every kernel's times added here */
+  /* data parallel: --shares (even, auto or a list; NULL: even), or the shares themselves */
+  const char *shares_spec;
+  const uint32_t *shares;
 } dpc_bench_opts;
+
+#define DPC_BENCH_DEVICES 16
 
 /* One kernel of the profile: what it computes and its time per step. */
 typedef struct dpc_bench_kernel {
@@ -49,9 +54,22 @@ typedef struct dpc_bench_result {
   uint32_t n_top, n_kernels;
   double profiled_ms, predicted_ms;
   double gflops, mem_gbs; /* the calibrated speed the prediction used */
+  /* each device's time computing (not waiting) per step, the median step's share of it, and
+   * the replicas' shares of the batch it ran with (data parallel; the first 16 devices) */
+  double busy_ms[DPC_BENCH_DEVICES];
+  uint32_t shares[DPC_BENCH_DEVICES];
+  uint32_t n_devices, n_shares;
 } dpc_bench_result;
 
 dpc_status dpc_bench(const dpc_graph *g, const dpc_bench_opts *o, dpc_bench_result *r, dpc_diag *d);
+
+/* Data-parallel shares sized to the devices: run the step a few times with equal shares, then
+ * with shares in proportion to each device's samples per second computing, then once more to
+ * correct for work that does not scale with the share (the optimizer); shares[0 .. R) gets
+ * them (R devices of o->devices, each share a multiple of o->accumulate, and of 8 of them when
+ * the batch allows). */
+dpc_status dpc_bench_measure_shares(const dpc_graph *g, const dpc_bench_opts *o, uint32_t R,
+                                    uint32_t *shares, dpc_diag *d);
 
 /* The cost model's correction for model g's training step at `batch` on this machine: a few
  * steps on one core with every kernel timed, each kernel's measured time over the cost

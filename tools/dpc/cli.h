@@ -29,6 +29,14 @@ typedef struct cli_opt {
         "none (ONNX); the labels become a new input"                                               \
   }
 
+/* --shares, shared by train and bench (dpc_driver_parse_shares) */
+#define CLI_OPT_SHARES                                                                             \
+  {                                                                                                \
+    "shares", true, false,                                                                         \
+        "data parallel: each device's samples of the batch: even (default), auto (measured: "      \
+        "faster devices take more) or a list like 144,112"                                         \
+  }
+
 #define CLI_MAX_VALUES 256
 #define CLI_MAX_OPTS   64 /* options one command may have */
 

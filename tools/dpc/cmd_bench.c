@@ -25,6 +25,7 @@ static const cli_opt bench_opts[] = {
      "(the devices as stages, --accumulate K micro-batches)"},
     {"schedule", true, false, "with --strategy pipeline: gpipe or 1f1b (default)"},
     {"accumulate", true, false, "K: each device's share of the batch in K micro-batches"},
+    CLI_OPT_SHARES,
     {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
 };
 #define NBENCH (int)(sizeof bench_opts / sizeof *bench_opts)
@@ -62,6 +63,7 @@ int dpc_cmd_bench(int argc, char **argv) {
   o.inference = cli_get(bench_opts, NBENCH, &p, "inference") != NULL;
   o.profile = cli_get(bench_opts, NBENCH, &p, "profile") != NULL;
   o.devices = cli_get(bench_opts, NBENCH, &p, "devices");
+  o.shares_spec = cli_get(bench_opts, NBENCH, &p, "shares");
   const char *strategy = cli_get(bench_opts, NBENCH, &p, "strategy");
   if (strategy && strcmp(strategy, "data") && strcmp(strategy, "model") &&
       strcmp(strategy, "pipeline"))
@@ -111,6 +113,13 @@ int dpc_cmd_bench(int argc, char **argv) {
       printf("  step:    median %.3f ms, fastest %.3f ms, 90th percentile %.3f ms (%u steps)\n",
              r.median_s * 1e3, r.min_s * 1e3, r.p90_s * 1e3, o.steps);
       printf("  %.0f samples/s\n", r.samples_per_s);
+      if (r.n_shares) {
+        printf("  shares:  ");
+        for (uint32_t k = 0; k < r.n_shares; k++) printf("%s%u", k ? "," : "", r.shares[k]);
+        printf(" samples; computing per step:");
+        for (uint32_t k = 0; k < r.n_devices; k++) printf(" cpu:%u %.3f ms", k, r.busy_ms[k]);
+        printf("\n");
+      }
       if (o.profile) {
         printf("  profile: %u kernels, %.3f ms a step in all (mean of %u more steps); the cost "
                "model predicts %.3f ms\n"

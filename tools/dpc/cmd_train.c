@@ -46,6 +46,7 @@ static const cli_opt train_opts[] = {
     {"threads", true, false, "threads for compiled kernels (default: one per core)"},
     {"devices", true, false,
      "cpu (default), or cpu:N / numa: synchronous data parallel over those devices"},
+    CLI_OPT_SHARES,
     {"strategy", true, false,
      "with several devices: data (default), model (the graph's @ cpu:K placement, else METIS's), "
      "hybrid (data-parallel replicas of --mp devices each) or pipeline (--stages, --microbatches, "
@@ -202,6 +203,7 @@ int dpc_cmd_train(int argc, char **argv) {
   o.threads = (uint32_t)(threads > 1024 ? 1024 : threads);
   o.devices = cli_get(train_opts, NTRAIN, &p, "devices");
   o.strategy = cli_get(train_opts, NTRAIN, &p, "strategy");
+  o.shares = cli_get(train_opts, NTRAIN, &p, "shares");
   const char *mem = cli_get(train_opts, NTRAIN, &p, "device-memory");
   if (mem && !dpc_driver_parse_size(mem, &o.device_memory))
     return cli_usage_error("train", "--device-memory expects a size such as 512M or 2G, got '%s'",

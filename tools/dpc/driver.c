@@ -242,6 +242,92 @@ dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d) 
   return st;
 }
 
+/* A replica's graph for a share other than the first replica's: `bound` (bound at the first
+ * replica's micro-batch) with its batch symbols (those bound to that micro-batch) rebound to
+ * `rows`, then accumulated over K micro-batches. */
+static dpc_status rebind_share(const dpc_graph *bound, int64_t rows, uint32_t K, dpc_graph **out,
+                               dpc_diag *d) {
+  *out = NULL;
+  int64_t base = -1;
+  for (uint32_t i = 0; i < bound->n_nodes && base < 0; i++)
+    if (bound->nodes[i].op == DPC_OP_INPUT && bound->values[bound->nodes[i].out].shape.rank)
+      base = bound->values[bound->nodes[i].out].shape.d[0];
+  dpc_graph *g = dpc_graph_clone(bound);
+  int64_t *vals = calloc(bound->n_syms ? bound->n_syms : 1, sizeof *vals);
+  dpc_status st = g && vals ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t k = 0; !st && k < g->n_syms; k++)
+    vals[k] = g->sym_vals[k] == base ? rows : g->sym_vals[k];
+  if (!st) st = dpc_graph_bind(g, vals, d);
+  free(vals);
+  if (!st && K > 1) {
+    dpc_graph *acc = NULL;
+    st = dpc_accumulate_graph(g, K, &acc, d);
+    dpc_graph_free(g);
+    g = acc;
+  }
+  if (st) {
+    dpc_graph_free(g);
+    return st;
+  }
+  *out = g;
+  return DPC_OK;
+}
+
+bool dpc_driver_split_batch(uint32_t n, uint32_t R, const double *weights, uint32_t K,
+                            uint32_t *shares) {
+  if (R == 0 || K == 0 || (uint64_t)R * K > n) return false;
+  uint32_t units = n / K, left = units;
+  double total = 0, rem[256];
+  if (R > 256) return false;
+  for (uint32_t r = 0; r < R; r++) total += weights ? weights[r] : 1;
+  for (uint32_t r = 0; r < R; r++) {
+    double want = total > 0 ? units * (weights ? weights[r] : 1) / total : (double)units / R;
+    uint32_t u = want < 1 ? 1 : (uint32_t)want;
+    if (u > left - (R - 1 - r)) u = left - (R - 1 - r); /* leave one unit for each after */
+    shares[r] = u, left -= u, rem[r] = want - u;
+  }
+  /* the leftovers, one unit at a time, to the largest remainders */
+  while (left) {
+    uint32_t best = 0;
+    for (uint32_t r = 1; r < R; r++)
+      if (rem[r] > rem[best]) best = r;
+    shares[best]++, rem[best] -= 1, left--;
+  }
+  for (uint32_t r = 0; r < R; r++) shares[r] *= K;
+  shares[R - 1] += n - units * K; /* what K does not divide: only a tail batch has it */
+  return true;
+}
+
+dpc_status dpc_driver_parse_shares(const char *spec, uint32_t R, uint32_t batch, uint32_t *shares,
+                                   bool *even, bool *auto_, dpc_diag *d) {
+  *even = *auto_ = false;
+  if (!spec || !strcmp(spec, "even")) {
+    *even = true;
+    return DPC_OK;
+  }
+  if (!strcmp(spec, "auto")) {
+    *auto_ = true;
+    return DPC_OK;
+  }
+  const char *p = spec;
+  uint64_t sum = 0;
+  for (uint32_t r = 0; r < R; r++) {
+    char *end = NULL;
+    unsigned long v = strtoul(p, &end, 10);
+    if (end == p || v == 0 || v > UINT32_MAX || (r + 1 < R ? *end != ',' : *end != '\0'))
+      return dpc_diag_fail(d, DPC_ERR_INVALID,
+                           "--shares '%s': give even, auto, or %u positive sample counts "
+                           "separated by commas, one per data-parallel replica",
+                           spec, R);
+    shares[r] = (uint32_t)v, sum += v, p = end + 1;
+  }
+  if (sum != batch)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "--shares '%s' adds up to %llu samples, not the batch of %u", spec,
+                         (unsigned long long)sum, batch);
+  return DPC_OK;
+}
+
 dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driver_strategy *s,
                            bool training, dpc_plan **out, dpc_diag *d) {
   uint32_t replicas = s->replicas ? s->replicas : 1, mp = s->mp, accumulate = s->accumulate;
@@ -254,6 +340,8 @@ dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driv
   dpc_driver_device_names(replicas * mp, &dn);
   dpc_graph *acc = NULL;
   dpc_status st = DPC_OK;
+  const dpc_graph *unacc = bound;
+  uint32_t K = training && accumulate > 1 ? accumulate : 1;
   if (training && accumulate > 1) {
     st = dpc_accumulate_graph(bound, accumulate, &acc, d);
     if (st) return st;
@@ -262,10 +350,22 @@ dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driv
   if (replicas < 2) {
     st = dpc_plan_devices(bound, dn.ptr, mp, training, out, d);
   } else {
+    const dpc_graph **reps = calloc(replicas, sizeof *reps);
+    dpc_graph **own = calloc(replicas, sizeof *own);
+    if (!reps || !own) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    for (uint32_t r = 0; !st && r < replicas; r++) {
+      reps[r] = bound;
+      if (s->shares && s->shares[r] != s->shares[0])
+        st = rebind_share(unacc, s->shares[r] / K, K, &own[r], d);
+      if (!st && own[r]) reps[r] = own[r];
+    }
     dpc_graph *dp = NULL;
-    st = dpc_data_parallel_graph(bound, batch, replicas, mp, dn.ptr, !s->local, &dp, d);
+    if (!st) st = dpc_data_parallel_graph(reps, batch, replicas, mp, dn.ptr, !s->local, &dp, d);
     if (!st) st = dpc_plan_devices(dp, dn.ptr, replicas * mp, true, out, d);
     dpc_graph_free(dp);
+    for (uint32_t r = 0; own && r < replicas; r++) dpc_graph_free(own[r]);
+    free(own);
+    free((void *)reps);
   }
   bool micro = acc != NULL;
   dpc_graph_free(acc);

@@ -48,9 +48,21 @@ typedef struct dpc_driver_strategy {
   uint32_t replicas, mp, accumulate;
   dpc_pipeline_schedule schedule;
   bool local; /* replicas keep their own gradients (local SGD averages params instead) */
+  /* each data-parallel replica's samples of the batch, summing to it (NULL: equal shares) */
+  const uint32_t *shares;
 } dpc_driver_strategy;
 dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driver_strategy *s,
                            bool training, dpc_plan **out, dpc_diag *d);
+
+/* Split n samples over R replicas in proportion to weights (NULL: equally), each share a
+ * multiple of K and at least K, the rounding's leftovers to the largest remainders (the first
+ * replicas on ties). False when n cannot give every replica K samples. */
+bool dpc_driver_split_batch(uint32_t n, uint32_t R, const double *weights, uint32_t K,
+                            uint32_t *shares);
+/* --shares: "even", "auto" or a list "144,112" of R shares summing to batch. *auto_ is set for
+ * auto (shares untouched, measured later); an error names what is wrong. */
+dpc_status dpc_driver_parse_shares(const char *spec, uint32_t R, uint32_t batch, uint32_t *shares,
+                                   bool *even, bool *auto_, dpc_diag *d);
 
 /* Bind g (after its passes, its symbols free) so each micro-batch of each replica's share of
  * `share` samples has share / s->accumulate rows, then dpc_driver_plan. An accumulation that

@@ -6,6 +6,7 @@
 #include "tools/dpc/train_internal.h"
 
 #include "runtime/topology.h"
+#include "tools/dpc/bench.h"
 
 #include "partitioner/partitioner.h"
 #include "runtime/data.h"
@@ -155,6 +156,24 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   /* accumulation splits each replica's share; a share that does not split runs whole */
   uint32_t K =
       training && t->o->accumulate > 1 && per % t->o->accumulate == 0 ? t->o->accumulate : 1;
+  /* --shares: a full batch splits as given; any other in the same proportions */
+  uint32_t *shares = NULL;
+  if (training && t->shares && !model && !hybrid) {
+    double w[256];
+    for (uint32_t k = 0; k < R; k++) w[k] = t->shares[k];
+    shares = calloc(R, sizeof *shares);
+    if (!shares)
+      st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    else if (n == t->batch)
+      memcpy(shares, t->shares, R * sizeof *shares);
+    parallel = !st && (n == t->batch || dpc_driver_split_batch(n, R, w, 1, shares));
+    bool splits = t->o->accumulate > 1;
+    for (uint32_t k = 0; parallel && splits && k < R; k++)
+      splits = shares[k] % t->o->accumulate == 0;
+    K = splits ? t->o->accumulate : 1;
+    per = parallel ? shares[0] : n;
+    if (!parallel) free(shares), shares = NULL;
+  }
   for (uint32_t k = 0; !st && k < g->n_syms; k++)
     vals[k] = k == t->batch_sym ? (int64_t)(per / K) : -1;
   if (!st) st = dpc_graph_bind(g, vals, d);
@@ -162,8 +181,9 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   if (!st)
     st = dpc_driver_plan(g, n,
                          &(dpc_driver_strategy){parallel ? R : 1, model ? D : mp, K, t->o->pipeline,
-                                                t->o->local_sgd > 0},
+                                                t->o->local_sgd > 0, shares},
                          training, &r->plan, d);
+  free(shares);
   r->parallel = parallel;
   if (!st) st = dpc_driver_check_memory(r->plan, t->o->device_memory, d);
   if (!st) st = dpc_train_compile(t, r, d);
@@ -378,6 +398,7 @@ static void trainer_free(trainer *t) {
   dpc_artifact_close(t->art);
   dpc_cpu_backend_free(t->cpu);
   dpc_graph_free(t->model);
+  free(t->shares);
   dpc_graph_free(t->train_g);
   dpc_graph_free(t->eval_g);
   dpc_dataset_close(t->train_ds);
@@ -387,6 +408,42 @@ static void trainer_free(trainer *t) {
 }
 
 /* The model through the training and evaluation pipelines, planned and compiled. */
+/* --shares: the replicas' shares of a full batch, given or measured (synchronous data parallel
+ * over single devices only: hybrid and pipeline replicas, local SGD and the parameter server
+ * keep equal shares). */
+static dpc_status pick_shares(trainer *t, dpc_diag *d) {
+  const dpc_train_opts *o = t->o;
+  if (!o->shares || !strcmp(o->shares, "even")) return DPC_OK;
+  if (t->replicas < 2 || t->replicas > 16 || (o->strategy && strcmp(o->strategy, "data")) ||
+      o->async || o->local_sgd || t->art)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "--shares sizes synchronous data-parallel replicas: --devices cpu:N "
+                         "(2 to 16 devices) with --strategy data, without --sync async, "
+                         "--local-sgd or a compiled artifact");
+  if (!(t->shares = calloc(t->replicas, sizeof *t->shares)))
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  bool even = false, measure = false;
+  dpc_status st =
+      dpc_driver_parse_shares(o->shares, t->replicas, t->batch, t->shares, &even, &measure, d);
+  if (!st && measure) {
+    if (o->on_start) o->on_start(o->user, "measuring the devices for --shares auto");
+    dpc_bench_opts bo = {.batch = t->batch,
+                         .threads = o->threads,
+                         .exec = o->exec,
+                         .devices = o->devices,
+                         .accumulate = o->accumulate};
+    st = dpc_bench_measure_shares(t->model, &bo, t->replicas, t->shares, d);
+  }
+  if (!st && o->on_start) {
+    char msg[256];
+    int at = snprintf(msg, sizeof msg, "data-parallel shares of a batch of %u:", t->batch);
+    for (uint32_t k = 0; k < t->replicas && at > 0 && (size_t)at < sizeof msg; k++)
+      at += snprintf(msg + at, sizeof msg - (size_t)at, "%s%u", k ? "," : " ", t->shares[k]);
+    o->on_start(o->user, msg);
+  }
+  return st;
+}
+
 static dpc_status compile_graph(trainer *t, dpc_diag *d) {
   const dpc_train_opts *o = t->o;
   dpc_status st;
@@ -411,6 +468,7 @@ static dpc_status compile_graph(trainer *t, dpc_diag *d) {
     if (o->on_start) o->on_start(o->user, "compiling kernels with LLVM");
     if ((st = dpc_cpu_backend_new(&o->exec.cpu, &t->cpu, d))) return st;
   }
+  if ((st = pick_shares(t, d))) return st;
   uint64_t tn = dpc_dataset_size(t->train_ds);
   uint32_t first = (uint32_t)(tn < t->batch ? tn : t->batch);
   if (o->async ? (st = dpc_train_async_open(t, d))

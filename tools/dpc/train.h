@@ -70,6 +70,9 @@ typedef struct dpc_train_opts {
    * replicas of `mp` devices each, the model split over them) */
   const char *strategy;
   uint32_t mp;
+  /* --shares (data parallel): each replica's samples of a batch: "even" (NULL), "auto" (measured
+   * before training: faster devices take more) or a list summing to --batch, e.g. "144,112" */
+  const char *shares;
   /* micro-batches each replica's share of a batch is split into, their gradients averaged
    * before one optimizer step (1: none); a batch that does not split runs whole */
   uint32_t accumulate;

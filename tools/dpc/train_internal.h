@@ -32,6 +32,7 @@ typedef struct trainer {
   dpc_graph *eval_g;  /* after the inference passes; outputs: the model's first, then the loss */
   char x_name[256], y_name[256], loss_name[256];
   uint32_t batch_sym;
+  uint32_t *shares;  /* --shares: each replica's samples of a full batch; NULL: even */
   uint32_t batch;    /* samples per step: --batch, or the artifact's */
   dpc_artifact *art; /* opts.artifact, opened; NULL when training a graph */
   dpc_dataset *train_ds, *test_ds;
