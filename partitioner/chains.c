@@ -9,7 +9,9 @@
  * traffic), but moving a branch can. A chain is a run of nodes each of which is the only reader
  * of the one before and reads nothing else computed (a branch, a layer's matmul, add and relu);
  * each chain is tried on every other device, the result repaired so values still flow one way,
- * and kept when the score drops by over 0.5%.
+ * and kept when the placement is better (dpc_place_better). When no single move gains, pairs of
+ * chains on different devices trade places: moving a branch onto the device of the head that reads
+ * it, and the head onto the stem's, can gain where either move alone does not.
  */
 #include "partitioner/partitioner.h"
 
@@ -31,9 +33,52 @@ static uint32_t computed_inputs(const dpc_graph *g, uint32_t i, uint32_t *last) 
 
 enum { MAX_SWEEPS = 8 };
 
+typedef struct mover {
+  const dpc_graph *g;
+  const dpc_repair_in *in;
+  int32_t *part; /* the placement kept */
+  dpc_place_trial_fn trial;
+  void *ctx;
+  dpc_place_report *rep;
+  int32_t *t;            /* the trial placement */
+  const uint32_t *chain; /* head of each node's chain */
+  uint32_t *moves;
+} mover;
+
+/* Put chain h on device `to` in the trial placement; false when nothing moves. */
+static bool place_chain(mover *m, uint32_t h, uint32_t to) {
+  bool any = false;
+  for (uint32_t i = h; i < m->g->n_nodes; i++)
+    if (m->chain[i] == h && !m->in->fixed[i] && m->t[i] != (int32_t)to)
+      m->t[i] = (int32_t)to, any = true;
+  return any;
+}
+
+/* Repair and score the trial placement; keep it when it is better (dpc_place_better). */
+static dpc_status try_trial(mover *m, bool *improved, dpc_diag *d) {
+  dpc_place_report r = {0};
+  double s = 0, busiest = 0;
+  dpc_status st = dpc_place_repair(m->g, m->in, m->t, &r, d);
+  if (!st) st = m->trial(m->ctx, m->t, &s, &busiest, d);
+  if (!st && dpc_place_better(s, busiest, m->rep->score, m->rep->busiest)) {
+    memcpy(m->part, m->t, m->g->n_nodes * sizeof *m->t);
+    r.score = s, r.busiest = busiest, r.cut_kib = m->rep->cut_kib;
+    *m->rep = r;
+    *improved = true;
+    (*m->moves)++;
+  }
+  return st;
+}
+
+bool dpc_place_better(double a_score, double a_busiest, double b_score, double b_busiest) {
+  if (a_score < b_score * 0.995) return true;
+  return a_busiest > 0 && b_busiest > 0 && a_score < b_score * 1.005 &&
+         a_busiest < b_busiest * 0.95;
+}
+
 dpc_status dpc_place_move_chains(const dpc_graph *g, const dpc_repair_in *in, int32_t *part,
-                                 double *score, dpc_place_trial_fn trial, void *ctx,
-                                 dpc_place_report *rep, dpc_diag *d) {
+                                 dpc_place_trial_fn trial, void *ctx, dpc_place_report *rep,
+                                 dpc_diag *d) {
   uint32_t n = g->n_nodes, P = in->n_parts;
   uint32_t *readers = calloc(n ? n : 1, sizeof *readers), *chain = calloc(n ? n : 1, sizeof *chain);
   int32_t *t = malloc((n ? n : 1) * sizeof *t);
@@ -64,28 +109,25 @@ dpc_status dpc_place_move_chains(const dpc_graph *g, const dpc_repair_in *in, in
   /* a trial keeps its move: refinement would move the chain back to save its bytes */
   dpc_repair_in order_only = *in;
   order_only.memory_only = true;
+  mover mv = {g, &order_only, part, trial, ctx, rep, t, chain, &moves};
   for (uint32_t sweep = 0; !st && sweep < MAX_SWEEPS; sweep++) {
     bool improved = false;
     for (uint32_t h = 0; !st && h < n; h++) {
       if (chain[h] != h) continue;
       for (uint32_t to = 0; !st && to < P; to++) {
-        bool any = false;
         memcpy(t, part, n * sizeof *t);
-        for (uint32_t i = h; i < n; i++)
-          if (chain[i] == h && !in->fixed[i] && t[i] != (int32_t)to) t[i] = (int32_t)to, any = true;
-        if (!any) continue;
-        dpc_place_report r = {0};
-        double s = 0;
-        st = dpc_place_repair(g, &order_only, t, &r, d);
-        if (!st) st = trial(ctx, t, &s, d);
-        if (!st && s < *score * 0.995) {
-          memcpy(part, t, n * sizeof *t);
-          *score = s;
-          r.score = s, r.cut_kib = rep->cut_kib;
-          *rep = r;
-          improved = true;
-          moves++;
-        }
+        if (place_chain(&mv, h, to)) st = try_trial(&mv, &improved, d);
+      }
+    }
+    /* two chains trading devices: a light branch for the head beside the stem, say, where
+     * either move alone gains nothing (each device would do both for a while) */
+    for (uint32_t h = 0; !st && !improved && h < n; h++) {
+      if (chain[h] != h) continue;
+      for (uint32_t k = h + 1; !st && k < n; k++) {
+        if (chain[k] != k || part[h] == part[k]) continue;
+        memcpy(t, part, n * sizeof *t);
+        bool a = place_chain(&mv, h, (uint32_t)part[k]), b = place_chain(&mv, k, (uint32_t)part[h]);
+        if (a && b) st = try_trial(&mv, &improved, d);
       }
     }
     if (!improved) break;

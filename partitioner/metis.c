@@ -191,12 +191,12 @@ enum { SEEDS = 3, CANDIDATES = 4 * SEEDS };
 /* The candidate's score: the model with the placement part applied, scored by o->score. */
 static dpc_status score_candidate(const dpc_graph *model, const uint32_t *dev_id,
                                   const int32_t *part, const dpc_place_opts *o, double *score,
-                                  dpc_diag *d) {
+                                  double *busiest, dpc_diag *d) {
   dpc_graph *c = dpc_graph_clone(model);
   if (!c) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory placing the graph");
   for (uint32_t i = 0; i < c->n_nodes; i++)
     if (c->nodes[i].device == DPC_NONE) c->nodes[i].device = dev_id[part[i]];
-  *score = o->score(o->score_ctx, c, d);
+  *score = o->score(o->score_ctx, c, busiest, d);
   dpc_graph_free(c);
   return *score < 0 ? (d->status ? d->status : DPC_ERR_INTERNAL) : DPC_OK;
 }
@@ -207,9 +207,10 @@ typedef struct trial_ctx {
   const dpc_place_opts *o;
 } trial_ctx;
 
-static dpc_status trial_score(void *ctx, const int32_t *part, double *score, dpc_diag *d) {
+static dpc_status trial_score(void *ctx, const int32_t *part, double *score, double *busiest,
+                              dpc_diag *d) {
   trial_ctx *t = ctx;
-  return score_candidate(t->model, t->dev_id, part, t->o, score, d);
+  return score_candidate(t->model, t->dev_id, part, t->o, score, busiest, d);
 }
 
 dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *devices, uint32_t n,
@@ -282,10 +283,11 @@ dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *d
     }
     dpc_repair_in in = {n, false, comp, mem, fixed, target, mem_limit};
     if (!st && n > 1) st = dpc_place_repair(g, &in, p32, &rep, d);
-    if (!st && o->score) st = score_candidate(model, dev_id, p32, o, &rep.score, d);
-    bool wins = o->score ? rep.score < best_rep.score ||
-                               (rep.score == best_rep.score && rep.cut_bytes < best_rep.cut_bytes)
-                         : better(&rep, &best_rep);
+    if (!st && o->score) st = score_candidate(model, dev_id, p32, o, &rep.score, &rep.busiest, d);
+    bool wins = o->score
+                    ? dpc_place_better(rep.score, rep.busiest, best_rep.score, best_rep.busiest) ||
+                          (rep.score == best_rep.score && rep.cut_bytes < best_rep.cut_bytes)
+                    : better(&rep, &best_rep);
     if (!st && (cand == 0 || wins)) {
       best_rep = rep;
       memcpy(best, p32, g->n_nodes * sizeof *best);
@@ -294,7 +296,7 @@ dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *d
   if (!st && o->score && n > 1) {
     trial_ctx tc = {model, dev_id, o};
     dpc_repair_in in = {n, false, comp, mem, fixed, target, mem_limit};
-    st = dpc_place_move_chains(g, &in, best, &best_rep.score, trial_score, &tc, &best_rep, d);
+    st = dpc_place_move_chains(g, &in, best, trial_score, &tc, &best_rep, d);
   }
   for (uint32_t i = 0; !st && i < model->n_nodes; i++) {
     dpc_node *nd = &model->nodes[i];

@@ -48,7 +48,8 @@ typedef struct dpc_place_report {
   double flops[16];
   double memory[16];
   double compute_ratio, over_limit;
-  double score; /* the chosen candidate's score (dpc_place_opts), 0 without one */
+  double score;   /* the chosen candidate's score (dpc_place_opts), 0 without one */
+  double busiest; /* and its busiest device's compute (seconds; 0: not known) */
   uint32_t moved_for_order, chain_moves;
   bool order_kept;
 } dpc_place_report;
@@ -70,21 +71,31 @@ typedef struct dpc_repair_in {
 dpc_status dpc_place_repair(const dpc_graph *g, const dpc_repair_in *in, int32_t *part,
                             dpc_place_report *out, dpc_diag *d);
 
-/* Scores placement part[node] of the bound graph: lower is better. */
+/* Scores placement part[node] of the bound graph: lower is better; *busiest gets the busiest
+ * device's compute (0 when it does not count, as for a placement over a memory limit). */
 typedef dpc_status (*dpc_place_trial_fn)(void *ctx, const int32_t *part, double *score,
-                                         dpc_diag *d);
+                                         double *busiest, dpc_diag *d);
 
-/* Improve placement `part` (scored *score by `trial`) by moving whole chains of nodes (runs in
- * which each node is the only reader of the one before, such as a branch) to other parts, each
- * trial repaired (dpc_place_repair) and kept when its score is lower by over 0.5%
- * (partitioner/chains.c). rep gets the repair report of the result and the moves kept. */
+/* Placement a (score, busiest device) beats b: a score lower by over 0.5%, or one within 0.5%
+ * whose busiest device computes less by over 5%. The simulator's step is good to 15-20%, not
+ * to half a percent: within that, the placement that piles less on one device is the safer
+ * (a kernel it underestimates hurts it less) and the better pipelined (throughput is bounded
+ * by the busiest stage). */
+bool dpc_place_better(double a_score, double a_busiest, double b_score, double b_busiest);
+
+/* Improve placement `part` (scored rep->score and rep->busiest by `trial`) by moving whole
+ * chains of nodes (runs in which each node is the only reader of the one before, such as a
+ * branch) to other parts, each trial repaired (dpc_place_repair) and kept when it is better
+ * (dpc_place_better) (partitioner/chains.c). rep gets the repair report and score of the result
+ * and the moves kept. */
 dpc_status dpc_place_move_chains(const dpc_graph *g, const dpc_repair_in *in, int32_t *part,
-                                 double *score, dpc_place_trial_fn trial, void *ctx,
-                                 dpc_place_report *rep, dpc_diag *d);
+                                 dpc_place_trial_fn trial, void *ctx, dpc_place_report *rep,
+                                 dpc_diag *d);
 
 /* Scores a candidate placement (`placed` is the model with node.device set): the lower the
  * better, e.g. the simulator's step time; negative with d set when scoring fails. */
-typedef double (*dpc_place_score_fn)(void *ctx, const dpc_graph *placed, dpc_diag *d);
+typedef double (*dpc_place_score_fn)(void *ctx, const dpc_graph *placed, double *busiest,
+                                     dpc_diag *d);
 
 typedef struct dpc_place_opts {
   const dpc_device_speed *speed; /* per device (NULL: equal devices) */

@@ -48,10 +48,10 @@ static bool devices_acyclic(const dpc_graph *g) {
 }
 
 /* Placement as dpc uses it (METIS's cuts, repaired, chains moved, the best by the simulator):
- * every node placed; Inception's two heavy branches (their convolutions, where the compute is)
- * on devices of their own, apart from the stem, so they run side by side; the model's own
- * placement kept; one device and more devices than nodes handled (METIS crashes on one part
- * and degenerates with too few nodes). */
+ * every node placed; Inception's four branches on four devices, the two heavy ones (their
+ * convolutions, where the compute is) apart from the stem, so they run side by side; the model's
+ * own placement kept; one device and more devices than nodes handled (METIS crashes on one part and
+ * degenerates with too few nodes). */
 static uint32_t branch_device(const dpc_graph *g, const char *name) {
   uint32_t v = dpc_graph_find(g, name);
   CHECK(v != DPC_NONE);
@@ -68,22 +68,33 @@ static void metis_placement(void) {
   const char *devs[4] = {"cpu:0", "cpu:1", "cpu:2", "cpu:3"};
   char path[1024];
   snprintf(path, sizeof path, "%s/examples/inception_block.graph", DPC_SOURCE_DIR);
+  /* four like devices at fixed speeds (a machine's calibration would make the test its own),
+   * several of them: the spread must not hang on one setting */
+  static const double speeds[][2] = {{180, 20}, {190, 18}, {150, 20}, {200, 10}};
   dpc_graph *g = NULL;
-  CHECK_MSG(dpc_driver_load(path, &g, &d) == DPC_OK, "%s", d.msg);
-  if (g) {
+  for (size_t sp = 0; sp < sizeof speeds / sizeof *speeds; sp++) {
+    CHECK_MSG(dpc_driver_load(path, &g, &d) == DPC_OK, "%s", d.msg);
+    if (!g) break;
     dpc_place_report rep;
-    /* four like devices (fixed speeds: a machine's calibration would make the test its own) */
-    dpc_device_speed speed[4] = {{180, 20}, {180, 20}, {180, 20}, {180, 20}};
+    dpc_device_speed speed[4];
+    for (int k = 0; k < 4; k++) speed[k] = (dpc_device_speed){speeds[sp][0], speeds[sp][1], NULL};
     CHECK_MSG(dpc_driver_place_on(g, 128, 4, speed, NULL, &rep, &d) == DPC_OK, "%s", d.msg);
     CHECK(rep.score > 0 && rep.order_kept);
     for (uint32_t i = 0; i < g->n_nodes; i++) CHECK(g->nodes[i].device != DPC_NONE);
     uint32_t stem = g->nodes[g->values[dpc_graph_find(g, "stem")].node].device;
-    uint32_t br2 = branch_device(g, "br2"), br3 = branch_device(g, "br3");
-    CHECK_MSG(br2 != br3 && br2 != stem && br3 != stem, "br2 %s, br3 %s, stem %s",
-              dpc_graph_str(g, br2), dpc_graph_str(g, br3), dpc_graph_str(g, stem));
+    uint32_t br[4] = {branch_device(g, "br1"), branch_device(g, "br2"), branch_device(g, "br3"),
+                      branch_device(g, "br4")};
+    /* the heavy two apart from the stem; all four on devices of their own */
+    CHECK_MSG(br[1] != stem && br[2] != stem, "br2 %s, br3 %s, stem %s", dpc_graph_str(g, br[1]),
+              dpc_graph_str(g, br[2]), dpc_graph_str(g, stem));
+    for (int a = 0; a < 4; a++)
+      for (int b = a + 1; b < 4; b++)
+        CHECK_MSG(br[a] != br[b], "%g GFLOP/s, %g GB/s: br%d and br%d both on %s", speeds[sp][0],
+                  speeds[sp][1], a + 1, b + 1, dpc_graph_str(g, br[a]));
     CHECK(devices_acyclic(g));
     CHECK(rep.cut_kib > 0);
     dpc_graph_free(g);
+    g = NULL;
   }
   /* the model's own placement is kept; one device puts everything on it */
   const char *text = "input x: f32[N, 8]\nparam w: f32[8, 8] = ones\n"

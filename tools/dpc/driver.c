@@ -403,10 +403,10 @@ dpc_status dpc_driver_plan_share(dpc_graph *g, int64_t batch, uint32_t share,
 }
 
 /* The plan of a training step of `placed` at `batch` on n devices: each device's bytes, and
- * the simulator's step time at the devices' speeds. */
+ * the simulator's step time at the devices' speeds and its busiest device's compute. */
 static dpc_status plan_step(const dpc_graph *placed, int64_t batch, uint32_t n,
                             const dpc_device_speed *speed, const dpc_driver_place_opts *o,
-                            double *bytes, double *step, dpc_diag *d) {
+                            double *bytes, double *step, double *busiest, dpc_diag *d) {
   dpc_graph *g = dpc_graph_clone(placed);
   dpc_status st =
       g ? dpc_driver_default_horizon(g, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
@@ -422,6 +422,9 @@ static dpc_status plan_step(const dpc_graph *placed, int64_t batch, uint32_t n,
   if (!st && (!c || !sim)) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   if (!st) st = dpc_cost_graph(p->g, c, d);
   if (!st) *step = dpc_simulate_step(p, c, speed, sim);
+  *busiest = 0;
+  for (uint32_t k = 0; !st && k < p->n_devs; k++)
+    if (sim[k].compute_s > *busiest) *busiest = sim[k].compute_s;
   free(c), free(sim);
   dpc_plan_free(p);
   dpc_graph_free(g);
@@ -436,15 +439,16 @@ typedef struct score_ctx {
   double *bytes;
 } score_ctx;
 
-/* A candidate's score: the predicted step in seconds; one that does not fit the memory limit
- * scores above any that fits, by how much it is over. */
-static double score_placement(void *ctx, const dpc_graph *placed, dpc_diag *d) {
+/* A candidate's score: the predicted step in seconds, and its busiest device's compute; one
+ * that does not fit the memory limit scores above any that fits, by how much it is over. */
+static double score_placement(void *ctx, const dpc_graph *placed, double *busiest, dpc_diag *d) {
   score_ctx *x = ctx;
   double step = 0, over = 0;
-  if (plan_step(placed, x->batch, x->n, x->speed, x->o, x->bytes, &step, d)) return -1;
+  if (plan_step(placed, x->batch, x->n, x->speed, x->o, x->bytes, &step, busiest, d)) return -1;
   uint64_t limit = x->o->mem_limit;
   for (uint32_t k = 0; limit && k < x->n; k++)
     if (x->bytes[k] > (double)limit) over += x->bytes[k] - (double)limit;
+  if (over > 0) *busiest = 0;
   return over > 0 ? 1e6 + over / (double)limit : step;
 }
 
@@ -474,9 +478,9 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
     dpc_place_opts po = {speed, mem_limit ? budget : NULL, score_placement, &x};
     if (!st) st = dpc_place_metis(g, batch, dn.ptr, n, &po, rep, d);
     bool fits = true;
-    double step;
+    double step, busiest;
     if (!st && mem_limit && round + 1 < MEMORY_ROUNDS) {
-      st = plan_step(g, batch, n, speed, o, bytes, &step, d);
+      st = plan_step(g, batch, n, speed, o, bytes, &step, &busiest, d);
       /* the budget in the estimate's terms: the limit over the plan's bytes per estimated
        * byte, less what the plan put over the limit on a device last time */
       double est_all = 0, bytes_all = 0;
