@@ -193,12 +193,19 @@ typedef enum wkind {
 /* Reduce the window with taps ty, tx of the plane at xbase, visiting only its taps inside the
  * input, row-major (the reference's order). */
 static cg_val window_reduce(cg_fn *f, const pool *p, wkind kind, cg_val xp, cg_val xbase,
-                            const taps *ty, const taps *tx) {
+                            const taps *ty, const taps *tx);
+
+/* The argmax as the first tap equal to the window's maximum (the first NaN when the maximum is
+ * NaN): the same position the forward's strict `>` keeps (equal values, -0 and +0 among them,
+ * compare equal, and the first is the one kept), found with two short dependency chains (the
+ * maximum, then a select per tap) instead of one long one through value and index together,
+ * which cost ~12 cycles a tap. */
+static cg_val window_argmax(cg_fn *f, const pool *p, cg_val xp, cg_val xbase, const taps *ty,
+                            const taps *tx) {
   const char *ct = cg_calc_type(p->t);
-  /* max starts at -inf, the identity of max, so a window with no input position gives -inf */
-  cg_val acc = kind == W_AVG ? cg_acc_new(f, "double", cg_const(DPC_F64, 0))
-                             : cg_acc_new(f, ct, cg_const(p->t, -INFINITY));
-  cg_val best = kind == W_ARGMAX ? cg_acc_new(f, "i64", ic(-1)) : ic(0);
+  cg_val m = window_reduce(f, p, W_MAX, xp, xbase, ty, tx), mnan = cg_tmp(f);
+  cg_line(f, "%s = fcmp uno %s %s, %s", mnan.s, ct, m.s, m.s);
+  cg_val best = cg_acc_new(f, "i64", ic(-1));
   cg_loop ly = cg_loop_begin(f, ty->lo, ty->hi);
   cg_val iy = ibin(f, "add", ty->start, ibin(f, "mul", ly.i, ic(p->w.dh)));
   cg_val row = ibin(f, "mul", iy, ic(p->w.w));
@@ -206,36 +213,48 @@ static cg_val window_reduce(cg_fn *f, const pool *p, wkind kind, cg_val xp, cg_v
   cg_val ix = ibin(f, "add", tx->start, ibin(f, "mul", lx.i, ic(p->w.dw)));
   cg_val at = ibin(f, "add", row, ix);
   cg_val v = cg_load(f, xp, p->t, ibin(f, "add", xbase, at));
+  cg_val eq = cg_tmp(f), vnan = cg_tmp(f), match = cg_tmp(f), none = cg_tmp(f), take = cg_tmp(f),
+         nb = cg_tmp(f), b = cg_acc_get(f, best, "i64");
+  cg_line(f, "%s = fcmp oeq %s %s, %s", eq.s, ct, v.s, m.s);
+  cg_line(f, "%s = fcmp uno %s %s, %s", vnan.s, ct, v.s, v.s);
+  cg_line(f, "%s = select i1 %s, i1 %s, i1 %s", match.s, mnan.s, vnan.s, eq.s);
+  cg_line(f, "%s = icmp slt i64 %s, 0", none.s, b.s);
+  cg_line(f, "%s = and i1 %s, %s", take.s, none.s, match.s);
+  cg_line(f, "%s = select i1 %s, i64 %s, i64 %s", nb.s, take.s, at.s, b.s);
+  cg_acc_set(f, best, "i64", nb);
+  cg_loop_end(f, lx);
+  cg_loop_end(f, ly);
+  return cg_acc_get(f, best, "i64");
+}
+
+static cg_val window_reduce(cg_fn *f, const pool *p, wkind kind, cg_val xp, cg_val xbase,
+                            const taps *ty, const taps *tx) {
+  if (kind == W_ARGMAX) return window_argmax(f, p, xp, xbase, ty, tx);
+  const char *ct = cg_calc_type(p->t);
+  /* max starts at -inf, the identity of max, so a window with no input position gives -inf */
+  cg_val acc = kind == W_AVG ? cg_acc_new(f, "double", cg_const(DPC_F64, 0))
+                             : cg_acc_new(f, ct, cg_const(p->t, -INFINITY));
+  cg_loop ly = cg_loop_begin(f, ty->lo, ty->hi);
+  cg_val iy = ibin(f, "add", ty->start, ibin(f, "mul", ly.i, ic(p->w.dh)));
+  cg_val row = ibin(f, "mul", iy, ic(p->w.w));
+  cg_loop lx = cg_loop_begin(f, tx->lo, tx->hi);
+  cg_val ix = ibin(f, "add", tx->start, ibin(f, "mul", lx.i, ic(p->w.dw)));
+  cg_val v = cg_load(f, xp, p->t, ibin(f, "add", xbase, ibin(f, "add", row, ix)));
   if (kind == W_AVG) {
     cg_val s = cg_acc_get(f, acc, "double");
     cg_acc_set(f, acc, "double", fbin(f, "fadd", "double", s, to_double(f, v, p->t)));
   } else {
+    /* m = v when v > m or v is NaN: v > NaN is false, so a NaN sticks */
     cg_val m = cg_acc_get(f, acc, ct), gt = cg_tmp(f), nan = cg_tmp(f), take = cg_tmp(f),
            r = cg_tmp(f);
     cg_line(f, "%s = fcmp ogt %s %s, %s", gt.s, ct, v.s, m.s);
     cg_line(f, "%s = fcmp uno %s %s, %s", nan.s, ct, v.s, v.s);
-    if (kind == W_MAX) {
-      /* m = v when v > m or v is NaN: v > NaN is false, so a NaN sticks */
-      cg_line(f, "%s = or i1 %s, %s", take.s, gt.s, nan.s);
-    } else {
-      /* the gradient goes where the forward's value came from: the first position (even when
-       * every value is -inf), then a greater value, or the first NaN */
-      cg_val b = cg_acc_get(f, best, "i64"), none = cg_tmp(f), mord = cg_tmp(f), fnan = cg_tmp(f),
-             t1 = cg_tmp(f), nb = cg_tmp(f);
-      cg_line(f, "%s = icmp slt i64 %s, 0", none.s, b.s);
-      cg_line(f, "%s = fcmp ord %s %s, %s", mord.s, ct, m.s, m.s);
-      cg_line(f, "%s = and i1 %s, %s", fnan.s, nan.s, mord.s);
-      cg_line(f, "%s = or i1 %s, %s", t1.s, none.s, gt.s);
-      cg_line(f, "%s = or i1 %s, %s", take.s, t1.s, fnan.s);
-      cg_line(f, "%s = select i1 %s, i64 %s, i64 %s", nb.s, take.s, at.s, b.s);
-      cg_acc_set(f, best, "i64", nb);
-    }
+    cg_line(f, "%s = or i1 %s, %s", take.s, gt.s, nan.s);
     cg_line(f, "%s = select i1 %s, %s %s, %s %s", r.s, take.s, ct, v.s, ct, m.s);
     cg_acc_set(f, acc, ct, r);
   }
   cg_loop_end(f, lx);
   cg_loop_end(f, ly);
-  if (kind == W_ARGMAX) return cg_acc_get(f, best, "i64");
   if (kind == W_MAX) return cg_acc_get(f, acc, ct);
   return fbin(f, "fdiv", "double", cg_acc_get(f, acc, "double"), divisor(f, p, ty, tx));
 }
@@ -379,12 +398,78 @@ static void argmax_bands(const pool *p, const char **itype, int64_t *rows, int64
   if (*rows < 1) *rows = 0;
 }
 
+/* A stack array of n elements of `type` at function entry; its first element's address. */
+static cg_val stack_array(cg_fn *f, int64_t n, const char *type) {
+  uint32_t id = cg_label(f);
+  dpc_buf_printf(&f->head, "  %%sa%u = alloca [%lld x %s]\n", id, (long long)n, type);
+  cg_val v = cg_tmp(f);
+  cg_line(f, "%s = getelementptr inbounds [%lld x %s], [%lld x %s]* %%sa%u, i64 0, i64 0", v.s,
+          (long long)n, type, (long long)n, type, id);
+  return v;
+}
+
+/* max_pool2d_grad for planes whose windows' argmaxes and dx sums both fit the stack: each
+ * window's argmax once (row segments, constant taps inside), then dy of every window added at
+ * its argmax, in descending window order — the order the reference's gather visits a
+ * position's windows in, so every sum is the same double — and dx stored from the sums. One
+ * argmax scan and one add per window, instead of a gather over the windows covering each
+ * position (a stride-1 3x3 window: nine visits to nine windows per position). */
+static bool scatter_fits(const dpc_window *w) {
+  return w->oh * w->ow * 4 <= ARGMAX_BYTES && w->h * w->w * 8 <= ARGMAX_BYTES &&
+         w->h * w->w <= INT32_MAX;
+}
+
+static void lower_max_pool_grad_scatter(cg_kernel *k, const pool *p) {
+  cg_fn *f = k->f;
+  const dpc_window *w = &p->w;
+  int64_t hw = w->h * w->w, ohw = w->oh * w->ow;
+  cg_val dyp = cg_arg_ptr(f, 0, p->t), xp = cg_arg_ptr(f, 1, p->t), dxp = cg_arg_ptr(f, 2, p->t);
+  k->total = w->n * w->c;
+  cg_val am = stack_array(f, ohw, "i32"), acc = stack_array(f, hw, "double");
+  cg_loop lp = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
+  cg_val xbase = ibin(f, "mul", lp.i, ic(hw)), ybase = ibin(f, "mul", lp.i, ic(ohw));
+  cg_loop lz = cg_loop_begin(f, ic(0), ic(hw));
+  cg_store(f, acc, DPC_F64, lz.i, cg_const(DPC_F64, 0));
+  cg_loop_end(f, lz);
+  int64_t sy[4];
+  segments(&p->ay, sy);
+  for (int rs = 0; rs < 3; rs++) {
+    if (sy[rs] >= sy[rs + 1]) continue;
+    cg_loop ly = cg_loop_begin(f, ic(sy[rs]), ic(sy[rs + 1]));
+    taps ty = taps_at(f, &p->ay, ly.i, rs == 1, false);
+    sink sk = {W_ARGMAX, am, ibin(f, "mul", ly.i, ic(w->ow)), p->t, "i32"};
+    window_row(f, p, xp, xbase, &ty, &sk);
+    cg_loop_end(f, ly);
+  }
+  cg_loop lw = cg_loop_begin(f, ic(0), ic(ohw));
+  cg_val e = ibin(f, "sub", ic(ohw - 1), lw.i);
+  cg_val q = cg_tmp(f), b32 = cg_tmp(f), b = cg_tmp(f), has = cg_tmp(f);
+  cg_line(f, "%s = getelementptr inbounds i32, i32* %s, i64 %s", q.s, am.s, e.s);
+  cg_line(f, "%s = load i32, i32* %s", b32.s, q.s);
+  cg_line(f, "%s = sext i32 %s to i64", b.s, b32.s);
+  cg_line(f, "%s = icmp sge i64 %s, 0", has.s, b.s);
+  uint32_t id = if_begin(f, has);
+  cg_val g = to_double(f, cg_load(f, dyp, p->t, ibin(f, "add", ybase, e)), p->t);
+  cg_store(f, acc, DPC_F64, b, fbin(f, "fadd", "double", cg_load(f, acc, DPC_F64, b), g));
+  if_end(f, id);
+  cg_loop_end(f, lw);
+  cg_loop ls = cg_loop_begin(f, ic(0), ic(hw));
+  cg_store(f, dxp, p->t, ibin(f, "add", xbase, ls.i),
+           from_double(f, cg_load(f, acc, DPC_F64, ls.i), p->t));
+  cg_loop_end(f, ls);
+  cg_loop_end(f, lp);
+}
+
 static dpc_status lower_pool_grad(cg_kernel *k, dpc_diag *d, bool is_max) {
   cg_fn *f = k->f;
   pool p;
   dpc_status st = pool_init(f, &p, is_max, 1, d);
   if (st) return st;
   const dpc_window *w = &p.w;
+  if (is_max && scatter_fits(w)) {
+    lower_max_pool_grad_scatter(k, &p);
+    return DPC_OK;
+  }
   cg_val dyp = cg_arg_ptr(f, 0, p.t), xp = cg_arg_ptr(f, 1, p.t), dxp = cg_arg_ptr(f, 2, p.t);
   k->total = w->n * w->c;
   const char *it = "i64";
