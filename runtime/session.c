@@ -346,7 +346,11 @@ static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_di
     if (o && o->native) st = dpc_pool_new_on(l.devs[i].pus, l.devs[i].n_cores, &s->pools[i], d);
   }
   if (!st) st = open_groups(s, d);
-  if (!st) st = open_overlap(s, d);
+  /* a collective thread needs a PU the devices' kernels do not use */
+  uint32_t used = 0;
+  for (uint32_t i = 0; !st && i < n; i++) used += l.devs[i].n_cores;
+  int ct = o ? o->comm_thread : 0;
+  if (!st && (ct > 0 || (ct == 0 && t->n_pus > used))) st = open_overlap(s, d);
   if (!st) st = dpc_executor_new(n, t->synthetic ? NULL : first, run_device, s, &s->ex, d);
   free(names);
   free(first);

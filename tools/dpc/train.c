@@ -193,6 +193,7 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
                          .threads = t->o->threads,
                          .devices = t->o->devices,
                          .timeout_s = t->o->timeout_s,
+                         .comm_thread = t->o->comm_thread,
                          .test_stall_device = t->o->test_stall_device};
   if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
   free(vals);
