@@ -364,6 +364,46 @@ static dpc_status build(builder *b, int64_t batch, dpc_diag *d) {
   return st;
 }
 
+/* Momentum instead of gradient: where a gradient's one reader is the momentum update
+ * v' = a + g, with `a` the same on every replica (it reads params, state and constants only, so
+ * a = mu * v), the mean of the replicas' v' equals a + mean(g). Reducing v' rather than g lets
+ * each replica keep its fused kernel that computes g and adds it to a as the GEMM stores it —
+ * what one device runs — instead of reducing g and then reading it again in an `add` kernel of
+ * its own (fashion_mlp: 0.29 ms of a 2.8 ms step per replica). Results differ from reducing g
+ * by rounding only. */
+static bool reduce_momentum(const dpc_graph *r, bool *is_grad) {
+  uint32_t nv = r->n_values ? r->n_values : 1;
+  bool *dep = calloc(nv, sizeof *dep); /* reads the batch */
+  uint32_t *reads = calloc(nv, sizeof *reads), *reader = calloc(nv, sizeof *reader);
+  if (!dep || !reads || !reader) {
+    free(dep), free(reads), free(reader);
+    return false;
+  }
+  for (uint32_t i = 0; i < r->n_nodes; i++) {
+    const dpc_node *n = &r->nodes[i];
+    bool d = n->op == DPC_OP_INPUT;
+    for (uint32_t k = 0; k < n->n_in; k++) {
+      uint32_t v = dpc_node_inputs(r, n)[k];
+      d |= dep[v];
+      reads[v]++, reader[v] = i;
+    }
+    for (uint32_t k = 0; k < n->n_out; k++) dep[n->out + k] = d;
+  }
+  for (uint32_t v = 0; v < r->n_values; v++) {
+    if (!is_grad[v] || reads[v] != 1) continue;
+    const dpc_node *u = &r->nodes[reader[v]];
+    if (u->op != DPC_OP_ADD || u->n_in != 2) continue;
+    uint32_t a =
+        dpc_node_inputs(r, u)[0] == v ? dpc_node_inputs(r, u)[1] : dpc_node_inputs(r, u)[0];
+    bool updates = false;
+    for (uint32_t k = 0; k < r->n_updates; k++) updates |= r->updates[k].value == u->out;
+    if (a == v || dep[a] || !updates) continue;
+    is_grad[v] = false, is_grad[u->out] = true;
+  }
+  free(dep), free(reads), free(reader);
+  return true;
+}
+
 /* Replica r's rows: its first input's batch dimension (an even share when it has none). */
 static int64_t rows_of(const dpc_graph *r, int64_t even) {
   for (uint32_t i = 0; i < r->n_nodes; i++)
@@ -412,6 +452,7 @@ dpc_status dpc_data_parallel_graph(const dpc_graph *const *reps, int64_t batch, 
     if ((b.devname[k] = dpc_graph_intern(b.g, devices[k], strlen(devices[k]))) == DPC_NONE)
       st = nomem(d);
   if (!st && reduce_grads) dpc_mark_grads(replica, b.is_grad);
+  if (!st && reduce_grads && !reduce_momentum(replica, b.is_grad)) st = nomem(d);
   /* the replica graph's symbols, bound as there (the shard size) */
   for (uint32_t k = 0; !st && k < replica->n_syms; k++) {
     const char *s = dpc_graph_str(replica, replica->syms[k]);

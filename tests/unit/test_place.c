@@ -310,11 +310,56 @@ static void gradient_buckets(void) {
   dpc_diag_free(&d);
 }
 
+/* SGD with momentum, data parallel: the replicas reduce the new momentum (which the GEMM that
+ * computes the gradient adds up as it stores it), not the gradient; Adam, whose update is not
+ * linear in the gradient, reduces the gradient. */
+static void momentum_reduced(void) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  for (int adam = 0; adam < 2; adam++) {
+    char text[600];
+    snprintf(text, sizeof text,
+             "input x: f32[N, 512]\ninput y: i32[N]\n"
+             "param w1: f32[512, 512] = he_normal(seed=1)\nparam b1: f32[512] = zeros\n"
+             "param w2: f32[512, 10] = he_normal(seed=2)\n"
+             "h = relu(matmul(x, w1) + b1)\nlogits = matmul(h, w2)\n"
+             "loss = softmax_cross_entropy(logits, y)\nminimize loss with %s\n",
+             adam ? "adam(lr=0.01)" : "sgd(lr=0.1, momentum=0.9)");
+    dpc_graph *g = NULL;
+    CHECK(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK);
+    dpc_pass_opts po = {.training = true, .fuse = DPC_FUSE_ELEMWISE | DPC_FUSE_EPILOGUE};
+    int64_t vals[1] = {8};
+    dpc_plan *p = NULL;
+    CHECK_MSG(g && dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK &&
+                  dpc_driver_plan(g, 16, &(dpc_driver_strategy){2, 1, 1, DPC_SCHEDULE_NONE, false},
+                                  true, &p, &d) == DPC_OK,
+              "%s", d.msg);
+    if (p) {
+      /* w1's update reads the all-reduce of its momentum (SGD) or of its gradient (Adam) */
+      uint32_t mom = dpc_graph_find(p->g, "w1.momentum"), grad = dpc_graph_find(p->g, "w1.grad");
+      bool mom_reduced = false;
+      for (uint32_t k = 0; k < p->g->n_updates; k++)
+        if (p->g->updates[k].target == mom)
+          mom_reduced =
+              p->g->nodes[p->g->values[p->g->updates[k].value].node].op == DPC_OP_ALL_REDUCE;
+      bool grad_reduced =
+          grad != DPC_NONE && p->g->nodes[p->g->values[grad].node].op == DPC_OP_ALL_REDUCE;
+      CHECK_MSG(adam ? grad_reduced && mom == DPC_NONE : mom_reduced && !grad_reduced,
+                "%s: momentum reduced %d, gradient reduced %d", adam ? "adam" : "sgd", mom_reduced,
+                grad_reduced);
+    }
+    dpc_plan_free(p);
+    dpc_graph_free(g);
+  }
+  dpc_diag_free(&d);
+}
+
 const unit_test unit_tests[] = {
     {"metis_placement", metis_placement},
     {"acyclic_on_examples", acyclic_on_examples},
     {"repair_chain", repair_chain},
     {"pipeline_bubble_and_memory", pipeline_bubble_and_memory},
     {"gradient_buckets", gradient_buckets},
+    {"momentum_reduced", momentum_reduced},
     {NULL, NULL},
 };

@@ -278,7 +278,8 @@ static void shares_split_and_parse(void) {
  * on the reference kernels, hybrid 2 x 2 (two replicas, each split by METIS over two
  * devices), and replicas given unequal shares (--shares: each weighed by its share; the tail
  * batch then splits over every device too), with the collectives on their own threads and in
- * the devices' step lists. Per-step losses within 1e-5, final params within
+ * the devices' step lists, and with SGD and momentum (whose new momentum is reduced, not the
+ * gradient). Per-step losses within 1e-5, final params within
  * 1e-5, and two runs bit-identical. */
 static void data_parallel_matches_one_device(void) {
   char xs[256], ys[256], data[600], save[4][256], logs[4][256];
@@ -303,10 +304,13 @@ static void data_parallel_matches_one_device(void) {
     uint32_t mp;        /* hybrid: devices per replica */
     const char *shares; /* unequal shares (the tail batch of 10 in the same proportions) */
     int comm_thread;    /* collectives on their own thread (1), in the step list (-1), auto */
-  } runs[] = {{"cpu:2", true, 0, NULL, 1},       {"cpu:2", true, 0, NULL, -1},
-              {"cpu:4", true, 0, NULL, 0},       {"cpu:2", false, 0, NULL, 0},
-              {"cpu:4", true, 2, NULL, 1},       {"cpu:2", true, 0, "20,12", 0},
-              {"cpu:4", true, 0, "11,9,7,5", 1}, {"cpu:2", false, 0, "9,23", -1}};
+    bool sgd;           /* SGD with momentum instead of the model's Adam: the momentum reduced */
+  } runs[] = {{"cpu:2", true, 0, NULL, 1, false},       {"cpu:2", true, 0, NULL, -1, false},
+              {"cpu:4", true, 0, NULL, 0, false},       {"cpu:2", false, 0, NULL, 0, false},
+              {"cpu:4", true, 2, NULL, 1, false},       {"cpu:2", true, 0, "20,12", 0, false},
+              {"cpu:4", true, 0, "11,9,7,5", 1, false}, {"cpu:2", false, 0, "9,23", -1, false},
+              {"cpu:2", true, 0, NULL, 0, true},        {"cpu:4", true, 0, "11,9,7,5", 1, true},
+              {"cpu:2", false, 0, "9,23", -1, true},    {"cpu:4", true, 2, NULL, 0, true}};
   for (size_t c = 0; c < sizeof runs / sizeof *runs; c++) {
     /* [0]: one device; [1], [2]: the devices, twice */
     for (int k = 0; k < 3; k++) {
@@ -319,6 +323,7 @@ static void data_parallel_matches_one_device(void) {
       o.mp = runs[c].mp;
       o.shares = k ? runs[c].shares : NULL;
       o.comm_thread = runs[c].comm_thread;
+      if (runs[c].sgd) o.optimizer = "sgd", o.lr = 0.05, o.momentum = 0.9;
       o.save_path = save[k], o.log_path = logs[k];
       CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s: %s", runs[c].devices, d.msg);
     }
