@@ -49,6 +49,9 @@ typedef struct builder {
   double *scale;     /* [replica]: c_r, its gradients' weight in the mean (1: equal shares) */
 } builder;
 
+/* Gradients below this share an all-reduce (reduce_bucket) */
+enum { BUCKET_BYTES = 256 * 1024 };
+
 static dpc_status nomem(dpc_diag *d) {
   return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory building the data-parallel graph");
 }
@@ -236,7 +239,6 @@ static dpc_status reduce_value(builder *b, uint32_t rv, dpc_diag *d) {
  * flattened and concatenated, the concatenation is reduced, and slices of it become the
  * reduced gradients. One collective instead of many: each costs a rendezvous of every device,
  * which for a few kilobytes is most of its time. A gradient of BUCKET_BYTES or more has its own. */
-enum { BUCKET_BYTES = 256 * 1024 };
 
 static dpc_status reduce_bucket(builder *b, const uint32_t *rv, uint32_t n, dpc_diag *d) {
   if (n == 1) return reduce_value(b, rv[0], d);
@@ -370,7 +372,7 @@ static dpc_status build(builder *b, int64_t batch, dpc_diag *d) {
  * each replica keep its fused kernel that computes g and adds it to a as the GEMM stores it —
  * what one device runs — instead of reducing g and then reading it again in an `add` kernel of
  * its own (fashion_mlp: 0.29 ms of a 2.8 ms step per replica). Results differ from reducing g
- * by rounding only. */
+ * by rounding only. Gradients below BUCKET_BYTES are left to their buckets (below). */
 static bool reduce_momentum(const dpc_graph *r, bool *is_grad) {
   uint32_t nv = r->n_values ? r->n_values : 1;
   bool *dep = calloc(nv, sizeof *dep); /* reads the batch */
@@ -390,7 +392,10 @@ static bool reduce_momentum(const dpc_graph *r, bool *is_grad) {
     for (uint32_t k = 0; k < n->n_out; k++) dep[n->out + k] = d;
   }
   for (uint32_t v = 0; v < r->n_values; v++) {
-    if (!is_grad[v] || reads[v] != 1) continue;
+    /* a small gradient waits for its bucket, which its update, right after v', would not */
+    uint64_t bytes =
+        (uint64_t)dpc_shape_numel(&r->values[v].shape) * dpc_dtype_size(r->values[v].dtype);
+    if (!is_grad[v] || reads[v] != 1 || bytes < BUCKET_BYTES) continue;
     const dpc_node *u = &r->nodes[reader[v]];
     if (u->op != DPC_OP_ADD || u->n_in != 2) continue;
     uint32_t a =
