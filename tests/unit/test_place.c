@@ -273,6 +273,21 @@ static void pipeline_bubble_and_memory(void) {
 
 /* Data parallel: small gradients share one all-reduce (a bucket), a large one has its own, and
  * the loss its own: w1 [512, 512] (1 MiB) alone, w2 [512, 10], b1, b2 together. */
+/* The data-parallel plan of model `text` (batch 8 a replica) on two devices; *g is the training
+ * graph it came from, for the caller to free. */
+static dpc_plan *two_replicas(const char *text, unsigned fuse, dpc_graph **g, dpc_diag *d) {
+  *g = NULL;
+  CHECK(dpc_parse_graph("t.graph", text, strlen(text), g, d) == DPC_OK);
+  dpc_pass_opts po = {.training = true, .fuse = fuse};
+  int64_t vals[1] = {8};
+  dpc_plan *p = NULL;
+  CHECK_MSG(*g && dpc_passes_run(*g, &po, d) == DPC_OK && dpc_graph_bind(*g, vals, d) == DPC_OK &&
+                dpc_driver_plan(*g, 16, &(dpc_driver_strategy){2, 1, 1, DPC_SCHEDULE_NONE, false},
+                                true, &p, d) == DPC_OK,
+            "%s", d->msg);
+  return p;
+}
+
 static void gradient_buckets(void) {
   dpc_diag d;
   dpc_diag_init(&d);
@@ -281,15 +296,8 @@ static void gradient_buckets(void) {
                      "param w2: f32[512, 10] = he_normal(seed=2)\nparam b2: f32[10] = zeros\n"
                      "h = relu(matmul(x, w1) + b1)\nlogits = matmul(h, w2) + b2\n"
                      "loss = softmax_cross_entropy(logits, y)\nminimize loss with sgd(lr=0.1)\n";
-  dpc_graph *g = NULL;
-  CHECK(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK);
-  dpc_pass_opts po = {.training = true};
-  int64_t vals[1] = {8};
-  dpc_plan *p = NULL;
-  CHECK_MSG(g && dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK &&
-                dpc_driver_plan(g, 16, &(dpc_driver_strategy){2, 1, 1, DPC_SCHEDULE_NONE, false},
-                                true, &p, &d) == DPC_OK,
-            "%s", d.msg);
+  dpc_graph *g;
+  dpc_plan *p = two_replicas(text, 0, &g, &d);
   if (p) {
     uint32_t reduces = 0, bucket_in = 0;
     for (uint32_t i = 0; i < p->g->n_nodes; i++) {
@@ -325,15 +333,8 @@ static void momentum_reduced(void) {
              "h = relu(matmul(x, w1) + b1)\nlogits = matmul(h, w2)\n"
              "loss = softmax_cross_entropy(logits, y)\nminimize loss with %s\n",
              adam ? "adam(lr=0.01)" : "sgd(lr=0.1, momentum=0.9)");
-    dpc_graph *g = NULL;
-    CHECK(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK);
-    dpc_pass_opts po = {.training = true, .fuse = DPC_FUSE_ELEMWISE | DPC_FUSE_EPILOGUE};
-    int64_t vals[1] = {8};
-    dpc_plan *p = NULL;
-    CHECK_MSG(g && dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK &&
-                  dpc_driver_plan(g, 16, &(dpc_driver_strategy){2, 1, 1, DPC_SCHEDULE_NONE, false},
-                                  true, &p, &d) == DPC_OK,
-              "%s", d.msg);
+    dpc_graph *g;
+    dpc_plan *p = two_replicas(text, DPC_FUSE_ELEMWISE | DPC_FUSE_EPILOGUE, &g, &d);
     if (p) {
       /* w1's update reads the all-reduce of its momentum (SGD) or of its gradient (Adam) */
       uint32_t mom = dpc_graph_find(p->g, "w1.momentum"), grad = dpc_graph_find(p->g, "w1.grad");

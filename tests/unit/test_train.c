@@ -257,6 +257,9 @@ static void shares_split_and_parse(void) {
   /* a device measured as no speed at all still gets the least share */
   CHECK(dpc_driver_split_batch(64, 4, w, 4, s) && s[2] == 4 && s[3] == 4 && s[0] + s[1] == 56);
   CHECK(!dpc_driver_split_batch(3, 4, NULL, 1, s));
+  /* a weight that is not a positive number counts as none */
+  CHECK(dpc_driver_split_batch(256, 2, (double[]){NAN, 1}, 8, s) && s[0] == 8 && s[1] == 248);
+  CHECK(dpc_driver_split_batch(256, 2, (double[]){INFINITY, -1}, 8, s) && s[0] + s[1] == 256);
   dpc_diag d;
   dpc_diag_init(&d);
   bool even, measure;

@@ -273,16 +273,22 @@ static dpc_status rebind_share(const dpc_graph *bound, int64_t rows, uint32_t K,
   return DPC_OK;
 }
 
+/* Replica r's weight: weights[r] when it is a positive number, else none (a device measured
+ * as taking no time, or not at all, still gets the least share). */
+static double weight_of(const double *weights, uint32_t r) {
+  if (!weights) return 1;
+  return weights[r] > 0 && weights[r] < 1e300 ? weights[r] : 0;
+}
+
 bool dpc_driver_split_batch(uint32_t n, uint32_t R, const double *weights, uint32_t K,
                             uint32_t *shares) {
-  if (R == 0 || K == 0 || (uint64_t)R * K > n) return false;
+  if (R == 0 || R > 256 || K == 0 || (uint64_t)R * K > n) return false;
   uint32_t units = n / K, left = units;
   double total = 0, rem[256];
-  if (R > 256) return false;
-  for (uint32_t r = 0; r < R; r++) total += weights ? weights[r] : 1;
+  for (uint32_t r = 0; r < R; r++) total += weight_of(weights, r);
   for (uint32_t r = 0; r < R; r++) {
-    double want = total > 0 ? units * (weights ? weights[r] : 1) / total : (double)units / R;
-    uint32_t u = want < 1 ? 1 : (uint32_t)want;
+    double want = total > 0 ? units * (weight_of(weights, r) / total) : (double)units / R;
+    uint32_t u = want < 1 ? 1 : want >= units ? units : (uint32_t)want;
     if (u > left - (R - 1 - r)) u = left - (R - 1 - r); /* leave one unit for each after */
     shares[r] = u, left -= u, rem[r] = want - u;
   }
