@@ -149,14 +149,16 @@ static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uin
 dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_result *r,
                      dpc_diag *d) {
   memset(r, 0, sizeof *r);
-  if (o->shares_spec && o->devices && !o->model && !o->inference) {
+  if (o->shares_spec && strcmp(o->shares_spec, "even")) {
     uint32_t D = 1, shares[DPC_BENCH_DEVICES];
     bool even = true, measure = false;
-    dpc_status st = dpc_driver_count_devices(o->devices, &D, d);
-    if (!st && D > DPC_BENCH_DEVICES)
-      st = dpc_diag_fail(d, DPC_ERR_INVALID, "--shares: at most %d devices", DPC_BENCH_DEVICES);
-    if (!st && D > 1)
-      st = dpc_driver_parse_shares(o->shares_spec, D, o->batch, shares, &even, &measure, d);
+    dpc_status st = o->devices ? dpc_driver_count_devices(o->devices, &D, d) : DPC_OK;
+    if (!st && (D < 2 || D > DPC_BENCH_DEVICES || o->model || o->inference))
+      st = dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "--shares sizes data-parallel replicas: training with --devices cpu:N "
+                         "(2 to %d devices) and --strategy data",
+                         DPC_BENCH_DEVICES);
+    if (!st) st = dpc_driver_parse_shares(o->shares_spec, D, o->batch, shares, &even, &measure, d);
     if (!st && measure) st = dpc_bench_measure_shares(src, o, D, shares, d);
     if (st) return st;
     dpc_bench_opts m = *o;
