@@ -146,6 +146,9 @@ expect 1 "train model parallel with shares" -- "$dpc" train "$src/examples/fashi
 contains "$work/err" "shares sizes synchronous data-parallel replicas" "shares are refused outside data parallel"
 expect 0 "bench data parallel with given shares" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --devices cpu:2 --batch 64 --shares 40,24 --steps 2 --warmup 1
 contains "$work/out" "shares:  40,24 samples" "bench prints the shares it ran"
+printf 'input x: f32[N, 4]\nparam w: f32[4, 2] = ones\ny = matmul(x, w)\noutput y\n' >"$work/noloss.graph"
+expect 1 "bench a model with nothing to minimize" -- "$dpc" bench "$work/noloss.graph" --steps 1
+contains "$work/err" "nothing to minimize: bench its forward pass with --inference" "bench says to use --inference"
 expect 1 "bench with shares on one device" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --batch 64 --shares 40,24 --steps 1
 contains "$work/err" "shares sizes data-parallel replicas" "bench refuses shares without data parallel"
 expect 0 "train data parallel with a trace" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --steps 3 --trace "$work/trace.json" --quiet

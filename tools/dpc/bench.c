@@ -149,6 +149,12 @@ static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uin
 dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_result *r,
                      dpc_diag *d) {
   memset(r, 0, sizeof *r);
+  if (!o->inference && src->obj.loss == DPC_NONE)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the model has nothing to minimize: bench its forward pass with "
+                         "--inference");
+  if (o->batch < 1 || o->steps < 1)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "--batch and --steps must be at least 1");
   if (o->shares_spec && strcmp(o->shares_spec, "even")) {
     uint32_t D = 1, shares[DPC_BENCH_DEVICES];
     bool even = true, measure = false;

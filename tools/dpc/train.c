@@ -408,7 +408,6 @@ static void trainer_free(trainer *t) {
   if (t->log) fclose(t->log);
 }
 
-/* The model through the training and evaluation pipelines, planned and compiled. */
 /* --shares: the replicas' shares of a full batch, given or measured (synchronous data parallel
  * over single devices only: hybrid and pipeline replicas, local SGD and the parameter server
  * keep equal shares). */
@@ -445,6 +444,7 @@ static dpc_status pick_shares(trainer *t, dpc_diag *d) {
   return st;
 }
 
+/* The model through the training and evaluation pipelines, planned and compiled. */
 static dpc_status compile_graph(trainer *t, dpc_diag *d) {
   const dpc_train_opts *o = t->o;
   dpc_status st;
