@@ -688,7 +688,7 @@ static dpc_status run_steps(dpc_session *s, uint32_t dev, dpc_diag *d) {
       st = dpc_overlap_wait(o, posted, d);
     if (pd->steps[j].kind == DPC_STEP_KERNEL) after_comm = false;
     /* computing, unlike waiting on a peer or in a collective: what sizes data-parallel shares */
-    bool work = pd->steps[j].kind != DPC_STEP_WAIT && !sa->comm && !sa->fused;
+    bool work = s->ex && pd->steps[j].kind != DPC_STEP_WAIT && !sa->comm && !sa->fused;
     double w0 = work ? dpc_now_s() : 0;
     if (!st) st = run_step(s, dev, j, d);
     if (st) return st;

@@ -75,9 +75,10 @@ dpc_status dpc_session_profile(dpc_session *s, bool on, dpc_diag *d);
  * began (0 for steps a fusion group's root computes); NULL when not profiling. */
 const double *dpc_session_step_seconds(const dpc_session *s, uint32_t dev);
 
-/* Seconds each device spent computing (its kernels and copies; not waiting for a peer's value
- * or in a collective) over the runs since the session opened or since the last reset, into
- * seconds[0 .. devices). Data parallelism sizes replicas' shares by it (dpc --shares auto). */
+/* Several devices: seconds each spent computing (its kernels and copies; not waiting for a
+ * peer's value or in a collective) over the runs since the session opened or since the last
+ * reset, into seconds[0 .. devices) (zeros on one device). Data parallelism sizes replicas'
+ * shares by it (dpc --shares auto). */
 void dpc_session_busy(dpc_session *s, double *seconds, bool reset);
 
 /* A timeline (dpc train --trace): when each step of each device started and ended, for the next
