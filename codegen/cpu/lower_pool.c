@@ -16,10 +16,12 @@
  * covering it (found directly from the position: a small range of window rows and columns, and
  * a divisibility test only with dilation), dy of the window where the position is the window's
  * argmax (max: first maximum, or first NaN) or dy / divisor (avg). Sums run in double in the
- * reference's order, so results match it to the last bit. max_pool2d_grad first scans each
- * window once for its argmax into a bounded stack buffer (the whole plane's windows, or those
- * of a band of dx rows when the plane's do not fit) instead of rescanning a window for every
- * position it covers, as the reference does.
+ * reference's order, so results match it to the last bit. max_pool2d_grad, where a plane's
+ * argmaxes and sums fit the stack, scatters instead: each window's argmax once, then dy added
+ * there in the order the reference's gather would add it (lower_max_pool_grad_scatter). Larger
+ * planes gather, scanning each window once for its argmax into a bounded stack buffer (the
+ * windows of a band of dx rows) instead of rescanning it for every position it covers, as the
+ * reference does.
  */
 #include "codegen/cpu/cg.h"
 
@@ -190,56 +192,34 @@ typedef enum wkind {
   W_ARGMAX, /* i64: where in the plane (iy*W + ix) the maximum comes from, -1 for nowhere */
 } wkind;
 
-/* Reduce the window with taps ty, tx of the plane at xbase, visiting only its taps inside the
- * input, row-major (the reference's order). */
-static cg_val window_reduce(cg_fn *f, const pool *p, wkind kind, cg_val xp, cg_val xbase,
-                            const taps *ty, const taps *tx);
-
-/* The argmax as the first tap equal to the window's maximum (the first NaN when the maximum is
- * NaN): the same position the forward's strict `>` keeps (equal values, -0 and +0 among them,
- * compare equal, and the first is the one kept), found with two short dependency chains (the
- * maximum, then a select per tap) instead of one long one through value and index together,
- * which cost ~12 cycles a tap. */
-static cg_val window_argmax(cg_fn *f, const pool *p, cg_val xp, cg_val xbase, const taps *ty,
-                            const taps *tx) {
-  const char *ct = cg_calc_type(p->t);
-  cg_val m = window_reduce(f, p, W_MAX, xp, xbase, ty, tx), mnan = cg_tmp(f);
-  cg_line(f, "%s = fcmp uno %s %s, %s", mnan.s, ct, m.s, m.s);
-  cg_val best = cg_acc_new(f, "i64", ic(-1));
-  cg_loop ly = cg_loop_begin(f, ty->lo, ty->hi);
-  cg_val iy = ibin(f, "add", ty->start, ibin(f, "mul", ly.i, ic(p->w.dh)));
+/* Open the loops over the window's taps inside the input (taps ty, tx of the plane at xbase),
+ * row-major — the reference's order; gives the tap's value and, in *at, its place in the plane
+ * (iy*W + ix). Close with taps_close. */
+static cg_val taps_open(cg_fn *f, const pool *p, cg_val xp, cg_val xbase, const taps *ty,
+                        const taps *tx, cg_loop *ly, cg_loop *lx, cg_val *at) {
+  *ly = cg_loop_begin(f, ty->lo, ty->hi);
+  cg_val iy = ibin(f, "add", ty->start, ibin(f, "mul", ly->i, ic(p->w.dh)));
   cg_val row = ibin(f, "mul", iy, ic(p->w.w));
-  cg_loop lx = cg_loop_begin(f, tx->lo, tx->hi);
-  cg_val ix = ibin(f, "add", tx->start, ibin(f, "mul", lx.i, ic(p->w.dw)));
-  cg_val at = ibin(f, "add", row, ix);
-  cg_val v = cg_load(f, xp, p->t, ibin(f, "add", xbase, at));
-  cg_val eq = cg_tmp(f), vnan = cg_tmp(f), match = cg_tmp(f), none = cg_tmp(f), take = cg_tmp(f),
-         nb = cg_tmp(f), b = cg_acc_get(f, best, "i64");
-  cg_line(f, "%s = fcmp oeq %s %s, %s", eq.s, ct, v.s, m.s);
-  cg_line(f, "%s = fcmp uno %s %s, %s", vnan.s, ct, v.s, v.s);
-  cg_line(f, "%s = select i1 %s, i1 %s, i1 %s", match.s, mnan.s, vnan.s, eq.s);
-  cg_line(f, "%s = icmp slt i64 %s, 0", none.s, b.s);
-  cg_line(f, "%s = and i1 %s, %s", take.s, none.s, match.s);
-  cg_line(f, "%s = select i1 %s, i64 %s, i64 %s", nb.s, take.s, at.s, b.s);
-  cg_acc_set(f, best, "i64", nb);
-  cg_loop_end(f, lx);
-  cg_loop_end(f, ly);
-  return cg_acc_get(f, best, "i64");
+  *lx = cg_loop_begin(f, tx->lo, tx->hi);
+  cg_val ix = ibin(f, "add", tx->start, ibin(f, "mul", lx->i, ic(p->w.dw)));
+  *at = ibin(f, "add", row, ix);
+  return cg_load(f, xp, p->t, ibin(f, "add", xbase, *at));
 }
 
+static void taps_close(cg_fn *f, cg_loop ly, cg_loop lx) {
+  cg_loop_end(f, lx);
+  cg_loop_end(f, ly);
+}
+
+/* The window's maximum (W_MAX) or mean (W_AVG), over its taps inside the input. */
 static cg_val window_reduce(cg_fn *f, const pool *p, wkind kind, cg_val xp, cg_val xbase,
                             const taps *ty, const taps *tx) {
-  if (kind == W_ARGMAX) return window_argmax(f, p, xp, xbase, ty, tx);
   const char *ct = cg_calc_type(p->t);
   /* max starts at -inf, the identity of max, so a window with no input position gives -inf */
   cg_val acc = kind == W_AVG ? cg_acc_new(f, "double", cg_const(DPC_F64, 0))
                              : cg_acc_new(f, ct, cg_const(p->t, -INFINITY));
-  cg_loop ly = cg_loop_begin(f, ty->lo, ty->hi);
-  cg_val iy = ibin(f, "add", ty->start, ibin(f, "mul", ly.i, ic(p->w.dh)));
-  cg_val row = ibin(f, "mul", iy, ic(p->w.w));
-  cg_loop lx = cg_loop_begin(f, tx->lo, tx->hi);
-  cg_val ix = ibin(f, "add", tx->start, ibin(f, "mul", lx.i, ic(p->w.dw)));
-  cg_val v = cg_load(f, xp, p->t, ibin(f, "add", xbase, ibin(f, "add", row, ix)));
+  cg_loop ly, lx;
+  cg_val at, v = taps_open(f, p, xp, xbase, ty, tx, &ly, &lx, &at);
   if (kind == W_AVG) {
     cg_val s = cg_acc_get(f, acc, "double");
     cg_acc_set(f, acc, "double", fbin(f, "fadd", "double", s, to_double(f, v, p->t)));
@@ -253,10 +233,35 @@ static cg_val window_reduce(cg_fn *f, const pool *p, wkind kind, cg_val xp, cg_v
     cg_line(f, "%s = select i1 %s, %s %s, %s %s", r.s, take.s, ct, v.s, ct, m.s);
     cg_acc_set(f, acc, ct, r);
   }
-  cg_loop_end(f, lx);
-  cg_loop_end(f, ly);
+  taps_close(f, ly, lx);
   if (kind == W_MAX) return cg_acc_get(f, acc, ct);
   return fbin(f, "fdiv", "double", cg_acc_get(f, acc, "double"), divisor(f, p, ty, tx));
+}
+
+/* W_ARGMAX: the first tap equal to the window's maximum (the first NaN when the maximum is NaN),
+ * -1 when no tap is inside. That is the position the forward's strict `>` keeps (equal values,
+ * -0 and +0 among them, compare equal, and the first is kept), found with two short dependency
+ * chains (the maximum, then a select per tap) instead of one long one through value and index
+ * together, which cost ~12 cycles a tap. */
+static cg_val window_argmax(cg_fn *f, const pool *p, cg_val xp, cg_val xbase, const taps *ty,
+                            const taps *tx) {
+  const char *ct = cg_calc_type(p->t);
+  cg_val m = window_reduce(f, p, W_MAX, xp, xbase, ty, tx), mnan = cg_tmp(f);
+  cg_line(f, "%s = fcmp uno %s %s, %s", mnan.s, ct, m.s, m.s);
+  cg_val best = cg_acc_new(f, "i64", ic(-1));
+  cg_loop ly, lx;
+  cg_val at, v = taps_open(f, p, xp, xbase, ty, tx, &ly, &lx, &at);
+  cg_val eq = cg_tmp(f), vnan = cg_tmp(f), match = cg_tmp(f), none = cg_tmp(f), take = cg_tmp(f),
+         nb = cg_tmp(f), b = cg_acc_get(f, best, "i64");
+  cg_line(f, "%s = fcmp oeq %s %s, %s", eq.s, ct, v.s, m.s);
+  cg_line(f, "%s = fcmp uno %s %s, %s", vnan.s, ct, v.s, v.s);
+  cg_line(f, "%s = select i1 %s, i1 %s, i1 %s", match.s, mnan.s, vnan.s, eq.s);
+  cg_line(f, "%s = icmp slt i64 %s, 0", none.s, b.s);
+  cg_line(f, "%s = and i1 %s, %s", take.s, none.s, match.s);
+  cg_line(f, "%s = select i1 %s, i64 %s, i64 %s", nb.s, take.s, at.s, b.s);
+  cg_acc_set(f, best, "i64", nb);
+  taps_close(f, ly, lx);
+  return cg_acc_get(f, best, "i64");
 }
 
 /* Where a row of window results goes: element base + ox of ptr, of type t (W_MAX, W_AVG), or
@@ -278,7 +283,8 @@ static void window_row(cg_fn *f, const pool *p, cg_val xp, cg_val xbase, const t
     if (sx[cs] >= sx[cs + 1]) continue;
     cg_loop lx = cg_loop_begin(f, ic(sx[cs]), ic(sx[cs + 1]));
     taps tx = taps_at(f, &p->ax, lx.i, cs == 1, p->include_pad);
-    cg_val r = window_reduce(f, p, s->kind, xp, xbase, ty, &tx);
+    cg_val r = s->kind == W_ARGMAX ? window_argmax(f, p, xp, xbase, ty, &tx)
+                                   : window_reduce(f, p, s->kind, xp, xbase, ty, &tx);
     cg_val at = ibin(f, "add", s->base, lx.i);
     if (s->kind == W_ARGMAX) {
       cg_val e = r;
@@ -477,14 +483,7 @@ static dpc_status lower_pool_grad(cg_kernel *k, dpc_diag *d, bool is_max) {
   if (is_max) argmax_bands(&p, &it, &band, &cap);
   bool buffered = is_max && band > 0;
   if (!buffered) band = w->h;
-  cg_val buf = ic(0);
-  if (buffered) {
-    uint32_t id = cg_label(f);
-    dpc_buf_printf(&f->head, "  %%am%u = alloca [%lld x %s]\n", id, (long long)(cap * w->ow), it);
-    buf = cg_tmp(f);
-    cg_line(f, "%s = getelementptr inbounds [%lld x %s], [%lld x %s]* %%am%u, i64 0, i64 0", buf.s,
-            (long long)(cap * w->ow), it, (long long)(cap * w->ow), it, id);
-  }
+  cg_val buf = buffered ? stack_array(f, cap * w->ow, it) : ic(0);
   cg_loop lp = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
   cg_val xbase = ibin(f, "mul", lp.i, ic(w->h * w->w));
   cg_val ybase = ibin(f, "mul", lp.i, ic(w->oh * w->ow));
@@ -533,7 +532,7 @@ static dpc_status lower_pool_grad(cg_kernel *k, dpc_diag *d, bool is_max) {
       }
     } else {
       taps tx = taps_at(f, &p.ax, ox, false, false);
-      b = window_reduce(f, &p, W_ARGMAX, xp, xbase, &ty, &tx);
+      b = window_argmax(f, &p, xp, xbase, &ty, &tx);
     }
     /* a select, not a multiply: dy of a window that takes its maximum elsewhere may be NaN */
     cg_val hit = cg_tmp(f), add = cg_tmp(f);

@@ -1731,11 +1731,12 @@ def gen_conv_pool_grads():
     case("conv2d_grad_weight", "groups_error", f"{decl}\ndw = conv2d_grad_weight(dy, x, w, groups=2)\noutput dw",
          {"dy": dy, "w": w, "x": x}, test="error=groups=2 must divide input channels 3")
 
-    def pool(op, name, xs, attrs, sym=None, dtype=f32, x=None, fd=True, **kw):
+    def pool(op, name, xs, attrs, sym=None, dtype=f32, x=None, fd=True, gen=None, **kw):
         kind = "max" if op == "max_pool2d_grad" else "avg"
-        x = randn(rng, xs, dtype) if x is None else x
+        r = rng if gen is None else gen
+        x = randn(r, xs, dtype) if x is None else x
         y = pool2d(x, kind, **kw)
-        dy = randn(rng, y.shape, dtype)
+        dy = randn(r, y.shape, dtype)
         dx = pool2d_grad(dy, x, kind, **kw)
         if fd:  # max pooling is differentiable where the window maxima are unique, as here
             check_grad(f"{op}/{name}", lambda v: np.sum(up(dy) * pool2d(v, kind, **kw)), up(x), dx)
@@ -1775,6 +1776,14 @@ def gen_conv_pool_grads():
     # a NaN is the window's maximum: the first NaN takes dy
     x = np.array([[[[1, NAN, 3, 0], [NAN, 2, 1, NAN], [0, 1, 9, 9], [2, 2, NAN, 9]]]], f32)
     pool(op, "nan_first_wins", None, "kernel=2, stride=1", x=x, fd=False, kernel=2, stride=1)
+    # planes too large for the compiled kernel's stack arrays (it scatters onto the argmaxes
+    # where they fit): the gather, with the whole plane's argmaxes buffered (96 x 96) and in
+    # bands of rows (150 x 150); a generator of their own leaves the other cases' data as it was
+    big = np.random.default_rng(96)
+    pool(op, "large_plane_gather", (1, 1, 96, 96), "kernel=3, stride=1, pad=1", gen=big, fd=False,
+         kernel=3, stride=1, pad=1)
+    pool(op, "large_plane_banded", (1, 1, 150, 150), "kernel=3, stride=1, pad=1", gen=big,
+         fd=False, kernel=3, stride=1, pad=1)
     op = "avg_pool2d_grad"
     for cip in (0, 1):
         pool(op, f"pad1_count_include_pad{cip}", (1, 2, 5, 5), f"kernel=3, stride=1, pad=1, count_include_pad={cip}",
