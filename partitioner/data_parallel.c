@@ -375,23 +375,24 @@ static dpc_status build(builder *b, int64_t batch, dpc_diag *d) {
  * by rounding only. Gradients below BUCKET_BYTES are left to their buckets (below). */
 static bool reduce_momentum(const dpc_graph *r, bool *is_grad) {
   uint32_t nv = r->n_values ? r->n_values : 1;
-  bool *dep = calloc(nv, sizeof *dep); /* reads the batch */
+  uint8_t *cls = malloc((r->n_nodes ? r->n_nodes : 1) * sizeof *cls);
   uint32_t *reads = calloc(nv, sizeof *reads), *reader = calloc(nv, sizeof *reader);
-  if (!dep || !reads || !reader) {
-    free(dep), free(reads), free(reader);
+  if (!cls || !reads || !reader) {
+    free(cls), free(reads), free(reader);
     return false;
   }
-  for (uint32_t i = 0; i < r->n_nodes; i++) {
-    const dpc_node *n = &r->nodes[i];
-    bool d = n->op == DPC_OP_INPUT;
-    for (uint32_t k = 0; k < n->n_in; k++) {
-      uint32_t v = dpc_node_inputs(r, n)[k];
-      d |= dep[v];
+  /* `a` must be shared: read neither from the batch nor from a gradient. A graph the
+   * classification refuses (a node reading both) keeps its gradients reduced as they are. */
+  dpc_diag quiet;
+  dpc_diag_init(&quiet);
+  bool classified = dpc_step_classify(r, is_grad, cls, &quiet) == DPC_OK;
+  dpc_diag_free(&quiet);
+  for (uint32_t i = 0; i < r->n_nodes; i++)
+    for (uint32_t k = 0; k < r->nodes[i].n_in; k++) {
+      uint32_t v = dpc_node_inputs(r, &r->nodes[i])[k];
       reads[v]++, reader[v] = i;
     }
-    for (uint32_t k = 0; k < n->n_out; k++) dep[n->out + k] = d;
-  }
-  for (uint32_t v = 0; v < r->n_values; v++) {
+  for (uint32_t v = 0; classified && v < r->n_values; v++) {
     /* a small gradient waits for its bucket, which its update, right after v', would not */
     uint64_t bytes =
         (uint64_t)dpc_shape_numel(&r->values[v].shape) * dpc_dtype_size(r->values[v].dtype);
@@ -402,19 +403,18 @@ static bool reduce_momentum(const dpc_graph *r, bool *is_grad) {
         dpc_node_inputs(r, u)[0] == v ? dpc_node_inputs(r, u)[1] : dpc_node_inputs(r, u)[0];
     bool updates = false;
     for (uint32_t k = 0; k < r->n_updates; k++) updates |= r->updates[k].value == u->out;
-    if (a == v || dep[a] || !updates) continue;
+    if (a == v || cls[r->values[a].node] != DPC_STEP_SHARED || !updates) continue;
     is_grad[v] = false, is_grad[u->out] = true;
   }
-  free(dep), free(reads), free(reader);
+  free(cls), free(reads), free(reader);
   return true;
 }
 
-/* Replica r's rows: its first input's batch dimension (an even share when it has none). */
-static int64_t rows_of(const dpc_graph *r, int64_t even) {
-  for (uint32_t i = 0; i < r->n_nodes; i++)
-    if (r->nodes[i].op == DPC_OP_INPUT && r->values[r->nodes[i].out].shape.rank)
-      return r->values[r->nodes[i].out].shape.d[0];
-  return even;
+int64_t dpc_replica_rows(const dpc_graph *g) {
+  for (uint32_t i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == DPC_OP_INPUT && g->values[g->nodes[i].out].shape.rank)
+      return g->values[g->nodes[i].out].shape.d[0];
+  return -1;
 }
 
 dpc_status dpc_data_parallel_graph(const dpc_graph *const *reps, int64_t batch, uint32_t replicas,
@@ -440,7 +440,8 @@ dpc_status dpc_data_parallel_graph(const dpc_graph *const *reps, int64_t batch, 
   /* each replica's first row and weight; the shares must make up the batch */
   int64_t rows = 0;
   for (uint32_t rep = 0; !st && rep < replicas; rep++) {
-    int64_t n = rows_of(reps[rep], batch / replicas);
+    int64_t n = dpc_replica_rows(reps[rep]);
+    if (n < 0) n = batch / replicas; /* no input with a batch: an even share */
     b.first[rep] = rows, rows += n;
     b.scale[rep] = (double)n * replicas / (double)batch;
   }

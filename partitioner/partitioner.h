@@ -36,6 +36,9 @@ dpc_status dpc_plan_devices(const dpc_graph *g, const char *const *devs, uint32_
 dpc_status dpc_data_parallel_graph(const dpc_graph *const *reps, int64_t batch, uint32_t replicas,
                                    uint32_t mp, const char *const *devices, bool reduce_grads,
                                    dpc_graph **out, dpc_diag *d);
+/* The rows a bound replica graph takes: its first input's batch dimension (-1: no input with
+ * one). */
+int64_t dpc_replica_rows(const dpc_graph *g);
 
 /* What automatic placement did: the bytes METIS's cut moves (KiB, as METIS counts them); after
  * repair, the bytes that cross devices (each value once per device that reads it), the forward

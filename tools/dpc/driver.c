@@ -248,10 +248,7 @@ dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d) 
 static dpc_status rebind_share(const dpc_graph *bound, int64_t rows, uint32_t K, dpc_graph **out,
                                dpc_diag *d) {
   *out = NULL;
-  int64_t base = -1;
-  for (uint32_t i = 0; i < bound->n_nodes && base < 0; i++)
-    if (bound->nodes[i].op == DPC_OP_INPUT && bound->values[bound->nodes[i].out].shape.rank)
-      base = bound->values[bound->nodes[i].out].shape.d[0];
+  int64_t base = dpc_replica_rows(bound);
   dpc_graph *g = dpc_graph_clone(bound);
   int64_t *vals = calloc(bound->n_syms ? bound->n_syms : 1, sizeof *vals);
   dpc_status st = g && vals ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
