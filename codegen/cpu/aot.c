@@ -68,6 +68,7 @@ dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plan
   dpc_status st = DPC_OK;
   uint64_t *done = NULL;
   uint32_t n_done = 0, cap_done = 0;
+  uint32_t next_md = 0; /* the module's metadata numbers in use (cg_append_kernel_text) */
   cg_module_preamble(b, &mod);
   dpc_buf_putn(&blob, "DPCA", 4);
   put32(&blob, BLOB_VERSION);
@@ -103,7 +104,7 @@ dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plan
           char *at = strstr(text.data, "@KERNEL(");
           dpc_buf_putn(&mod, text.data, (size_t)(at - text.data));
           dpc_buf_printf(&mod, "@%s(", k[sp->node].symbol);
-          dpc_buf_puts(&mod, at + 8);
+          cg_append_kernel_text(&mod, at + 8, &next_md);
           if (DPC_VEC_RESERVE(done, cap_done, n_done + 1))
             st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
           else

@@ -210,6 +210,16 @@ dpc_status cg_kernel_text(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t
   return st;
 }
 
+dpc_status dpc_cpu_kernel_symbol(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t node,
+                                 char *out, size_t n, dpc_diag *d) {
+  dpc_buf text = {0};
+  int64_t total;
+  dpc_status st = cg_kernel_text(b, g, node, &text, &total, d);
+  if (!st) snprintf(out, n, "dpc_k%016llx", (unsigned long long)cg_hash(text.data));
+  dpc_buf_free(&text);
+  return st;
+}
+
 void cg_module_preamble(const dpc_cpu_backend *b, dpc_buf *out) {
   dpc_buf_puts(out, preamble);
   dpc_buf_printf(out, "attributes #0 = { nounwind \"prefer-vector-width\"=\"%d\" }\n\n",

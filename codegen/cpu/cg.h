@@ -30,6 +30,10 @@ typedef struct cg_fn {
    * anchor, and its lowering finds the output at args[grp->n_inputs] (cg_out_arg) and calls
    * cg_epilogue_rows on what it stores. */
   const dpc_group *grp;
+  /* cg_parallel_begin: the access group of the parallel nest's loads and stores (0: none) */
+  uint32_t par_group;
+  uint32_t n_md; /* metadata nodes numbered so far: !1 .. !n_md */
+  dpc_buf md;    /* their definitions, written after the function */
 } cg_fn;
 
 /* A value in the text: "%t12", or a constant such as "0x3FF0000000000000". */
@@ -77,6 +81,17 @@ typedef struct cg_loop {
 } cg_loop;
 cg_loop cg_loop_begin(cg_fn *f, cg_val lo, cg_val hi);
 void cg_loop_end(cg_fn *f, cg_loop l);
+
+/* Between these two, every iteration of every loop ended reads and writes elements no other
+ * iteration writes (an elementwise nest, in place or not): its loads and stores form one access
+ * group and each loop says so (llvm.loop.parallel_accesses). The vectorizer then needs no
+ * run-time overlap check, which an update computed in its target's slot (the same elements read
+ * and written through two pointers) always failed, leaving every optimizer update scalar. */
+void cg_parallel_begin(cg_fn *f);
+void cg_parallel_end(cg_fn *f);
+/* Append kernel text `text` to a module, its metadata numbers moved past those the module has
+ * (*next: the first free one, updated), so that kernels can share a module. */
+void cg_append_kernel_text(dpc_buf *out, const char *text, uint32_t *next);
 
 /* A scalar accumulator in an alloca. */
 cg_val cg_acc_new(cg_fn *f, const char *type, cg_val init);

@@ -40,6 +40,9 @@ void dpc_cpu_backend_free(dpc_cpu_backend *b);
  * backend. */
 dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
                                 dpc_native_kernel *kernels, dpc_diag *d);
+/* The symbol node's kernel gets (dpc_k and the hash of its IR), as --dump-llvm shows it. */
+dpc_status dpc_cpu_kernel_symbol(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t node,
+                                 char *out, size_t n, dpc_diag *d);
 
 /* A plan and the role it plays in an artifact ("infer", "train", "eval"). */
 typedef struct dpc_aot_plan {

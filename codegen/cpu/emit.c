@@ -4,6 +4,7 @@
 #include "codegen/cpu/cg.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void cg_fn_init(cg_fn *f, const dpc_graph *g, uint32_t node, int vector_bits) {
@@ -16,6 +17,7 @@ void cg_fn_init(cg_fn *f, const dpc_graph *g, uint32_t node, int vector_bits) {
 void cg_fn_free(cg_fn *f) {
   dpc_buf_free(&f->head);
   dpc_buf_free(&f->body);
+  dpc_buf_free(&f->md);
 }
 
 void cg_fn_finish(cg_fn *f, const char *name, dpc_buf *out) {
@@ -28,6 +30,7 @@ void cg_fn_finish(cg_fn *f, const char *name, dpc_buf *out) {
   dpc_buf_puts(out, "  store i32 0, i32* %status\n");
   if (f->body.data) dpc_buf_puts(out, f->body.data);
   dpc_buf_puts(out, "  %st = load i32, i32* %status\n  ret i32 %st\n}\n\n");
+  if (f->md.data) dpc_buf_printf(out, "%s\n", f->md.data);
 }
 
 void cg_line(cg_fn *f, const char *fmt, ...) {
@@ -104,11 +107,21 @@ cg_val cg_arg_ptr(cg_fn *f, uint32_t i, dpc_dtype t) {
   return p;
 }
 
+/* The metadata a load or store carries inside a parallel nest, into s. */
+typedef struct md_tag {
+  char s[40];
+} md_tag;
+static md_tag access_group(const cg_fn *f) {
+  md_tag t = {""};
+  if (f->par_group) snprintf(t.s, sizeof t.s, ", !llvm.access.group !%u", f->par_group);
+  return t;
+}
+
 cg_val cg_load(cg_fn *f, cg_val ptr, dpc_dtype t, cg_val idx) {
   const char *st = cg_store_type(t);
   cg_val p = cg_tmp(f), v = cg_tmp(f);
   cg_line(f, "%s = getelementptr inbounds %s, %s* %s, i64 %s", p.s, st, st, ptr.s, idx.s);
-  cg_line(f, "%s = load %s, %s* %s", v.s, st, st, p.s);
+  cg_line(f, "%s = load %s, %s* %s%s", v.s, st, st, p.s, access_group(f).s);
   if (t == DPC_F16) {
     cg_val x = cg_tmp(f);
     cg_line(f, "%s = fpext half %s to float", x.s, v.s);
@@ -149,7 +162,7 @@ void cg_store(cg_fn *f, cg_val ptr, dpc_dtype t, cg_val idx, cg_val v) {
   }
   cg_val p = cg_tmp(f);
   cg_line(f, "%s = getelementptr inbounds %s, %s* %s, i64 %s", p.s, st, st, ptr.s, idx.s);
-  cg_line(f, "store %s %s, %s* %s", st, out.s, st, p.s);
+  cg_line(f, "store %s %s, %s* %s%s", st, out.s, st, p.s, access_group(f).s);
 }
 
 cg_val cg_add(cg_fn *f, cg_val a, cg_val b) {
@@ -183,8 +196,44 @@ void cg_loop_end(cg_fn *f, cg_loop l) {
   cg_val n = cg_tmp(f);
   cg_line(f, "%s = add nsw i64 %s, 1", n.s, l.i.s);
   cg_line(f, "store i64 %s, i64* %%i%u.slot", n.s, l.id);
-  cg_line(f, "br label %%L%u.head", l.id);
+  if (f->par_group) {
+    uint32_t id = ++f->n_md, par = ++f->n_md;
+    dpc_buf_printf(&f->md, "!%u = distinct !{!%u, !%u}\n", id, id, par);
+    dpc_buf_printf(&f->md, "!%u = !{!\"llvm.loop.parallel_accesses\", !%u}\n", par, f->par_group);
+    cg_line(f, "br label %%L%u.head, !llvm.loop !%u", l.id, id);
+  } else {
+    cg_line(f, "br label %%L%u.head", l.id);
+  }
   dpc_buf_printf(&f->body, "L%u.exit:\n", l.id);
+}
+
+void cg_parallel_begin(cg_fn *f) {
+  f->par_group = ++f->n_md;
+  dpc_buf_printf(&f->md, "!%u = distinct !{}\n", f->par_group);
+}
+
+void cg_parallel_end(cg_fn *f) {
+  f->par_group = 0;
+}
+
+void cg_append_kernel_text(dpc_buf *out, const char *text, uint32_t *next) {
+  uint32_t most = 0;
+  for (const char *p = text; *p;) {
+    const char *bang = strchr(p, '!');
+    if (!bang) {
+      dpc_buf_puts(out, p);
+      break;
+    }
+    dpc_buf_putn(out, p, (size_t)(bang - p) + 1);
+    p = bang + 1;
+    if (*p < '0' || *p > '9') continue; /* a name: !llvm.loop, !{ */
+    char *end;
+    unsigned long id = strtoul(p, &end, 10);
+    if (id > most) most = (uint32_t)id;
+    dpc_buf_printf(out, "%lu", id + *next);
+    p = end;
+  }
+  *next += most;
 }
 
 cg_val cg_acc_new(cg_fn *f, const char *type, cg_val init) {

@@ -386,6 +386,7 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
     cg_line(f, "%s = icmp ne i32 %d, 0", train_on.s, tr->u.i != 0);
   else
     cg_line(f, "%s = icmp ne i32 %%training, 0", train_on.s);
+  cg_parallel_begin(f); /* each element on its own (cg.h) */
   k->total = e.dims[0];
   /* loops: the outermost over [begin, end), the rest whole; offsets carried per operand */
   cg_loop loops[DPC_MAX_RANK];
@@ -413,6 +414,7 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   if (st) return st;
   cg_store(f, ptr[e.n_in], e.out_t, off[e.n_in], r);
   for (uint32_t lv = e.rank; lv-- > 0;) cg_loop_end(f, loops[lv]);
+  cg_parallel_end(f);
   return DPC_OK;
 }
 

@@ -177,6 +177,7 @@ static dpc_status lower_chain(cg_kernel *k, dpc_diag *d) {
   cg_val ptr[CG_MAX_OPERANDS];
   for (uint32_t i = 0; i < n; i++) ptr[i] = cg_arg_ptr(f, i, g->values[grp->inputs[i]].dtype);
   ptr[n] = cg_arg_ptr(f, n, rv->dtype);
+  cg_parallel_begin(f); /* each element on its own (cg.h) */
   k->total = dims[0];
   cg_loop loops[DPC_MAX_RANK];
   cg_val off[CG_MAX_OPERANDS];
@@ -196,6 +197,7 @@ static dpc_status lower_chain(cg_kernel *k, dpc_diag *d) {
   if (st) return st;
   cg_store(f, ptr[n], rv->dtype, off[n], r);
   for (uint32_t lv = rank; lv-- > 0;) cg_loop_end(f, loops[lv]);
+  cg_parallel_end(f);
   return DPC_OK;
 }
 
