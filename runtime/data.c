@@ -311,6 +311,24 @@ const char *dpc_dataset_name(const dpc_dataset *ds) {
 
 /* ---- filling batches ---------------------------------------------------------------------- */
 
+/* out[j] = src[j] / 255, four at a time: a training step's batch is converted on the thread
+ * that feeds the devices, between steps (a batch of 256 Fashion-MNIST images: 160 -> 85 us
+ * against a table lookup per pixel). Division, not a multiply by 1/255: the same bits as the
+ * scalar formula. */
+typedef uint8_t u8x4 __attribute__((vector_size(4)));
+typedef float f32x4 __attribute__((vector_size(16)));
+
+static void pixels_to_f32(float *out, const uint8_t *src, int64_t n) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    u8x4 b;
+    memcpy(&b, src + j, sizeof b);
+    f32x4 f = __builtin_convertvector(b, f32x4) / 255.0f;
+    memcpy(out + j, &f, sizeof f);
+  }
+  for (; j < n; j++) out[j] = (float)src[j] / 255.0f;
+}
+
 dpc_status dpc_dataset_fill(const dpc_dataset *ds, const uint64_t *idx, uint32_t n, dpc_tensor *x,
                             dpc_tensor *y, dpc_diag *d) {
   char s1[160], s2[160];
@@ -337,13 +355,8 @@ dpc_status dpc_dataset_fill(const dpc_dataset *ds, const uint64_t *idx, uint32_t
           (unsigned long long)idx[i], (unsigned long long)ds->n, (unsigned long long)ds->n - 1);
   if (x && ds->pixels) {
     if (x->dtype == DPC_F32) { /* the common case, kept free of per-element dtype switches */
-      float scale[256];
-      for (int v = 0; v < 256; v++) scale[v] = (float)v / 255.0f;
-      float *out = x->data;
-      for (uint32_t i = 0; i < n; i++) {
-        const uint8_t *src = ds->pixels + idx[i] * (uint64_t)per;
-        for (int64_t j = 0; j < per; j++) out[i * per + j] = scale[src[j]];
-      }
+      for (uint32_t i = 0; i < n; i++)
+        pixels_to_f32((float *)x->data + i * per, ds->pixels + idx[i] * (uint64_t)per, per);
     } else {
       for (uint32_t i = 0; i < n; i++) {
         const uint8_t *src = ds->pixels + idx[i] * (uint64_t)per;

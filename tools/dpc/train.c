@@ -684,8 +684,11 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
       uint32_t n;
       const uint64_t *idx = dpc_order_batch(&t.order, t.batch, t.batch_pos, &n);
       run_t *r;
+      /* a step's time starts after its session is found: the partial last batch's is opened
+       * once, on first use, and its planning and compiling are not a step's work */
+      if ((st = run_for(&t, true, n, &r, d))) break;
       double t0 = dpc_now_s();
-      if ((st = run_for(&t, true, n, &r, d)) || (st = feed(r, t.train_ds, idx, n, d))) break;
+      if ((st = feed(r, t.train_ds, idx, n, d))) break;
       /* the step counter seeds dropout: the same step draws the same mask after a resume */
       dpc_session_set_step(r->s, t.step);
       if ((st = dpc_session_run(r->s, d))) {
