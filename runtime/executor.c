@@ -15,7 +15,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define SPIN_S 300e-6
 
