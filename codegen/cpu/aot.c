@@ -95,8 +95,7 @@ dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plan
           break;
         }
         uint64_t h = cg_hash(text.data);
-        snprintf(k[sp->node].symbol, sizeof k[sp->node].symbol, "dpc_k%016llx",
-                 (unsigned long long)h);
+        cg_symbol(h, k[sp->node].symbol, sizeof k[sp->node].symbol);
         k[sp->node].total = total;
         bool seen = false;
         for (uint32_t i = 0; i < n_done && !seen; i++) seen = done[i] == h;

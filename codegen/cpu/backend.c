@@ -210,12 +210,16 @@ dpc_status cg_kernel_text(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t
   return st;
 }
 
+void cg_symbol(uint64_t h, char *out, size_t n) {
+  snprintf(out, n, "dpc_k%016llx", (unsigned long long)h);
+}
+
 dpc_status dpc_cpu_kernel_symbol(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t node,
                                  char *out, size_t n, dpc_diag *d) {
   dpc_buf text = {0};
   int64_t total;
   dpc_status st = cg_kernel_text(b, g, node, &text, &total, d);
-  if (!st) snprintf(out, n, "dpc_k%016llx", (unsigned long long)cg_hash(text.data));
+  if (!st) cg_symbol(cg_hash(text.data), out, n);
   dpc_buf_free(&text);
   return st;
 }

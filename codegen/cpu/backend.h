@@ -39,6 +39,8 @@ void cg_module_preamble(const dpc_cpu_backend *b, dpc_buf *out);
 dpc_status cg_kernel_text(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t node, dpc_buf *out,
                           int64_t *total, dpc_diag *d);
 uint64_t cg_hash(const char *s);
+/* The symbol of the kernel whose IR hashes to h: "dpc_k" and 16 hex digits (out: 22 bytes). */
+void cg_symbol(uint64_t h, char *out, size_t n);
 /* Whether a plan step gets a kernel of its own (not fused into another's, and lowerable). */
 bool cg_compiles(const dpc_graph *g, const dpc_step *sp);
 /* A target machine for the backend's target: one per thread that compiles (they are not

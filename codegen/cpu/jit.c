@@ -202,7 +202,7 @@ static dpc_status link_jobs(dpc_cpu_backend *b, kjob *jobs, uint64_t *hashes, ui
   }
   for (uint32_t i = 0; i < n; i++) {
     char name[40];
-    snprintf(name, sizeof name, "dpc_k%016llx", (unsigned long long)hashes[i]);
+    cg_symbol(hashes[i], name, sizeof name);
     LLVMOrcExecutorAddress addr;
     LLVMErrorRef e = LLVMOrcLLJITLookup(b->jit, &addr, name);
     if (e) return cg_llvm_error(d, "looking a kernel up", e);
@@ -253,7 +253,9 @@ dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
       cg_module_preamble(b, &mod);
       char *at = strstr(text.data, "@KERNEL(");
       dpc_buf_putn(&mod, text.data, (size_t)(at - text.data));
-      dpc_buf_printf(&mod, "@dpc_k%016llx(", (unsigned long long)h);
+      char sym[40];
+      cg_symbol(h, sym, sizeof sym);
+      dpc_buf_printf(&mod, "@%s(", sym);
       dpc_buf_puts(&mod, at + 8);
       dpc_buf_free(&text);
       if (mod.oom) {
