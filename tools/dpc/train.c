@@ -414,12 +414,13 @@ static void trainer_free(trainer *t) {
 static dpc_status pick_shares(trainer *t, dpc_diag *d) {
   const dpc_train_opts *o = t->o;
   if (!o->shares || !strcmp(o->shares, "even")) return DPC_OK;
-  if (t->replicas < 2 || t->replicas > 16 || (o->strategy && strcmp(o->strategy, "data")) ||
-      o->async || o->local_sgd || t->art)
+  if (t->replicas < 2 || t->replicas > DPC_BENCH_DEVICES ||
+      (o->strategy && strcmp(o->strategy, "data")) || o->async || o->local_sgd || t->art)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
                          "--shares sizes synchronous data-parallel replicas: --devices cpu:N "
-                         "(2 to 16 devices) with --strategy data, without --sync async, "
-                         "--local-sgd or a compiled artifact");
+                         "(2 to %d devices) with --strategy data, without --sync async, "
+                         "--local-sgd or a compiled artifact",
+                         DPC_BENCH_DEVICES);
   if (!(t->shares = calloc(t->replicas, sizeof *t->shares)))
     return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   bool even = false, measure = false;
