@@ -93,6 +93,10 @@ expect 0 "--help says --lr is above 0" -- "$dpc" train --help
 contains "$work/out" "learning rate, above 0" "train --help gives --lr's range"
 expect 2 "--momentum 2" -- "$dpc" train "$mlp" --momentum 2 --steps 5
 contains "$work/err" "^dpc train: --momentum expects a number in \[0, 1), got '2'" "--momentum 2 is blamed"
+expect 2 "--optimizer bogus" -- "$dpc" train "$mlp" --optimizer bogus --steps 5
+contains "$work/err" "^dpc train: --optimizer is sgd, adam or adamw, not 'bogus'" "--optimizer bogus is blamed"
+expect 2 "--momentum with --optimizer adam" -- "$dpc" train "$mlp" --optimizer adam --momentum 0.5 --steps 5
+contains "$work/err" "^dpc train: --momentum applies to sgd, not to --optimizer adam" "--momentum with adam is blamed"
 expect 2 "--weight-decay -1" -- "$dpc" train "$mlp" --weight-decay -1 --steps 5
 expect 2 "--lr-schedule bogus" -- "$dpc" train "$mlp" --lr-schedule bogus --steps 5
 contains "$work/err" "^dpc train: --lr-schedule is constant, step, cosine or linear, not 'bogus'" "--lr-schedule bogus is blamed"

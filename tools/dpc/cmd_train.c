@@ -292,6 +292,12 @@ int dpc_cmd_train(int argc, char **argv) {
   o.test_data = cli_get(train_opts, NTRAIN, &p, "test-data");
   o.shuffle = !cli_get(train_opts, NTRAIN, &p, "no-shuffle");
   o.optimizer = cli_get(train_opts, NTRAIN, &p, "optimizer");
+  if (o.optimizer && strcmp(o.optimizer, "sgd") && strcmp(o.optimizer, "adam") &&
+      strcmp(o.optimizer, "adamw"))
+    return cli_usage_error("train", "--optimizer is sgd, adam or adamw, not '%s'", o.optimizer);
+  if (o.optimizer && strcmp(o.optimizer, "sgd") && !isnan(o.momentum))
+    return cli_usage_error("train", "--momentum applies to sgd, not to --optimizer %s",
+                           o.optimizer);
   int src = cli_schedules("train", train_opts, NTRAIN, &p, &o.schedule, &o.pipeline);
   if (src) return src;
   o.init_path = cli_get(train_opts, NTRAIN, &p, "init");
