@@ -1197,6 +1197,11 @@ static dpc_status parse_all(parser *p) {
   }
   if (p->block_device != DPC_NONE)
     return err(p, p->block_loc, "this device block is not closed with '}'");
+  /* an empty file would compile to an empty artifact that computes nothing */
+  if (!p->g->n_nodes)
+    return err(p, (dpc_loc){1, 1},
+               "no model here: the file defines no input, param or value (see "
+               "docs/graph-format.md)");
   return DPC_OK;
 }
 

@@ -155,6 +155,12 @@ dpc_status dpc_devices_parse(const dpc_topology *t, const char *spec, dpc_device
                            "--devices %s: cpu:N takes a number of devices from 1 to %d", spec,
                            MAX_DEVICES);
     n = (uint32_t)v;
+  } else if (!strncmp(spec, "cuda", 4) || !strncmp(spec, "gpu", 3)) {
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                         "--devices %s: this build of dpc has no GPU backend yet; the devices it "
+                         "runs on are cpu (one device on all cores), cpu:N (N devices sharing the "
+                         "cores) and numa (one per NUMA node)",
+                         spec);
   } else {
     return dpc_diag_fail(d, DPC_ERR_INVALID,
                          "--devices %s: expected cpu (one device on all cores), cpu:N (N devices "

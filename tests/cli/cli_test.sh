@@ -128,15 +128,15 @@ contains "$work/out" "stage 0, live activations at most .*: F0 F1 B0 F2 B1 F3 B2
 if command -v dot >/dev/null; then
   expect 0 "dot -Tsvg accepts the pipeline plan" -- dot -Tsvg "$work/pipe.dot" -o "$work/pipe.svg"
 fi
-expect 0 "train a pipeline" -- "$dpc" train "$src/examples/fashion_mlp.graph" --strategy pipeline --stages 2 --microbatches 2 --schedule gpipe --steps 3 --quiet
+expect 0 "train a pipeline" -- "$dpc" train "$src/examples/fashion_mlp.graph" --strategy pipeline --stages 2 --microbatches 2 --pipeline-schedule gpipe --steps 3 --quiet
 expect 0 "train asynchronously" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --sync async --staleness 1 --steps 3 --log "$work/async.jsonl" --quiet
 contains "$work/async.jsonl" '"staleness": \[{"worker": ' "the async step log records each gradient's staleness"
 expect 2 "staleness without --sync async" -- "$dpc" train "$src/examples/fashion_mlp.graph" --staleness 2 --steps 1
-expect 1 "async on one device" -- "$dpc" train "$src/examples/fashion_mlp.graph" --sync async --steps 1
+expect 2 "async on one device" -- "$dpc" train "$src/examples/fashion_mlp.graph" --sync async --steps 1
 contains "$work/err" "several devices" "async on one device says it needs several"
 expect 0 "train with local SGD" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --local-sgd 2 --steps 3 --quiet
 expect 0 "train with accumulation" -- "$dpc" train "$src/examples/fashion_mlp.graph" --accumulate 2 --steps 3 --quiet
-expect 1 "plan with a batch that does not split" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:3 --batch 64
+expect 2 "plan with a batch that does not split" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:3 --batch 64
 contains "$work/err" "does not split evenly" "plan says why the batch does not fit"
 expect 0 "train data parallel with measured shares" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --shares auto --steps 3
 contains "$work/err" "data-parallel shares of a batch of 64: " "train says the shares it measured"

@@ -69,7 +69,13 @@ static void device_specs(void) {
   dpc_device_list_free(&l);
   /* errors say what is accepted */
   CHECK(dpc_devices_parse(t, "cpu:0", &l, &d) == DPC_ERR_INVALID && strstr(d.msg, "from 1"));
-  CHECK(dpc_devices_parse(t, "gpu", &l, &d) == DPC_ERR_INVALID && strstr(d.msg, "cpu:N"));
+  CHECK(dpc_devices_parse(t, "gpu", &l, &d) == DPC_ERR_UNSUPPORTED && strstr(d.msg, "cpu:N") &&
+        strstr(d.msg, "no GPU backend"));
+  dpc_diag_clear(&d);
+  CHECK(dpc_devices_parse(t, "cuda:0", &l, &d) == DPC_ERR_UNSUPPORTED &&
+        strstr(d.msg, "--devices cuda:0: this build of dpc has no GPU backend yet"));
+  dpc_diag_clear(&d);
+  CHECK(dpc_devices_parse(t, "tpu", &l, &d) == DPC_ERR_INVALID && strstr(d.msg, "cpu:N"));
   CHECK(dpc_devices_parse(t, "cpu:2x", &l, &d) == DPC_ERR_INVALID);
   dpc_diag_free(&d);
   dpc_topology_free(t);

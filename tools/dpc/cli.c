@@ -17,6 +17,7 @@ static int find_opt(const cli_opt *opts, int nopts, const char *name, size_t n) 
 bool cli_parse(const char *cmd, const cli_opt *opts, int nopts, int argc, char **argv, int first,
                cli_parsed *out) {
   memset(out, 0, sizeof *out);
+  out->pos = (const char **)argv + (first < argc ? first : argc);
   if (nopts > CLI_MAX_OPTS) { /* a programming error: the table outgrew the parser */
     fprintf(stderr, "dpc %s: internal error: %d options, at most %d\n", cmd, nopts, CLI_MAX_OPTS);
     return false;
@@ -79,12 +80,10 @@ bool cli_parse(const char *cmd, const cli_opt *opts, int nopts, int argc, char *
       cli_usage_error(cmd, "unknown option '%s' (see dpc %s --help)", a, cmd);
       return false;
     }
-    if (out->npos >= 64) {
-      cli_usage_error(cmd, "too many arguments");
-      return false;
-    }
-    out->pos[out->npos++] = a;
+    /* slot first + npos was read already (npos <= i - first): the positionals gather there */
+    argv[first + out->npos++] = (char *)a;
   }
+  out->pos = (const char **)argv + first;
   return true;
 }
 
@@ -113,6 +112,62 @@ void cli_print_options(const cli_opt *opts, int nopts) {
     printf("  %-26s %s\n", left, opts[i].help);
   }
   printf("  %-26s %s\n", "--help", "show this help");
+}
+
+static bool is_one_of(const char *v, const char *const *names) {
+  for (; *names; names++)
+    if (!strcmp(v, *names)) return true;
+  return false;
+}
+
+int cli_schedules(const char *cmd, const cli_opt *opts, int nopts, const cli_parsed *p,
+                  const char **lr, dpc_pipeline_schedule *pipe) {
+  static const char *const lr_kinds[] = {"constant", "step", "cosine", "linear", NULL};
+  static const char *const pipe_kinds[] = {"gpipe", "1f1b", NULL};
+  const char *l = cli_get(opts, nopts, p, "lr-schedule");
+  const char *q = cli_get(opts, nopts, p, "pipeline-schedule");
+  const char *old = cli_get(opts, nopts, p, "schedule");
+  if (old) {
+    bool is_pipe = is_one_of(old, pipe_kinds);
+    if (!is_pipe && !is_one_of(old, lr_kinds))
+      return cli_usage_error(cmd,
+                             "--schedule %s: neither a learning-rate schedule (--lr-schedule "
+                             "constant, step, cosine or linear) nor a pipeline order "
+                             "(--pipeline-schedule gpipe or 1f1b)",
+                             old);
+    const char *now = is_pipe ? "--pipeline-schedule" : "--lr-schedule";
+    if (is_pipe ? q != NULL : l != NULL)
+      return cli_usage_error(cmd, "--schedule %s and %s both given: use %s alone", old, now, now);
+    fprintf(stderr, "dpc %s: note: --schedule is deprecated; this is %s %s\n", cmd, now, old);
+    if (is_pipe)
+      q = old;
+    else
+      l = old;
+  }
+  if (l && !is_one_of(l, lr_kinds))
+    return cli_usage_error(cmd, "--lr-schedule is constant, step, cosine or linear, not '%s'", l);
+  if (l && !lr)
+    return cli_usage_error(cmd,
+                           "--lr-schedule %s: dpc %s takes no learning-rate schedule (the "
+                           "model's applies)",
+                           l, cmd);
+  if (q && !is_one_of(q, pipe_kinds))
+    return cli_usage_error(cmd, "--pipeline-schedule is gpipe or 1f1b, not '%s'", q);
+  if (lr) *lr = l;
+  *pipe = !q ? DPC_SCHEDULE_NONE : !strcmp(q, "gpipe") ? DPC_SCHEDULE_GPIPE : DPC_SCHEDULE_1F1B;
+  return DPC_EXIT_OK;
+}
+
+int cli_devices(const char *cmd, const char *spec, uint32_t *n) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  int rc = DPC_EXIT_OK;
+  if (dpc_driver_count_devices(spec, n, &d))
+    rc = d.status == DPC_ERR_INVALID || d.status == DPC_ERR_UNSUPPORTED
+             ? cli_usage_error(cmd, "%s", d.msg ? d.msg : "bad --devices")
+             : cli_report(cmd, &d); /* the machine's topology could not be read */
+  dpc_diag_free(&d);
+  return rc;
 }
 
 static void dump_llvm(void *user, const char *what, const char *text) {

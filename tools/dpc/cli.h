@@ -8,6 +8,7 @@
 #define DPC_TOOLS_CLI_H
 
 #include "ir/base.h"
+#include "partitioner/partitioner.h"
 
 #define DPC_EXIT_OK    0
 #define DPC_EXIT_ERROR 1
@@ -37,19 +38,38 @@ typedef struct cli_opt {
         "faster devices take more) or a list like 144,112"                                         \
   }
 
-#define CLI_MAX_VALUES 256
-#define CLI_MAX_OPTS   64 /* options one command may have */
+/* The batch of one step when --batch is not given: train, plan, bench and compile --train share
+ * it, so what plan predicts and bench times is what train runs. */
+#define DPC_DEFAULT_BATCH 64
+
+/* --lr-schedule, --pipeline-schedule and the old --schedule, which took either kind */
+#define CLI_OPT_LR_SCHEDULE                                                                        \
+  {                                                                                                \
+    "lr-schedule", true, false,                                                                    \
+        "learning-rate schedule: constant, step, cosine or linear (default: the model's)"          \
+  }
+#define CLI_OPT_PIPELINE_SCHEDULE                                                                  \
+  {                                                                                                \
+    "pipeline-schedule", true, false,                                                              \
+        "with --strategy pipeline: the micro-batches' order, gpipe or 1f1b (default)"              \
+  }
+#define CLI_OPT_OLD_SCHEDULE                                                                       \
+  { "schedule", true, false, "deprecated: --lr-schedule or --pipeline-schedule, by its value" }
+
+#define CLI_MAX_VALUES 256 /* values of one repeated option (--input, --param, --dim) */
+#define CLI_MAX_OPTS   64  /* options one command may have */
 
 typedef struct cli_parsed {
   const char *values[CLI_MAX_OPTS][CLI_MAX_VALUES]; /* per option: values in order */
   int count[CLI_MAX_OPTS];
-  const char *pos[64]; /* positional arguments */
+  const char **pos; /* positional arguments: argv's own slots, reordered (no limit) */
   int npos;
   bool help;
 } cli_parsed;
 
-/* Parse argv[first..] against opts (at most 32). Unknown options and missing values print a
- * message naming the command and return false. */
+/* Parse argv[first..] against opts (at most CLI_MAX_OPTS). Unknown options and missing values
+ * print a message naming the command and return false. The positional arguments are gathered at
+ * the front of argv[first..] (argv is reordered), so any number of them fits. */
 bool cli_parse(const char *cmd, const cli_opt *opts, int nopts, int argc, char **argv, int first,
                cli_parsed *out);
 /* The value of option `name` (last one given), or NULL. */
@@ -63,6 +83,16 @@ struct dpc_exec_opts;
  * neither llvm nor ref. */
 int cli_exec_opts(const char *cmd, const cli_opt *opts, int nopts, const cli_parsed *p,
                   struct dpc_exec_opts *x);
+
+/* The schedules a command line asks for: --lr-schedule (NULL unless lr is non-NULL: a command
+ * that takes none refuses one), --pipeline-schedule (DPC_SCHEDULE_NONE when not given) and the
+ * deprecated --schedule, mapped by its value to one of them with a note on stderr. A usage error
+ * (exit code) for an unknown value or the two kinds mixed up. */
+int cli_schedules(const char *cmd, const cli_opt *opts, int nopts, const cli_parsed *p,
+                  const char **lr, dpc_pipeline_schedule *pipe);
+
+/* --devices SPEC: how many devices it makes here, or a usage error (exit code) saying why not. */
+int cli_devices(const char *cmd, const char *spec, uint32_t *n);
 
 /* --print-after output: the graph after a pass, to stdout (user NULL) or to the FILE* given. */
 void cli_print_dump(void *user, const char *pass, const char *text);

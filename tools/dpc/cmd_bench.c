@@ -11,7 +11,8 @@
 
 static const cli_opt bench_opts[] = {
     CLI_OPT_LOSS,
-    {"batch", true, false, "samples per step; every symbolic dimension takes it (default 128)"},
+    {"batch", true, false,
+     "samples per step; every symbolic dimension takes it (default 64, as dpc train)"},
     {"threads", true, false, "threads for compiled kernels (default: one per core)"},
     {"inference", false, false, "time the forward pass instead of the training step"},
     {"steps", true, false, "timed steps (default 50)"},
@@ -23,7 +24,8 @@ static const cli_opt bench_opts[] = {
     {"strategy", true, false,
      "with several devices: data (default), model (@ cpu:K placement, else METIS's) or pipeline "
      "(the devices as stages, --accumulate K micro-batches)"},
-    {"schedule", true, false, "with --strategy pipeline: gpipe or 1f1b (default)"},
+    CLI_OPT_PIPELINE_SCHEDULE,
+    CLI_OPT_OLD_SCHEDULE,
     {"accumulate", true, false, "K: each device's share of the batch in K micro-batches"},
     CLI_OPT_SHARES,
     {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
@@ -59,7 +61,7 @@ int dpc_cmd_bench(int argc, char **argv) {
     return DPC_EXIT_OK;
   }
   if (p.npos != 1) return cli_usage_error("bench", "expects one model file (see dpc bench --help)");
-  dpc_bench_opts o = {.batch = 128, .warmup = 5, .steps = 50};
+  dpc_bench_opts o = {.batch = DPC_DEFAULT_BATCH, .warmup = 5, .steps = 50};
   o.inference = cli_get(bench_opts, NBENCH, &p, "inference") != NULL;
   o.profile = cli_get(bench_opts, NBENCH, &p, "profile") != NULL;
   o.devices = cli_get(bench_opts, NBENCH, &p, "devices");
@@ -70,10 +72,19 @@ int dpc_cmd_bench(int argc, char **argv) {
     return cli_usage_error("bench", "--strategy is data, model or pipeline, not '%s'", strategy);
   bool pipe = strategy && !strcmp(strategy, "pipeline");
   o.model = pipe || (strategy && !strcmp(strategy, "model"));
-  const char *sched = cli_get(bench_opts, NBENCH, &p, "schedule");
-  if (sched && (!pipe || (strcmp(sched, "gpipe") && strcmp(sched, "1f1b"))))
-    return cli_usage_error("bench", "--schedule is gpipe or 1f1b, with --strategy pipeline");
-  if (pipe) o.pipeline = sched && !strcmp(sched, "gpipe") ? DPC_SCHEDULE_GPIPE : DPC_SCHEDULE_1F1B;
+  dpc_pipeline_schedule sched = DPC_SCHEDULE_NONE;
+  int src = cli_schedules("bench", bench_opts, NBENCH, &p, NULL, &sched);
+  if (src) return src;
+  if (sched != DPC_SCHEDULE_NONE && !pipe)
+    return cli_usage_error("bench", "--pipeline-schedule goes with --strategy pipeline");
+  if (pipe) o.pipeline = sched == DPC_SCHEDULE_GPIPE ? DPC_SCHEDULE_GPIPE : DPC_SCHEDULE_1F1B;
+  uint32_t D = 1;
+  if (o.devices && (src = cli_devices("bench", o.devices, &D))) return src;
+  if (strategy && strcmp(strategy, "data") && D < 2)
+    return cli_usage_error("bench",
+                           "--strategy %s spreads the model over several devices: give --devices "
+                           "cpu:N with N >= 2",
+                           strategy);
   if (!get_u32(&p, "batch", &o.batch, 1) || !get_u32(&p, "threads", &o.threads, 1) ||
       !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0) ||
       !get_u32(&p, "accumulate", &o.accumulate, 1))

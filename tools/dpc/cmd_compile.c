@@ -16,7 +16,9 @@
 static const cli_opt compile_opts[] = {
     CLI_OPT_LOSS,
     {"output", true, false, "FILE.dpx to write (required)"},
-    {"batch", true, false, "the batch size the plans are made for (default 1)"},
+    {"batch", true, false,
+     "the batch size the plans are made for (default 64 with --train, as dpc train; else 1, "
+     "an inference artifact serving one request at a time)"},
     {"dim", true, true, "NAME=VALUE: the size of another symbolic dimension"},
     {"train", false, false, "also compile the training step and an evaluation plan"},
     {"total-steps", true, false, "with --train: the horizon of a cosine or linear schedule"},
@@ -42,6 +44,19 @@ static dpc_status make_plan(const dpc_graph *src, bool training, bool eval, cons
   return st;
 }
 
+/* The objective's schedule when it needs a horizon the model does not give (cosine, linear);
+ * NULL when it needs none or has one. */
+static const char *schedule_without_horizon(const dpc_graph *g) {
+  const char *sched = NULL;
+  for (uint32_t i = 0; i < g->obj.n_attr; i++) {
+    const dpc_attr *a = &g->attrs[g->obj.attr + i];
+    const char *name = dpc_graph_str(g, a->name);
+    if (!strcmp(name, "total_steps")) return NULL;
+    if (!strcmp(name, "schedule") && a->kind == DPC_ATTR_STR) sched = dpc_graph_str(g, a->u.s);
+  }
+  return sched && (!strcmp(sched, "cosine") || !strcmp(sched, "linear")) ? sched : NULL;
+}
+
 int dpc_cmd_compile(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("compile", compile_opts, NCOMPILE, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
@@ -62,10 +77,13 @@ int dpc_cmd_compile(int argc, char **argv) {
   if (!outp) return cli_usage_error("compile", "--output FILE.dpx is required");
   const char *bs = cli_get(compile_opts, NCOMPILE, &p, "batch");
   char *end;
-  long long batch = bs ? strtoll(bs, &end, 10) : 1;
+  bool train = cli_get(compile_opts, NCOMPILE, &p, "train") != NULL;
+  /* a training artifact takes dpc train's batch; inference answers one request at a time */
+  long long batch = bs ? strtoll(bs, &end, 10) : train ? DPC_DEFAULT_BATCH : 1;
   if (bs && (*end || batch < 1 || batch > (1 << 24)))
     return cli_usage_error("compile", "--batch expects a whole number from 1, got '%s'", bs);
-  bool train = cli_get(compile_opts, NCOMPILE, &p, "train") != NULL;
+  if (!train && cli_get(compile_opts, NCOMPILE, &p, "total-steps"))
+    return cli_usage_error("compile", "--total-steps goes with --train");
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
@@ -101,6 +119,15 @@ int dpc_cmd_compile(int argc, char **argv) {
       goto report;
     }
     const char *ts = cli_get(compile_opts, NCOMPILE, &p, "total-steps");
+    const char *needs = ts ? NULL : schedule_without_horizon(g);
+    if (needs) {
+      rc = cli_usage_error("compile",
+                           "--train: the model's %s learning-rate schedule needs its length: give "
+                           "--total-steps N (the optimizer steps of the run, as dpc train "
+                           "counts them from --epochs)",
+                           needs);
+      goto done;
+    }
     if (ts) {
       long long n = strtoll(ts, &end, 10);
       if (*end || n < 1) {

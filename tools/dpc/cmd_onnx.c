@@ -129,7 +129,7 @@ static void first_line(const dpc_diag *d, const char *drop, char *out, size_t n)
 static test_result run_test(const char *dir, const dpc_exec_opts *x, double rtol, double atol,
                             char *why, size_t n) {
   char model[4200];
-  snprintf(model, sizeof model, "%s/model.onnx", dir);
+  dpc_driver_join_path(model, sizeof model, dir, "model.onnx");
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
@@ -144,7 +144,7 @@ static test_result run_test(const char *dir, const dpc_exec_opts *x, double rtol
   /* Imported once per data set: inputs an op needs as constants take that set's values. */
   for (uint32_t s = 0; s < nsets && r == T_PASS; s++) {
     char sd[4400];
-    snprintf(sd, sizeof sd, "%s/%s", dir, sets[s]);
+    dpc_driver_join_path(sd, sizeof sd, dir, sets[s]);
     dpc_named *feeds = NULL, *outs = NULL;
     uint32_t nf = 0, no = 0;
     dpc_graph_free(g);
@@ -172,8 +172,9 @@ static test_result run_test(const char *dir, const dpc_exec_opts *x, double rtol
     }
     dpc_diag_free(&rd);
     for (uint32_t k = 0; r == T_PASS && k < no; k++) {
-      char path[4500];
-      snprintf(path, sizeof path, "%s/output_%u.pb", sd, k);
+      char path[4500], file[32];
+      snprintf(file, sizeof file, "output_%u.pb", k);
+      dpc_driver_join_path(path, sizeof path, sd, file);
       dpc_tensor want;
       if (dpc_onnx_tensor_read(path, &want, NULL, &d)) {
         first_line(&d, "", why, n);
@@ -231,20 +232,21 @@ int dpc_cmd_onnx_test(int argc, char **argv) {
     const char *arg = p.pos[i];
     if (!is_dir(arg)) return cli_usage_error("onnx-test", "'%s' is not a directory", arg);
     char probe[4400];
-    snprintf(probe, sizeof probe, "%s/model.onnx", arg);
-    uint32_t nsub = 0;
-    char **subs = is_file(probe) ? NULL : list_dir(arg, "", &nsub);
-    uint32_t count = subs ? nsub : 1;
+    dpc_driver_join_path(probe, sizeof probe, arg, "model.onnx");
+    uint32_t nsub = 0, found = 0;
+    bool single = is_file(probe);
+    char **subs = single ? NULL : list_dir(arg, "", &nsub);
+    uint32_t count = single ? 1 : nsub;
     for (uint32_t k = 0; k < count; k++) {
       char dir[4096];
-      if (subs && strlen(arg) + strlen(subs[k]) + 2 > sizeof dir) continue;
-      if (subs) {
-        snprintf(dir, sizeof dir, "%.2000s/%.2000s", arg, subs[k]);
-        snprintf(probe, sizeof probe, "%s/model.onnx", dir);
+      if (!single) {
+        if (!dpc_driver_join_path(dir, sizeof dir, arg, subs[k])) continue;
+        dpc_driver_join_path(probe, sizeof probe, dir, "model.onnx");
         if (!is_file(probe)) continue;
       } else {
         snprintf(dir, sizeof dir, "%.4000s", arg);
       }
+      found++;
       char why[1024] = "";
       test_result r = run_test(dir, &x, rtol, atol, why, sizeof why);
       if (r == T_SKIP && no_skip) r = T_FAIL;
@@ -264,6 +266,11 @@ int dpc_cmd_onnx_test(int argc, char **argv) {
       fflush(stdout);
     }
     free_list(subs, nsub);
+    if (!found) /* a summary of nothing run would read as success */
+      return cli_usage_error("onnx-test",
+                             "'%s' holds no ONNX test: neither model.onnx nor directories with "
+                             "one",
+                             arg);
   }
   printf("%u passed, %u failed, %u skipped", npass, nfail, nskip);
   if (nskip)

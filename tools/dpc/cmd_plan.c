@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const cli_opt plan_opts[] = {
     CLI_OPT_LOSS,
@@ -24,12 +25,13 @@ static const cli_opt plan_opts[] = {
     {"strategy", true, false,
      "data (default with several devices), model (the graph's @ cpu:K placement, else METIS's), "
      "hybrid, pipeline or single"},
-    {"batch", true, false, "the global batch of one step (default 128)"},
+    {"batch", true, false, "the global batch of one step (default 64, as dpc train)"},
     {"mp", true, false, "with --strategy hybrid: devices per data-parallel replica"},
     {"accumulate", true, false, "K: each replica's share of the batch in K micro-batches"},
     {"stages", true, false, "with --strategy pipeline: stages, the devices of one pipeline"},
     {"microbatches", true, false, "with --strategy pipeline: micro-batches per batch (default 4)"},
-    {"schedule", true, false, "with --strategy pipeline: gpipe or 1f1b (default)"},
+    CLI_OPT_PIPELINE_SCHEDULE,
+    CLI_OPT_OLD_SCHEDULE,
     {"dp", true, false, "with --strategy pipeline: data-parallel pipelines (default 1)"},
     {"placement", true, false,
      "with --strategy model: metis (default), contiguous (a layer split) or roundrobin"},
@@ -145,6 +147,39 @@ static void print_pipeline(const dpc_plan *p, const dpc_sim_device *sum, double 
   free(stage);
 }
 
+/* What the plan puts on each NUMA node's devices against the node's memory: a plan too big for
+ * this machine is still shown (a plan may be for a bigger one), with a warning naming both. */
+static void warn_memory(const dpc_plan *plan, const dpc_topology *t, const dpc_device_list *l) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  uint32_t nodes = t->n_numa ? t->n_numa : 1;
+  double phys = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+  for (uint32_t node = 0; node < nodes; node++) {
+    /* hwloc's node sizes can be short of the memory inside VMs: the larger of the two */
+    double have = t->numa_memory ? (double)t->numa_memory[node] : 0;
+    if (phys / nodes > have) have = phys / nodes;
+    double need = 0, most = 0;
+    uint32_t on = 0, at = 0;
+    for (uint32_t k = 0; k < l->n && k < plan->n_devs; k++) {
+      if (l->devs[k].numa != node) continue;
+      double b = (double)plan->devs[k].bytes;
+      need += b, on++;
+      if (b > most) most = b, at = k;
+    }
+    if (!on || have <= 0 || need <= have) continue;
+    if (on == 1)
+      fprintf(stderr,
+              "dpc plan: warning: %s is predicted to need %.1f MB a step, more than the %.1f MB "
+              "of memory it has here (NUMA node %u): the plan would not run on this machine\n",
+              plan->devs[at].name, need / 1e6, have / 1e6, node);
+    else
+      fprintf(stderr,
+              "dpc plan: warning: the %u devices on NUMA node %u are predicted to need %.1f MB a "
+              "step together (%s the most, %.1f MB), more than the node's %.1f MB of memory: the "
+              "plan would not run on this machine\n",
+              on, node, need / 1e6, plan->devs[at].name, most / 1e6, have / 1e6);
+  }
+}
+
 static dpc_status write_json(const char *path, const dpc_plan *p, const dev_summary *s,
                              double step_s, dpc_diag *d) {
   FILE *f = fopen(path, "w");
@@ -183,7 +218,7 @@ int dpc_cmd_plan(int argc, char **argv) {
   const char *strategy = cli_get(plan_opts, NPLAN, &p, "strategy");
   const char *bs = cli_get(plan_opts, NPLAN, &p, "batch");
   char *end = NULL;
-  unsigned long batch = bs ? strtoul(bs, &end, 10) : 128;
+  unsigned long batch = bs ? strtoul(bs, &end, 10) : DPC_DEFAULT_BATCH;
   if (bs && (end == bs || *end || batch < 1 || batch > (1ul << 24)))
     return cli_usage_error("plan", "--batch expects a whole number from 1, got '%s'", bs);
   if (strategy && strcmp(strategy, "data") && strcmp(strategy, "single") &&
@@ -197,36 +232,47 @@ int dpc_cmd_plan(int argc, char **argv) {
   unsigned long mp = mps ? strtoul(mps, &mend, 10) : 0;
   bool hybrid = strategy && !strcmp(strategy, "hybrid");
   bool pipeline = strategy && !strcmp(strategy, "pipeline");
+  bool model = strategy && !strcmp(strategy, "model");
   if (hybrid && (!mps || *mend || mp < 2 || mp > 256))
     return cli_usage_error("plan", "--strategy hybrid needs --mp M, the devices per replica (2+)");
+  if (!hybrid && mps)
+    return cli_usage_error("plan", "--mp goes with --strategy hybrid (a pipeline's devices per "
+                                   "replica are its --stages)");
+  if (!model && cli_get(plan_opts, NPLAN, &p, "placement"))
+    return cli_usage_error("plan", "--placement goes with --strategy model");
   /* a pipeline: --stages S devices per replica, --dp D replicas, --microbatches M */
   dpc_pipeline_schedule sched = DPC_SCHEDULE_NONE;
-  unsigned long micro = 1;
+  int src = cli_schedules("plan", plan_opts, NPLAN, &p, NULL, &sched);
+  if (src) return src;
+  static const char *const pipe_only[] = {"stages", "microbatches", "dp"};
+  for (int i = 0; i < 3 && !pipeline; i++)
+    if (cli_get(plan_opts, NPLAN, &p, pipe_only[i]))
+      return cli_usage_error("plan", "--%s goes with --strategy pipeline", pipe_only[i]);
+  if (!pipeline && sched != DPC_SCHEDULE_NONE)
+    return cli_usage_error("plan", "--pipeline-schedule goes with --strategy pipeline");
+  unsigned long micro = 1, dp = 1;
   char pipe_spec[32];
   if (pipeline) {
     const char *ss = cli_get(plan_opts, NPLAN, &p, "stages");
     const char *ms = cli_get(plan_opts, NPLAN, &p, "microbatches");
     const char *ds = cli_get(plan_opts, NPLAN, &p, "dp");
-    const char *sc = cli_get(plan_opts, NPLAN, &p, "schedule");
     char *e1 = NULL, *e2 = NULL, *e3 = NULL;
     mp = ss ? strtoul(ss, &e1, 10) : 0;
     micro = ms ? strtoul(ms, &e2, 10) : 4;
-    unsigned long dp = ds ? strtoul(ds, &e3, 10) : 1;
-    if (!ss || *e1 || mp < 2 || mp > 64 || (ms && (*e2 || micro < 1 || micro > 256)) ||
-        (ds && (*e3 || dp < 1 || dp > 64)))
-      return cli_usage_error("plan", "--strategy pipeline needs --stages S (2 to 64); "
-                                     "--microbatches M (1 to 256, default 4) and --dp D "
-                                     "(default 1) are optional");
-    if (sc && strcmp(sc, "gpipe") && strcmp(sc, "1f1b"))
-      return cli_usage_error("plan", "--schedule is gpipe or 1f1b, not '%s'", sc);
-    sched = sc && !strcmp(sc, "gpipe") ? DPC_SCHEDULE_GPIPE : DPC_SCHEDULE_1F1B;
+    dp = ds ? strtoul(ds, &e3, 10) : 1;
+    if (!ss || *e1 || mp < 2 || mp > 64)
+      return cli_usage_error("plan", "--strategy pipeline needs --stages S, from 2 to 64");
+    if (ms && (*e2 || micro < 1 || micro > 256))
+      return cli_usage_error("plan", "--microbatches expects a number from 1 to 256, got '%s'", ms);
+    if (ds && (*e3 || dp < 1 || dp > 64))
+      return cli_usage_error("plan", "--dp expects a number from 1 to 64, got '%s'", ds);
+    if (sched == DPC_SCHEDULE_NONE) sched = DPC_SCHEDULE_1F1B;
     if (!spec) {
       snprintf(pipe_spec, sizeof pipe_spec, "cpu:%lu", mp * dp);
       spec = pipe_spec;
     }
     hybrid = true; /* the layout: replicas of mp devices */
   }
-  bool model = strategy && !strcmp(strategy, "model");
   const char *placement = cli_get(plan_opts, NPLAN, &p, "placement");
   if (placement && strcmp(placement, "metis") && strcmp(placement, "contiguous") &&
       strcmp(placement, "roundrobin"))
@@ -246,6 +292,33 @@ int dpc_cmd_plan(int argc, char **argv) {
   if (mem && !dpc_driver_parse_size(mem, &limit))
     return cli_usage_error("plan", "--device-memory expects a size such as 512M or 2G, got '%s'",
                            mem);
+  uint32_t D = 1;
+  int drc = cli_devices("plan", spec ? spec : "cpu", &D);
+  if (drc) return drc;
+  if (strategy && !strcmp(strategy, "single") && D > 1)
+    return cli_usage_error("plan", "--strategy single takes one device, not the %u of --devices %s",
+                           D, spec);
+  if (pipeline && (D % mp || (cli_get(plan_opts, NPLAN, &p, "dp") && D != mp * dp)))
+    return cli_usage_error("plan",
+                           "--stages %lu%s does not fit the %u devices of --devices %s: each "
+                           "pipeline replica takes %lu",
+                           mp, cli_get(plan_opts, NPLAN, &p, "dp") ? " with --dp" : "", D, spec,
+                           mp);
+  if (!pipeline && hybrid && (D % mp || D / mp < 2))
+    return cli_usage_error(
+        "plan", "--mp %lu does not divide the %u devices into 2 or more replicas", mp, D);
+  if (model && D < 2)
+    return cli_usage_error("plan", "--strategy model spreads the model over several devices: give "
+                                   "--devices cpu:N with N >= 2");
+  uint32_t R = model ? 1 : hybrid ? D / (uint32_t)mp : D;
+  if (batch % R)
+    return cli_usage_error("plan",
+                           "--batch %lu does not split evenly over %u data-parallel "
+                           "replicas",
+                           batch, R);
+  if ((batch / R) % acc)
+    return cli_usage_error("plan", "--%s %lu does not divide %lu samples into equal micro-batches",
+                           pipeline ? "microbatches" : "accumulate", acc, batch / R);
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
@@ -264,15 +337,8 @@ int dpc_cmd_plan(int argc, char **argv) {
                        p.pos[0]);
   if (!st) st = dpc_topology_load(NULL, &t, &d);
   if (!st) st = dpc_devices_parse(t, spec ? spec : "cpu", &l, &d);
-  uint32_t D = st ? 1 : l.n;
-  if (!st && strategy && !strcmp(strategy, "single") && D > 1)
-    st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--strategy single takes one device, not %u", D);
-  if (!st && hybrid && (D % mp || D / mp < (pipeline ? 1u : 2u)))
-    st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--mp %lu does not divide %u devices into replicas", mp,
-                       D);
-  if (!st && !model && batch % (hybrid ? D / mp : D))
-    st = dpc_diag_fail(&d, DPC_ERR_INVALID, "--batch %lu does not split evenly over %u devices",
-                       batch, D);
+  if (!st && l.n != D)
+    st = dpc_diag_fail(&d, DPC_ERR_INTERNAL, "--devices %s made %u devices, then %u", spec, D, l.n);
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, &d);
   /* --profile: the cost model corrected per op kind by timing this model's kernels */
   dpc_cost_profile *prof = NULL;
@@ -332,6 +398,7 @@ int dpc_cmd_plan(int argc, char **argv) {
   printf("predicted step %.3f ms (%.0f samples/s); %.2f MB moved between devices per step\n",
          step * 1e3, step > 0 ? (double)batch / step : 0, comm / 1e6);
   if (pipeline) print_pipeline(plan, sum, step, (uint32_t)mp, (uint32_t)micro, sched);
+  warn_memory(plan, t, &l);
   if (placed)
     printf("placement: METIS (the best of its cuts by predicted step), %s; %u chain move%s\n",
            rep.order_kept ? "values flow one way between devices"

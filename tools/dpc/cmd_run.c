@@ -115,8 +115,12 @@ int dpc_cmd_run(int argc, char **argv) {
     goto done;
   }
   for (uint32_t i = 0; pb_out && i < nouts; i++) {
-    char path[4200];
-    snprintf(path, sizeof path, "%.4000s/output_%u.pb", pb_out, i);
+    char path[4200], name[32];
+    snprintf(name, sizeof name, "output_%u.pb", i);
+    if (!dpc_driver_join_path(path, sizeof path, pb_out, name)) {
+      rc = cli_usage_error("run", "--outputs %s: the path is too long", pb_out);
+      goto done;
+    }
     if (dpc_onnx_tensor_write(path, outs[i].name, &outs[i].t, &d)) {
       rc = cli_report("run", &d);
       goto done;
@@ -135,8 +139,12 @@ int dpc_cmd_run(int argc, char **argv) {
       k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%lld", j ? ", " : "",
                             (long long)outs[i].t.shape.d[j]);
     if (dir) {
-      char path[4096];
-      snprintf(path, sizeof path, "%s/%s.npy", dir, outs[i].name);
+      char path[4096], file[1024];
+      snprintf(file, sizeof file, "%s.npy", outs[i].name);
+      if (!dpc_driver_join_path(path, sizeof path, dir, file)) {
+        rc = cli_usage_error("run", "--output-dir %s: the path is too long", dir);
+        goto done;
+      }
       if (dpc_npy_write(path, &outs[i].t, &d)) {
         rc = cli_report("run", &d);
         goto done;

@@ -26,12 +26,12 @@ static const cli_opt train_opts[] = {
     {"no-shuffle", false, false, "visit samples in file order"},
     {"optimizer", true, false, "sgd, adam or adamw (default: the model's)"},
     CLI_OPT_LOSS,
-    {"lr", true, false, "learning rate (default: the model's)"},
-    {"momentum", true, false, "SGD momentum (default: the model's)"},
-    {"weight-decay", true, false, "weight decay (default: the model's)"},
-    {"schedule", true, false,
-     "learning-rate schedule: constant, step, cosine or linear (default: the model's); with "
-     "--strategy pipeline, gpipe or 1f1b (default) name the pipeline's"},
+    {"lr", true, false, "learning rate, above 0 (default: the model's)"},
+    {"momentum", true, false, "SGD momentum, in [0, 1) (default: the model's)"},
+    {"weight-decay", true, false, "weight decay, 0 or more (default: the model's)"},
+    CLI_OPT_LR_SCHEDULE,
+    CLI_OPT_PIPELINE_SCHEDULE,
+    CLI_OPT_OLD_SCHEDULE,
     {"init", true, false, "FILE.safetensors: start from these params (names as in the model)"},
     {"save", true, false, "FILE.safetensors: write the final params (and model state) there"},
     {"checkpoint", true, false, "FILE.safetensors: where checkpoints go (written at the end too)"},
@@ -107,15 +107,22 @@ static void on_step(void *user, const dpc_train_step *s) {
 static void on_epoch(void *user, const dpc_train_epoch *e) {
   progress *p = user;
   if (p->tty && !p->quiet) fprintf(stderr, "\r%*s\r", 110, "");
+  if (e->evaluated)
+    p->last_test_accuracy = e->test_accuracy; /* the summary shows it, --quiet too */
   if (p->quiet) return;
   printf("epoch %llu/%llu: train loss %.4f", (unsigned long long)e->epoch + 1,
          (unsigned long long)p->epochs, e->train_loss);
   if (e->evaluated) {
     printf(", test loss %.4f, test accuracy %.2f%%", e->test_loss, 100 * e->test_accuracy);
-    p->last_test_accuracy = e->test_accuracy;
   }
   printf(", %.1f s, %.0f samples/s\n", e->seconds, e->samples_per_s);
   fflush(stdout);
+}
+
+/* Resuming: what the checkpoint fixes and what the command line changes (on stderr, --quiet too) */
+static void on_note(void *user, const char *what) {
+  (void)user;
+  fprintf(stderr, "dpc train: note: %s\n", what);
 }
 
 /* Parse a non-negative integer option; false with a usage error printed. */
@@ -134,17 +141,114 @@ static bool get_u64(const cli_parsed *p, const char *name, uint64_t *out, uint64
   return true;
 }
 
-static bool get_double(const cli_parsed *p, const char *name, double *out) {
+/* A number in [min, max) (above min when min is excluded); a usage error saying the range. */
+static bool get_double(const cli_parsed *p, const char *name, double *out, double min,
+                       bool min_excluded, double max) {
   const char *v = cli_get(train_opts, NTRAIN, p, name);
   if (!v) return true;
   char *end;
   double x = strtod(v, &end);
-  if (end == v || *end || !isfinite(x) || x < 0) {
-    cli_usage_error("train", "--%s expects a number >= 0, got '%s'", name, v);
+  if (end == v || *end || !isfinite(x) || x < min || (min_excluded && x == min) || x >= max) {
+    if (isfinite(max))
+      cli_usage_error("train", "--%s expects a number in [%g, %g), got '%s'", name, min, max, v);
+    else
+      cli_usage_error("train", "--%s expects a number %s %g, got '%s'", name,
+                      min_excluded ? "above" : ">=", min, v);
     return false;
   }
   *out = x;
   return true;
+}
+
+/* --strategy and the options that go with it, checked against --devices before anything is
+ * loaded: an option the strategy would ignore, or a count that does not divide, is a usage error
+ * (exit 2) naming the option. Sets the pipeline's stages, micro-batches and default devices. */
+static int check_strategy(const cli_parsed *p, dpc_train_opts *o, char *pipe_devices, size_t n) {
+  const char *s = o->strategy;
+  bool pipe = s && !strcmp(s, "pipeline"), hybrid = s && !strcmp(s, "hybrid");
+  bool model = s && !strcmp(s, "model");
+  if (s && !pipe && !hybrid && !model && strcmp(s, "data"))
+    return cli_usage_error("train", "--strategy is data, model, hybrid or pipeline, not '%s'", s);
+  static const char *const pipe_only[] = {"stages", "microbatches", "dp"};
+  for (int i = 0; i < 3 && !pipe; i++)
+    if (cli_get(train_opts, NTRAIN, p, pipe_only[i]))
+      return cli_usage_error("train", "--%s goes with --strategy pipeline", pipe_only[i]);
+  if (!pipe && o->pipeline != DPC_SCHEDULE_NONE)
+    return cli_usage_error("train", "--pipeline-schedule goes with --strategy pipeline");
+  if (!hybrid && cli_get(train_opts, NTRAIN, p, "mp"))
+    return cli_usage_error("train", "--mp goes with --strategy hybrid (a pipeline's devices per "
+                                    "replica are its --stages)");
+  uint64_t stages = 0, micro = 4, dp = 1;
+  if (pipe) {
+    if (!get_u64(p, "stages", &stages, 2) || !get_u64(p, "microbatches", &micro, 1) ||
+        !get_u64(p, "dp", &dp, 1))
+      return DPC_EXIT_USAGE;
+    if (!stages || stages > 64)
+      return cli_usage_error("train", "--strategy pipeline needs --stages S, from 2 to 64");
+    if (micro > 256 || dp > 64)
+      return cli_usage_error("train", "--%s is at most %d", micro > 256 ? "microbatches" : "dp",
+                             micro > 256 ? 256 : 64);
+    if (cli_get(train_opts, NTRAIN, p, "accumulate"))
+      return cli_usage_error("train", "--strategy pipeline splits a batch by --microbatches M; "
+                                      "--accumulate does not go with it");
+    if (o->pipeline == DPC_SCHEDULE_NONE) o->pipeline = DPC_SCHEDULE_1F1B;
+    o->mp = (uint32_t)stages, o->accumulate = (uint32_t)micro;
+    if (!o->devices) {
+      snprintf(pipe_devices, n, "cpu:%u", (unsigned)(stages * dp));
+      o->devices = pipe_devices;
+    }
+  }
+  uint32_t D = 1;
+  int rc = o->devices ? cli_devices("train", o->devices, &D) : DPC_EXIT_OK;
+  if (rc) return rc;
+  if ((model || hybrid) && D < 2)
+    return cli_usage_error("train",
+                           "--strategy %s spreads the model over several devices: give "
+                           "--devices cpu:N with N >= 2",
+                           s);
+  if (pipe && D % stages)
+    return cli_usage_error("train",
+                           "--stages %llu does not divide the %u devices of --devices %s (each "
+                           "pipeline replica takes %llu)",
+                           (unsigned long long)stages, D, o->devices, (unsigned long long)stages);
+  if (pipe && cli_get(train_opts, NTRAIN, p, "dp") && D != stages * dp)
+    return cli_usage_error("train",
+                           "--dp %llu pipelines of --stages %llu take %llu devices, but --devices "
+                           "%s makes %u",
+                           (unsigned long long)dp, (unsigned long long)stages,
+                           (unsigned long long)(stages * dp), o->devices, D);
+  if (hybrid && (o->mp < 2 || D % o->mp || D / o->mp < 2))
+    return cli_usage_error("train",
+                           "--strategy hybrid splits the %u devices into data-parallel replicas "
+                           "of --mp devices each: --mp must be at least 2 and divide %u into at "
+                           "least 2 replicas",
+                           D, D);
+  if ((o->async || o->local_sgd) && D < 2)
+    return cli_usage_error("train",
+                           "%s trains data-parallel replicas on several devices: give "
+                           "--devices cpu:N with N >= 2",
+                           o->async ? "--sync async" : "--local-sgd");
+  /* a compiled artifact's batch is its own; uneven --shares split by their own rule */
+  bool own_batch = dpc_driver_is_artifact(p->pos[0]) && !cli_get(train_opts, NTRAIN, p, "batch");
+  bool even = !o->shares || !strcmp(o->shares, "even");
+  uint32_t R = model ? 1 : hybrid || pipe ? D / o->mp : D; /* data-parallel replicas */
+  if (own_batch || !even || o->async) return DPC_EXIT_OK;
+  if (o->batch % R)
+    return cli_usage_error("train",
+                           "--batch %u does not split evenly over %u data-parallel replicas: "
+                           "give a multiple of %u (or --shares)",
+                           o->batch, R, R);
+  uint32_t share = o->batch / R, K = o->accumulate;
+  if (K > 1 && share % K) {
+    char whose[64];
+    if (R > 1)
+      snprintf(whose, sizeof whose, "each replica's %u samples of the batch", share);
+    else
+      snprintf(whose, sizeof whose, "the batch of %u", share);
+    return cli_usage_error("train", "--%s %u does not divide %s into equal micro-batches",
+                           pipe ? "microbatches" : "accumulate", K, whose);
+  }
+  return DPC_EXIT_OK;
 }
 
 int dpc_cmd_train(int argc, char **argv) {
@@ -176,16 +280,26 @@ int dpc_cmd_train(int argc, char **argv) {
   uint64_t batch = o.batch;
   if (!get_u64(&p, "epochs", &o.epochs, 1) || !get_u64(&p, "steps", &o.steps, 1) ||
       !get_u64(&p, "batch", &batch, 1) || !get_u64(&p, "seed", &o.seed, 0) ||
-      !get_u64(&p, "checkpoint-every", &o.checkpoint_every, 1) || !get_double(&p, "lr", &o.lr) ||
-      !get_double(&p, "momentum", &o.momentum) || !get_double(&p, "weight-decay", &o.weight_decay))
+      !get_u64(&p, "checkpoint-every", &o.checkpoint_every, 1) ||
+      !get_double(&p, "lr", &o.lr, 0, true, INFINITY) ||
+      !get_double(&p, "momentum", &o.momentum, 0, false, 1) ||
+      !get_double(&p, "weight-decay", &o.weight_decay, 0, false, INFINITY))
     return DPC_EXIT_USAGE;
+  o.seed_given = cli_get(train_opts, NTRAIN, &p, "seed") != NULL;
   if (batch > (1u << 24)) return cli_usage_error("train", "--batch is limited to %u", 1u << 24);
   o.batch = (uint32_t)batch;
   o.data = cli_get(train_opts, NTRAIN, &p, "data");
   o.test_data = cli_get(train_opts, NTRAIN, &p, "test-data");
   o.shuffle = !cli_get(train_opts, NTRAIN, &p, "no-shuffle");
   o.optimizer = cli_get(train_opts, NTRAIN, &p, "optimizer");
-  o.schedule = cli_get(train_opts, NTRAIN, &p, "schedule");
+  if (o.optimizer && strcmp(o.optimizer, "sgd") && strcmp(o.optimizer, "adam") &&
+      strcmp(o.optimizer, "adamw"))
+    return cli_usage_error("train", "--optimizer is sgd, adam or adamw, not '%s'", o.optimizer);
+  if (o.optimizer && strcmp(o.optimizer, "sgd") && !isnan(o.momentum))
+    return cli_usage_error("train", "--momentum applies to sgd, not to --optimizer %s",
+                           o.optimizer);
+  int src = cli_schedules("train", train_opts, NTRAIN, &p, &o.schedule, &o.pipeline);
+  if (src) return src;
   o.init_path = cli_get(train_opts, NTRAIN, &p, "init");
   o.save_path = cli_get(train_opts, NTRAIN, &p, "save");
   o.checkpoint_path = cli_get(train_opts, NTRAIN, &p, "checkpoint");
@@ -233,25 +347,8 @@ int dpc_cmd_train(int argc, char **argv) {
   if (local > 1000000) return cli_usage_error("train", "--local-sgd is at most 1000000 steps");
   o.local_sgd = (uint32_t)local;
   char pipe_devices[32];
-  if (o.strategy && !strcmp(o.strategy, "pipeline")) {
-    uint64_t stages = 0, micro = 4, dp = 1;
-    if (!get_u64(&p, "stages", &stages, 2) || !get_u64(&p, "microbatches", &micro, 1) ||
-        !get_u64(&p, "dp", &dp, 1))
-      return DPC_EXIT_USAGE;
-    if (!stages || stages > 64 || micro > 256 || dp > 64 || accumulate > 1)
-      return cli_usage_error("train", "--strategy pipeline needs --stages S (2 to 64); "
-                                      "--microbatches M (up to 256) replaces --accumulate");
-    /* --schedule gpipe|1f1b is the pipeline's; other values name a learning-rate schedule */
-    const char *sched = o.schedule;
-    bool pipe_sched = sched && (!strcmp(sched, "gpipe") || !strcmp(sched, "1f1b"));
-    o.pipeline = pipe_sched && !strcmp(sched, "gpipe") ? DPC_SCHEDULE_GPIPE : DPC_SCHEDULE_1F1B;
-    if (pipe_sched) o.schedule = NULL;
-    o.mp = (uint32_t)stages, o.accumulate = (uint32_t)micro;
-    if (!o.devices) {
-      snprintf(pipe_devices, sizeof pipe_devices, "cpu:%u", (unsigned)(stages * dp));
-      o.devices = pipe_devices;
-    }
-  }
+  int vrc = check_strategy(&p, &o, pipe_devices, sizeof pipe_devices);
+  if (vrc) return vrc;
   uint64_t timeout = 0;
   if (!get_u64(&p, "timeout", &timeout, 1)) return DPC_EXIT_USAGE;
   o.timeout_s = (double)timeout;
@@ -261,6 +358,7 @@ int dpc_cmd_train(int argc, char **argv) {
   progress prog = {isatty(STDERR_FILENO) != 0, cli_get(train_opts, NTRAIN, &p, "quiet") != NULL,
                    o.epochs, 0, NAN};
   o.on_start = on_start;
+  o.on_note = on_note;
   o.on_step = on_step;
   o.on_epoch = on_epoch;
   o.user = &prog;

@@ -169,6 +169,14 @@ dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const
   return st;
 }
 
+bool dpc_driver_join_path(char *buf, size_t n, const char *dir, const char *name) {
+  size_t len = strlen(dir);
+  while (len > 1 && dir[len - 1] == '/') len--;
+  const char *sep = len == 1 && dir[0] == '/' ? "" : "/";
+  int w = snprintf(buf, n, "%.*s%s%s", (int)len, dir, sep, name);
+  return w >= 0 && (size_t)w < n;
+}
+
 bool dpc_driver_is_artifact(const char *path) {
   size_t n = strlen(path);
   return n > 4 && !strcmp(path + n - 4, ".dpx");
@@ -586,7 +594,10 @@ dpc_status dpc_driver_onnx_inputs(const char *dir, dpc_named **out, uint32_t *n,
   uint32_t cap = 0;
   for (uint32_t k = 0;; k++) {
     char path[4200];
-    snprintf(path, sizeof path, "%.4000s/input_%u.pb", dir, k);
+    char file[32];
+    snprintf(file, sizeof file, "input_%u.pb", k);
+    if (!dpc_driver_join_path(path, sizeof path, dir, file))
+      return dpc_diag_fail(d, DPC_ERR_INVALID, "'%s': the path is too long", dir);
     struct stat sb;
     if (stat(path, &sb) || !S_ISREG(sb.st_mode)) break;
     if (k == cap) {

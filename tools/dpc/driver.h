@@ -134,6 +134,9 @@ dpc_status dpc_driver_load_known(const char *path, const dpc_named *known, uint3
  * friends override them). An error when the model has an objective already. */
 dpc_status dpc_driver_attach_loss(dpc_graph *g, const char *loss, dpc_diag *d);
 
+/* DIR/NAME without doubling a slash DIR ends with; false when it does not fit in n bytes. */
+bool dpc_driver_join_path(char *buf, size_t n, const char *dir, const char *name);
+
 /* Whether a path names a compiled artifact (.dpx) rather than a model. */
 bool dpc_driver_is_artifact(const char *path);
 

@@ -666,11 +666,62 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
 
 /* ---- the loop ------------------------------------------------------------------------------- */
 
+/* The loss is NaN or infinite: data that is not finite is the cause to name, else the rate. */
+static dpc_status loss_not_finite(const trainer *t, const run_t *r, const uint64_t *idx, uint32_t n,
+                                  double loss, dpc_diag *d) {
+  dpc_tensor x = dpc_session_input(r->s, r->x);
+  int64_t numel = dpc_tensor_numel(&x), row = n ? numel / n : 1, bad = -1;
+  for (int64_t e = 0; e < numel && bad < 0; e++)
+    if (!isfinite(dpc_tload(&x, e))) bad = e;
+  const char *what = isnan(loss) ? "NaN" : "infinite";
+  if (bad >= 0) {
+    double v = dpc_tload(&x, bad);
+    return dpc_diag_fail(
+        d, DPC_ERR_INVALID,
+        "the loss became %s at step %llu: the data is not finite: sample %llu of "
+        "%s holds %s in input '%s'",
+        what, (unsigned long long)t->step, (unsigned long long)idx[row > 0 ? bad / row : 0],
+        dpc_dataset_name(t->train_ds), isnan(v) ? "NaN" : "an infinity", t->x_name);
+  }
+  return dpc_diag_fail(
+      d, DPC_ERR_RUNTIME,
+      "the loss became %s at step %llu (epoch %llu): the learning rate may be too high", what,
+      (unsigned long long)t->step, (unsigned long long)t->epoch + 1);
+}
+
+/* A resumed run: say when the options end it elsewhere than its checkpoint planned, or where
+ * it has nothing left to do. */
+static void note_resume(const trainer *t) {
+  const dpc_train_opts *o = t->o;
+  if (!t->resumed || !o->on_note) return;
+  uint64_t end = o->epochs * t->batches;
+  if (o->steps && o->steps < end) end = o->steps;
+  char msg[512];
+  if (t->step >= end || t->epoch >= o->epochs)
+    snprintf(msg, sizeof msg,
+             "%s is at step %llu (%llu whole epoch%s done): nothing is left to train within "
+             "--epochs %llu%s; raise them to go on",
+             o->resume_path, (unsigned long long)t->step, (unsigned long long)t->epoch,
+             t->epoch == 1 ? "" : "s", (unsigned long long)o->epochs,
+             o->steps ? " and --steps" : "");
+  else if (end != t->total_steps)
+    snprintf(msg, sizeof msg,
+             "resuming %s at step %llu: training to step %llu (by --epochs %llu%s), while the "
+             "learning-rate schedule keeps the checkpoint's horizon of %llu steps",
+             o->resume_path, (unsigned long long)t->step, (unsigned long long)end,
+             (unsigned long long)o->epochs, o->steps ? " and --steps" : "",
+             (unsigned long long)t->total_steps);
+  else
+    return;
+  o->on_note(o->user, msg);
+}
+
 dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d) {
   trainer t;
   memset(&t, 0, sizeof t);
   t.o = o;
   dpc_status st = setup(&t, src, d);
+  if (!st) note_resume(&t);
   while (!st && t.epoch < o->epochs && (!o->steps || t.step < o->steps)) {
     dpc_order_epoch(&t.order, t.epoch);
     dpc_train_epoch ep = {.epoch = t.epoch};
@@ -714,11 +765,7 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
                           dt > 0 ? n / dt : 0,
                           n};
       if (isnan(s.loss) || isinf(s.loss)) {
-        st = dpc_diag_fail(
-            d, DPC_ERR_RUNTIME,
-            "the loss became %s at step %llu (epoch %llu): the learning rate may be too high",
-            isnan(s.loss) ? "NaN" : "infinite", (unsigned long long)t.step,
-            (unsigned long long)t.epoch + 1);
+        st = loss_not_finite(&t, r, idx, n, s.loss, d);
         break;
       }
       epoch_time += dt;

@@ -47,6 +47,7 @@ typedef struct dpc_train_opts {
   uint64_t steps;        /* stop after this many steps in all; 0: no limit */
   uint32_t batch;        /* global batch of one optimizer step */
   uint64_t seed;         /* data order */
+  bool seed_given;       /* --seed was given: resuming a checkpoint of another seed is an error */
   bool shuffle;
   const char *optimizer; /* overrides of the model's objective; NULL / NAN when not given */
   double lr, momentum, weight_decay;
@@ -94,6 +95,8 @@ typedef struct dpc_train_opts {
   uint32_t staleness;
   uint32_t test_slow_worker; /* tests: worker k - 1 sleeps 20 ms a step (0: none) */
   void (*on_start)(void *user, const char *what);
+  /* what a resumed run keeps from its checkpoint and changes by the options (NULL: none) */
+  void (*on_note)(void *user, const char *what);
   void (*on_step)(void *user, const dpc_train_step *s);
   void (*on_epoch)(void *user, const dpc_train_epoch *e);
   void *user;

@@ -54,6 +54,11 @@ dpc_status dpc_train_peek_checkpoint(trainer *t, dpc_diag *d) {
       st = dpc_diag_fail(d, DPC_ERR_INVALID,
                          "%s was made with --batch %llu; resume with the same batch size", path,
                          (unsigned long long)batch);
+    else if (t->o->seed_given && seed != t->o->seed)
+      st = dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "%s was made with --seed %llu, not %llu: another seed is another data "
+                         "order, not this run resumed; leave --seed out",
+                         path, (unsigned long long)seed, (unsigned long long)t->o->seed);
     /* The data order and the schedule's horizon are part of the run being resumed. */
     dpc_order_free(&t->order);
     if (!st) st = dpc_order_init(&t->order, dpc_dataset_size(t->train_ds), seed, shuffle != 0, d);
