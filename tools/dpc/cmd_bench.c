@@ -85,7 +85,7 @@ int dpc_cmd_bench(int argc, char **argv) {
   dpc_graph *g = NULL;
   dpc_bench_result r;
   const char *loss = cli_get(bench_opts, NBENCH, &p, "loss");
-  if (dpc_driver_load(p.pos[0], &g, &d) || (loss && dpc_driver_attach_loss(g, loss, &d)) ||
+  if (dpc_driver_load_batched(p.pos[0], &g, &d) || (loss && dpc_driver_attach_loss(g, loss, &d)) ||
       dpc_bench(g, &o, &r, &d)) {
     rc = cli_report("bench", &d);
   } else {
