@@ -672,9 +672,9 @@ static void explain_batch(const char *name, const Onnx__ModelProto *m, const dpc
   dpc_graph_free(g);
   dpc_buf b = {0};
   dpc_buf_printf(&b,
-                 "%s; the model was exported for batches of %lld, which dpc makes a symbolic "
-                 "dimension (batch) so that --batch and the strategies apply, and this node "
-                 "fixes the batch in a way dpc cannot make symbolic: export the model with a "
+                 "%s; the model's inputs have the fixed leading dimension %lld, which dpc "
+                 "takes as the batch and makes symbolic so that --batch and the strategies "
+                 "apply, and this node cannot take it symbolic: export the model with a "
                  "dynamic batch (torch.onnx.export(..., dynamic_axes=...))",
                  d->msg ? d->msg : "", (long long)batch);
   char *msg = dpc_buf_take(&b);

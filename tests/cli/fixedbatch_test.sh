@@ -137,9 +137,14 @@ same_losses artifact artifact_ref 1e-5 "the artifact compiled at --batch 64 trai
 expect 1 "a Reshape folding the batch away is refused" -- "$dpc" train "$m/mixed_batch.onnx" \
   --loss softmax_cross_entropy --data "$m/x.npy,$m/y.npy"
 contains "$work/err" "node 1 (Reshape '/Reshape')" "the message names the Reshape"
-contains "$work/err" "exported for batches of 32" "the message says the export's batch"
+contains "$work/err" "fixed leading dimension 32" "the message says the export's batch"
 contains "$work/err" "dynamic_axes" "the message says how to export it"
 expect 0 "dpc check takes that model as exported" -- "$dpc" check "$m/mixed_batch.onnx"
+# bench, plan and compile take it as exported too, saying why --batch does not apply
+expect 0 "bench takes that model as exported" -- "$dpc" bench "$m/mixed_batch.onnx" \
+  --inference --batch 32 --steps 1 --warmup 0 --backend ref
+contains "$work/err" "note: .*node 1 (Reshape '/Reshape').*whatever --batch says" \
+  "bench's note names the Reshape"
 
 if [ $fails -ne 0 ]; then
   echo "$fails failed"

@@ -287,7 +287,7 @@ int dpc_cmd_train(int argc, char **argv) {
   int rc = DPC_EXIT_OK;
   double t0 = dpc_now_s();
   if (dpc_passes_check_names(o.passes.print_after, &d) ||
-      (!o.artifact && dpc_driver_load_batched(p.pos[0], &g, &d)) ||
+      (!o.artifact && dpc_driver_load_batched(p.pos[0], &g, NULL, &d)) ||
       (loss && dpc_driver_attach_loss(g, loss, &d)) || dpc_train(g, &o, &d)) {
     if (prog.tty) fprintf(stderr, "\n");
     rc = cli_report("train", &d);
