@@ -79,6 +79,10 @@ else
   echo "FAIL the loss does not fall by 0.3 in 32 steps:" $(cat "$work/fixed.loss")
   fails=$((fails + 1))
 fi
+# ... exported from one sample (batch 1), the most common export
+train batch1 "$m/batch1.onnx" --batch 32 --epochs 4 --backend ref
+same_losses batch1 dynamic 1e-6 \
+  "an export at batch 1 trained at --batch 32: the dynamic export's losses"
 # ... at a batch other than the export's
 train fixed64 "$m/model.onnx" --batch 64 --epochs 2 --backend ref
 train dynamic64 "$m/dynamic.onnx" --batch 64 --epochs 2 --backend ref

@@ -21,6 +21,8 @@ package, op for op and name for name as torch 1.13 exports this module (opset 13
 model.onnx       that export: input f32[32, 1, 8, 8]; Conv, Relu, Reshape to the Constant
                  [32, -1], Gemm, Relu, Reshape to the initializer [32, 4, 4], Flatten, MatMul,
                  Add; output f32[32, 10]
+batch1.onnx      the same export from an example of one sample (torch.randn(1, 1, 8, 8)):
+                 input f32[1, 1, 8, 8], Reshape shapes [1, -1] and [1, 4, 4]
 dynamic.onnx     the same weights exported with dynamic_axes={'input': {0: 'batch'}}: the
                  first Reshape's shape computed by Shape -> Gather -> Unsqueeze -> Concat,
                  the second [-1, 4, 4]
@@ -62,8 +64,8 @@ def i64(v):
     return numpy_helper.from_array(np.array(v, np.int64))
 
 
-def net(w, dynamic):
-    batch = "batch" if dynamic else B
+def net(w, dynamic, b=B):
+    batch = "batch" if dynamic else b
     inits = [numpy_helper.from_array(a, n) for n, a in w.items()]
     nodes = [
         helper.make_node("Conv", ["input", "conv.weight", "conv.bias"], ["/conv/Conv_output_0"],
@@ -91,9 +93,9 @@ def net(w, dynamic):
         inits.append(numpy_helper.from_array(np.array([-1, 4, 4], np.int64), "onnx::Reshape_20"))
     else:
         nodes.append(helper.make_node("Constant", [], ["/Constant_output_0"], name="/Constant",
-                                      value=i64([B, -1])))
+                                      value=i64([b, -1])))
         shape1 = "/Constant_output_0"
-        inits.append(numpy_helper.from_array(np.array([B, 4, 4], np.int64), "onnx::Reshape_20"))
+        inits.append(numpy_helper.from_array(np.array([b, 4, 4], np.int64), "onnx::Reshape_20"))
     nodes += [
         helper.make_node("Reshape", ["/Relu_output_0", shape1], ["/Reshape_output_0"],
                          name="/Reshape"),
@@ -157,6 +159,7 @@ def main():
     w = weights(rng)
     onnx.save(net(w, False), os.path.join(HERE, "model.onnx"))
     onnx.save(net(w, True), os.path.join(HERE, "dynamic.onnx"))
+    onnx.save(net(w, False, 1), os.path.join(HERE, "batch1.onnx"))
     onnx.save(mixed_batch(), os.path.join(HERE, "mixed_batch.onnx"))
     x = rng.standard_normal((256, 1, 8, 8)).astype(np.float32)
     teacher = rng.standard_normal((64, 10))
