@@ -670,6 +670,7 @@ static void explain_batch(const char *name, const Onnx__ModelProto *m, const dpc
     return;
   }
   dpc_graph_free(g);
+  dpc_diag_free(&plain);
   dpc_buf b = {0};
   dpc_buf_printf(&b,
                  "%s; the model's inputs have the fixed leading dimension %lld, which dpc "
