@@ -144,6 +144,11 @@ contains "$work/err" "node 1 (Reshape '/Reshape')" "the message names the Reshap
 contains "$work/err" "fixed leading dimension 32" "the message says the export's batch"
 contains "$work/err" "dynamic_axes" "the message says how to export it"
 expect 0 "dpc check takes that model as exported" -- "$dpc" check "$m/mixed_batch.onnx"
+# [32, 64] to [2, 32, 32]: a 32 away from the batch's place is not guessed to be the batch
+expect 1 "a Reshape moving the batch is refused" -- "$dpc" train "$m/moved_batch.onnx" \
+  --loss softmax_cross_entropy --data "$m/x.npy,$m/y.npy"
+contains "$work/err" "node 1 (Reshape '/Reshape').*fixed leading dimension 32" \
+  "the message names that Reshape"
 # bench, plan and compile take it as exported too, saying why --batch does not apply
 expect 0 "bench takes that model as exported" -- "$dpc" bench "$m/mixed_batch.onnx" \
   --inference --batch 32 --steps 1 --warmup 0 --backend ref

@@ -27,6 +27,8 @@ dynamic.onnx     the same weights exported with dynamic_axes={'input': {0: 'batc
                  first Reshape's shape computed by Shape -> Gather -> Unsqueeze -> Concat,
                  the second [-1, 4, 4]
 mixed_batch.onnx f32[32, 144] reshaped to [16, 288]: the batch folded into another dimension
+moved_batch.onnx f32[32, 64] reshaped to [2, 32, 32]: 32 is not where the batch was, so it
+                 cannot be told from a dimension that happens to be 32
 x.npy, y.npy     256 samples f32[256, 1, 8, 8] and their classes i64[256] (from a fixed
                  random linear teacher, so the loss falls)
 test_data_set_0  one batch of 32 through model.onnx, the output computed by NumPy
@@ -128,16 +130,17 @@ def model(g):
     return m
 
 
-def mixed_batch():
+def reshaped(cols, target):
+    """f32[B, cols] reshaped to a constant target that does not keep the batch in front."""
     nodes = [helper.make_node("Constant", [], ["/Constant_output_0"], name="/Constant",
-                              value=i64([B // 2, 288])),
+                              value=i64(target)),
              helper.make_node("Reshape", ["input", "/Constant_output_0"], ["/Reshape_output_0"],
                               name="/Reshape"),
              helper.make_node("Relu", ["/Reshape_output_0"], ["output"], name="/Relu")]
     g = helper.make_graph(
         nodes, "torch_jit",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [B, 144])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [B // 2, 288])])
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [B, cols])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, target)])
     return model(g)
 
 
@@ -160,7 +163,8 @@ def main():
     onnx.save(net(w, False), os.path.join(HERE, "model.onnx"))
     onnx.save(net(w, True), os.path.join(HERE, "dynamic.onnx"))
     onnx.save(net(w, False, 1), os.path.join(HERE, "batch1.onnx"))
-    onnx.save(mixed_batch(), os.path.join(HERE, "mixed_batch.onnx"))
+    onnx.save(reshaped(144, [B // 2, 288]), os.path.join(HERE, "mixed_batch.onnx"))
+    onnx.save(reshaped(64, [2, B, B]), os.path.join(HERE, "moved_batch.onnx"))
     x = rng.standard_normal((256, 1, 8, 8)).astype(np.float32)
     teacher = rng.standard_normal((64, 10))
     y = np.argmax(x.reshape(256, 64) @ teacher, axis=1).astype(np.int64)
