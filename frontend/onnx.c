@@ -469,8 +469,23 @@ static dpc_status add_initializers(onnx_ctx *c, const Onnx__GraphProto *gp) {
   return DPC_OK;
 }
 
+/* dpc_onnx_opts.leading_batch: the first input's fixed leading dimension is the batch the
+ * model was exported at; later inputs whose leading dimension has that size share it. */
+static dpc_status leading_batch(onnx_ctx *c, uint32_t pos, int64_t *dims) {
+  if (!c->opts || !c->opts->leading_batch || DPC_DIM_IS_SYM(dims[0])) return DPC_OK;
+  if (pos == 0 && dims[0] > 0) {
+    uint32_t s = dpc_graph_symbol(c->g, "batch", 5);
+    if (s == DPC_NONE) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
+    c->batch = dims[0];
+    c->batch_dim = DPC_DIM_SYM(s);
+  }
+  if (c->batch && dims[0] == c->batch) dims[0] = c->batch_dim;
+  return DPC_OK;
+}
+
 static dpc_status add_inputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
   uint32_t unknown = 0, pos = 0;
+  dpc_status st;
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     const char *name = vi->name ? vi->name : "";
@@ -520,12 +535,12 @@ static dpc_status add_inputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
       if (s == DPC_NONE) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
       dims[k] = DPC_DIM_SYM(s);
     }
+    if (tt->shape->n_dim && (st = leading_batch(c, pos, dims))) return st;
     uint32_t mark = dpc_graph_attr_mark(c->g), v;
     if (dpc_graph_attr_dtype(c->g, "dtype", dt) ||
         dpc_graph_attr_shape(c->g, "shape", dims, (uint32_t)tt->shape->n_dim))
       return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
-    dpc_status st = onnx_emit(c, DPC_OP_INPUT, NULL, 0, mark, 0, &v);
-    if (st) return st;
+    if ((st = onnx_emit(c, DPC_OP_INPUT, NULL, 0, mark, 0, &v))) return st;
     onnx_entry *e = entry(c, name, true);
     if (!e) return onnx_fail(c, DPC_ERR_NOMEM, "out of memory");
     if (e->value != DPC_NONE || e->k >= 0)
@@ -595,13 +610,9 @@ dpc_status dpc_onnx_import(const char *name, const void *data, size_t len, dpc_g
   return dpc_onnx_import_opts(name, data, len, NULL, out, d);
 }
 
-dpc_status dpc_onnx_import_opts(const char *name, const void *data, size_t len,
-                                const dpc_onnx_opts *o, dpc_graph **out, dpc_diag *d) {
-  *out = NULL;
-  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, data);
-  if (!m)
-    return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: not an ONNX model (truncated or damaged protobuf)",
-                         name);
+/* Import an unpacked model; *batch gets the fixed batch made symbolic (0: none). */
+static dpc_status import_model(const char *name, const Onnx__ModelProto *m, const dpc_onnx_opts *o,
+                               dpc_graph **out, int64_t *batch, dpc_diag *d) {
   onnx_ctx c = {.d = d, .file = name, .opset = -1, .opts = o};
   dpc_idmap_init(&c.names);
   dpc_status st = DPC_OK;
@@ -633,13 +644,62 @@ dpc_status dpc_onnx_import_opts(const char *name, const void *data, size_t len,
   free(c.ks);
   free(c.ents);
   dpc_idmap_free(&c.names);
-  onnx__model_proto__free_unpacked(m, NULL);
+  *batch = c.batch;
   if (st) {
     dpc_graph_free(c.g);
     return st;
   }
   *out = c.g;
   return DPC_OK;
+}
+
+/* A fixed-batch model that failed with its batch made symbolic: when it imports as exported,
+ * the symbolic batch is what the failing node cannot take, and the message says so; when it
+ * does not, its own error is the one to report. */
+static void explain_batch(const char *name, const Onnx__ModelProto *m, const dpc_onnx_opts *o,
+                          int64_t batch, dpc_diag *d) {
+  dpc_onnx_opts fixed = *o;
+  fixed.leading_batch = false;
+  dpc_diag plain;
+  dpc_diag_init(&plain);
+  dpc_graph *g = NULL;
+  int64_t none;
+  if (import_model(name, m, &fixed, &g, &none, &plain)) {
+    dpc_diag_free(d);
+    *d = plain;
+    return;
+  }
+  dpc_graph_free(g);
+  dpc_diag_free(&plain);
+  dpc_buf b = {0};
+  dpc_buf_printf(&b,
+                 "%s; the model's inputs have the fixed leading dimension %lld, which dpc "
+                 "takes as the batch and makes symbolic so that --batch and the strategies "
+                 "apply, and this node cannot take it symbolic: export the model with a "
+                 "dynamic batch (torch.onnx.export(..., dynamic_axes=...))",
+                 d->msg ? d->msg : "", (long long)batch);
+  char *msg = dpc_buf_take(&b);
+  if (msg) {
+    free(d->msg);
+    d->msg = msg;
+  }
+}
+
+dpc_status dpc_onnx_import_opts(const char *name, const void *data, size_t len,
+                                const dpc_onnx_opts *o, dpc_graph **out, dpc_diag *d) {
+  *out = NULL;
+  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, data);
+  if (!m)
+    return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: not an ONNX model (truncated or damaged protobuf)",
+                         name);
+  int64_t batch = 0;
+  dpc_status st = import_model(name, m, o, out, &batch, d);
+  if (st && batch) {
+    explain_batch(name, m, o, batch, d);
+    st = d->status;
+  }
+  onnx__model_proto__free_unpacked(m, NULL);
+  return st;
 }
 
 dpc_status dpc_onnx_import_file(const char *path, dpc_graph **out, dpc_diag *d) {

@@ -33,6 +33,14 @@ dpc_status dpc_onnx_import_file(const char *path, dpc_graph **out, dpc_diag *d);
 typedef struct dpc_onnx_opts {
   const dpc_tensor *known;
   uint32_t n_known;
+  /* A fixed-batch export (torch.onnx.export without dynamic_axes) as one with a dynamic batch:
+   * the leading dimension of the first graph input, and of every other input whose leading
+   * dimension has the same size, becomes the symbol `batch`, and a Reshape whose constant
+   * shape holds that size where its input holds the batch takes the symbol there. A node that
+   * fixes the batch some other way fails the import with a message naming it. Models whose
+   * first input's leading dimension is already symbolic are imported unchanged. The commands
+   * that take --batch (train, bench, plan, compile) ask for this. */
+  bool leading_batch;
 } dpc_onnx_opts;
 dpc_status dpc_onnx_import_opts(const char *name, const void *data, size_t len,
                                 const dpc_onnx_opts *o, dpc_graph **out, dpc_diag *d);

@@ -43,6 +43,9 @@ typedef struct onnx_ctx {
   uint32_t node_no;
   dpc_op op; /* the dpc op the node's table row names (onnx_op_row) */
   const dpc_onnx_opts *opts;
+  /* With opts->leading_batch: the export's fixed batch (0: none was made symbolic) and the
+   * dimension that stands for it now (DPC_DIM_SYM of the symbol `batch`). */
+  int64_t batch, batch_dim;
 } onnx_ctx;
 
 /* ---- onnx_tensor.c ---- */

@@ -199,6 +199,23 @@ static dpc_status imp_size(onnx_ctx *c) {
   return onnx_def_const(c, 0, &k);
 }
 
+/* A fixed-batch export made symbolic (dpc_onnx_opts.leading_batch) still spells the batch as
+ * a number in a Reshape's constant shape ([32, -1], [32, 400]): where the shape holds that
+ * number at the position where its input holds the batch, it becomes the batch. Elsewhere the
+ * number may be the batch moved or a dimension of the same size, and [2, 32, 32] from
+ * [32, 64] checks equally with the batch in either place; a wrong guess would train a
+ * different model, so such a shape keeps its numbers and the reshape fails naming the node. */
+static void batch_target(onnx_ctx *c, const dpc_shape *in, int64_t *dims, const bool *sym, int n) {
+  if (!c->batch) return;
+  int at = -1;
+  for (uint32_t i = 0; i < in->rank && at < 0; i++)
+    if (in->d[i] == c->batch_dim) at = (int)i;
+  if (at < 0 || at >= n) return;
+  for (int i = 0; i < n; i++)
+    if (dims[i] == c->batch_dim) return; /* a Shape chain or a 0 carried it already */
+  if (!sym[at] && dims[at] == c->batch) dims[at] = c->batch_dim;
+}
+
 /* Reshape's target: 0 copies the input's dimension (unless allowzero), -1 is inferred. */
 static dpc_status imp_reshape(onnx_ctx *c) {
   uint32_t x = IN(0);
@@ -226,6 +243,7 @@ static dpc_status imp_reshape(onnx_ctx *c) {
       return onnx_fail(c, DPC_ERR_INVALID, "shape entry %d is %lld", i, (long long)dims[i]);
     }
   }
+  batch_target(c, s, dims, sym, n);
   return onnx_def(c, 0, onnx_reshape(c, x, dims, (uint32_t)n));
 }
 

@@ -21,6 +21,15 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     abort();
   }
   dpc_diag_clear(&d);
+  /* the same bytes with a fixed leading dimension made the batch, as dpc train imports them */
+  dpc_onnx_opts batched = {.leading_batch = true};
+  if (dpc_onnx_import_opts("fuzz.onnx", data, size, &batched, &g, &d) == DPC_OK) {
+    if (dpc_verify(g, &d) && !d.msg) abort();
+    dpc_graph_free(g);
+  } else if (!d.msg) {
+    abort();
+  }
+  dpc_diag_clear(&d);
   dpc_tensor t;
   if (dpc_onnx_tensor_decode(data, size, &t, NULL, &d) == DPC_OK) {
     fuzz_touch(&t);

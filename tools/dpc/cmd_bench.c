@@ -96,8 +96,15 @@ int dpc_cmd_bench(int argc, char **argv) {
   dpc_graph *g = NULL;
   dpc_bench_result r;
   const char *loss = cli_get(bench_opts, NBENCH, &p, "loss");
-  if (dpc_driver_load(p.pos[0], &g, &d) || (loss && dpc_driver_attach_loss(g, loss, &d)) ||
-      dpc_bench(g, &o, &r, &d)) {
+  char *fixed = NULL;
+  dpc_status st = dpc_driver_load_batched(p.pos[0], &g, &fixed, &d);
+  if (fixed)
+    fprintf(stderr,
+            "dpc bench: note: %s; until then it runs at the shapes it was exported with, whatever "
+            "--batch says\n",
+            fixed);
+  free(fixed);
+  if (st || (loss && dpc_driver_attach_loss(g, loss, &d)) || dpc_bench(g, &o, &r, &d)) {
     rc = cli_report("bench", &d);
   } else {
     const char *name = g->name != DPC_NONE ? dpc_graph_str(g, g->name) : p.pos[0];

@@ -95,7 +95,15 @@ int dpc_cmd_compile(int argc, char **argv) {
   if ((rc = cli_exec_opts("compile", compile_opts, NCOMPILE, &p, &x))) goto done;
   x.cpu.cpu = cli_get(compile_opts, NCOMPILE, &p, "cpu");
   x.cpu.features = cli_get(compile_opts, NCOMPILE, &p, "features");
-  if (dpc_driver_load(p.pos[0], &g, &d)) goto report;
+  char *fixed = NULL;
+  dpc_status lst = dpc_driver_load_batched(p.pos[0], &g, &fixed, &d);
+  if (fixed)
+    fprintf(stderr,
+            "dpc compile: note: %s; until then it runs at the shapes it was exported with, "
+            "whatever --batch says\n",
+            fixed);
+  free(fixed);
+  if (lst) goto report;
   const char *loss = cli_get(compile_opts, NCOMPILE, &p, "loss");
   if (loss && dpc_driver_attach_loss(g, loss, &d)) goto report;
   /* symbols: --dim NAME=VALUE, the rest take --batch */

@@ -329,7 +329,14 @@ int dpc_cmd_plan(int argc, char **argv) {
   dpc_node_cost *cost = NULL;
   dev_summary *sum = NULL;
   int rc = DPC_EXIT_OK;
-  dpc_status st = dpc_driver_load(p.pos[0], &g, &d);
+  char *fixed = NULL;
+  dpc_status st = dpc_driver_load_batched(p.pos[0], &g, &fixed, &d);
+  if (fixed)
+    fprintf(stderr,
+            "dpc plan: note: %s; until then it runs at the shapes it was exported with, whatever "
+            "--batch says\n",
+            fixed);
+  free(fixed);
   const char *loss = cli_get(plan_opts, NPLAN, &p, "loss");
   if (!st && loss) st = dpc_driver_attach_loss(g, loss, &d);
   if (!st && g->obj.loss == DPC_NONE)

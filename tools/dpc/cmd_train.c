@@ -263,7 +263,8 @@ int dpc_cmd_train(int argc, char **argv) {
            "accuracy of its first output). See docs/training.md.\n\n"
            "An ONNX model has no objective: --loss softmax_cross_entropy (or mse) attaches one\n"
            "to its first output, with a new input 'labels'; SGD unless --optimizer says otherwise\n"
-           "(docs/onnx.md).\n\n"
+           "(docs/onnx.md). An export with a fixed batch (no dynamic_axes) trains at any\n"
+           "--batch: its inputs' leading dimension is taken as the batch.\n\n"
            "A FILE.dpx from 'dpc compile --train' runs its compiled kernels without LLVM: its\n"
            "batch size and optimizer are the ones compiled in, and a partial last batch (of the\n"
            "training or the test data) is left out.\n\n"
@@ -385,7 +386,7 @@ int dpc_cmd_train(int argc, char **argv) {
   int rc = DPC_EXIT_OK;
   double t0 = dpc_now_s();
   if (dpc_passes_check_names(o.passes.print_after, &d) ||
-      (!o.artifact && dpc_driver_load(p.pos[0], &g, &d)) ||
+      (!o.artifact && dpc_driver_load_batched(p.pos[0], &g, NULL, &d)) ||
       (loss && dpc_driver_attach_loss(g, loss, &d)) || dpc_train(g, &o, &d)) {
     if (prog.tty) fprintf(stderr, "\n");
     rc = cli_report("train", &d);

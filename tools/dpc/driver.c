@@ -34,6 +34,29 @@ dpc_status dpc_driver_load(const char *path, dpc_graph **out, dpc_diag *d) {
   return dpc_driver_load_known(path, NULL, 0, out, d);
 }
 
+dpc_status dpc_driver_load_batched(const char *path, dpc_graph **out, char **fixed, dpc_diag *d) {
+  if (fixed) *fixed = NULL;
+  if (!dpc_onnx_is_model_path(path)) return dpc_driver_load(path, out, d);
+  dpc_onnx_opts o = {.leading_batch = true};
+  dpc_status st = dpc_onnx_import_file_opts(path, &o, out, d);
+  if (st && fixed) {
+    /* the importer reports the model's own error when it fails as exported too */
+    dpc_diag plain;
+    dpc_diag_init(&plain);
+    if (!dpc_onnx_import_file(path, out, &plain)) {
+      *fixed = dpc_strdup(d->msg ? d->msg : "");
+      dpc_diag_clear(d);
+      st = *fixed ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    }
+    dpc_diag_free(&plain);
+  }
+  if (!st && (st = dpc_verify(*out, d))) {
+    dpc_graph_free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
 /* Fix the value of each symbol from the shapes of the data given for the inputs. */
 static dpc_status bind_symbols(const dpc_graph *g, const dpc_named *feeds, uint32_t n_feeds,
                                int64_t *vals, dpc_diag *d) {

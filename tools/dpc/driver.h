@@ -104,6 +104,12 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
 
 /* Parse and verify a model file. */
 dpc_status dpc_driver_load(const char *path, dpc_graph **out, dpc_diag *d);
+/* The same for the commands that take --batch: an ONNX model exported at a fixed batch gets
+ * its inputs' leading dimension as the symbol `batch` (dpc_onnx_opts.leading_batch), so the
+ * batch is the command's, not the export's. Where a node cannot take a symbolic batch, that
+ * is an error naming it when `fixed` is NULL; otherwise the model comes as exported, at its
+ * fixed shapes, and *fixed gets why (malloc'd; NULL when the batch is symbolic). */
+dpc_status dpc_driver_load_batched(const char *path, dpc_graph **out, char **fixed, dpc_diag *d);
 
 /* Run the inference pipeline on a copy of g, bind its symbols from `feeds` (inputs, and params
  * or state to override), run once (on the backend `x` asks for; NULL: reference) and return
