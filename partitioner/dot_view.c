@@ -55,11 +55,14 @@ static bool is_kept_value(const dpc_graph *g, uint32_t v) {
   return false;
 }
 
-/* Scalars computed from scalars: constants, the learning-rate schedule, the step counter.
- * A loss reads a tensor, so it stays; so do the graph's outputs. */
+/* Scalar constants, and the scalars a pass computes from scalars: the learning-rate schedule,
+ * the step counter. A loss reads a tensor, so it stays; so do the graph's outputs, its inputs
+ * and params, and what the model's own statements compute. */
 static bool is_hidden(const dpc_graph *g, uint32_t i) {
   const dpc_node *n = &g->nodes[i];
-  if (dpc_op_has(n->op, DPC_OPF_COMM)) return false;
+  if (dpc_op_has(n->op, DPC_OPF_COMM) || n->op == DPC_OP_INPUT || n->op == DPC_OP_PARAM ||
+      (n->loc.line && n->op != DPC_OP_CONSTANT))
+    return false;
   for (uint32_t k = 0; k < n->n_out; k++)
     if (!is_scalar(g, n->out + k) || is_kept_value(g, n->out + k)) return false;
   for (uint32_t k = 0; k < n->n_in; k++)

@@ -132,6 +132,24 @@ full=$(grep -c 'shape=' "$work/print-full.dot")
 check "print --dot-full draws every node ($full, the summary $drawn)" "$full" -gt "$drawn"
 contains "$work/print-full.dot" '%[0-9]' "print --dot-full keeps the unnamed values"
 
+# Scalars the model's own statements compute stay (only a pass's schedule arithmetic and scalar
+# constants are left out); a model that places its statements gets a cluster per device.
+cat >"$work/scalars.graph" <<'G'
+model scalars
+input  a: f32[]
+input  x: f32[N, 4]
+param  t: f32[] = zeros
+b = a * 2 + t @ cpu:1
+y = x * b @ cpu:0
+output y
+G
+expect 0 "print --dot a model of scalars, placed" -- "$dpc" print --dot "$work/scalars.graph" --output "$work/scalars.dot"
+contains "$work/scalars.dot" 'mul + add\\nb\\nf32\[\]' "print --dot: the statement b of scalars is drawn"
+set -- $(facts "$work/scalars.dot")
+check "print --dot: b's and y's devices are two clusters" "$2" -eq 2
+contains "$work/scalars.dot" '^  [a-z0-9]* -> [a-z0-9]* \[label="4 B"' "print --dot: b's 4 bytes on the edge between devices"
+lacks "$work/scalars.dot" 'constant' "print --dot: the scalar constant 2 is left out"
+
 # The README's example of a picture with one cluster per device draws one.
 line=$(grep 'one cluster per device' "$src/README.md" | head -1)
 cmd=$(printf '%s\n' "$line" | sed -e 's/#.*//' -e "s|^dpc |\"\$dpc\" |" -e "s|examples/|$src/examples/|")
