@@ -8,12 +8,14 @@
  * and what crosses between devices. So a node of the picture (a unit) is
  *   - a fusion group (one kernel), or a named value with the unnamed sub-expressions and the
  *     nodes that cost nothing which feed it alone (as `dpc print` folds them into a statement);
- *   - an input, a param, or a state read by one unit only folded into that unit;
+ *   - an input; a param or state drawn inside the first unit that reads it (a layer's kernel,
+ *     its update), when that runs on the same device;
  *   - a collective once on each device it joins, in that device's cluster, with the reshapes,
  *     concatenations and slices that pack and unpack its bucket there.
- * Scalar arithmetic on scalars (constants, schedules, step counters) is not drawn. Edges between
- * units of different devices carry the bytes that cross; the parts of one collective are joined
- * by an edge with the bytes each device contributes. Times appear on units that cost something.
+ * Scalar constants and the scalar arithmetic passes add (schedules, step counters) are not
+ * drawn. Edges between units of different devices carry the bytes that cross; the parts of one
+ * collective are joined by an edge with the bytes each device contributes. Times appear on
+ * units that cost something.
  * The graph is only read.
  */
 #include "ir/fusion.h"

@@ -199,9 +199,9 @@ bool dpc_replica_of(const char *name, char *base, size_t n);
 
 /* The graph as Graphviz text a person reads (partitioner/dot_view.c): one cluster per device;
  * a node per fusion group or named value (unnamed sub-expressions and nodes that cost nothing
- * folded into the value they feed, states into their one reader, scalars computed from scalars
- * left out), a collective drawn on each device it joins; edges between devices carry their
- * bytes. */
+ * folded into the value they feed, params and states into their first reader, scalar constants
+ * and the scalar arithmetic of passes left out), a collective drawn on each device it joins;
+ * edges between devices carry their bytes. */
 dpc_status dpc_dot_graph(const dpc_graph *g, dpc_buf *out);
 /* The same with each unit's time in its label (ms[node] summed over the unit, shown when it
  * rounds above 0.000 ms; `dpc plan`). */
