@@ -1,9 +1,9 @@
 /*
- * dot.c — Graphviz text for a graph, clustered by device.
+ * dot.c — Graphviz text for every node of a graph, clustered by device (--dot-full).
  *
- * Users read placement from this picture (`dpc print --dot`, later `dpc plan --dot`), so labels
- * say what a person needs: the op, the value's name and its type; edges carry the type that
- * flows, and edges that cross devices stand out.
+ * The picture drawn by default (dot_view.c) folds a step into the units a person reasons about;
+ * this one is for debugging a pass: each node with its op, value name and type, each edge with
+ * the type that flows, and edges that cross devices standing out.
  */
 #include "partitioner/partitioner.h"
 
@@ -29,7 +29,8 @@ static void put_node(const dpc_graph *g, uint32_t i, const double *ms, dpc_buf *
   dpc_graph_format_type(g, v->dtype, &v->shape, ty, sizeof ty);
   if (n->n_out > 1) snprintf(ty + strlen(ty), sizeof ty - strlen(ty), " (+%u)", n->n_out - 1);
   snprintf(lbl, sizeof lbl, "%s\n%s\n%s", dpc_op_name(n->op), name, ty);
-  if (ms && ms[i] > 0) snprintf(lbl + strlen(lbl), sizeof lbl - strlen(lbl), "\n%.3f ms", ms[i]);
+  if (ms && ms[i] >= 0.0005)
+    snprintf(lbl + strlen(lbl), sizeof lbl - strlen(lbl), "\n%.3f ms", ms[i]);
   const char *shape = dpc_op_has(n->op, DPC_OPF_SOURCE) ? "ellipse" : "box";
   const char *fill = n->op == DPC_OP_INPUT                ? "#dbe9f6"
                      : dpc_op_has(n->op, DPC_OPF_PERSIST) ? "#fde9c8"
@@ -40,11 +41,7 @@ static void put_node(const dpc_graph *g, uint32_t i, const double *ms, dpc_buf *
   dpc_buf_puts(b, "];\n");
 }
 
-dpc_status dpc_dot_graph(const dpc_graph *g, dpc_buf *b) {
-  return dpc_dot_graph_costs(g, NULL, b);
-}
-
-dpc_status dpc_dot_graph_costs(const dpc_graph *g, const double *ms, dpc_buf *b) {
+dpc_status dpc_dot_graph_full(const dpc_graph *g, const double *ms, dpc_buf *b) {
   dpc_buf_printf(b, "digraph ");
   put_quoted(b, g->name != DPC_NONE ? dpc_graph_str(g, g->name) : "graph");
   dpc_buf_puts(b, " {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n"

@@ -197,11 +197,17 @@ dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d);
 /* Whether `name` is a replica's copy; if so, base gets the original's name. */
 bool dpc_replica_of(const char *name, char *base, size_t n);
 
-/* The graph as Graphviz text: one cluster per device, nodes labelled with op, name and type,
- * edges with the type that flows on them; edges between devices drawn red and dashed. */
+/* The graph as Graphviz text a person reads (partitioner/dot_view.c): one cluster per device;
+ * a node per fusion group or named value (unnamed sub-expressions and nodes that cost nothing
+ * folded into the value they feed, params and states into their first reader, scalar constants
+ * and the scalar arithmetic of passes left out), a collective drawn on each device it joins;
+ * edges between devices carry their bytes. */
 dpc_status dpc_dot_graph(const dpc_graph *g, dpc_buf *out);
-/* The same with each node's time in its label (ms[node], 0 to leave it out; `dpc plan`), and
- * the bytes of every edge between devices. */
+/* The same with each unit's time in its label (ms[node] summed over the unit, shown when it
+ * rounds above 0.000 ms; `dpc plan`). */
 dpc_status dpc_dot_graph_costs(const dpc_graph *g, const double *ms, dpc_buf *out);
+/* Every node and edge of the graph (partitioner/dot.c; --dot-full), with ms[node] as above
+ * (ms may be NULL). */
+dpc_status dpc_dot_graph_full(const dpc_graph *g, const double *ms, dpc_buf *out);
 
 #endif

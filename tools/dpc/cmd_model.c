@@ -92,7 +92,9 @@ done:
 }
 
 static const cli_opt print_opts[] = {
-    {"dot", false, false, "print Graphviz instead of .graph text (render with dot -Tsvg)"},
+    {"dot", false, false,
+     "print Graphviz instead of .graph text (render with dot -Tsvg): a node per statement"},
+    {"dot-full", false, false, "print Graphviz with every node, constants and unnamed values too"},
     {"brief", false, false,
      "show only the first values of large constants and imported weights (does not parse back)"},
     {"output", true, false, "write to FILE instead of standard output"},
@@ -111,7 +113,8 @@ int dpc_cmd_print(int argc, char **argv) {
         "Usage: dpc print FILE.graph|FILE.onnx [OPTIONS]\n\n"
         "Print a model in canonical .graph form: one statement per named value, sub-expressions\n"
         "folded, attributes as given. Parsing the output gives the same model, and printing it\n"
-        "again gives the same text. With --dot, print Graphviz with one cluster per device.\n");
+        "again gives the same text. With --dot, print Graphviz with one cluster per device and a\n"
+        "node per statement (scalar constants left out); --dot-full draws every node.\n");
     cli_print_options(print_opts, NPRINT);
     return DPC_EXIT_OK;
   }
@@ -138,9 +141,10 @@ int dpc_cmd_print(int argc, char **argv) {
     }
     if (after) goto done; /* the dumps were the output */
   }
-  dpc_status st = cli_get(print_opts, NPRINT, &p, "dot")     ? dpc_dot_graph(g, &b)
-                  : cli_get(print_opts, NPRINT, &p, "brief") ? dpc_print_graph_brief(g, 4, &b)
-                                                             : dpc_print_graph(g, &b);
+  dpc_status st = cli_get(print_opts, NPRINT, &p, "dot-full") ? dpc_dot_graph_full(g, NULL, &b)
+                  : cli_get(print_opts, NPRINT, &p, "dot")    ? dpc_dot_graph(g, &b)
+                  : cli_get(print_opts, NPRINT, &p, "brief")  ? dpc_print_graph_brief(g, 4, &b)
+                                                              : dpc_print_graph(g, &b);
   if (st) {
     dpc_diag_fail(&d, st, "out of memory printing the model");
     rc = cli_report("print", &d);

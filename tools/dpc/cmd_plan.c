@@ -36,7 +36,10 @@ static const cli_opt plan_opts[] = {
     {"placement", true, false,
      "with --strategy model: metis (default), contiguous (a layer split) or roundrobin"},
     {"device-memory", true, false, "SIZE (512M, 2G): each device's memory; the plan must fit"},
-    {"dot", true, false, "FILE: the plan as Graphviz, one cluster per device"},
+    {"dot", true, false,
+     "FILE: the plan as Graphviz: one cluster per device with its collectives, a node per fused "
+     "kernel or named value, bytes on edges between devices"},
+    {"dot-full", false, false, "with --dot: draw every node of the step graph instead"},
     {"json", true, false, "FILE: per device predicted time, memory, and the communication"},
     {"profile", false, false,
      "time this model's kernels on one core first and correct the cost model by them"},
@@ -204,16 +207,21 @@ int dpc_cmd_plan(int argc, char **argv) {
   if (!cli_parse("plan", plan_opts, NPLAN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
     printf("Usage: dpc plan FILE.graph|FILE.onnx [--devices SPEC] [--strategy data] [--batch B]\n"
-           "                [--dot FILE] [--json FILE]\n\n"
+           "                [--dot FILE [--dot-full]] [--json FILE]\n\n"
            "Plan a model's training step over devices and show it: each device's kernels and\n"
            "collectives, its predicted compute and communication time (the cost model with\n"
            "this machine's calibration, as dpc devices measures it), its memory, and the bytes\n"
-           "that move per step. --dot writes the plan as Graphviz (one cluster per device),\n"
-           "--json the figures. See docs/strategies.md.\n");
+           "that move per step. --dot writes the plan as Graphviz: one cluster per device\n"
+           "holding its kernels and collectives, a node per fused kernel or named value, the\n"
+           "bytes on every edge between devices (--dot-full: every node of the step graph,\n"
+           "scalar constants and unnamed values included). --json writes the figures.\n"
+           "See docs/strategies.md.\n");
     cli_print_options(plan_opts, NPLAN);
     return DPC_EXIT_OK;
   }
   if (p.npos != 1) return cli_usage_error("plan", "expects one model file (see dpc plan --help)");
+  if (cli_get(plan_opts, NPLAN, &p, "dot-full") && !cli_get(plan_opts, NPLAN, &p, "dot"))
+    return cli_usage_error("plan", "--dot-full says how --dot FILE draws; give --dot FILE too");
   const char *spec = cli_get(plan_opts, NPLAN, &p, "devices");
   const char *strategy = cli_get(plan_opts, NPLAN, &p, "strategy");
   const char *bs = cli_get(plan_opts, NPLAN, &p, "batch");
@@ -425,7 +433,8 @@ int dpc_cmd_plan(int argc, char **argv) {
           ms[s->node] = dpc_cost_kernel_seconds(plan->g, cost, s->node, &sp) * 1e3;
       }
     }
-    if (!f || dpc_dot_graph_costs(plan->g, ms, &b)) {
+    bool full = cli_get(plan_opts, NPLAN, &p, "dot-full") != NULL;
+    if (!f || (full ? dpc_dot_graph_full(plan->g, ms, &b) : dpc_dot_graph_costs(plan->g, ms, &b))) {
       dpc_diag_fail(&d, DPC_ERR_IO, "cannot write '%s'", dot);
       rc = cli_report("plan", &d);
     } else {
