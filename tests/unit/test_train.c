@@ -14,6 +14,7 @@
 #include "tools/dpc/driver.h"
 #include "tools/dpc/train.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,10 +23,11 @@
 #error "DPC_SOURCE_DIR must point at the repository"
 #endif
 
-static char tmpdir[64];
+static char tmpdir[64]; /* made by the binary's setup, removed with its files by cleanup */
 
 static void path_in(char *out, size_t n, const char *name) {
-  snprintf(out, n, "%s/%s", tmpdir, name);
+  CHECK_MSG(tmpdir[0], "no temporary folder for %s: the fixture's setup did not run", name);
+  snprintf(out, n, "%s/%s", tmpdir[0] ? tmpdir : "/nonexistent", name);
 }
 
 static dpc_graph *load(const char *path) {
@@ -229,19 +231,26 @@ static void clear_errors(void) {
 
 static void setup_tmp(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/dpc_train_XXXXXX");
-  CHECK(mkdtemp(tmpdir) != NULL);
+  if (!mkdtemp(tmpdir)) {
+    CHECK_MSG(0, "cannot make a temporary folder");
+    tmpdir[0] = 0;
+  }
 }
 
+/* Every file the tests left (a failed test may leave any), then the folder. */
 static void cleanup_tmp(void) {
-  const char *names[] = {"sgd.jsonl",     "momentum.jsonl", "x.npy",          "y.npy",
-                         "a.safetensors", "b.safetensors",  "ck.safetensors", "a.jsonl",
-                         "b.jsonl",       "bx.npy",         "by.npy"};
-  char p[256];
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-    path_in(p, sizeof p, names[i]);
-    unlink(p);
-  }
-  rmdir(tmpdir);
+  DIR *dp = opendir(tmpdir);
+  CHECK(dp != NULL);
+  if (!dp) return;
+  struct dirent *e;
+  char p[256 + 64];
+  while ((e = readdir(dp)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+      snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+      CHECK_MSG(unlink(p) == 0, "cannot remove %s", p);
+    }
+  closedir(dp);
+  CHECK_MSG(rmdir(tmpdir) == 0, "cannot remove %s", tmpdir);
 }
 
 /* Shares: split in proportion, multiples of the granule, the leftovers to the largest
@@ -757,7 +766,6 @@ static void async_parameter_server(void) {
 }
 
 const unit_test unit_tests[] = {
-    {"setup", setup_tmp},
     {"matches_pytorch", matches_pytorch},
     {"resume_is_bit_identical", resume_is_bit_identical},
     {"clear_errors", clear_errors},
@@ -769,6 +777,6 @@ const unit_test unit_tests[] = {
     {"pipeline_matches_accumulation", pipeline_matches_accumulation},
     {"local_sgd", local_sgd},
     {"async_parameter_server", async_parameter_server},
-    {"cleanup", cleanup_tmp},
     {NULL, NULL},
 };
+const unit_fixture unit_fixtures = {setup_tmp, cleanup_tmp};
