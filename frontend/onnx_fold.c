@@ -10,6 +10,7 @@
  */
 #include "frontend/onnx_internal.h"
 #include "ir/rules.h"
+#include "ir/scalar.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -76,66 +77,50 @@ static bool bshape(const dpc_shape *a, const dpc_shape *b, dpc_shape *r) {
   return true;
 }
 
-/* The binary ops the folder evaluates, decided once per node rather than per element. */
-typedef enum { F_ADD, F_SUB, F_MUL, F_DIV, F_MAX, F_MIN, F_EQ, F_LT, F_GT, F_NONE } fold_op;
-
-static fold_op fold_op_of(const char *op) {
-  static const char *const names[] = {"Add", "Sub",   "Mul",  "Div",    "Max",
-                                      "Min", "Equal", "Less", "Greater"};
-  for (int i = 0; i < F_NONE; i++)
-    if (!strcmp(op, names[i])) return (fold_op)i;
-  return F_NONE;
+/* The dpc op of an ONNX binary op the folder evaluates, decided once per node rather than per
+ * element; each element is then what the op's reference kernel gives (ir/scalar.h). */
+static bool binary_op_of(const char *name, dpc_op *op) {
+  static const struct {
+    const char *name;
+    dpc_op op;
+  } ops[] = {{"Add", DPC_OP_ADD},     {"Sub", DPC_OP_SUB},   {"Mul", DPC_OP_MUL},
+             {"Div", DPC_OP_DIV},     {"Max", DPC_OP_MAX},   {"Min", DPC_OP_MIN},
+             {"Equal", DPC_OP_EQUAL}, {"Less", DPC_OP_LESS}, {"Greater", DPC_OP_GREATER}};
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+    if (!strcmp(name, ops[i].name)) {
+      *op = ops[i].op;
+      return true;
+    }
+  return false;
 }
 
-static double arith(fold_op op, double a, double b) {
-  switch (op) {
-  case F_ADD: return a + b;
-  case F_SUB: return a - b;
-  case F_MUL: return a * b;
-  case F_DIV: return a / b;
-  case F_MAX: return a > b ? a : b;
-  case F_MIN: return a < b ? a : b;
-  case F_EQ: return a == b;
-  case F_LT: return a < b;
-  case F_GT: return a > b;
-  default: return 0;
-  }
-}
-
-/* Integers wrap instead of overflowing, and a division by zero gives 0. */
-static int64_t iarith(fold_op op, int64_t a, int64_t b) {
-  switch (op) {
-  case F_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
-  case F_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
-  case F_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
-  case F_DIV: return b == 0 || (a == INT64_MIN && b == -1) ? 0 : a / b;
-  case F_MAX: return a > b ? a : b;
-  case F_MIN: return a < b ? a : b;
-  case F_EQ: return a == b;
-  case F_LT: return a < b;
-  case F_GT: return a > b;
-  default: return 0;
-  }
-}
-
+/* Not folded (false) where running the node would fail: an integer division by zero. */
 static bool fold_binary(const char *name, const onnx_const *a, const onnx_const *b, onnx_const *y) {
-  fold_op op = fold_op_of(name);
-  if (op == F_NONE || has_sym(a) || has_sym(b) || a->t.dtype != b->t.dtype) return false;
+  dpc_op op;
+  if (!binary_op_of(name, &op) || has_sym(a) || has_sym(b) || a->t.dtype != b->t.dtype)
+    return false;
   dpc_shape r;
   if (!bshape(&a->t.shape, &b->t.shape, &r) || dpc_shape_numel(&r) > FOLD_MAX) return false;
-  bool cmp = op == F_EQ || op == F_LT || op == F_GT;
+  bool cmp = op == DPC_OP_EQUAL || op == DPC_OP_LESS || op == DPC_OP_GREATER;
   bool ints = dpc_dtype_is_int(a->t.dtype) || a->t.dtype == DPC_BOOL;
+  if (a->t.dtype == DPC_BOOL && !cmp) return false; /* no arithmetic on bool */
   if (!new_const(y, cmp ? DPC_BOOL : a->t.dtype, &r, false)) return false;
   int64_t n = dpc_shape_numel(&r);
   for (int64_t o = 0; o < n; o++) {
     int64_t i = bcast_index(&r, &a->t.shape, o), j = bcast_index(&r, &b->t.shape, o);
-    if (ints && a->t.dtype == DPC_I64 && !cmp) {
-      int64_t v = iarith(op, dpc_tload_i64(&a->t, i), dpc_tload_i64(&b->t, j));
-      memcpy((char *)y->t.data + 8 * o, &v, 8);
-    } else if (ints) {
-      dpc_tstore(&y->t, o, (double)iarith(op, dpc_tload_i64(&a->t, i), dpc_tload_i64(&b->t, j)));
+    if (ints) {
+      int64_t u = dpc_tload_i64(&a->t, i), v = dpc_tload_i64(&b->t, j);
+      if (cmp) {
+        dpc_tstore(&y->t, o, dpc_scalar_compare(op, dpc_scalar_order_int(u, v)));
+        continue;
+      }
+      if (op == DPC_OP_DIV && v == 0) return false;
+      dpc_tstore_i64(&y->t, o, dpc_scalar_int(op, a->t.dtype, u, v));
     } else {
-      dpc_tstore(&y->t, o, arith(op, dpc_tload(&a->t, i), dpc_tload(&b->t, j)));
+      double u = dpc_tload(&a->t, i), v = dpc_tload(&b->t, j);
+      dpc_tstore(&y->t, o,
+                 cmp ? dpc_scalar_compare(op, dpc_scalar_order_float(u, v))
+                     : dpc_scalar_float(op, u, v));
     }
   }
   return true;

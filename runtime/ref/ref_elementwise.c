@@ -49,34 +49,8 @@ dpc_status dpc_ref_zeros_like(const dpc_kernel_args *a, dpc_diag *d) {
 
 /* ---- binary ------------------------------------------------------------------------------- */
 
-static double binary_float(dpc_op op, double x, double y) {
-  switch (op) {
-  case DPC_OP_ADD: return x + y;
-  case DPC_OP_SUB: return x - y;
-  case DPC_OP_MUL: return x * y;
-  case DPC_OP_DIV: return x / y;
-  case DPC_OP_POW: return pow(x, y);
-  /* NaN wins in either position, unlike fmax/fmin which drop it. */
-  case DPC_OP_MAX: return x != x ? x : y != y ? y : x >= y ? x : y;
-  case DPC_OP_MIN: return x != x ? x : y != y ? y : x <= y ? x : y;
-  default: DPC_ASSERT(!"not a binary op"); return 0;
-  }
-}
-
-/* Division by zero is checked by the caller. Products and sums wrap like NumPy's. */
-static int64_t binary_int(dpc_op op, dpc_dtype t, int64_t x, int64_t y) {
-  switch (op) {
-  case DPC_OP_ADD: return dpc_ref_wrap(t, (uint64_t)x + (uint64_t)y);
-  case DPC_OP_SUB: return dpc_ref_wrap(t, (uint64_t)x - (uint64_t)y);
-  case DPC_OP_MUL: return dpc_ref_wrap(t, (uint64_t)x * (uint64_t)y);
-  /* MIN / -1 overflows, which C leaves undefined; negating with wrap-around gives MIN back. */
-  case DPC_OP_DIV: return y == -1 ? dpc_ref_wrap(t, 0 - (uint64_t)x) : x / y;
-  case DPC_OP_MAX: return x >= y ? x : y;
-  case DPC_OP_MIN: return x <= y ? x : y;
-  default: DPC_ASSERT(!"not an integer binary op"); return 0;
-  }
-}
-
+/* Each element as ir/scalar.h defines it (the ONNX constant folder uses the same); integer
+ * division by zero, which has no value, fails the run. */
 static dpc_status binary(const dpc_kernel_args *a, dpc_diag *d, dpc_op op) {
   const dpc_tensor *x = &a->in[0], *y = &a->in[1];
   dpc_tensor *out = &a->out[0];
@@ -88,7 +62,7 @@ static dpc_status binary(const dpc_kernel_args *a, dpc_diag *d, dpc_op op) {
   int64_t n = dpc_tensor_numel(out);
   for (int64_t i = 0; i < n; i++, dpc_ref_iter_next(&it)) {
     if (!ints) {
-      dpc_tstore(out, i, binary_float(op, dpc_tload(x, it.off[0]), dpc_tload(y, it.off[1])));
+      dpc_tstore(out, i, dpc_scalar_float(op, dpc_tload(x, it.off[0]), dpc_tload(y, it.off[1])));
       continue;
     }
     int64_t u = dpc_tload_i64(x, it.off[0]), v = dpc_tload_i64(y, it.off[1]);
@@ -98,7 +72,7 @@ static dpc_status binary(const dpc_kernel_args *a, dpc_diag *d, dpc_op op) {
       return dpc_graph_fail_node(a->g, a->node, d, DPC_ERR_RUNTIME,
                                  "integer division by zero: element %s of the divisor is 0", where);
     }
-    dpc_tstore_i64(out, i, binary_int(op, out->dtype, u, v));
+    dpc_tstore_i64(out, i, dpc_scalar_int(op, out->dtype, u, v));
   }
   return DPC_OK;
 }
@@ -180,7 +154,7 @@ static dpc_status unary(const dpc_kernel_args *a, dpc_op op) {
         continue;
       }
       bool flip = op == DPC_OP_NEG || v < 0;
-      dpc_tstore_i64(y, i, flip ? dpc_ref_wrap(y->dtype, 0 - (uint64_t)v) : v);
+      dpc_tstore_i64(y, i, flip ? dpc_scalar_wrap(y->dtype, 0 - (uint64_t)v) : v);
     }
     return DPC_OK;
   }
@@ -264,9 +238,8 @@ dpc_status dpc_ref_sin(const dpc_kernel_args *a, dpc_diag *d) {
 
 /* ---- comparison and selection ------------------------------------------------------------- */
 
-/* equal, less, greater with broadcasting, into bool. Integers are compared exactly in int64
- * (through double, neighbours above 2^53 would compare equal); everything else in double, where
- * every comparison with NaN is false, NaN == NaN included. */
+/* equal, less, greater with broadcasting, into bool, ordered as ir/scalar.h orders: integers
+ * exactly, everything else in double, where every comparison with NaN is false. */
 static void compare(const dpc_kernel_args *a, dpc_op op) {
   const dpc_tensor *x = &a->in[0], *y = &a->in[1];
   dpc_tensor *out = &a->out[0];
@@ -277,16 +250,10 @@ static void compare(const dpc_kernel_args *a, dpc_op op) {
   bool ints = dpc_dtype_is_int(x->dtype);
   int64_t n = dpc_tensor_numel(out);
   for (int64_t i = 0; i < n; i++, dpc_ref_iter_next(&it)) {
-    int order; /* -1, 0, 1, or 2 when unordered (a NaN) */
-    if (ints) {
-      int64_t u = dpc_tload_i64(x, it.off[0]), v = dpc_tload_i64(y, it.off[1]);
-      order = u < v ? -1 : u > v ? 1 : 0;
-    } else {
-      double u = dpc_tload(x, it.off[0]), v = dpc_tload(y, it.off[1]);
-      order = u < v ? -1 : u > v ? 1 : u == v ? 0 : 2;
-    }
-    bool r = op == DPC_OP_EQUAL ? order == 0 : op == DPC_OP_LESS ? order == -1 : order == 1;
-    dpc_tstore(out, i, r ? 1.0 : 0.0);
+    int order = ints
+                    ? dpc_scalar_order_int(dpc_tload_i64(x, it.off[0]), dpc_tload_i64(y, it.off[1]))
+                    : dpc_scalar_order_float(dpc_tload(x, it.off[0]), dpc_tload(y, it.off[1]));
+    dpc_tstore(out, i, dpc_scalar_compare(op, order) ? 1.0 : 0.0);
   }
 }
 

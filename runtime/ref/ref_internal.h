@@ -11,6 +11,7 @@
 #define DPC_RUNTIME_REF_REF_INTERNAL_H
 
 #include "ir/rules.h"
+#include "ir/scalar.h" /* one element of the binary ops, and the integers' wrap-around */
 #include "runtime/kernel.h"
 
 #include <stdio.h>
@@ -145,18 +146,6 @@ static inline void dpc_ref_bcast_strides(const dpc_shape *in, const dpc_shape *o
     else
       st[i] = in->d[i - lead] == 1 ? 0 : own[i - lead];
   }
-}
-
-/* ---- integers -------------------------------------------------------------------------------- */
-
-/* Two's-complement wrap of a 64-bit pattern to the width of an integer dtype, as NumPy's
- * integer arithmetic does. Done in unsigned arithmetic so overflow is never undefined. */
-static inline int64_t dpc_ref_wrap(dpc_dtype t, uint64_t v) {
-  if (t == DPC_I32) {
-    uint32_t u = (uint32_t)v;
-    return u <= (uint32_t)INT32_MAX ? (int64_t)u : (int64_t)u - 4294967296LL;
-  }
-  return v <= (uint64_t)INT64_MAX ? (int64_t)v : -(int64_t)(~v) - 1;
 }
 
 /* ---- kernels ------------------------------------------------------------------------------- */

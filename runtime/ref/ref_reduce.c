@@ -198,7 +198,7 @@ static void reduce_into(const dpc_tensor *x, dpc_tensor *y, const bool *red, dpc
       uint64_t sum = 0; /* unsigned: wraps like NumPy instead of overflowing */
       for (int64_t k = 0; k < ncut; k++, dpc_ref_iter_next(&it))
         sum += (uint64_t)dpc_tload_i64(x, it.off[0]);
-      dpc_tstore_i64(y, o, dpc_ref_wrap(y->dtype, sum));
+      dpc_tstore_i64(y, o, dpc_scalar_wrap(y->dtype, sum));
     } else if (ints) {
       /* The max of nothing is INT64_MIN, saturated to the dtype's minimum by the store. */
       int64_t m = INT64_MIN;

@@ -7,7 +7,9 @@
  * optionally for params), and expect_NAME.npy for each output, all written by
  * tests/ops/gen_cases.py with NumPy. A comment line `# test: rtol=.. atol=.. training=1
  * error=TEXT` in model.graph adjusts the check; error=TEXT expects the run to fail with a
- * message containing TEXT. An op with no case folder fails: every op must be tested.
+ * message containing TEXT. An op with no case folder fails: every op must be tested. So does a
+ * case that would check nothing or not what it claims: one with no expected outputs, an
+ * expect_NAME.npy with no output NAME, or an expected file of another dtype than its output.
  */
 #include "runtime/npy.h"
 #include "tools/dpc/driver.h"
@@ -67,6 +69,38 @@ static bool close_enough(double a, double b, double rtol, double atol) {
   if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
   if (isinf(a) || isinf(b)) return a == b;
   return fabs(a - b) <= atol + rtol * fabs(b);
+}
+
+/* The dtype NumPy stores an output of dtype t as: it has no bfloat16, so gen_cases.py writes
+ * bf16 values (already rounded) as f32. */
+static dpc_dtype npy_dtype(dpc_dtype t) {
+  return t == DPC_BF16 ? DPC_F32 : t;
+}
+
+/* Every expect_NAME.npy in dir names one of the outputs; how many do not (each reported). */
+static int stray_expectations(const char *dir, const char *name, const dpc_named *outs,
+                              uint32_t no) {
+  DIR *dp = opendir(dir);
+  if (!dp) {
+    printf("FAIL %s: cannot list %s\n", name, dir);
+    return 1;
+  }
+  int stray = 0;
+  struct dirent *e;
+  while ((e = readdir(dp))) {
+    size_t len = strlen(e->d_name);
+    if (strncmp(e->d_name, "expect_", 7) || len < 11 || strcmp(e->d_name + len - 4, ".npy"))
+      continue;
+    bool found = false;
+    for (uint32_t i = 0; i < no && !found; i++)
+      found = strlen(outs[i].name) == len - 11 && !strncmp(outs[i].name, e->d_name + 7, len - 11);
+    if (!found) {
+      printf("FAIL %s: %s names no output of the model\n", name, e->d_name);
+      stray++;
+    }
+  }
+  closedir(dp);
+  return stray;
 }
 
 static dpc_exec_opts exec; /* the backend under test: reference, or LLVM with `llvm` */
@@ -138,6 +172,12 @@ static int run_case(const char *dir, const char *name) {
     fails = 1;
     goto done;
   }
+  if (no == 0) {
+    printf("FAIL %s: the model has no outputs, so nothing would be checked\n", name);
+    fails = 1;
+    goto done;
+  }
+  if (stray_expectations(dir, name, outs, no)) fails = 1;
   for (uint32_t i = 0; i < no; i++) {
     dpc_tensor want;
     snprintf(path, sizeof path, "%s/expect_%s.npy", dir, outs[i].name);
@@ -147,6 +187,13 @@ static int run_case(const char *dir, const char *name) {
       continue;
     }
     const dpc_tensor *have = &outs[i].t;
+    if (want.dtype != npy_dtype(have->dtype)) {
+      printf("FAIL %s: output '%s' is %s, expected %s\n", name, outs[i].name,
+             dpc_dtype_name(have->dtype), dpc_dtype_name(want.dtype));
+      fails = 1;
+      free(want.data);
+      continue;
+    }
     if (!dpc_shape_eq(&have->shape, &want.shape)) {
       char hs[160] = "", ws[160] = "";
       for (uint32_t k = 0, o1 = 0, o2 = 0; k < DPC_MAX_RANK; k++) {

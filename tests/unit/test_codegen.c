@@ -26,7 +26,12 @@
 #error "DPC_SOURCE_DIR must point at the repository"
 #endif
 
-static char tmpdir[64];
+static char tmpdir[64]; /* made by the binary's setup, removed by its cleanup */
+
+static void path_in(char *out, size_t n, const char *name) {
+  CHECK_MSG(tmpdir[0], "no temporary folder for %s: the fixture's setup did not run", name);
+  snprintf(out, n, "%s/%s", tmpdir[0] ? tmpdir : "/nonexistent", name);
+}
 
 static dpc_graph *parse(const char *text) {
   dpc_graph *g = NULL;
@@ -258,8 +263,8 @@ static void epilogues_match_reference(void) {
 /* Training steps on the compiled backend follow the reference backend's losses. */
 static void training_matches_reference(void) {
   char xs[256], ys[256], data[600], log[2][256];
-  snprintf(xs, sizeof xs, "%s/x.npy", tmpdir);
-  snprintf(ys, sizeof ys, "%s/y.npy", tmpdir);
+  path_in(xs, sizeof xs, "x.npy");
+  path_in(ys, sizeof ys, "y.npy");
   snprintf(data, sizeof data, "%s,%s", xs, ys);
   dpc_named x = make_x(48, 3);
   int32_t labels[48];
@@ -274,7 +279,7 @@ static void training_matches_reference(void) {
     dpc_graph *g = load_example(models[m]);
     if (!g) continue;
     for (int b = 0; b < 2; b++) {
-      snprintf(log[b], sizeof log[b], "%s/%s.jsonl", tmpdir, b ? "llvm" : "ref");
+      path_in(log[b], sizeof log[b], b ? "llvm.jsonl" : "ref.jsonl");
       dpc_train_opts o;
       dpc_train_defaults(&o);
       o.data = data, o.batch = 16, o.epochs = 2, o.seed = 9, o.log_path = log[b];
@@ -302,7 +307,7 @@ static void artifact_matches_jit(void) {
   dpc_graph *g = load_example("fashion_mlp");
   if (!g) return;
   char path[256];
-  snprintf(path, sizeof path, "%s/mlp.dpx", tmpdir);
+  path_in(path, sizeof path, "mlp.dpx");
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_pass_opts po = {.fuse = dpc_cpu_fusion()};
@@ -501,7 +506,7 @@ static void disk_cache(void) {
   dpc_plan *plan = mlp_plan(4);
   if (!plan) return;
   char dir[256], cmd[600];
-  snprintf(dir, sizeof dir, "%s/cache", tmpdir);
+  path_in(dir, sizeof dir, "cache");
   float a[40], b[40], c[40];
   uint32_t compiled, hits;
   compile_with_cache(plan, dir, &compiled, &hits, a);
@@ -529,7 +534,10 @@ static void disk_cache(void) {
 
 static void setup_tmp(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/dpc_codegen_XXXXXX");
-  CHECK(mkdtemp(tmpdir) != NULL);
+  if (!mkdtemp(tmpdir)) {
+    CHECK_MSG(0, "cannot make a temporary folder");
+    tmpdir[0] = 0;
+  }
 }
 
 static void cleanup_tmp(void) {
@@ -537,7 +545,6 @@ static void cleanup_tmp(void) {
 }
 
 const unit_test unit_tests[] = {
-    {"setup", setup_tmp},
     {"fuse_groups", fuse_groups},
     {"examples_match_reference", examples_match_reference},
     {"epilogues_match_reference", epilogues_match_reference},
@@ -546,6 +553,6 @@ const unit_test unit_tests[] = {
     {"updates_in_place", updates_in_place},
     {"updates_vectorized", updates_vectorized},
     {"disk_cache", disk_cache},
-    {"cleanup", cleanup_tmp},
     {NULL, NULL},
 };
+const unit_fixture unit_fixtures = {setup_tmp, cleanup_tmp};

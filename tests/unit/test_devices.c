@@ -1,12 +1,14 @@
 /*
  * test_devices.c — topology, device specs and the shared-memory all-reduce.
  */
+#define _GNU_SOURCE /* sched_getaffinity: the cores a pool's thread is bound to */
 #include "runtime/collective.h"
 #include "runtime/pool.h"
 #include "runtime/topology.h"
 #include "unit.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,11 +83,20 @@ static void device_specs(void) {
   dpc_topology_free(t);
 }
 
-/* A pool bound to given PUs runs every part. */
+/* A pool bound to given PUs runs every part, each thread on its own PU. */
 static int32_t count_parts(void *const *args, int64_t b, int64_t e, uint64_t step, int32_t tr) {
   (void)step, (void)tr;
   int64_t *hits = args[0];
   for (int64_t i = b; i < e; i++) hits[i]++;
+  return 0;
+}
+
+/* With as many parts as threads, part i runs on thread i: it records the CPUs it may run on. */
+static int32_t record_affinity(void *const *args, int64_t b, int64_t e, uint64_t step, int32_t tr) {
+  (void)step, (void)tr;
+  cpu_set_t *sets = args[0];
+  for (int64_t i = b; i < e; i++)
+    if (sched_getaffinity(0, sizeof sets[i], &sets[i])) CPU_ZERO(&sets[i]);
   return 0;
 }
 
@@ -94,16 +105,28 @@ static void pool_on_cores(void) {
   if (!t) return;
   dpc_diag d;
   dpc_diag_init(&d);
+  /* the caller runs part 0 and is bound to pus[0] by the run: put its binding back after */
+  cpu_set_t mine;
+  CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0);
+  /* thread 2 shares thread 0's PU; on a one-core machine all three share it */
   uint32_t pus[3] = {t->cores[0].pu, t->cores[t->n_cores - 1].pu, t->cores[0].pu};
   dpc_pool *p = NULL;
   CHECK_MSG(dpc_pool_new_on(pus, 3, &p, &d) == DPC_OK, "%s", d.msg);
   if (p) {
+    CHECK(dpc_pool_bound(p));
     int64_t hits[100] = {0};
     void *args[1] = {hits};
     CHECK(dpc_pool_run(p, count_parts, args, 100, 0, 0) == 0);
     for (int i = 0; i < 100; i++) CHECK(hits[i] == 1);
+    cpu_set_t sets[3];
+    void *sargs[1] = {sets};
+    CHECK(dpc_pool_run(p, record_affinity, sargs, 3, 0, 0) == 0);
+    for (int i = 0; i < 3; i++)
+      CHECK_MSG(CPU_COUNT(&sets[i]) == 1 && CPU_ISSET((int)pus[i], &sets[i]),
+                "thread %d may run on %d CPUs, not just PU %u", i, CPU_COUNT(&sets[i]), pus[i]);
     dpc_pool_free(p);
   }
+  CHECK(sched_setaffinity(0, sizeof mine, &mine) == 0);
   dpc_diag_free(&d);
   dpc_topology_free(t);
 }

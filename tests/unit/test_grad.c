@@ -155,6 +155,46 @@ static double loss_at(dpc_session *s, uint32_t loss) {
   return v;
 }
 
+/* Compare every param's P.grad in gs (the gradient graph's session) with central finite
+ * differences of fwd's loss in fs (the forward graph's session); the number of elements compared.
+ */
+static int compare_gradients(const char *label, const dpc_graph *fwd, uint32_t loss,
+                             dpc_session *gs, dpc_session *fs) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  int compared = 0;
+  for (uint32_t i = 0; i < fwd->n_nodes; i++) {
+    if (fwd->nodes[i].op != DPC_OP_PARAM) continue;
+    uint32_t p = fwd->nodes[i].out;
+    const char *pn = dpc_graph_str(fwd, fwd->values[p].name);
+    char name[128];
+    snprintf(name, sizeof name, "%s.grad", pn);
+    dpc_tensor gt;
+    if (dpc_session_get(gs, name, &gt, &d)) {
+      CHECK_MSG(0, "%s: no gradient for '%s'", label, pn);
+      continue;
+    }
+    dpc_tensor pt = dpc_session_value(fs, p);
+    int64_t n = dpc_tensor_numel(&pt);
+    for (int64_t k = 0; k < n; k++) {
+      double x = dpc_tload(&pt, k), h = 1e-6 * (fabs(x) > 1 ? fabs(x) : 1);
+      dpc_tstore(&pt, k, x + h);
+      double lp = loss_at(fs, loss);
+      dpc_tstore(&pt, k, x - h);
+      double lm = loss_at(fs, loss);
+      dpc_tstore(&pt, k, x);
+      double fd = (lp - lm) / (2 * h), an = dpc_tload(&gt, k);
+      double scale = fabs(fd) > fabs(an) ? fabs(fd) : fabs(an);
+      CHECK_MSG(fabs(fd - an) <= 1e-6 * (scale > 1 ? scale : 1),
+                "%s: d loss / d %s[%lld]: autodiff %.10g, finite difference %.10g", label, pn,
+                (long long)k, an, fd);
+      compared++;
+    }
+  }
+  dpc_diag_free(&d);
+  return compared;
+}
+
 /* Check every param's gradient in one recipe; returns the number of elements compared. */
 static int check_recipe(const recipe *r) {
   dpc_diag d;
@@ -194,34 +234,7 @@ static int check_recipe(const recipe *r) {
     CHECK_MSG(0, "%s: %s", r->op, d.msg);
     goto done;
   }
-  for (uint32_t i = 0; i < fwd->n_nodes; i++) {
-    if (fwd->nodes[i].op != DPC_OP_PARAM) continue;
-    uint32_t p = fwd->nodes[i].out;
-    const char *pn = dpc_graph_str(fwd, fwd->values[p].name);
-    char name[128];
-    snprintf(name, sizeof name, "%s.grad", pn);
-    dpc_tensor gt;
-    if (dpc_session_get(gs, name, &gt, &d)) {
-      CHECK_MSG(0, "%s: no gradient for '%s'", r->op, pn);
-      continue;
-    }
-    dpc_tensor pt = dpc_session_value(fs, p);
-    int64_t n = dpc_tensor_numel(&pt);
-    for (int64_t k = 0; k < n; k++) {
-      double x = dpc_tload(&pt, k), h = 1e-6 * (fabs(x) > 1 ? fabs(x) : 1);
-      dpc_tstore(&pt, k, x + h);
-      double lp = loss_at(fs, loss);
-      dpc_tstore(&pt, k, x - h);
-      double lm = loss_at(fs, loss);
-      dpc_tstore(&pt, k, x);
-      double fd = (lp - lm) / (2 * h), an = dpc_tload(&gt, k);
-      double scale = fabs(fd) > fabs(an) ? fabs(fd) : fabs(an);
-      CHECK_MSG(fabs(fd - an) <= 1e-6 * (scale > 1 ? scale : 1),
-                "%s: d loss / d %s[%lld]: autodiff %.10g, finite difference %.10g", r->op, pn,
-                (long long)k, an, fd);
-      compared++;
-    }
-  }
+  compared = compare_gradients(r->op, fwd, loss, gs, fs);
 done:
   free(text);
   dpc_session_free(gs);
@@ -262,21 +275,67 @@ static void finite_differences(void) {
   printf("    %d gradient elements compared over %zu recipes\n", total, NRECIPES);
 }
 
-/* A gradient through a symbolic batch and the MLP's shapes, end to end. */
+/* Feed the MLP's x (f64[5, 6]) and y (i32[5]) with fixed values, every class present. */
+static void feed_mlp(dpc_session *s, dpc_diag *d) {
+  double x[30];
+  int32_t y[5];
+  for (int i = 0; i < 30; i++) x[i] = sin(0.7 * i + 0.3);
+  for (int i = 0; i < 5; i++) y[i] = (i * 3) % 4;
+  dpc_tensor xt = {x, DPC_F64, {2, {5, 6}}}, yt = {y, DPC_I32, {1, {5}}};
+  CHECK_MSG(dpc_session_set(s, "x", &xt, d) == DPC_OK, "%s", d->msg);
+  CHECK_MSG(dpc_session_set(s, "y", &yt, d) == DPC_OK, "%s", d->msg);
+}
+
+/* A gradient through a symbolic batch and the MLP's shapes, end to end: the whole training
+ * pipeline, bound to a batch of 5 and run, gives w.grad and b.grad equal to finite differences
+ * of the forward graph's loss. */
 static void mlp_with_batch(void) {
   const char *src = "input x: f64[N, 6]\ninput y: i32[N]\n" P("w", "[6, 4]", -1, 1, 1)
       P("b", "[4]", -1, 1, 2) "h = relu(matmul(x, w) + b)\nloss = softmax_cross_entropy(h, "
                               "y)\nminimize loss with sgd(lr=1)\n";
-  dpc_graph *g;
+  dpc_graph *g = NULL, *fwd = NULL;
+  dpc_plan *gplan = NULL, *fplan = NULL;
+  dpc_session *gs = NULL, *fs = NULL;
   dpc_diag d;
   dpc_diag_init(&d);
   CHECK(dpc_parse_graph("mlp", src, strlen(src), &g, &d) == DPC_OK);
-  if (!g) return;
+  if (!g) goto done;
+  fwd = dpc_graph_clone(g);
+  uint32_t loss = fwd->obj.loss;
   dpc_pass_opts po = {.training = true, .verify_each = true};
   CHECK_MSG(dpc_passes_run(g, &po, &d) == DPC_OK, "%s", d.msg);
   CHECK(dpc_graph_find(g, "w.grad") != DPC_NONE && dpc_graph_find(g, "w.momentum") == DPC_NONE);
   CHECK(g->n_updates == 3); /* w, b, opt.step */
+  /* the gradients as outputs, so their memory is not reused before they are read */
+  const char *grads[2] = {"w.grad", "b.grad"};
+  for (int i = 0; i < 2; i++) {
+    uint32_t v = dpc_graph_find(g, grads[i]);
+    CHECK_MSG(v != DPC_NONE, "no %s", grads[i]);
+    if (v == DPC_NONE || dpc_graph_add_output(g, v, &d)) goto done;
+  }
+  int64_t batch[1] = {5};
+  CHECK(g->n_syms == 1 && fwd->n_syms == 1);
+  if (dpc_graph_bind(g, batch, &d) || dpc_plan_single(g, "cpu:0", true, &gplan, &d) ||
+      dpc_session_new(gplan, NULL, &gs, &d)) {
+    CHECK_MSG(0, "planning the training step: %s", d.msg);
+    goto done;
+  }
+  feed_mlp(gs, &d);
+  CHECK_MSG(dpc_session_run(gs, &d) == DPC_OK, "%s", d.msg);
+  if (dpc_graph_bind(fwd, batch, &d) || dpc_plan_single(fwd, "cpu:0", false, &fplan, &d) ||
+      dpc_session_new(fplan, NULL, &fs, &d)) {
+    CHECK_MSG(0, "planning the forward graph: %s", d.msg);
+    goto done;
+  }
+  feed_mlp(fs, &d);
+  CHECK(compare_gradients("mlp", fwd, loss, gs, fs) == 6 * 4 + 4);
+done:
+  dpc_session_free(gs);
+  dpc_session_free(fs);
+  dpc_plan_free(gplan);
+  dpc_plan_free(fplan);
   dpc_graph_free(g);
+  dpc_graph_free(fwd);
   dpc_diag_free(&d);
 }
 

@@ -4,6 +4,11 @@
  * Each test file defines `const unit_test unit_tests[]` ending with {NULL, NULL}; unit_main.c
  * runs them all (or the ones named on the command line) and prints one line per test. CHECK
  * records a failure and carries on, so one run shows every broken expectation.
+ *
+ * A test file whose tests share a fixture (a temporary folder) also defines
+ * `const unit_fixture unit_fixtures = {setup, cleanup};`: setup runs before the first selected
+ * test and cleanup after the last, however the tests are selected. A CHECK failing in setup
+ * stops the binary before any test runs.
  */
 #ifndef DPC_TESTS_UNIT_H
 #define DPC_TESTS_UNIT_H
@@ -18,6 +23,11 @@ typedef struct unit_test {
   const char *name;
   void (*fn)(void);
 } unit_test;
+
+typedef struct unit_fixture {
+  void (*setup)(void);
+  void (*cleanup)(void);
+} unit_fixture;
 
 extern const unit_test unit_tests[];
 extern int unit_failures;

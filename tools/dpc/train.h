@@ -94,6 +94,7 @@ typedef struct dpc_train_opts {
   bool async;
   uint32_t staleness;
   uint32_t test_slow_worker; /* tests: worker k - 1 sleeps 20 ms a step (0: none) */
+  uint32_t test_hold_worker; /* tests: worker k - 1 pushes as late as the staleness allows */
   void (*on_start)(void *user, const char *what);
   /* what a resumed run keeps from its checkpoint and changes by the options (NULL: none) */
   void (*on_note)(void *user, const char *what);

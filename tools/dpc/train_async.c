@@ -161,6 +161,22 @@ static bool update_allowed(const async_state *a) {
   return true;
 }
 
+/* A test hook (test_hold_worker): this worker holds its gradient back as long as the others can
+ * go on without it, until the staleness bound stops the next update or no other step is left.
+ * As slow as a worker can be whatever the machine's load, where test_slow_worker's 20 ms sleep
+ * could be no slower than the others on 2 busy cores. */
+static void hold_back(async_state *a, const worker *w) {
+  pthread_mutex_lock(&a->mu);
+  for (;;) {
+    bool others = a->next < a->total;
+    for (uint32_t i = 0; i < a->W && !others; i++)
+      others = i != w->id && a->w[i].pulled != UINT64_MAX;
+    if (a->failed || !others || a->version >= w->pulled + a->S) break;
+    pthread_cond_wait(&a->cv, &a->mu);
+  }
+  pthread_mutex_unlock(&a->mu);
+}
+
 static void *worker_main(void *arg) {
   worker *w = arg;
   async_state *a = w->a;
@@ -197,6 +213,7 @@ static void *worker_main(void *arg) {
       struct timespec ts = {0, 20 * 1000000L};
       nanosleep(&ts, NULL);
     }
+    if (!st && t->o->test_hold_worker == w->id + 1) hold_back(a, w);
 
     pthread_mutex_lock(&a->mu);
     if (st) {
