@@ -134,7 +134,11 @@ dpc_status dpc_driver_load_known(const char *path, const dpc_named *known, uint3
  * friends override them). An error when the model has an objective already. */
 dpc_status dpc_driver_attach_loss(dpc_graph *g, const char *loss, dpc_diag *d);
 
-/* Whether a path names a compiled artifact (.dpx) rather than a model. */
+/* Whether a path names a compiled artifact rather than a model: its name ends in .dpx, or the
+ * file is an ELF shared library. */
 bool dpc_driver_is_artifact(const char *path);
+/* Open an artifact (checked against its checksum, its plans read) and describe it in out:
+ * "compiled artifact for TARGET, plans: infer train eval". */
+dpc_status dpc_driver_describe_artifact(const char *path, char *out, size_t n, dpc_diag *d);
 
 #endif
