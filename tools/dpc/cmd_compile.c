@@ -82,7 +82,9 @@ int dpc_cmd_compile(int argc, char **argv) {
         "plans (inference; with --train also the training step and evaluation) for a fixed batch\n"
         "size, in one shared library. The runtime library runs it without LLVM: dpc run FILE.dpx,\n"
         "dpc train FILE.dpx, or an application through <dpc/dpc.h>. Linking needs a C compiler\n"
-        "driver (cc, or $CC).\n");
+        "driver (cc, or $CC). The file ends in a checksum the runtime checks before loading it;\n"
+        "it is written beside FILE.dpx and renamed into place, so a failed or interrupted\n"
+        "compile leaves an existing FILE.dpx as it was.\n");
     cli_print_options(compile_opts, NCOMPILE);
     return DPC_EXIT_OK;
   }
