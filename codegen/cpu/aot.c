@@ -79,8 +79,8 @@ static dpc_status link_shared(const dpc_cpu_backend *b, const char *obj, const c
   }
   if (stopped(b)) return interrupted(path, d);
   if (!WIFEXITED(status) || WEXITSTATUS(status))
-    return dpc_diag_fail(d, DPC_ERR_IO, "'%s -shared -o %s' failed (exit %d)", cc, out,
-                         WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return dpc_diag_fail(d, DPC_ERR_IO, "linking '%s' failed: '%s -shared' exited with %d", path,
+                         cc, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   return DPC_OK;
 }
 
