@@ -15,15 +15,17 @@
  * File: the linked library, then the 16-byte checksum trailer of ir/seal.h over all of it, which
  * the runtime checks before dlopen maps any of it. It is written as PATH.tmp.PID (and the object
  * file PATH.tmp.PID.o), then renamed over PATH: a failed, interrupted or killed compile leaves
- * an existing PATH as it was.
+ * an existing PATH as it was. What a killed compile leaves goes at the next one's success.
  */
 #include "codegen/cpu/backend.h"
 #include "codegen/cpu/cg.h"
 #include "ir/seal.h"
 #include "ir/serialize.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -102,6 +104,37 @@ static dpc_status sync_dir(const char *path, dpc_diag *d) {
   return DPC_OK;
 }
 
+/* The pid in NAME when it is BASE ".tmp." digits, optionally ".o" (a compile's temporaries),
+ * else 0. */
+static pid_t temp_pid(const char *name, const char *base) {
+  size_t bl = strlen(base);
+  if (strncmp(name, base, bl) || strncmp(name + bl, ".tmp.", 5)) return 0;
+  const char *p = name + bl + 5;
+  long v = 0;
+  for (; *p >= '0' && *p <= '9' && v < INT_MAX / 10; p++) v = v * 10 + (*p - '0');
+  return (!*p || !strcmp(p, ".o")) && v > 0 ? (pid_t)v : 0;
+}
+
+/* Best effort: remove what compiles of PATH that were killed (SIGKILL, a power cut) left. */
+static void remove_leftovers(const char *path) {
+  const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+           slash ? path : ".");
+  DIR *dp = opendir(dir);
+  if (!dp) return;
+  struct dirent *e;
+  while ((e = readdir(dp))) {
+    pid_t pid = temp_pid(e->d_name, base);
+    /* only a writer that is gone: kill with signal 0 asks whether the process exists */
+    if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;
+    char full[4096 + 256];
+    snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+    unlink(full);
+  }
+  closedir(dp);
+}
+
 /* Object code, linked, sealed with its checksum and renamed into place: PATH is either the old
  * file or the whole new one, never a part (checkpoints do the same: runtime/safetensors.c). */
 static dpc_status write_library(dpc_cpu_backend *b, LLVMModuleRef m, const char *path,
@@ -127,6 +160,7 @@ static dpc_status write_library(dpc_cpu_backend *b, LLVMModuleRef m, const char 
     unlink(tmp);
     return st;
   }
+  remove_leftovers(path);
   return sync_dir(path, d);
 }
 

@@ -3,7 +3,7 @@
 # stopped. An artifact cut short or with bytes flipped anywhere (header, plans, code, checksum)
 # is refused with exit 1 and a message naming the file, never a crash; check/print/plan say
 # what a .dpx is; a failed, stopped or killed compile leaves the old output byte-identical and
-# (unless killed) no temporary files.
+# (unless killed) no temporary files; a killed one's go at the next compile.
 #   artifact_test.sh DPC SOURCE_DIR WORK_DIR
 dpc=$1
 src=$2
@@ -177,8 +177,16 @@ stop_while_linking TERM 143
 no_leftovers "SIGTERM while linking leaves no temporaries"
 stop_while_linking KILL 137
 kill "$linker" 2>/dev/null
-rm -f "$work"/out_dir/keep.dpx.tmp.*
 expect 0 "the kept artifact still runs" -- "$dpc" check "$keep"
+if ls "$work/out_dir" | grep -q "^keep\.dpx\.tmp\.$pid\.o$"; then
+  echo "ok   SIGKILL leaves the object file"
+else
+  echo "FAIL SIGKILL was expected to leave keep.dpx.tmp.$pid.o"
+  fails=$((fails + 1))
+fi
+expect 0 "compile again after SIGKILL" -- "$dpc" compile "$mlp" --batch 2 -o "$keep"
+no_leftovers "the next compile removes what the killed one left"
+expect 0 "the new artifact checks" -- "$dpc" check "$keep"
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails checks failed"
