@@ -172,7 +172,9 @@ dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const
 bool dpc_driver_is_artifact(const char *path) {
   size_t n = strlen(path);
   if (n > 4 && !strcmp(path + n - 4, ".dpx")) return true;
-  /* by its content too: a renamed artifact is still machine code, never a model's text */
+  /* a model's name wins (a .graph holding junk gets the parser's message) */
+  if ((n > 6 && !strcmp(path + n - 6, ".graph")) || dpc_onnx_is_model_path(path)) return false;
+  /* otherwise by its content: a renamed artifact (model.so) is still machine code */
   static const unsigned char elf_magic[4] = {0x7f, 'E', 'L', 'F'};
   FILE *f = fopen(path, "rb");
   unsigned char m[4] = {0};

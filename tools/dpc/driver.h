@@ -134,8 +134,8 @@ dpc_status dpc_driver_load_known(const char *path, const dpc_named *known, uint3
  * friends override them). An error when the model has an objective already. */
 dpc_status dpc_driver_attach_loss(dpc_graph *g, const char *loss, dpc_diag *d);
 
-/* Whether a path names a compiled artifact rather than a model: its name ends in .dpx, or the
- * file is an ELF shared library. */
+/* Whether a path names a compiled artifact rather than a model: its name ends in .dpx, or it
+ * does not end in .graph or .onnx and the file is ELF (a renamed artifact). */
 bool dpc_driver_is_artifact(const char *path);
 /* Open an artifact (checked against its checksum, its plans read) and describe it in out:
  * "compiled artifact for TARGET, plans: infer train eval". */
