@@ -693,9 +693,14 @@ dpc_status dpc_graph_fail_node(const dpc_graph *g, uint32_t node, dpc_diag *d, d
   /* The position already says where; an anonymous node is named by its op alone. */
   char lbl[128];
   const dpc_node *nd = &g->nodes[node];
-  bool named = false;
-  for (uint32_t k = 0; k < nd->n_out; k++) named |= g->values[nd->out + k].name != DPC_NONE;
-  if (named || !nd->loc.line)
+  /* the verifier reports nodes whose outputs lie out of range (a damaged compiled plan): those
+   * are named by op and number, their outputs never read */
+  bool outs_ok = (uint64_t)nd->out + nd->n_out <= g->n_values, named = false;
+  for (uint32_t k = 0; outs_ok && k < nd->n_out; k++)
+    named |= g->values[nd->out + k].name != DPC_NONE;
+  if (!outs_ok)
+    snprintf(lbl, sizeof lbl, "%s node %u", dpc_op_name(nd->op), node);
+  else if (named || !nd->loc.line)
     dpc_graph_node_label(g, node, lbl, sizeof lbl);
   else
     snprintf(lbl, sizeof lbl, "%s", dpc_op_name(nd->op));

@@ -1,7 +1,10 @@
 /*
- * artifact.c — opening .dpx artifacts (see artifact.h and codegen/cpu/aot.c for the layout).
+ * artifact.c — opening .dpx artifacts (see artifact.h and codegen/cpu/aot.c for the layout):
+ * the whole file checked against its checksum (ir/seal.h), then loaded, its plans read with
+ * every length checked, and each kernel found by its symbol.
  */
 #include "runtime/artifact.h"
+#include "ir/seal.h"
 #include "ir/serialize.h"
 
 #include <dlfcn.h>
@@ -12,6 +15,7 @@
 typedef struct art_plan {
   char role[16];
   dpc_plan *plan;
+  dpc_plan_kernel *symbols; /* per node, as the blob names them */
   dpc_native_kernel *kernels;
 } art_plan;
 
@@ -69,14 +73,71 @@ static dpc_status check_cpu(const char *path, const char *target, dpc_diag *d) {
   return DPC_OK;
 }
 
+/* The plans of a blob into a, kernels unresolved: every length checked against len. */
+static dpc_status read_blob(dpc_artifact *a, const unsigned char *blob, size_t len,
+                            const char *path, dpc_diag *d) {
+  size_t pos = 4;
+  bool bad = len < 12 || memcmp(blob, "DPCA", 4) != 0;
+  if (bad) return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: no artifact header", path);
+  uint32_t version = get32(blob, len, &pos, &bad);
+  if (version != 1)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                         "%s: artifact format %u, this runtime reads 1 (recompile it)", path,
+                         version);
+  if (!get_str(blob, len, &pos, a->target, sizeof a->target))
+    return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: corrupt artifact header", path);
+  uint32_t n = get32(blob, len, &pos, &bad);
+  if (bad || n == 0 || n > 16)
+    return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: corrupt artifact header", path);
+  if (!(a->plans = calloc(n, sizeof *a->plans)))
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t i = 0; i < n; i++) {
+    art_plan *ap = &a->plans[i];
+    if (!get_str(blob, len, &pos, ap->role, sizeof ap->role))
+      return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: corrupt plan table", path);
+    dpc_status st = dpc_plan_read(blob, len, &pos, path, &ap->plan, &ap->symbols, d);
+    if (st) return st;
+    a->n = i + 1;
+    uint32_t nodes = ap->plan->g->n_nodes;
+    ap->kernels = calloc(nodes ? nodes : 1, sizeof *ap->kernels);
+    if (!ap->kernels) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    for (uint32_t j = 0; j < nodes; j++) {
+      /* a symbol must end inside its field: dlsym reads it as a string */
+      if (!memchr(ap->symbols[j].symbol, 0, sizeof ap->symbols[j].symbol))
+        return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: corrupt kernel table", path);
+      ap->kernels[j].total = ap->symbols[j].total;
+    }
+  }
+  if (pos != len)
+    return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: %zu stray bytes after the plans", path, len - pos);
+  return DPC_OK;
+}
+
+dpc_status dpc_artifact_parse(const unsigned char *blob, size_t len, const char *name,
+                              dpc_artifact **out, dpc_diag *d) {
+  *out = NULL;
+  dpc_artifact *a = calloc(1, sizeof *a);
+  if (!a) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_status st = read_blob(a, blob, len, name, d);
+  if (st) {
+    dpc_artifact_close(a);
+    return st;
+  }
+  *out = a;
+  return DPC_OK;
+}
+
 dpc_status dpc_artifact_open(const char *path, dpc_artifact **out, dpc_diag *d) {
   *out = NULL;
+  /* A cut or damaged file must be refused before dlopen maps it: a mapping past its end faults
+   * with SIGBUS on first touch, and damaged code runs as whatever instructions it now holds. */
+  dpc_status st = dpc_seal_check_file(path, d);
+  if (st) return st;
   dpc_artifact *a = calloc(1, sizeof *a);
   if (!a) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   /* dlopen searches the library path for a bare name: make it a path */
   char full[4096];
   snprintf(full, sizeof full, "%s%s", strchr(path, '/') ? "" : "./", path);
-  dpc_status st = DPC_OK;
   a->lib = dlopen(full, RTLD_NOW | RTLD_LOCAL);
   if (!a->lib) {
     const char *why = dlerror();
@@ -89,54 +150,21 @@ dpc_status dpc_artifact_open(const char *path, dpc_artifact **out, dpc_diag *d) 
     st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "'%s' is a shared library but not a dpc artifact", path);
     goto fail;
   }
-  size_t len = (size_t)*size, pos = 4;
-  bool bad = memcmp(blob, "DPCA", 4) != 0;
-  uint32_t version = get32(blob, len, &pos, &bad);
-  if (bad || version != 1) {
-    st =
-        dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                      "%s: artifact format %u, this runtime reads 1 (recompile it)", path, version);
-    goto fail;
-  }
-  if (!get_str(blob, len, &pos, a->target, sizeof a->target)) {
-    st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: corrupt artifact header", path);
-    goto fail;
-  }
+  if ((st = read_blob(a, blob, (size_t)*size, path, d))) goto fail;
   if ((st = check_cpu(path, a->target, d))) goto fail;
-  uint32_t n = get32(blob, len, &pos, &bad);
-  if (bad || n == 0 || n > 16 || !(a->plans = calloc(n, sizeof *a->plans))) {
-    st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: corrupt artifact header", path);
-    goto fail;
-  }
-  for (uint32_t i = 0; i < n; i++) {
+  for (uint32_t i = 0; i < a->n && !st; i++) {
     art_plan *ap = &a->plans[i];
-    dpc_plan_kernel *k = NULL;
-    if (!get_str(blob, len, &pos, ap->role, sizeof ap->role)) {
-      st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: corrupt plan table", path);
-      goto fail;
+    for (uint32_t j = 0; j < ap->plan->g->n_nodes && !st; j++) {
+      const char *name = ap->symbols[j].symbol;
+      if (!name[0]) continue;
+      void *sym = dlsym(a->lib, name);
+      if (!sym)
+        st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: kernel %s is missing", path, name);
+      else
+        memcpy(&ap->kernels[j].fn, &sym, sizeof sym);
     }
-    if ((st = dpc_plan_read(blob, len, &pos, path, &ap->plan, &k, d))) goto fail;
-    a->n = i + 1;
-    uint32_t nodes = ap->plan->g->n_nodes;
-    ap->kernels = calloc(nodes ? nodes : 1, sizeof *ap->kernels);
-    if (!ap->kernels) {
-      free(k);
-      st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-      goto fail;
-    }
-    for (uint32_t j = 0; j < nodes && !st; j++) {
-      if (!k[j].symbol[0]) continue;
-      void *sym = dlsym(a->lib, k[j].symbol);
-      if (!sym) {
-        st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: kernel %s is missing", path, k[j].symbol);
-        break;
-      }
-      memcpy(&ap->kernels[j].fn, &sym, sizeof sym);
-      ap->kernels[j].total = k[j].total;
-    }
-    free(k);
-    if (st) goto fail;
   }
+  if (st) goto fail;
   *out = a;
   return DPC_OK;
 fail:
@@ -149,6 +177,7 @@ void dpc_artifact_close(dpc_artifact *a) {
   for (uint32_t i = 0; i < a->n; i++) {
     dpc_plan_free(a->plans[i].plan);
     free(a->plans[i].kernels);
+    free(a->plans[i].symbols);
   }
   free(a->plans);
   if (a->lib) dlclose(a->lib);

@@ -1,8 +1,8 @@
 /*
  * artifact.h — loading a compiled artifact (.dpx, made by `dpc compile`): a shared library
  * holding a model's kernels as machine code and its plans as data. No LLVM is involved: the
- * library is opened with dlopen, the plans read with ir/serialize.c and checked, and each
- * kernel found by its symbol.
+ * file is checked against the checksum at its end, opened with dlopen, the plans read with
+ * ir/serialize.c and checked, and each kernel found by its symbol.
  *
  *   dpc_artifact *a;
  *   dpc_artifact_open("model.dpx", &a, &d);
@@ -18,8 +18,16 @@
 
 typedef struct dpc_artifact dpc_artifact;
 
-/* Open an artifact; refuses one built for instructions this CPU lacks (AVX-512, AVX2, FMA). */
+/* Open an artifact. Refuses, with a message naming the file, one that does not match its
+ * checksum (cut short, damaged, or older than checksums: ir/seal.h) before loading any of it,
+ * one whose plans do not read back, and one built for instructions this CPU lacks (AVX-512,
+ * AVX2, FMA). */
 dpc_status dpc_artifact_open(const char *path, dpc_artifact **out, dpc_diag *d);
+/* The plans of an artifact's blob (the dpc_artifact_blob symbol's bytes), nothing loaded and
+ * no kernel resolved (their functions NULL): what dpc_artifact_open reads, for tests and the
+ * fuzzer. `name` is used in messages. */
+dpc_status dpc_artifact_parse(const unsigned char *blob, size_t len, const char *name,
+                              dpc_artifact **out, dpc_diag *d);
 void dpc_artifact_close(dpc_artifact *a);
 
 /* The plan with this role ("infer", "train", "eval") and its kernels (one per node of its

@@ -11,12 +11,22 @@
  * Blob: "DPCA", u32 version, u32 target length + target ("x86_64... +avx512f,..."), u32 count,
  * then per plan: u32 role length + role ("infer", "train", "eval"), and the plan as
  * ir/serialize.c writes it.
+ *
+ * File: the linked library, then the 16-byte checksum trailer of ir/seal.h over all of it, which
+ * the runtime checks before dlopen maps any of it. It is written as PATH.tmp.PID (and the object
+ * file PATH.tmp.PID.o), then renamed over PATH: a failed, interrupted or killed compile leaves
+ * an existing PATH as it was. What a killed compile leaves goes at the next one's success.
  */
 #include "codegen/cpu/backend.h"
 #include "codegen/cpu/cg.h"
+#include "ir/seal.h"
 #include "ir/serialize.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +49,17 @@ static void put_str(dpc_buf *b, const char *s) {
   dpc_buf_puts(b, s);
 }
 
-/* Run `cc -shared -o out obj -lm` and wait for it. */
-static dpc_status link_shared(const char *obj, const char *out, dpc_diag *d) {
+static bool stopped(const dpc_cpu_backend *b) {
+  return b->o.stop && *b->o.stop;
+}
+
+static dpc_status interrupted(const char *path, dpc_diag *d) {
+  return dpc_diag_fail(d, DPC_ERR_RUNTIME, "interrupted: '%s' was not written", path);
+}
+
+/* Run `cc -shared -o out obj -lm` and wait for it; on a stop request, stop it too. */
+static dpc_status link_shared(const dpc_cpu_backend *b, const char *obj, const char *out,
+                              const char *path, dpc_diag *d) {
   const char *cc = getenv("CC");
   if (!cc || !*cc) cc = "cc";
   char *argv[] = {(char *)cc, "-shared", "-o", (char *)out, (char *)obj, "-lm", NULL};
@@ -53,13 +72,96 @@ static dpc_status link_shared(const char *obj, const char *out, dpc_diag *d) {
         "(install build-essential, or set CC)",
         cc, strerror(err));
   int status;
-  while (waitpid(pid, &status, 0) < 0)
+  bool sent = false;
+  /* A caught signal ends waitpid with EINTR (the handler is installed without SA_RESTART). */
+  while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR)
       return dpc_diag_fail(d, DPC_ERR_IO, "waiting for the linker: %s", strerror(errno));
+    if (stopped(b) && !sent) sent = kill(pid, SIGTERM) == 0;
+  }
+  if (stopped(b)) return interrupted(path, d);
   if (!WIFEXITED(status) || WEXITSTATUS(status))
-    return dpc_diag_fail(d, DPC_ERR_IO, "'%s -shared -o %s' failed (exit %d)", cc, out,
-                         WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return dpc_diag_fail(d, DPC_ERR_IO, "linking '%s' failed: '%s -shared' exited with %d", path,
+                         cc, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   return DPC_OK;
+}
+
+/* Make a rename durable: it lives in the folder, not in the file. */
+static dpc_status sync_dir(const char *path, dpc_diag *d) {
+  const char *slash = strrchr(path, '/');
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+           slash ? path : ".");
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int rc = fd < 0 ? -1 : fsync(fd);
+  /* Some file systems cannot sync a folder; the file itself is synced already. */
+  if (rc && (errno == EINVAL || errno == ENOTSUP)) rc = 0;
+  int e = errno;
+  if (fd >= 0) close(fd);
+  if (rc)
+    return dpc_diag_fail(d, DPC_ERR_IO, "wrote '%s' but could not sync its folder: %s", path,
+                         strerror(e));
+  return DPC_OK;
+}
+
+/* The pid in NAME when it is BASE ".tmp." digits, optionally ".o" (a compile's temporaries),
+ * else 0. */
+static pid_t temp_pid(const char *name, const char *base) {
+  size_t bl = strlen(base);
+  if (strncmp(name, base, bl) || strncmp(name + bl, ".tmp.", 5)) return 0;
+  const char *p = name + bl + 5;
+  long v = 0;
+  for (; *p >= '0' && *p <= '9' && v < INT_MAX / 10; p++) v = v * 10 + (*p - '0');
+  return (!*p || !strcmp(p, ".o")) && v > 0 ? (pid_t)v : 0;
+}
+
+/* Best effort: remove what compiles of PATH that were killed (SIGKILL, a power cut) left. */
+static void remove_leftovers(const char *path) {
+  const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+           slash ? path : ".");
+  DIR *dp = opendir(dir);
+  if (!dp) return;
+  struct dirent *e;
+  while ((e = readdir(dp))) {
+    pid_t pid = temp_pid(e->d_name, base);
+    /* only a writer that is gone: kill with signal 0 asks whether the process exists */
+    if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;
+    char full[4096 + 256];
+    snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+    unlink(full);
+  }
+  closedir(dp);
+}
+
+/* Object code, linked, sealed with its checksum and renamed into place: PATH is either the old
+ * file or the whole new one, never a part (checkpoints do the same: runtime/safetensors.c). */
+static dpc_status write_library(dpc_cpu_backend *b, LLVMModuleRef m, const char *path,
+                                dpc_diag *d) {
+  char tmp[4096 + 32], obj[4096 + 40];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "cannot write '%s': the path is too long", path);
+  snprintf(obj, sizeof obj, "%s.o", tmp);
+  dpc_status st = DPC_OK;
+  char *err = NULL;
+  if (LLVMTargetMachineEmitToFile(b->tm, m, obj, LLVMObjectFile, &err)) {
+    st = dpc_diag_fail(d, DPC_ERR_IO, "writing object code to '%s': %s", obj, err ? err : "?");
+    LLVMDisposeMessage(err);
+  }
+  if (!st && stopped(b)) st = interrupted(path, d);
+  if (!st) st = link_shared(b, obj, tmp, path, d);
+  unlink(obj);
+  if (!st) st = dpc_seal_append(tmp, d);
+  if (!st && stopped(b)) st = interrupted(path, d);
+  if (!st && rename(tmp, path))
+    st = dpc_diag_fail(d, DPC_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+  if (st) {
+    unlink(tmp);
+    return st;
+  }
+  remove_leftovers(path);
+  return sync_dir(path, d);
 }
 
 dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plans, uint32_t n,
@@ -131,20 +233,12 @@ dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plan
   }
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef m = NULL;
+  if (!st && stopped(b)) st = interrupted(path, d);
   if (!st) st = cg_parse_optimise(b, b->tm, ctx, mod.data, &m, d);
-  char obj[4096];
-  snprintf(obj, sizeof obj, "%s.%ld.o", path, (long)getpid());
-  if (!st) {
-    char *err = NULL;
-    if (LLVMTargetMachineEmitToFile(b->tm, m, obj, LLVMObjectFile, &err)) {
-      st = dpc_diag_fail(d, DPC_ERR_IO, "writing object code to '%s': %s", obj, err ? err : "?");
-      LLVMDisposeMessage(err);
-    }
-  }
+  if (!st && stopped(b)) st = interrupted(path, d);
+  if (!st) st = write_library(b, m, path, d);
   if (m) LLVMDisposeModule(m);
   LLVMContextDispose(ctx);
-  if (!st) st = link_shared(obj, path, d);
-  unlink(obj);
   dpc_buf_free(&mod);
   dpc_buf_free(&blob);
   return st;

@@ -18,6 +18,8 @@
 #include "ir/plan.h"
 #include "runtime/kernel.h"
 
+#include <signal.h>
+
 typedef struct dpc_cpu_options {
   const char *cpu;      /* NULL or "native": the host */
   const char *features; /* NULL: the host's when cpu is native, else none */
@@ -28,6 +30,9 @@ typedef struct dpc_cpu_options {
    * (~/.cache/dpc), "" or "off" for none (codegen/cpu/jit.c). */
   const char *cache_dir;
   unsigned jobs; /* threads that compile kernels: 0 for one per core */
+  /* NULL, or a flag a signal handler sets: dpc_cpu_compile_artifact then stops at its next step
+   * (a running linker is sent SIGTERM), removes its temporary files and fails. */
+  const volatile sig_atomic_t *stop;
 } dpc_cpu_options;
 
 typedef struct dpc_cpu_backend dpc_cpu_backend;
@@ -52,7 +57,8 @@ typedef struct dpc_aot_plan {
 
 /* Compile plans ahead of time into an artifact at `path` (a shared library the runtime loads
  * without LLVM: runtime/artifact.h), for the backend's target (--cpu, --features). Links with the
- * system's C compiler driver (`cc`, or $CC). */
+ * system's C compiler driver (`cc`, or $CC). Writes a temporary file beside `path` and renames
+ * it into place: on failure an existing `path` is left as it was, and no temporary remains. */
 dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plans, uint32_t n,
                                     const char *path, dpc_diag *d);
 

@@ -1,7 +1,7 @@
 /*
  * test_codegen.c — the CPU backend end to end: the fusion pass's groups and their checks, every
  * example model compiled with LLVM (fused) against the reference kernels, training steps on
- * both backends, and a compiled artifact against the JIT.
+ * both backends, and a compiled artifact against the JIT and refused when damaged.
  *
  * Per-op agreement is tests/ops (llvm.op.*); this file checks what only whole graphs exercise:
  * fused kernels, group arguments, and the session running them.
@@ -10,8 +10,10 @@
 #include "frontend/frontend.h"
 #include "ir/fusion.h"
 #include "ir/print.h"
+#include "ir/seal.h"
 #include "partitioner/partitioner.h"
 #include "passes/pass.h"
+#include "runtime/artifact.h"
 #include "runtime/npy.h"
 #include "runtime/rng.h"
 #include "runtime/session.h"
@@ -364,6 +366,64 @@ static dpc_plan *mlp_plan(int64_t n) {
   return plan;
 }
 
+static bool write_bytes(const char *path, const unsigned char *b, size_t n) {
+  FILE *f = fopen(path, "wb");
+  bool ok = f && fwrite(b, 1, n, f) == n;
+  if (f && fclose(f)) ok = false;
+  return ok;
+}
+
+/* An artifact cut short or with a byte flipped anywhere (ELF header, code, plans, checksum) is
+ * refused by dpc_artifact_open with a message naming the file, before dlopen maps any of it
+ * (a cut file mapped faults with SIGBUS; damaged code runs). */
+static void damaged_artifact_refused(void) {
+  static const unsigned char check[] = "123456789";
+  CHECK(dpc_seal_crc64(0, check, 9) == 0x995DC9BBDF1939FAull); /* CRC-64/XZ's check value */
+  dpc_plan *plan = mlp_plan(3);
+  if (!plan) return;
+  char path[256], bad[300];
+  snprintf(path, sizeof path, "%s/whole.dpx", tmpdir);
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_cpu_backend *b = NULL;
+  dpc_aot_plan ap = {"infer", plan};
+  CHECK_MSG(dpc_cpu_backend_new(&(dpc_cpu_options){0}, &b, &d) == DPC_OK &&
+                dpc_cpu_compile_artifact(b, &ap, 1, path, &d) == DPC_OK,
+            "%s", d.msg);
+  dpc_artifact *a = NULL;
+  CHECK_MSG(dpc_artifact_open(path, &a, &d) == DPC_OK, "%s", d.msg);
+  dpc_artifact_close(a);
+  FILE *f = fopen(path, "rb");
+  unsigned char *buf = malloc(1 << 22);
+  size_t n = f && buf ? fread(buf, 1, 1 << 22, f) : 0;
+  if (f) fclose(f);
+  CHECK(n > 4096 && n < (1 << 22));
+  for (int i = 0; n > 4096 && n < (1 << 22) && i < 41; i++) {
+    /* 0..19: cut at i/20 of the file (0: empty), 20: the trailer dropped (an artifact from
+     * before checksums), 21..40: one byte flipped, from the first to the last */
+    size_t len = i < 20 ? n * (size_t)i / 20 : i == 20 ? n - DPC_SEAL_BYTES : n;
+    size_t at = (n - 1) * (size_t)(i - 21) / 19;
+    if (i > 20) buf[at] ^= 0xff;
+    snprintf(bad, sizeof bad, "%s/bad%d.dpx", tmpdir, i);
+    CHECK(write_bytes(bad, buf, len));
+    if (i > 20) buf[at] ^= 0xff;
+    dpc_diag_free(&d);
+    dpc_diag_init(&d);
+    a = NULL;
+    CHECK_MSG(dpc_artifact_open(bad, &a, &d) != DPC_OK && !a, "case %d accepted", i);
+    CHECK_MSG(d.msg && strstr(d.msg, bad), "case %d: %s", i, d.msg ? d.msg : "no message");
+    if (i == 20) CHECK(d.msg && strstr(d.msg, "compile it again"));
+    if (i > 20) CHECK(d.msg && strstr(d.msg, i < 40 ? "is damaged" : "does not end in"));
+    dpc_artifact_close(a);
+    unlink(bad);
+  }
+  free(buf);
+  unlink(path);
+  dpc_cpu_backend_free(b);
+  dpc_plan_free(plan);
+  dpc_diag_free(&d);
+}
+
 /* Training plans compute an update in its target's slot (no copy back) exactly when that is
  * safe: fashion_mlp with SGD momentum, unfused (the reference backend's plan) and fused (the
  * LLVM backend's, where each weight gradient's matmul anchors the momentum update's group). */
@@ -550,6 +610,7 @@ const unit_test unit_tests[] = {
     {"epilogues_match_reference", epilogues_match_reference},
     {"training_matches_reference", training_matches_reference},
     {"artifact_matches_jit", artifact_matches_jit},
+    {"damaged_artifact_refused", damaged_artifact_refused},
     {"updates_in_place", updates_in_place},
     {"updates_vectorized", updates_vectorized},
     {"disk_cache", disk_cache},

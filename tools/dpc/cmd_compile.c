@@ -9,6 +9,7 @@
 #include "tools/dpc/driver.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,35 @@ static const cli_opt compile_opts[] = {
     {"verify-each", false, false, "run the verifier after every pass"},
 };
 #define NCOMPILE (int)(sizeof compile_opts / sizeof *compile_opts)
+
+/* The signal that asked a compile to stop (the accepted exception to no global state: a signal
+ * handler has nowhere else to write). */
+static volatile sig_atomic_t compile_stop;
+
+static void on_stop(int sig) {
+  compile_stop = sig;
+}
+
+/* SIGINT and SIGTERM set compile_stop instead of killing dpc at once, so the compile removes its
+ * temporary files; no SA_RESTART, so waiting for the linker wakes up. A signal ignored when dpc
+ * started (a background job of a script) stays ignored. */
+static void catch_stop(struct sigaction *old) {
+  static const int sigs[2] = {SIGINT, SIGTERM};
+  struct sigaction sa = {0};
+  sa.sa_handler = on_stop;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 2; i++) {
+    sigaction(sigs[i], NULL, &old[i]);
+    if (old[i].sa_handler != SIG_IGN) sigaction(sigs[i], &sa, NULL);
+  }
+}
+
+/* Put the handlers back; a caught signal is raised again, so dpc ends as the signal says. */
+static void release_stop(const struct sigaction *old) {
+  sigaction(SIGINT, &old[0], NULL);
+  sigaction(SIGTERM, &old[1], NULL);
+  if (compile_stop) raise(compile_stop);
+}
 
 /* A copy of g through the pipeline, every symbol bound, planned on one device. */
 static dpc_status make_plan(const dpc_graph *src, bool training, bool eval, const int64_t *vals,
@@ -67,7 +97,9 @@ int dpc_cmd_compile(int argc, char **argv) {
         "plans (inference; with --train also the training step and evaluation) for a fixed batch\n"
         "size, in one shared library. The runtime library runs it without LLVM: dpc run FILE.dpx,\n"
         "dpc train FILE.dpx, or an application through <dpc/dpc.h>. Linking needs a C compiler\n"
-        "driver (cc, or $CC).\n");
+        "driver (cc, or $CC). The file ends in a checksum the runtime checks before loading it;\n"
+        "it is written beside FILE.dpx and renamed into place, so a failed or interrupted\n"
+        "compile leaves an existing FILE.dpx as it was.\n");
     cli_print_options(compile_opts, NCOMPILE);
     return DPC_EXIT_OK;
   }
@@ -164,8 +196,14 @@ int dpc_cmd_compile(int argc, char **argv) {
     aot[n++] = (dpc_aot_plan){"train", plans[1]};
     aot[n++] = (dpc_aot_plan){"eval", plans[2]};
   }
-  if (dpc_cpu_backend_new(&x.cpu, &cpu, &d) || dpc_cpu_compile_artifact(cpu, aot, n, outp, &d))
-    goto report;
+  x.cpu.stop = &compile_stop;
+  struct sigaction old[2];
+  catch_stop(old);
+  bool failed =
+      dpc_cpu_backend_new(&x.cpu, &cpu, &d) || dpc_cpu_compile_artifact(cpu, aot, n, outp, &d);
+  if (failed && compile_stop) cli_report("compile", &d);
+  release_stop(old);
+  if (failed) goto report;
   printf("%s: %s for %s, batch %lld%s\n", outp,
          g->name != DPC_NONE ? dpc_graph_str(g, g->name) : "model", dpc_cpu_target_name(cpu), batch,
          train ? ", with training" : "");

@@ -25,9 +25,10 @@ int dpc_cmd_check(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("check", check_opts, NCHECK, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
-    printf("Usage: dpc check FILE.graph|FILE.onnx [OPTIONS]\n\n"
+    printf("Usage: dpc check FILE.graph|FILE.onnx|FILE.dpx [OPTIONS]\n\n"
            "Parse a model, check every name, attribute and shape, and run the compiler's passes\n"
-           "over it. Exits 0 when the model is valid; errors point at FILE:LINE:COL.\n");
+           "over it. Exits 0 when the model is valid; errors point at FILE:LINE:COL. A compiled\n"
+           "artifact (.dpx) is checked against its checksum and its plans read back.\n");
     cli_print_options(check_opts, NCHECK);
     return DPC_EXIT_OK;
   }
@@ -36,6 +37,15 @@ int dpc_cmd_check(int argc, char **argv) {
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
   int rc = DPC_EXIT_OK;
+  if (dpc_driver_is_artifact(p.pos[0])) {
+    /* an artifact is checked whole: its checksum, its plans, its kernels */
+    char what[1400];
+    if (dpc_driver_describe_artifact(p.pos[0], what, sizeof what, &d))
+      rc = cli_report("check", &d);
+    else if (!cli_get(check_opts, NCHECK, &p, "quiet"))
+      printf("%s: ok: %s\n", p.pos[0], what);
+    goto done;
+  }
   dpc_pass_opts po = {.verify_each = cli_get(check_opts, NCHECK, &p, "verify-each") != NULL,
                       .print_after = cli_get(check_opts, NCHECK, &p, "print-after"),
                       .dump = cli_print_dump};

@@ -202,7 +202,29 @@ bool dpc_driver_join_path(char *buf, size_t n, const char *dir, const char *name
 
 bool dpc_driver_is_artifact(const char *path) {
   size_t n = strlen(path);
-  return n > 4 && !strcmp(path + n - 4, ".dpx");
+  if (n > 4 && !strcmp(path + n - 4, ".dpx")) return true;
+  /* a model's name wins (a .graph holding junk gets the parser's message) */
+  if ((n > 6 && !strcmp(path + n - 6, ".graph")) || dpc_onnx_is_model_path(path)) return false;
+  /* otherwise by its content: a renamed artifact (model.so) is still machine code */
+  static const unsigned char elf_magic[4] = {0x7f, 'E', 'L', 'F'};
+  FILE *f = fopen(path, "rb");
+  unsigned char m[4] = {0};
+  bool elf = f && fread(m, 1, 4, f) == 4 && !memcmp(m, elf_magic, 4);
+  if (f) fclose(f);
+  return elf;
+}
+
+dpc_status dpc_driver_describe_artifact(const char *path, char *out, size_t n, dpc_diag *d) {
+  dpc_artifact *a = NULL;
+  dpc_status st = dpc_artifact_open(path, &a, d);
+  if (st) return st;
+  static const char *const roles[] = {"infer", "train", "eval"};
+  size_t k = (size_t)snprintf(out, n, "compiled artifact for %s, plans:", dpc_artifact_target(a));
+  for (int i = 0; i < 3; i++)
+    if (dpc_artifact_plan(a, roles[i], NULL) && k < n)
+      k += (size_t)snprintf(out + k, n - k, " %s", roles[i]);
+  dpc_artifact_close(a);
+  return DPC_OK;
 }
 
 /* Copy every output of a session's plan out as named tensors. */
@@ -656,6 +678,13 @@ dpc_status dpc_driver_onnx_name_feeds(const dpc_graph *g, dpc_named *feeds, uint
 
 dpc_status dpc_driver_load_known(const char *path, const dpc_named *known, uint32_t n,
                                  dpc_graph **out, dpc_diag *d) {
+  *out = NULL;
+  if (dpc_driver_is_artifact(path))
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "%s is a compiled artifact (machine code from dpc compile), not a model: "
+                         "dpc run, dpc train and dpc check take it; the other commands need the "
+                         ".graph or .onnx it was compiled from",
+                         path);
   dpc_status st;
   if (!dpc_onnx_is_model_path(path)) {
     st = dpc_parse_file(path, out, d);

@@ -143,7 +143,11 @@ dpc_status dpc_driver_attach_loss(dpc_graph *g, const char *loss, dpc_diag *d);
 /* DIR/NAME without doubling a slash DIR ends with; false when it does not fit in n bytes. */
 bool dpc_driver_join_path(char *buf, size_t n, const char *dir, const char *name);
 
-/* Whether a path names a compiled artifact (.dpx) rather than a model. */
+/* Whether a path names a compiled artifact rather than a model: its name ends in .dpx, or it
+ * does not end in .graph or .onnx and the file is ELF (a renamed artifact). */
 bool dpc_driver_is_artifact(const char *path);
+/* Open an artifact (checked against its checksum, its plans read) and describe it in out:
+ * "compiled artifact for TARGET, plans: infer train eval". */
+dpc_status dpc_driver_describe_artifact(const char *path, char *out, size_t n, dpc_diag *d);
 
 #endif
