@@ -4,6 +4,7 @@
  */
 #include "tools/dpc/cli.h"
 #include "tools/dpc/driver.h"
+#include "tools/dpc/interrupt.h"
 #include "tools/dpc/train.h"
 
 #include <errno.h>
@@ -80,6 +81,9 @@ typedef struct progress {
   uint64_t epochs;
   double last_draw;
   double last_test_accuracy;
+  int argc; /* the command line, for the one that resumes a stopped run */
+  char **argv;
+  bool stopped;
 } progress;
 
 static void on_start(void *user, const char *what) {
@@ -116,6 +120,33 @@ static void on_epoch(void *user, const dpc_train_epoch *e) {
   }
   printf(", %.1f s, %.0f samples/s\n", e->seconds, e->samples_per_s);
   fflush(stdout);
+}
+
+/* A stopped run (Ctrl-C, SIGTERM): where it got to and how to go on. */
+static void on_stop(void *user, const dpc_train_stop *s) {
+  progress *p = user;
+  p->stopped = true;
+  if (p->tty && !p->quiet) fprintf(stderr, "\r%*s\r", 110, ""); /* the progress bar */
+  fprintf(stderr, "dpc train: stopped by %s after step %llu (epoch %llu/%llu, batch %llu/%llu)\n",
+          cli_interrupt_name(), (unsigned long long)s->step, (unsigned long long)s->epoch + 1,
+          (unsigned long long)p->epochs, (unsigned long long)s->batch,
+          (unsigned long long)s->batches);
+  if (!s->checkpoint) {
+    fprintf(stderr, "dpc train: nothing was kept: with --checkpoint FILE.safetensors (or --save "
+                    "FILE.safetensors) a stopped run writes a checkpoint to resume from\n");
+    return;
+  }
+  fprintf(stderr, "dpc train: checkpoint written to %s; resume with:\n  ", s->checkpoint);
+  cli_print_resume_command(stderr, p->argc, p->argv, s->checkpoint);
+  fflush(stderr);
+}
+
+/* Where a stopped run without --checkpoint keeps its work: beside --save, mlp.safetensors ->
+ * mlp.ckpt.safetensors. False when the name does not fit. */
+static bool stop_checkpoint_path(const char *save, char *buf, size_t cap) {
+  size_t n = strlen(save), ext = strlen(".safetensors");
+  if (n > ext && !strcmp(save + n - ext, ".safetensors")) n -= ext;
+  return (size_t)snprintf(buf, cap, "%.*s.ckpt.safetensors", (int)n, save) < cap;
 }
 
 /* Parse a non-negative integer option; false with a usage error printed. */
@@ -258,12 +289,28 @@ int dpc_cmd_train(int argc, char **argv) {
   o.passes.verify_each = cli_get(train_opts, NTRAIN, &p, "verify-each") != NULL;
   o.passes.print_after = cli_get(train_opts, NTRAIN, &p, "print-after");
   o.passes.dump = cli_print_dump;
-  progress prog = {isatty(STDERR_FILENO) != 0, cli_get(train_opts, NTRAIN, &p, "quiet") != NULL,
-                   o.epochs, 0, NAN};
+  progress prog = {isatty(STDERR_FILENO) != 0,
+                   cli_get(train_opts, NTRAIN, &p, "quiet") != NULL,
+                   o.epochs,
+                   0,
+                   NAN,
+                   argc,
+                   argv,
+                   false};
   o.on_start = on_start;
   o.on_step = on_step;
   o.on_epoch = on_epoch;
+  o.on_stop = on_stop;
   o.user = &prog;
+  /* Ctrl-C or SIGTERM: the step under way finishes and a checkpoint is written (to --checkpoint,
+   * else beside --save) before the run ends */
+  char stop_ck[4096];
+  if (!o.checkpoint_path && o.save_path &&
+      !stop_checkpoint_path(o.save_path, stop_ck, sizeof stop_ck))
+    return cli_usage_error("train", "--save: the path is too long");
+  o.stop_checkpoint_path = o.checkpoint_path || !o.save_path ? NULL : stop_ck;
+  o.cancel = cli_interrupt_flag();
+  cli_interrupt_catch("train", prog.tty && !prog.quiet);
 
   if (dpc_driver_is_artifact(p.pos[0])) {
     /* a compiled artifact: its batch size unless --batch names it again, its kernels always */
@@ -291,6 +338,8 @@ int dpc_cmd_train(int argc, char **argv) {
       (loss && dpc_driver_attach_loss(g, loss, &d)) || dpc_train(g, &o, &d)) {
     if (prog.tty) fprintf(stderr, "\n");
     rc = cli_report("train", &d);
+  } else if (prog.stopped) {
+    rc = cli_interrupt_exit_code();
   } else {
     printf("trained %s in %.1f s", p.pos[0], dpc_now_s() - t0);
     if (!isnan(prog.last_test_accuracy))
