@@ -9,6 +9,7 @@
 #include "tools/dpc/calibrate.h"
 #include "tools/dpc/cli.h"
 #include "tools/dpc/driver.h"
+#include "tools/dpc/outpath.h"
 
 #include "codegen/cpu/cpu.h"
 
@@ -246,6 +247,9 @@ int dpc_cmd_plan(int argc, char **argv) {
   if (mem && !dpc_driver_parse_size(mem, &limit))
     return cli_usage_error("plan", "--device-memory expects a size such as 512M or 2G, got '%s'",
                            mem);
+  if (cli_check_output_file("plan", "dot", cli_get(plan_opts, NPLAN, &p, "dot")) ||
+      cli_check_output_file("plan", "json", cli_get(plan_opts, NPLAN, &p, "json")))
+    return DPC_EXIT_ERROR;
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;

@@ -5,6 +5,7 @@
 #include "tools/dpc/cli.h"
 #include "tools/dpc/driver.h"
 #include "tools/dpc/interrupt.h"
+#include "tools/dpc/outpath.h"
 #include "tools/dpc/train.h"
 
 #include <errno.h>
@@ -328,6 +329,12 @@ int dpc_cmd_train(int argc, char **argv) {
   const char *loss = cli_get(train_opts, NTRAIN, &p, "loss");
   if (loss && o.artifact)
     return cli_usage_error("train", "--loss applies to a model, not to a compiled artifact");
+  /* every output is checked now, not found unwritable after the training */
+  if (cli_check_output_file("train", "save", o.save_path) ||
+      cli_check_output_file("train", "checkpoint", o.checkpoint_path) ||
+      cli_check_output_file("train", "log", o.log_path) ||
+      cli_check_output_file("train", "trace", o.trace_path))
+    return DPC_EXIT_ERROR;
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
