@@ -69,6 +69,7 @@ interrupt() {
   pid=$!
   if ! wait_for "$work/$name.jsonl" '"step"' 3 $pid; then
     echo "FAIL $name: the run logged no 3 steps (or took over 300 s)"
+    fails=$((fails + 1))
     kill -KILL $pid 2>/dev/null
   fi
   kill -$sig $pid 2>/dev/null
@@ -94,7 +95,7 @@ interrupt() {
   fi
   resume=$(sed -n 's/^  \(.* --resume .*\)$/\1/p' "$work/$name.err")
   case "$resume" in
-  *"$model"*"--resume $ck") echo "ok   $name: the resume command is the original one plus --resume" ;;
+  *"$model"*" --resume "*) echo "ok   $name: the resume command is the original one plus --resume" ;;
   *)
     echo "FAIL $name: resume command '$resume'"
     fails=$((fails + 1))
@@ -117,21 +118,24 @@ interrupt() {
   fi
 }
 
-# one device; no --checkpoint: the checkpoint goes beside --save
-interrupt single INT 130 "$work/mlp.ckpt.safetensors" -- --steps 150 --save "$work/mlp.safetensors"
-if [ -f "$work/mlp.safetensors" ]; then echo "ok   single: the resumed run saved the params"; else
+# one device; no --checkpoint: the checkpoint goes beside --save, in a folder whose name the
+# printed command must quote for sh
+odd="$work/it's a run"
+mkdir -p "$odd"
+interrupt single INT 130 "$odd/mlp.ckpt.safetensors" -- --steps 200 --save "$odd/mlp.safetensors"
+if [ -f "$odd/mlp.safetensors" ]; then echo "ok   single: the resumed run saved the params"; else
   echo "FAIL single: no params saved after the resume"
   fails=$((fails + 1))
 fi
-interrupt data TERM 143 "$work/dp.safetensors" -- --devices cpu:2 --steps 150 --checkpoint "$work/dp.safetensors"
-interrupt pipeline INT 130 "$work/pp.safetensors" -- --strategy pipeline --stages 2 --microbatches 4 --steps 150 --checkpoint "$work/pp.safetensors"
+interrupt data TERM 143 "$work/dp.safetensors" -- --devices cpu:2 --steps 200 --checkpoint "$work/dp.safetensors"
+interrupt pipeline INT 130 "$work/pp.safetensors" -- --strategy pipeline --stages 2 --microbatches 4 --steps 200 --checkpoint "$work/pp.safetensors"
 # asynchronous: bit-identical only with staleness 0, where every update is synchronous
-interrupt async TERM 143 "$work/as.safetensors" -- --devices cpu:2 --sync async --staleness 0 --steps 150 --checkpoint "$work/as.safetensors"
+interrupt async TERM 143 "$work/as.safetensors" -- --devices cpu:2 --sync async --staleness 0 --steps 200 --checkpoint "$work/as.safetensors"
 # local SGD: the replicas differ between averages (every 4 steps); the checkpoint keeps each one's
-interrupt localsgd INT 130 "$work/ls.safetensors" -- --devices cpu:2 --local-sgd 4 --steps 150 --checkpoint "$work/ls.safetensors"
+interrupt localsgd INT 130 "$work/ls.safetensors" -- --devices cpu:2 --local-sgd 4 --steps 200 --checkpoint "$work/ls.safetensors"
 
 # Nowhere to keep the work: the run says so, and how to keep it next time.
-"$dpc" train "$model" --steps 150 --log "$work/none.jsonl" >"$work/none.out" 2>"$work/none.err" &
+"$dpc" train "$model" --steps 200 --log "$work/none.jsonl" >"$work/none.out" 2>"$work/none.err" &
 pid=$!
 wait_for "$work/none.jsonl" '"step"' 3 $pid
 kill -INT $pid
