@@ -198,7 +198,11 @@ int dpc_cmd_train(int argc, char **argv) {
            "--devices cpu:N trains data parallel: the model is replicated on N devices (each\n"
            "its own cores), each global --batch is split evenly between them, and gradients are\n"
            "averaged with an all-reduce before every update, so the result is single-device\n"
-           "training on the same batches. See docs/strategies.md.\n");
+           "training on the same batches. See docs/strategies.md.\n\n"
+           "Ctrl-C (or SIGTERM) stops after the step under way: the checkpoint goes to\n"
+           "--checkpoint, else beside --save (m.safetensors -> m.ckpt.safetensors), and the\n"
+           "command that resumes is printed; exit status 130 (143 for SIGTERM). A second Ctrl-C\n"
+           "stops at once. Output paths are checked before anything starts.\n");
     cli_print_options(train_opts, NTRAIN);
     return DPC_EXIT_OK;
   }
