@@ -67,6 +67,21 @@ static const uint32_t crc_table[256] = {CRC_64(0), CRC_64(64), CRC_64(128), CRC_
 uint32_t dpc_st_crc32(uint32_t crc, const void *data, size_t n) {
   const unsigned char *p = data;
   crc = ~crc;
+  if (n >= 4096) {
+    /* Slicing by 8: eight bytes per step from eight tables, each the one before it advanced by
+     * a byte. Built here, on the stack (8 KiB, a few microseconds), rather than kept in global
+     * state; a byte at a time runs at a fifth of the speed. */
+    uint32_t t[8][256];
+    memcpy(t[0], crc_table, sizeof t[0]);
+    for (int k = 1; k < 8; k++)
+      for (int i = 0; i < 256; i++) t[k][i] = (t[k - 1][i] >> 8) ^ crc_table[t[k - 1][i] & 0xffu];
+    for (; n >= 8; n -= 8, p += 8) {
+      uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                           (uint32_t)p[3] << 24);
+      crc = t[7][lo & 0xffu] ^ t[6][(lo >> 8) & 0xffu] ^ t[5][(lo >> 16) & 0xffu] ^ t[4][lo >> 24] ^
+            t[3][p[4]] ^ t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]];
+    }
+  }
   for (size_t i = 0; i < n; i++) crc = crc_table[(crc ^ p[i]) & 0xffu] ^ (crc >> 8);
   return ~crc;
 }
