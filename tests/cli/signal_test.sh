@@ -149,7 +149,7 @@ contains "$work/none.err" "nothing was kept: with --checkpoint FILE.safetensors 
 
 # A second signal stops at once: a slow step (reference kernels, a big batch) is under way when
 # it comes, and neither it nor a checkpoint is finished.
-"$dpc" train "$model" --backend ref --batch 512 --steps 30 --log "$work/twice.jsonl" \
+"$dpc" train "$model" --backend ref --batch 1024 --steps 30 --log "$work/twice.jsonl" \
   --checkpoint "$work/twice.safetensors" >"$work/twice.out" 2>"$work/twice.err" &
 pid=$!
 wait_for "$work/twice.jsonl" '"step"' 1 $pid
