@@ -64,6 +64,18 @@ typedef struct dpc_st_meta {
 dpc_status dpc_safetensors_write(const char *path, const dpc_st_tensor *t, uint32_t n,
                                  const dpc_st_meta *meta, uint32_t n_meta, dpc_diag *d);
 
+/* Checksums: dpc_safetensors_write_checked writes as dpc_safetensors_write does and also records
+ * each tensor's CRC-32 (IEEE, of its data bytes as stored) in the metadata, under the key
+ * DPC_ST_CRC_PREFIX NAME, as 8 lower-case hex digits. Both readers verify every tensor that has
+ * one and refuse a file whose data no longer matches, naming the tensor (or a checksum that
+ * names no tensor, or is not 8 hex digits); files without such keys (from other tools, or from
+ * dpc_safetensors_write) load as before. Other tools see the keys as ordinary metadata. */
+#define DPC_ST_CRC_PREFIX "dpc.crc32."
+dpc_status dpc_safetensors_write_checked(const char *path, const dpc_st_tensor *t, uint32_t n,
+                                         const dpc_st_meta *meta, uint32_t n_meta, dpc_diag *d);
+/* The CRC-32 of n bytes (the checksum zlib and zip use), continuing from crc (0 to start). */
+uint32_t dpc_st_crc32(uint32_t crc, const void *data, size_t n);
+
 /* Remove the temporary files (PATH.tmp.<pid>) that writers to path left when they were killed:
  * those whose process is no longer running on this machine. Missing leftovers are not an error. */
 dpc_status dpc_safetensors_clean(const char *path, dpc_diag *d);

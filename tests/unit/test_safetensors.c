@@ -609,6 +609,101 @@ static void st_clean_removes_dead_writers_files(void) {
   rm_dir(dir);
 }
 
+/* ---- checksums ----------------------------------------------------------------------------- */
+
+/* Flip one bit of byte `off` of the file at path. */
+static void flip_byte(const char *path, long off) {
+  FILE *f = fopen(path, "r+b");
+  CHECK(f != NULL);
+  if (!f) return;
+  fseek(f, off, SEEK_SET);
+  int c = fgetc(f);
+  fseek(f, off, SEEK_SET);
+  fputc(c ^ 0x04, f);
+  fclose(f);
+}
+
+/* The header length of the file at path: its data section starts 8 bytes after it. */
+static long header_len(const char *path) {
+  size_t len;
+  unsigned char *raw = slurp(path, &len);
+  uint64_t hl = 0;
+  for (int i = 7; raw && len >= 8 && i >= 0; i--) hl = hl << 8 | raw[i];
+  free(raw);
+  return (long)hl;
+}
+
+/* A checked write records each tensor's CRC-32; a byte flipped in one tensor's data is refused
+ * by both readers, naming that tensor; without checksums the same damage loads as before. */
+static void st_checksums_name_the_damaged_tensor(void) {
+  /* the standard check value of CRC-32, and that it continues over pieces */
+  CHECK(dpc_st_crc32(0, "123456789", 9) == 0xcbf43926u);
+  CHECK(dpc_st_crc32(dpc_st_crc32(0, "1234", 4), "56789", 5) == 0xcbf43926u);
+  CHECK(dpc_st_crc32(0, NULL, 0) == 0);
+  /* a long buffer (eight bytes a step) agrees with the same bytes fed one at a time */
+  unsigned char big[10007];
+  for (size_t i = 0; i < sizeof big; i++) big[i] = (unsigned char)(i * 2654435761u >> 13);
+  uint32_t bytewise = 0;
+  for (size_t i = 0; i < sizeof big; i++) bytewise = dpc_st_crc32(bytewise, big + i, 1);
+  CHECK(dpc_st_crc32(0, big, sizeof big) == bytewise);
+  char dir[] = "/tmp/dpc_st_XXXXXX";
+  CHECK(make_dir(dir));
+  char checked[256], plain[256];
+  snprintf(checked, sizeof checked, "%s/c.safetensors", dir);
+  snprintf(plain, sizeof plain, "%s/p.safetensors", dir);
+  float a[3] = {1.5f, -2, 3};
+  int64_t b[2] = {7, -9};
+  dpc_st_tensor ts[] = {{"fc.a", {a, DPC_F32, {1, {3}}}},
+                        {"fc.b", {b, DPC_I64, {1, {2}}}},
+                        {"none", {NULL, DPC_F32, {1, {0}}}}};
+  dpc_st_meta meta[] = {{"step", "7"}};
+  dpc_diag d;
+  dpc_diag_init(&d);
+  CHECK_MSG(dpc_safetensors_write_checked(checked, ts, 3, meta, 1, &d) == DPC_OK, "%s", d.msg);
+  CHECK_MSG(dpc_safetensors_write(plain, ts, 3, meta, 1, &d) == DPC_OK, "%s", d.msg);
+  dpc_st_file *f = NULL;
+  CHECK_MSG(dpc_safetensors_read(checked, &f, &d) == DPC_OK, "%s", d.msg);
+  if (f) {
+    char want[16];
+    snprintf(want, sizeof want, "%08x", (unsigned)dpc_st_crc32(0, b, sizeof b));
+    const char *got = dpc_st_meta_get(f, DPC_ST_CRC_PREFIX "fc.b");
+    CHECK_MSG(got && !strcmp(got, want), "%s vs %s", got ? got : "(none)", want);
+    CHECK(!strcmp(dpc_st_meta_get(f, "step"), "7"));
+    CHECK(same_tensor(dpc_st_find(f, "fc.a"), &ts[0].t));
+    dpc_st_free(f);
+  }
+  /* one bit of fc.b's second element (data bytes 12..27 are fc.b's) */
+  flip_byte(checked, 8 + header_len(checked) + 12 + 9);
+  flip_byte(plain, 8 + header_len(plain) + 12 + 9);
+  CHECK(dpc_safetensors_read(checked, &f, &d) == DPC_ERR_SYNTAX && f == NULL);
+  CHECK_MSG(d.msg && strstr(d.msg, checked) && strstr(d.msg, "\"fc.b\" is damaged") &&
+                !strstr(d.msg, "fc.a"),
+            "%s", d.msg);
+  size_t len;
+  unsigned char *raw = slurp(checked, &len);
+  CHECK(dpc_safetensors_parse(raw, len, "mem", &f, &d) == DPC_ERR_SYNTAX);
+  CHECK_MSG(d.msg && strstr(d.msg, "\"fc.b\" is damaged"), "%s", d.msg);
+  free(raw);
+  CHECK_MSG(dpc_safetensors_read(plain, &f, &d) == DPC_OK, "%s", d.msg);
+  if (f) {
+    CHECK(((const int64_t *)dpc_st_find(f, "fc.b")->data)[1] == (-9 ^ (4 << 8)));
+    dpc_st_free(f);
+  }
+  /* a checksum that names no tensor, or is not 8 hex digits; and a key the writer needs */
+  dpc_st_meta stray[] = {{DPC_ST_CRC_PREFIX "gone", "0badf00d"}};
+  CHECK(dpc_safetensors_write(plain, ts, 3, stray, 1, &d) == DPC_OK);
+  CHECK(dpc_safetensors_read(plain, &f, &d) == DPC_ERR_SYNTAX);
+  CHECK_MSG(d.msg && strstr(d.msg, "\"gone\", which the file does not hold"), "%s", d.msg);
+  dpc_st_meta bad_hex[] = {{DPC_ST_CRC_PREFIX "fc.a", "12345"}};
+  CHECK(dpc_safetensors_write(plain, ts, 3, bad_hex, 1, &d) == DPC_OK);
+  CHECK(dpc_safetensors_read(plain, &f, &d) == DPC_ERR_SYNTAX);
+  CHECK_MSG(d.msg && strstr(d.msg, "not 8 hex digits"), "%s", d.msg);
+  CHECK(dpc_safetensors_write_checked(plain, ts, 3, bad_hex, 1, &d) == DPC_ERR_INVALID);
+  CHECK_MSG(d.msg && strstr(d.msg, "is taken"), "%s", d.msg);
+  dpc_diag_free(&d);
+  rm_dir(dir);
+}
+
 const unit_test unit_tests[] = {
     {"st_roundtrip_every_dtype", st_roundtrip_every_dtype},
     {"st_writes_reference_bytes", st_writes_reference_bytes},
@@ -619,5 +714,6 @@ const unit_test unit_tests[] = {
     {"st_write_errors", st_write_errors},
     {"st_kill9_during_write_keeps_previous", st_kill9_during_write_keeps_previous},
     {"st_clean_removes_dead_writers_files", st_clean_removes_dead_writers_files},
+    {"st_checksums_name_the_damaged_tensor", st_checksums_name_the_damaged_tensor},
     {NULL, NULL},
 };

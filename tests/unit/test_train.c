@@ -195,6 +195,89 @@ static void resume_is_bit_identical(void) {
   dpc_graph_free(g);
 }
 
+/* The library side of Ctrl-C: a cancel flag raised during step 3 (here from the step callback)
+ * stops the run after that step, on one device and with asynchronous workers (staleness 0); the
+ * checkpoint goes to stop_checkpoint_path, on_stop says where the run got to, --save is not
+ * written, and resuming from the checkpoint gives the uninterrupted run's losses bit for bit. */
+typedef struct stop_probe {
+  volatile sig_atomic_t flag;
+  uint64_t at;
+  int stops;
+  dpc_train_stop got;
+} stop_probe;
+
+static void raise_at(void *user, const dpc_train_step *s) {
+  stop_probe *p = user;
+  if (s->step == p->at) p->flag = 2;
+}
+
+static void record_stop(void *user, const dpc_train_stop *s) {
+  stop_probe *p = user;
+  p->stops++;
+  p->got = *s;
+}
+
+static void cancel_stops_between_steps(void) {
+  char xs[256], ys[256], data[600], save[256], ck[256], a_log[256], b_log[256];
+  path_in(xs, sizeof xs, "cx.npy");
+  path_in(ys, sizeof ys, "cy.npy");
+  write_data(xs, ys, 150, 16, 5, -1);
+  snprintf(data, sizeof data, "%s,%s", xs, ys);
+  path_in(save, sizeof save, "c.safetensors");
+  path_in(ck, sizeof ck, "c.ckpt.safetensors");
+  path_in(a_log, sizeof a_log, "ca.jsonl");
+  path_in(b_log, sizeof b_log, "cb.jsonl");
+  /* no dropout: asynchronous workers draw masks per sub-batch, not per step */
+  dpc_graph *g = parse("model small\ninput x: f32[N, 16]\ninput y: i32[N]\n"
+                       "param w1: f32[16, 32] = he_normal(seed=1)\nparam b1: f32[32] = zeros\n"
+                       "param w2: f32[32, 5] = xavier_uniform(seed=2)\nparam b2: f32[5] = zeros\n"
+                       "h = relu(matmul(x, w1) + b1)\nlogits = matmul(h, w2) + b2\n"
+                       "loss = softmax_cross_entropy(logits, y)\noutput logits\n"
+                       "minimize loss with adam(lr=0.01, schedule=cosine, warmup=3)\n");
+  if (!g) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  for (int async = 0; async < 2; async++) {
+    const char *what = async ? "async" : "one device";
+    dpc_train_opts o;
+    quiet_opts(&o);
+    o.exec.llvm = true;
+    o.data = data, o.epochs = 2, o.batch = 32, o.seed = 5;
+    if (async) o.devices = "cpu:2", o.async = true, o.staleness = 0;
+    o.log_path = a_log;
+    CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s: %s", what, d.msg);
+    stop_probe pr = {0, 3, 0, {0}};
+    remove(save);
+    remove(ck);
+    o.log_path = b_log, o.save_path = save, o.stop_checkpoint_path = ck;
+    o.cancel = &pr.flag, o.on_step = raise_at, o.on_stop = record_stop, o.user = &pr;
+    CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s: %s", what, d.msg);
+    CHECK_MSG(pr.stops == 1 && pr.got.step == 3 && pr.got.epoch == 0 && pr.got.batch == 3 &&
+                  pr.got.checkpoint && !strcmp(pr.got.checkpoint, ck),
+              "%s: %d stops, step %llu, epoch %llu, batch %llu", what, pr.stops,
+              (unsigned long long)pr.got.step, (unsigned long long)pr.got.epoch,
+              (unsigned long long)pr.got.batch);
+    FILE *f = fopen(save, "rb");
+    CHECK_MSG(f == NULL, "%s: a stopped run wrote --save", what);
+    if (f) fclose(f);
+    o.cancel = NULL, o.on_step = NULL, o.on_stop = NULL, o.resume_path = ck;
+    CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s: resume: %s", what, d.msg);
+    double la[32], lb[32];
+    int na = unit_read_losses(a_log, la, 32), nb = unit_read_losses(b_log, lb, 32);
+    CHECK_MSG(na >= 8 && na == nb, "%s: %d and %d steps", what, na, nb);
+    for (int i = 0; i < na && i < nb; i++)
+      CHECK_MSG(la[i] == lb[i], "%s step %d: %.9g vs %.9g", what, i + 1, la[i], lb[i]);
+    /* already raised before the first step: nothing runs, and the checkpoint is of step 0 */
+    pr = (stop_probe){1, 0, 0, {0}};
+    o.resume_path = NULL, o.cancel = &pr.flag, o.on_stop = record_stop;
+    CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s: %s", what, d.msg);
+    CHECK_MSG(pr.stops == 1 && pr.got.step == 0, "%s: %d stops, step %llu", what, pr.stops,
+              (unsigned long long)pr.got.step);
+  }
+  dpc_diag_free(&d);
+  dpc_graph_free(g);
+}
+
 static void clear_errors(void) {
   char xs[256], ys[256], data[600], folder[300];
   path_in(xs, sizeof xs, "bx.npy");
@@ -775,6 +858,7 @@ static void async_parameter_server(void) {
 const unit_test unit_tests[] = {
     {"matches_pytorch", matches_pytorch},
     {"resume_is_bit_identical", resume_is_bit_identical},
+    {"cancel_stops_between_steps", cancel_stops_between_steps},
     {"clear_errors", clear_errors},
     {"shares_split_and_parse", shares_split_and_parse},
     {"data_parallel_matches_one_device", data_parallel_matches_one_device},

@@ -7,6 +7,7 @@
 #include "partitioner/partitioner.h"
 #include "tools/dpc/cli.h"
 #include "tools/dpc/driver.h"
+#include "tools/dpc/outpath.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -107,6 +108,7 @@ int dpc_cmd_compile(int argc, char **argv) {
     return cli_usage_error("compile", "expects one model file (see dpc compile --help)");
   const char *outp = cli_get(compile_opts, NCOMPILE, &p, "output");
   if (!outp) return cli_usage_error("compile", "--output FILE.dpx is required");
+  if (cli_check_output_file("compile", "output", outp)) return DPC_EXIT_ERROR;
   const char *bs = cli_get(compile_opts, NCOMPILE, &p, "batch");
   char *end;
   bool train = cli_get(compile_opts, NCOMPILE, &p, "train") != NULL;

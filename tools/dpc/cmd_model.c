@@ -7,6 +7,7 @@
 #include "passes/pass.h"
 #include "tools/dpc/cli.h"
 #include "tools/dpc/driver.h"
+#include "tools/dpc/outpath.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +130,8 @@ int dpc_cmd_print(int argc, char **argv) {
     return DPC_EXIT_OK;
   }
   if (p.npos != 1) return cli_usage_error("print", "expects one model file (see dpc print --help)");
+  if (cli_check_output_file("print", "output", cli_get(print_opts, NPRINT, &p, "output")))
+    return DPC_EXIT_ERROR;
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;

@@ -9,6 +9,7 @@
 #include "tools/dpc/calibrate.h"
 #include "tools/dpc/cli.h"
 #include "tools/dpc/driver.h"
+#include "tools/dpc/outpath.h"
 
 #include "codegen/cpu/cpu.h"
 
@@ -327,6 +328,9 @@ int dpc_cmd_plan(int argc, char **argv) {
   if ((batch / R) % acc)
     return cli_usage_error("plan", "--%s %lu does not divide %lu samples into equal micro-batches",
                            pipeline ? "microbatches" : "accumulate", acc, batch / R);
+  if (cli_check_output_file("plan", "dot", cli_get(plan_opts, NPLAN, &p, "dot")) ||
+      cli_check_output_file("plan", "json", cli_get(plan_opts, NPLAN, &p, "json")))
+    return DPC_EXIT_ERROR;
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;

@@ -5,6 +5,7 @@
 #include "runtime/npy.h"
 #include "tools/dpc/cli.h"
 #include "tools/dpc/driver.h"
+#include "tools/dpc/outpath.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -69,6 +70,9 @@ int dpc_cmd_run(int argc, char **argv) {
     return DPC_EXIT_OK;
   }
   if (p.npos != 1) return cli_usage_error("run", "expects one model file (see dpc run --help)");
+  if (cli_check_output_dir("run", "output-dir", cli_get(run_opts, NRUN, &p, "output-dir")) ||
+      cli_check_output_dir("run", "outputs", cli_get(run_opts, NRUN, &p, "outputs")))
+    return DPC_EXIT_ERROR;
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;

@@ -4,6 +4,8 @@
  */
 #include "tools/dpc/cli.h"
 #include "tools/dpc/driver.h"
+#include "tools/dpc/interrupt.h"
+#include "tools/dpc/outpath.h"
 #include "tools/dpc/train.h"
 
 #include <errno.h>
@@ -80,6 +82,9 @@ typedef struct progress {
   uint64_t epochs;
   double last_draw;
   double last_test_accuracy;
+  int argc; /* the command line, for the one that resumes a stopped run */
+  char **argv;
+  bool stopped;
 } progress;
 
 static void on_start(void *user, const char *what) {
@@ -123,6 +128,33 @@ static void on_epoch(void *user, const dpc_train_epoch *e) {
 static void on_note(void *user, const char *what) {
   (void)user;
   fprintf(stderr, "dpc train: note: %s\n", what);
+}
+
+/* A stopped run (Ctrl-C, SIGTERM): where it got to and how to go on. */
+static void on_stop(void *user, const dpc_train_stop *s) {
+  progress *p = user;
+  p->stopped = true;
+  if (p->tty && !p->quiet) fprintf(stderr, "\r%*s\r", 110, ""); /* the progress bar */
+  fprintf(stderr, "dpc train: stopped by %s after step %llu (epoch %llu/%llu, batch %llu/%llu)\n",
+          cli_interrupt_name(), (unsigned long long)s->step, (unsigned long long)s->epoch + 1,
+          (unsigned long long)p->epochs, (unsigned long long)s->batch,
+          (unsigned long long)s->batches);
+  if (!s->checkpoint) {
+    fprintf(stderr, "dpc train: nothing was kept: with --checkpoint FILE.safetensors (or --save "
+                    "FILE.safetensors) a stopped run writes a checkpoint to resume from\n");
+    return;
+  }
+  fprintf(stderr, "dpc train: checkpoint written to %s; resume with:\n  ", s->checkpoint);
+  cli_print_resume_command(stderr, p->argc, p->argv, s->checkpoint);
+  fflush(stderr);
+}
+
+/* Where a stopped run without --checkpoint keeps its work: beside --save, mlp.safetensors ->
+ * mlp.ckpt.safetensors. False when the name does not fit. */
+static bool stop_checkpoint_path(const char *save, char *buf, size_t cap) {
+  size_t n = strlen(save), ext = strlen(".safetensors");
+  if (n > ext && !strcmp(save + n - ext, ".safetensors")) n -= ext;
+  return (size_t)snprintf(buf, cap, "%.*s.ckpt.safetensors", (int)n, save) < cap;
 }
 
 /* Parse a non-negative integer option; false with a usage error printed. */
@@ -271,7 +303,11 @@ int dpc_cmd_train(int argc, char **argv) {
            "--devices cpu:N trains data parallel: the model is replicated on N devices (each\n"
            "its own cores), each global --batch is split evenly between them, and gradients are\n"
            "averaged with an all-reduce before every update, so the result is single-device\n"
-           "training on the same batches. See docs/strategies.md.\n");
+           "training on the same batches. See docs/strategies.md.\n\n"
+           "Ctrl-C (or SIGTERM) stops after the step under way: the checkpoint goes to\n"
+           "--checkpoint, else beside --save (m.safetensors -> m.ckpt.safetensors), and the\n"
+           "command that resumes is printed; exit status 130 (143 for SIGTERM). A second Ctrl-C\n"
+           "stops at once. Output paths are checked before anything starts.\n");
     cli_print_options(train_opts, NTRAIN);
     return DPC_EXIT_OK;
   }
@@ -356,13 +392,29 @@ int dpc_cmd_train(int argc, char **argv) {
   o.passes.verify_each = cli_get(train_opts, NTRAIN, &p, "verify-each") != NULL;
   o.passes.print_after = cli_get(train_opts, NTRAIN, &p, "print-after");
   o.passes.dump = cli_print_dump;
-  progress prog = {isatty(STDERR_FILENO) != 0, cli_get(train_opts, NTRAIN, &p, "quiet") != NULL,
-                   o.epochs, 0, NAN};
+  progress prog = {isatty(STDERR_FILENO) != 0,
+                   cli_get(train_opts, NTRAIN, &p, "quiet") != NULL,
+                   o.epochs,
+                   0,
+                   NAN,
+                   argc,
+                   argv,
+                   false};
   o.on_start = on_start;
   o.on_note = on_note;
   o.on_step = on_step;
   o.on_epoch = on_epoch;
+  o.on_stop = on_stop;
   o.user = &prog;
+  /* Ctrl-C or SIGTERM: the step under way finishes and a checkpoint is written (to --checkpoint,
+   * else beside --save) before the run ends */
+  char stop_ck[4096];
+  if (!o.checkpoint_path && o.save_path &&
+      !stop_checkpoint_path(o.save_path, stop_ck, sizeof stop_ck))
+    return cli_usage_error("train", "--save: the path is too long");
+  o.stop_checkpoint_path = o.checkpoint_path || !o.save_path ? NULL : stop_ck;
+  o.cancel = cli_interrupt_flag();
+  cli_interrupt_catch("train", prog.tty && !prog.quiet);
 
   if (dpc_driver_is_artifact(p.pos[0])) {
     /* a compiled artifact: its batch size unless --batch names it again, its kernels always */
@@ -380,6 +432,12 @@ int dpc_cmd_train(int argc, char **argv) {
   const char *loss = cli_get(train_opts, NTRAIN, &p, "loss");
   if (loss && o.artifact)
     return cli_usage_error("train", "--loss applies to a model, not to a compiled artifact");
+  /* every output is checked now, not found unwritable after the training */
+  if (cli_check_output_file("train", "save", o.save_path) ||
+      cli_check_output_file("train", "checkpoint", o.checkpoint_path) ||
+      cli_check_output_file("train", "log", o.log_path) ||
+      cli_check_output_file("train", "trace", o.trace_path))
+    return DPC_EXIT_ERROR;
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
@@ -390,6 +448,8 @@ int dpc_cmd_train(int argc, char **argv) {
       (loss && dpc_driver_attach_loss(g, loss, &d)) || dpc_train(g, &o, &d)) {
     if (prog.tty) fprintf(stderr, "\n");
     rc = cli_report("train", &d);
+  } else if (prog.stopped) {
+    rc = cli_interrupt_exit_code();
   } else {
     printf("trained %s in %.1f s", p.pos[0], dpc_now_s() - t0);
     if (!isnan(prog.last_test_accuracy))

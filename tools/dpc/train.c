@@ -656,7 +656,8 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   }
   if (o->init_path && (st = dpc_train_load_params(t, o->init_path, d))) return st;
   if (o->resume_path && (st = dpc_train_load_checkpoint(t, d))) return st;
-  if ((o->init_path || o->resume_path) && (st = sync_replicas(t, d))) return st;
+  if ((o->init_path || o->resume_path) && !t->replicas_loaded && (st = sync_replicas(t, d)))
+    return st;
   /* the first 20 steps of the full-batch session (the steady state, a few times over) */
   if (o->trace_path && (st = dpc_session_trace(t->train_full.s, 20, d))) return st;
   if (o->log_path && !(t->log = fopen(o->log_path, t->resumed ? "a" : "w")))
@@ -722,17 +723,20 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
   t.o = o;
   dpc_status st = setup(&t, src, d);
   if (!st) note_resume(&t);
+  bool stopped = false; /* asked to stop: checked between steps, never inside one */
   while (!st && t.epoch < o->epochs && (!o->steps || t.step < o->steps)) {
+    if ((stopped = dpc_train_cancelled(&t))) break;
     dpc_order_epoch(&t.order, t.epoch);
     dpc_train_epoch ep = {.epoch = t.epoch};
     double epoch_time = 0, loss_sum = 0;
     uint64_t samples = 0;
     if (o->async) { /* the workers run the epoch; the server's updates are the steps */
       if ((st = dpc_train_async_epoch(&t, &ep, d))) break;
-      t.batch_pos = t.batches;
       epoch_time = ep.seconds, loss_sum = ep.train_loss, samples = 1;
     }
-    for (; t.batch_pos < t.batches && (!o->steps || t.step < o->steps); t.batch_pos++) {
+    for (; !o->async && t.batch_pos < t.batches && (!o->steps || t.step < o->steps);
+         t.batch_pos++) {
+      if (dpc_train_cancelled(&t)) break;
       uint32_t n;
       const uint64_t *idx = dpc_order_batch(&t.order, t.batch, t.batch_pos, &n);
       run_t *r;
@@ -782,6 +786,9 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
       }
     }
     if (st) break;
+    /* stopped: the position stays where the steps got to (a finished epoch is evaluated and
+     * counted by the resumed run), and a partial epoch gets no summary */
+    if ((stopped = dpc_train_cancelled(&t))) break;
     bool finished = t.batch_pos == t.batches;
     ep.step = t.step;
     if (!o->async) {
@@ -799,8 +806,15 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
       t.batch_pos = 0;
     }
   }
-  if (!st && o->checkpoint_path) st = dpc_train_save_checkpoint(&t, t.epoch, t.batch_pos, d);
-  if (!st && o->save_path) st = dpc_train_save_params(&t, o->save_path, d);
+  if (!st && stopped) {
+    const char *ck = o->checkpoint_path ? o->checkpoint_path : o->stop_checkpoint_path;
+    if (ck) st = dpc_train_save_checkpoint_to(&t, ck, t.epoch, t.batch_pos, d);
+    dpc_train_stop s = {t.step, t.epoch, t.batch_pos, t.batches, ck};
+    if (!st && o->on_stop) o->on_stop(o->user, &s);
+  }
+  if (!st && !stopped && o->checkpoint_path)
+    st = dpc_train_save_checkpoint(&t, t.epoch, t.batch_pos, d);
+  if (!st && !stopped && o->save_path) st = dpc_train_save_params(&t, o->save_path, d);
   if (!st && o->trace_path) st = dpc_train_write_trace(&t, d);
   trainer_free(&t);
   return st;

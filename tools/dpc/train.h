@@ -15,6 +15,8 @@
 #include "passes/pass.h"
 #include "tools/dpc/driver.h"
 
+#include <signal.h>
+
 typedef struct dpc_train_step {
   uint64_t step;           /* steps done, this one included */
   uint64_t epoch;          /* 0-based */
@@ -35,6 +37,14 @@ typedef struct dpc_train_epoch {
   uint64_t test_samples;
   uint64_t max_staleness; /* --sync async: the stalest gradient applied so far (updates behind) */
 } dpc_train_epoch;
+
+/* Where a run stopped on request (dpc_train_opts.cancel). */
+typedef struct dpc_train_stop {
+  uint64_t step;           /* steps done */
+  uint64_t epoch;          /* 0-based epoch of the next step */
+  uint64_t batch, batches; /* batches of that epoch done, and batches per epoch */
+  const char *checkpoint;  /* where the checkpoint went; NULL: none was written */
+} dpc_train_stop;
 
 typedef struct dpc_train_opts {
   /* A compiled artifact (dpc compile --train) to train instead of a graph: its plans and
@@ -95,6 +105,14 @@ typedef struct dpc_train_opts {
   uint32_t staleness;
   uint32_t test_slow_worker; /* tests: worker k - 1 sleeps 20 ms a step (0: none) */
   uint32_t test_hold_worker; /* tests: worker k - 1 pushes as late as the staleness allows */
+  /* Stop early once *cancel is non-zero (set by a signal handler, or by another thread): the
+   * step under way finishes (every device's part, every micro-batch; asynchronous workers finish
+   * the gradient they compute, and one that no update can take any more is dropped), a checkpoint
+   * goes to checkpoint_path, else to stop_checkpoint_path, else nowhere, on_stop says where,
+   * and dpc_train returns DPC_OK without writing save_path. NULL: never. */
+  const volatile sig_atomic_t *cancel;
+  const char *stop_checkpoint_path;
+  void (*on_stop)(void *user, const dpc_train_stop *s);
   void (*on_start)(void *user, const char *what);
   /* what a resumed run keeps from its checkpoint and changes by the options (NULL: none) */
   void (*on_note)(void *user, const char *what);

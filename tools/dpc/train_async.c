@@ -135,6 +135,7 @@ static dpc_status apply_update(async_state *a, dpc_diag *d) {
       fprintf(t->log, "%s{\"worker\": %u, \"staleness\": %llu}", i ? ", " : "", a->pend[i].worker,
               (unsigned long long)(a->version - 1 - a->pend[i].version));
     fprintf(t->log, "]}\n");
+    fflush(t->log);
   }
   if (t->o->on_step) {
     double dt = (double)(now_ns() - (uint64_t)a->epoch_t0) / 1e9;
@@ -188,9 +189,12 @@ static void *worker_main(void *arg) {
   for (;;) {
     pthread_mutex_lock(&a->mu);
     /* S = 0: no new step while a gradient of ours waits; and no more than W waiting at all */
-    while (!a->failed && a->next < a->total && ((a->S == 0 && w->waiting) || a->n_pend >= a->W))
+    while (!a->failed && a->next < a->total && !dpc_train_cancelled(t) &&
+           ((a->S == 0 && w->waiting) || a->n_pend >= a->W))
       pthread_cond_wait(&a->cv, &a->mu);
-    if (a->failed || a->next >= a->total) {
+    if (a->failed || a->next >= a->total || dpc_train_cancelled(t)) {
+      /* the others may wait for a gradient of ours that will not come: they look again */
+      pthread_cond_broadcast(&a->cv);
       pthread_mutex_unlock(&a->mu);
       break;
     }
@@ -349,11 +353,17 @@ dpc_status dpc_train_async_open(trainer *t, dpc_diag *d) {
 dpc_status dpc_train_async_epoch(trainer *t, dpc_train_epoch *ep, dpc_diag *d) {
   async_state *a = t->async;
   a->d = d;
-  a->next = 0;
-  a->total = dpc_dataset_size(t->train_ds) / a->b; /* whole sub-batches: the rest waits */
+  /* A batch of the trainer is W sub-batches. Resumed mid-epoch (or stopped by --steps or a
+   * cancel), the epoch goes on from update t->batch_pos: with staleness 0 update k took
+   * sub-batches kW..kW+W-1, so that is where the next update's are. */
+  uint64_t full = dpc_dataset_size(t->train_ds) / a->b; /* whole sub-batches: the rest waits */
+  uint64_t first = t->batch_pos * a->W, updates0 = a->step;
+  a->next = first < full ? first : full;
+  a->total = full;
+  if (!a->n_pend && a->version < t->step) a->version = t->step; /* resumed */
   if (t->o->steps) {
     uint64_t left = t->o->steps > t->step ? t->o->steps - t->step : 0;
-    if (left * a->W < a->total) a->total = left * a->W;
+    if (left * a->W < a->total - a->next) a->total = a->next + left * a->W;
   }
   a->loss_sum = 0, a->samples = 0;
   a->epoch_t0 = (double)now_ns();
@@ -375,7 +385,17 @@ dpc_status dpc_train_async_epoch(trainer *t, dpc_train_epoch *ep, dpc_diag *d) {
     if (a->w[i].st) {
       st = dpc_diag_fail(d, a->w[i].st, "worker %u: %s", i, a->w[i].d.msg ? a->w[i].d.msg : "");
     }
-  /* gradients left over (fewer than W at the end of the epoch) wait for the next */
+  /* gradients left over (fewer than W at the end of the epoch) wait for the next; stopped
+   * early, the epoch continues from the updates done (a gradient no update took is computed
+   * again) */
+  if (a->next >= full && !dpc_train_cancelled(t)) {
+    t->batch_pos = t->batches;
+  } else {
+    t->batch_pos += a->step - updates0;
+    if (t->batch_pos > t->batches) t->batch_pos = t->batches;
+    a->n_pend = 0;
+    for (uint32_t i = 0; i < a->W; i++) a->w[i].waiting = 0;
+  }
   ep->step = t->step;
   ep->seconds = dpc_now_s() - t0;
   ep->train_loss = a->samples ? a->loss_sum / (double)a->samples : NAN;

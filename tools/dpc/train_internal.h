@@ -42,14 +42,22 @@ typedef struct trainer {
   dpc_cpu_backend *cpu; /* the LLVM backend, shared by every plan; NULL on the reference one */
   uint64_t step, epoch, batch_pos; /* where the run is: steps done, epoch, next batch */
   bool resumed;
+  bool replicas_loaded; /* local SGD: the checkpoint held every replica's own values */
   FILE *log;
   struct async_state *async; /* --sync async: the workers and the server's bookkeeping */
 } trainer;
+
+/* Whether the run was asked to stop (dpc_train_opts.cancel). */
+static inline bool dpc_train_cancelled(const trainer *t) {
+  return t->o->cancel && *t->o->cancel;
+}
 
 /* train_io.c */
 dpc_status dpc_train_peek_checkpoint(trainer *t, dpc_diag *d); /* settings the graph needs */
 dpc_status dpc_train_load_checkpoint(trainer *t, dpc_diag *d); /* values and position */
 dpc_status dpc_train_save_checkpoint(trainer *t, uint64_t epoch, uint64_t batch, dpc_diag *d);
+dpc_status dpc_train_save_checkpoint_to(trainer *t, const char *path, uint64_t epoch,
+                                        uint64_t batch, dpc_diag *d);
 dpc_status dpc_train_load_params(trainer *t, const char *path, dpc_diag *d);
 /* --trace: the recorded first steps of the training session as a Chrome trace. */
 dpc_status dpc_train_write_trace(trainer *t, dpc_diag *d);
@@ -62,7 +70,8 @@ void dpc_train_log_epoch(trainer *t, const dpc_train_epoch *e);
 dpc_status dpc_train_compile(trainer *t, run_t *r, dpc_diag *d);
 
 /* train_async.c: --sync async. Open the server (as t->train_full) and the workers, from t->train_g;
- * run one epoch; free them. */
+ * run (the rest of) one epoch from t->batch_pos, leaving t->batch_pos where it stopped (t->batches
+ * when the epoch is done); free them. */
 dpc_status dpc_train_async_open(trainer *t, dpc_diag *d);
 dpc_status dpc_train_async_epoch(trainer *t, dpc_train_epoch *ep, dpc_diag *d);
 void dpc_train_async_free(trainer *t);

@@ -2,8 +2,9 @@
  * train_io.c — the trainer's files: checkpoints (every param and state value plus where the run
  * stands), parameter files for --init and --save, and the JSON-lines step log.
  *
- * Checkpoints are safetensors written atomically (runtime/safetensors.c); the run's position
- * goes in the metadata as decimal strings under "dpc.*" keys.
+ * Checkpoints are safetensors written atomically (runtime/safetensors.c) with a CRC-32 of each
+ * tensor, which every read verifies; the run's position goes in the metadata as decimal strings
+ * under "dpc.*" keys.
  */
 #include "runtime/safetensors.h"
 #include "tools/dpc/train_internal.h"
@@ -80,8 +81,13 @@ dpc_status dpc_train_load_checkpoint(trainer *t, dpc_diag *d) {
     if (!dpc_op_has(g->nodes[i].op, DPC_OPF_PERSIST)) continue;
     const char *name = dpc_graph_str(g, g->values[g->nodes[i].out].name);
     char base[256];
-    if (dpc_replica_of(name, base, sizeof base)) continue; /* synced from the original */
     const dpc_tensor *tt = dpc_st_find(f, name);
+    if (dpc_replica_of(name, base, sizeof base)) {
+      /* local SGD's replicas differ between averages: their own values, when the file has
+       * them; otherwise (and in every other strategy) synced from the original */
+      if (!tt) continue;
+      t->replicas_loaded = true;
+    }
     if (!tt) {
       st = dpc_diag_fail(d, DPC_ERR_INVALID,
                          "%s has no '%s' (was it made from another model or optimizer?)", path,
@@ -125,7 +131,9 @@ static uint32_t collect(trainer *t, bool params_only, dpc_st_tensor *out) {
     uint32_t v = g->nodes[i].out;
     const char *name = dpc_graph_str(g, g->values[v].name);
     char base[256];
-    if (dpc_replica_of(name, base, sizeof base)) continue; /* a data-parallel replica's copy */
+    /* a data-parallel replica's copy: the same as the original, except under local SGD, where
+     * a checkpoint keeps each replica's own params and optimizer state */
+    if (dpc_replica_of(name, base, sizeof base) && (params_only || !t->o->local_sgd)) continue;
     if (params_only && op == DPC_OP_STATE && dpc_graph_find(t->model, name) == DPC_NONE) continue;
     if (out) out[n] = (dpc_st_tensor){name, dpc_session_value(t->train_full.s, v)};
     n++;
@@ -134,6 +142,11 @@ static uint32_t collect(trainer *t, bool params_only, dpc_st_tensor *out) {
 }
 
 dpc_status dpc_train_save_checkpoint(trainer *t, uint64_t epoch, uint64_t batch, dpc_diag *d) {
+  return dpc_train_save_checkpoint_to(t, t->o->checkpoint_path, epoch, batch, d);
+}
+
+dpc_status dpc_train_save_checkpoint_to(trainer *t, const char *path, uint64_t epoch,
+                                        uint64_t batch, dpc_diag *d) {
   uint32_t n = collect(t, false, NULL);
   dpc_st_tensor *ts = calloc(n ? n : 1, sizeof *ts);
   if (!ts) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
@@ -159,8 +172,8 @@ dpc_status dpc_train_save_checkpoint(trainer *t, uint64_t epoch, uint64_t batch,
       {"dpc.shuffle", shuf},
       {"dpc.total_steps", total},
   };
-  dpc_status st =
-      dpc_safetensors_write(t->o->checkpoint_path, ts, n, meta, sizeof meta / sizeof *meta, d);
+  /* checksummed: --resume (and --init) refuse a damaged file, naming the tensor */
+  dpc_status st = dpc_safetensors_write_checked(path, ts, n, meta, sizeof meta / sizeof *meta, d);
   free(ts);
   return st;
 }
@@ -172,7 +185,7 @@ dpc_status dpc_train_save_params(trainer *t, const char *path, dpc_diag *d) {
   collect(t, true, ts);
   const dpc_graph *g = t->model;
   dpc_st_meta meta[] = {{"dpc.model", g->name != DPC_NONE ? dpc_graph_str(g, g->name) : ""}};
-  dpc_status st = dpc_safetensors_write(path, ts, n, meta, 1, d);
+  dpc_status st = dpc_safetensors_write_checked(path, ts, n, meta, 1, d);
   free(ts);
   return st;
 }
@@ -214,6 +227,7 @@ void dpc_train_log_step(trainer *t, const dpc_train_step *s) {
   num(t->log, "lr", s->lr);
   num(t->log, "samples_per_s", s->samples_per_s);
   fprintf(t->log, "}\n");
+  fflush(t->log); /* a run that is stopped or dies keeps its steps' record */
 }
 
 void dpc_train_log_epoch(trainer *t, const dpc_train_epoch *e) {
