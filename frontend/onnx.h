@@ -16,7 +16,7 @@
 #define DPC_FRONTEND_ONNX_H
 
 #include "ir/graph.h"
-#include "runtime/tensor.h"
+#include "ir/tensor.h"
 
 /* Parse an ONNX model from memory; `name` is used in messages. A model that uses something
  * outside what dpc supports (an op, a dtype, a 3-D window) fails with DPC_ERR_UNSUPPORTED and

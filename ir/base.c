@@ -1,13 +1,9 @@
 /*
- * base.c — diagnostics, growable arrays, string building and the cache folder, shared by all of
- * dpc.
+ * base.c — diagnostics, growable arrays and string building, shared by all of dpc.
  * The only output here is dpc_assert_fail's message, because an assert means dpc is broken and
  * there is no caller left to hand an error to.
  */
 #include "ir/base.h"
-
-#include <errno.h>
-#include <sys/stat.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -291,31 +287,6 @@ uint32_t dpc_edit_distance(const char *a, const char *b) {
     }
   }
   return row[lb];
-}
-
-bool dpc_cache_base_dir(const char *override, char *out, size_t n) {
-  const char *env = override ? override : getenv("DPC_CACHE_DIR");
-  char base[3072];
-  if (env) {
-    if (!*env || !strcmp(env, "off")) return false;
-    snprintf(base, sizeof base, "%s", env);
-  } else if (getenv("XDG_CACHE_HOME") && *getenv("XDG_CACHE_HOME")) {
-    snprintf(base, sizeof base, "%s/dpc", getenv("XDG_CACHE_HOME"));
-  } else if (getenv("HOME") && *getenv("HOME")) {
-    snprintf(base, sizeof base, "%s/.cache/dpc", getenv("HOME"));
-  } else {
-    return false;
-  }
-  /* one level at a time: the parents of a default folder may not exist yet */
-  for (char *p = base + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    mkdir(base, 0755);
-    *p = '/';
-  }
-  if (mkdir(base, 0755) && errno != EEXIST) return false;
-  snprintf(out, n, "%s", base);
-  return true;
 }
 
 double dpc_now_s(void) {

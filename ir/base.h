@@ -65,11 +65,6 @@ void dpc_diag_clear(dpc_diag *d);
 /* Seconds on the monotonic clock: for timing, never for dates. */
 double dpc_now_s(void);
 
-/* dpc's cache folder (compiled kernels, device calibration), created if need be: `override`
- * when given, else $DPC_CACHE_DIR, else $XDG_CACHE_HOME/dpc, else ~/.cache/dpc. False when
- * there is none ("off" or an empty value disables it). */
-bool dpc_cache_base_dir(const char *override, char *out, size_t n);
-
 /* Record an error and return `st`, so callers can write `return dpc_diag_fail(...)`. */
 dpc_status dpc_diag_fail(dpc_diag *d, dpc_status st, const char *fmt, ...) DPC_PRINTF(3, 4);
 dpc_status dpc_diag_vfail(dpc_diag *d, dpc_status st, const char *fmt, va_list ap);

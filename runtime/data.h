@@ -31,7 +31,7 @@
 #ifndef DPC_RUNTIME_DATA_H
 #define DPC_RUNTIME_DATA_H
 
-#include "runtime/tensor.h"
+#include "ir/tensor.h"
 
 /* Where the Debian package dataset-fashion-mnist puts its files (a build may point elsewhere). */
 #ifndef DPC_FASHION_MNIST_DIR

@@ -8,8 +8,8 @@
 #ifndef DPC_RUNTIME_INIT_H
 #define DPC_RUNTIME_INIT_H
 
-#include "runtime/tensor.h"
 #include "ir/graph.h"
+#include "ir/tensor.h"
 
 /* Fill t (shape and dtype of the param/state node's output) from the node's initializer. */
 dpc_status dpc_init_fill(const dpc_graph *g, uint32_t node, dpc_tensor *t, dpc_diag *d);

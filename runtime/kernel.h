@@ -9,7 +9,8 @@
 #define DPC_RUNTIME_KERNEL_H
 
 #include "ir/graph.h"
-#include "runtime/tensor.h"
+#include "ir/native.h"
+#include "ir/tensor.h"
 
 typedef struct dpc_run_info {
   bool training; /* dropout drops, batch_norm uses batch statistics */
@@ -27,20 +28,6 @@ typedef struct dpc_kernel_args {
 } dpc_kernel_args;
 
 typedef dpc_status (*dpc_kernel_fn)(const dpc_kernel_args *a, dpc_diag *d);
-
-/* A compiled kernel (codegen/cpu): machine code specialised to one node of one plan, with
- * every shape known. args holds the data pointers of the node's inputs, then of its outputs.
- * It does the iterations [begin, end) of its outermost parallel loop (of `total`), so a device
- * can split the work across its cores. Returns 0, or nonzero when the data is bad (a label out
- * of range, an integer division by zero): the runtime then runs the reference kernel on the
- * same data for the message that names the place. */
-typedef int32_t (*dpc_native_fn)(void *const *args, int64_t begin, int64_t end, uint64_t step,
-                                 int32_t training);
-
-typedef struct dpc_native_kernel {
-  dpc_native_fn fn; /* NULL: the node runs on the kernel table instead */
-  int64_t total;    /* trip count of the parallel loop */
-} dpc_native_kernel;
 
 /* The reference backend: plain C loops for every op, the oracle other backends are tested
  * against. Indexed by op; a test checks every row is filled. */

@@ -8,7 +8,7 @@
 #ifndef DPC_RUNTIME_NPY_H
 #define DPC_RUNTIME_NPY_H
 
-#include "runtime/tensor.h"
+#include "ir/tensor.h"
 
 /* Parse an .npy image in memory; `name` is used in messages. out->data is malloc'd. */
 dpc_status dpc_npy_parse(const void *buf, size_t len, const char *name, dpc_tensor *out,

@@ -44,7 +44,7 @@
 #ifndef DPC_RUNTIME_SAFETENSORS_H
 #define DPC_RUNTIME_SAFETENSORS_H
 
-#include "runtime/tensor.h"
+#include "ir/tensor.h"
 
 /* The reference implementation's limit on the JSON header; larger means a corrupt length. */
 #define DPC_ST_MAX_HEADER 100000000u

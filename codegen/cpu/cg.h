@@ -7,7 +7,7 @@
  *
  *   i32 @name(i8** noalias %args, i64 %begin, i64 %end, i64 %step, i32 %training)
  *
- * (runtime/kernel.h, dpc_native_fn): args[i] is the data of input i, then of the outputs; the
+ * (ir/native.h, dpc_native_fn): args[i] is the data of input i, then of the outputs; the
  * kernel does iterations [begin, end) of its outermost loop. Loop counters and accumulators
  * live in allocas that the O3 pipeline promotes to registers, so the emitters never juggle phi
  * nodes. Nothing here touches the LLVM API itself: only backend.c does.

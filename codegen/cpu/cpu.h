@@ -15,8 +15,8 @@
 #ifndef DPC_CODEGEN_CPU_CPU_H
 #define DPC_CODEGEN_CPU_CPU_H
 
+#include "ir/native.h"
 #include "ir/plan.h"
-#include "runtime/kernel.h"
 
 #include <signal.h>
 

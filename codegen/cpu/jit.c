@@ -15,6 +15,7 @@
  * rename) and carry their key and length, so one cut short or misplaced is compiled again and
  * rewritten rather than linked.
  */
+#include "codegen/cache.h"
 #include "codegen/cpu/backend.h"
 
 #include <llvm-c/Error.h>

@@ -4,7 +4,7 @@
 #ifndef DPC_TESTS_FUZZ_FUZZ_H
 #define DPC_TESTS_FUZZ_FUZZ_H
 
-#include "runtime/tensor.h"
+#include "ir/tensor.h"
 
 /* Read every element of a tensor a reader returned: it promised this much data, and ASan sees
  * any read past it. */

@@ -6,6 +6,7 @@
  * Per-op agreement is tests/ops (llvm.op.*); this file checks what only whole graphs exercise:
  * fused kernels, group arguments, and the session running them.
  */
+#include "codegen/cache.h"
 #include "codegen/cpu/cpu.h"
 #include "frontend/frontend.h"
 #include "ir/fusion.h"
@@ -22,6 +23,7 @@
 #include "tools/dpc/train.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef DPC_SOURCE_DIR
@@ -592,6 +594,72 @@ static void disk_cache(void) {
   dpc_plan_free(plan);
 }
 
+static bool is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Set or (value NULL) unset an environment variable for the test. */
+static void set_env(const char *name, const char *value) {
+  CHECK(value ? setenv(name, value, 1) == 0 : unsetenv(name) == 0);
+}
+
+/* Where the cache folder is (the argument, then $DPC_CACHE_DIR, $XDG_CACHE_HOME/dpc,
+ * ~/.cache/dpc) and that it is made with its parents; "off" or "" means none. */
+static void cache_folder(void) {
+  const char *names[3] = {"DPC_CACHE_DIR", "XDG_CACHE_HOME", "HOME"};
+  char *saved[3];
+  for (int i = 0; i < 3; i++) saved[i] = getenv(names[i]) ? dpc_strdup(getenv(names[i])) : NULL;
+  char root[256], want[512], got[512] = "", cmd[600];
+  path_in(root, sizeof root, "cachedir");
+  char home[400];
+  snprintf(home, sizeof home, "%s/home", root);
+  set_env("HOME", home); /* a broken lookup must not write into the real home */
+
+  snprintf(want, sizeof want, "%s/given/a/b", root);
+  set_env("DPC_CACHE_DIR", "off");
+  CHECK(dpc_cache_base_dir(want, got, sizeof got)); /* the argument wins over the environment */
+  CHECK_MSG(!strcmp(got, want) && is_dir(want), "%s", got);
+  CHECK(!dpc_cache_base_dir("off", got, sizeof got));
+  CHECK(!dpc_cache_base_dir("", got, sizeof got));
+
+  snprintf(want, sizeof want, "%s/env", root);
+  set_env("DPC_CACHE_DIR", want);
+  CHECK(dpc_cache_base_dir(NULL, got, sizeof got));
+  CHECK_MSG(!strcmp(got, want) && is_dir(want), "%s", got);
+
+  char xdg[400];
+  snprintf(xdg, sizeof xdg, "%s/xdg", root);
+  set_env("XDG_CACHE_HOME", xdg);
+  set_env("DPC_CACHE_DIR", "off"); /* off even when another place is known */
+  CHECK(!dpc_cache_base_dir(NULL, got, sizeof got));
+  set_env("DPC_CACHE_DIR", NULL);
+  snprintf(want, sizeof want, "%s/xdg/dpc", root);
+  CHECK(dpc_cache_base_dir(NULL, got, sizeof got));
+  CHECK_MSG(!strcmp(got, want) && is_dir(want), "%s", got);
+
+  set_env("XDG_CACHE_HOME", "");
+  snprintf(want, sizeof want, "%s/home/.cache/dpc", root);
+  CHECK(dpc_cache_base_dir(NULL, got, sizeof got));
+  CHECK_MSG(!strcmp(got, want) && is_dir(want), "%s", got);
+  set_env("HOME", NULL);
+  CHECK(!dpc_cache_base_dir(NULL, got, sizeof got)); /* no home: no cache */
+
+  /* a file where a parent folder should be: no cache rather than a broken one */
+  snprintf(want, sizeof want, "%s/file", root);
+  FILE *f = fopen(want, "w");
+  CHECK(f && fclose(f) == 0);
+  snprintf(want, sizeof want, "%s/file/dpc", root);
+  CHECK(!dpc_cache_base_dir(want, got, sizeof got));
+
+  for (int i = 0; i < 3; i++) {
+    set_env(names[i], saved[i]);
+    free(saved[i]);
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+  CHECK(system(cmd) == 0);
+}
+
 static void setup_tmp(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/dpc_codegen_XXXXXX");
   if (!mkdtemp(tmpdir)) {
@@ -614,6 +682,7 @@ const unit_test unit_tests[] = {
     {"updates_in_place", updates_in_place},
     {"updates_vectorized", updates_vectorized},
     {"disk_cache", disk_cache},
+    {"cache_folder", cache_folder},
     {NULL, NULL},
 };
 const unit_fixture unit_fixtures = {setup_tmp, cleanup_tmp};

@@ -3,6 +3,7 @@
  */
 #include "tools/dpc/calibrate.h"
 
+#include "codegen/cache.h"
 #include "codegen/cpu/cpu.h"
 #include "frontend/frontend.h"
 #include "partitioner/partitioner.h"

@@ -20,7 +20,7 @@
 
 typedef struct dpc_calibrate_opts {
   bool refresh;          /* measure again even when a cached result exists */
-  const char *cache_dir; /* NULL: dpc's cache folder (ir/base.h) */
+  const char *cache_dir; /* NULL: dpc's cache folder (codegen/cache.h) */
 } dpc_calibrate_opts;
 
 typedef struct dpc_calibration {

@@ -7,9 +7,9 @@
 
 #include "codegen/cpu/cpu.h"
 #include "ir/graph.h"
+#include "ir/tensor.h"
 #include "partitioner/partitioner.h"
 #include "passes/pass.h"
-#include "runtime/tensor.h"
 
 /* How plans run: on the reference kernels, or compiled by the CPU backend (LLVM). */
 typedef struct dpc_exec_opts {

@@ -1,13 +1,13 @@
 /*
- * tensor.h — a tensor as the runtime sees it: a pointer, a dtype and a concrete shape, laid out
+ * tensor.h — a tensor with its data: a pointer, a dtype and a concrete shape, laid out
  * row-major and contiguous. The memory belongs to someone else (a device buffer, a caller).
  *
  * The element readers convert any dtype to double and back; the reference kernels are written
  * against them once instead of once per dtype. Stores saturate when converting to integers, so
  * an out-of-range or NaN value is never undefined behaviour.
  */
-#ifndef DPC_RUNTIME_TENSOR_H
-#define DPC_RUNTIME_TENSOR_H
+#ifndef DPC_IR_TENSOR_H
+#define DPC_IR_TENSOR_H
 
 #include "ir/types.h"
 

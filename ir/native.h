@@ -1,0 +1,25 @@
+/*
+ * native.h — the calling convention of a compiled kernel: what a code generator (codegen/cpu)
+ * produces and the runtime calls. It sits beside the plan in ir/ because both sides need it and
+ * neither may include the other.
+ */
+#ifndef DPC_IR_NATIVE_H
+#define DPC_IR_NATIVE_H
+
+#include <stdint.h>
+
+/* A compiled kernel: machine code specialised to one node of one plan, with every shape known.
+ * args holds the data pointers of the node's inputs, then of its outputs. It does the
+ * iterations [begin, end) of its outermost parallel loop (of `total`), so a device can split
+ * the work across its cores. Returns 0, or nonzero when the data is bad (a label out of range,
+ * an integer division by zero): the runtime then runs the reference kernel on the same data
+ * for the message that names the place. */
+typedef int32_t (*dpc_native_fn)(void *const *args, int64_t begin, int64_t end, uint64_t step,
+                                 int32_t training);
+
+typedef struct dpc_native_kernel {
+  dpc_native_fn fn; /* NULL: the node runs on the kernel table instead */
+  int64_t total;    /* trip count of the parallel loop */
+} dpc_native_kernel;
+
+#endif

@@ -1,0 +1,99 @@
+#!/bin/sh
+# The module layering of docs/architecture.md, read from the sources like a lint: every
+# `#include "X/..."` (or <X/...> naming one of dpc's folders) in a module's .c, .h and .def files
+# names only a module that module may use, so the runtime never reaches into the compiler and
+# the frontend sees nothing but the IR. LLVM's headers appear only under codegen/cpu/ and
+# metis.h only in partitioner/metis.c; nothing in ir/ reads the environment.
+#   layering_test.sh SOURCE_DIR
+#
+# There are no exceptions: the frontend's tensor type and codegen's kernel calling convention
+# now live in ir/ (ir/tensor.h, ir/native.h). tools/dpc is not checked yet: it is still the
+# compiler library as well as the command line.
+src=$1
+fails=0
+checked=0
+
+# module: the modules its files may include from (besides itself and the public <dpc/...>)
+may_use() {
+  case $1 in
+  include) echo "" ;;
+  ir) echo "" ;;
+  frontend) echo "ir" ;;
+  passes) echo "ir" ;;
+  partitioner) echo "ir passes" ;;
+  codegen) echo "ir" ;;
+  runtime) echo "ir" ;;
+  esac
+}
+
+# The folders of dpc a header path can start with; anything else (<stdio.h>, <llvm-c/...>) is a
+# system or third-party header.
+ours='include ir frontend passes partitioner codegen runtime tools tests bench examples'
+
+is_ours() {
+  for o in $ours; do [ "$1" = "$o" ] && return 0; done
+  return 1
+}
+
+fail() {
+  echo "FAIL $1"
+  fails=$((fails + 1))
+}
+
+for mod in include ir frontend passes partitioner codegen runtime; do
+  [ -d "$src/$mod" ] || { fail "$mod/: no such folder under $src"; continue; }
+  ok="$mod $(may_use "$mod")"
+  # FILE:LINE:TEXT for every include line of the module
+  hits=$(cd "$src" && grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*["<][^">]+/' \
+    --include='*.c' --include='*.h' --include='*.def' "$mod")
+  [ -n "$hits" ] || continue
+  while IFS= read -r hit; do
+    file=${hit%%:*}
+    header=$(printf '%s\n' "$hit" | sed -E 's/^[^:]*:[0-9]+:[[:space:]]*#[[:space:]]*include[[:space:]]*["<]([^">]+)[">].*/\1/')
+    top=${header%%/*}
+    is_ours "$top" || continue
+    checked=$((checked + 1))
+    good=0
+    for m in $ok; do [ "$top" = "$m" ] && good=1; done
+    if [ $good -eq 0 ]; then
+      uses=$(may_use "$mod")
+      fail "$file includes $header: $mod/ may use ${uses:-no other module}${uses:+ only} (docs/architecture.md)"
+    fi
+  done <<EOF
+$hits
+EOF
+done
+
+# third-party headers that have one room each
+third_party() { # third_party PATTERN ALLOWED_PREFIX WHAT
+  found=$(cd "$src" && grep -rlE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"]($1)" \
+    --include='*.c' --include='*.h' include ir frontend passes partitioner codegen runtime tools \
+    tests bench examples 2>/dev/null)
+  for f in $found; do
+    case $f in
+    $2) ;;
+    *) fail "$f includes $3 headers: only $2 may" ;;
+    esac
+  done
+}
+third_party 'llvm-c/|llvm/' 'codegen/cpu/*' 'LLVM'
+third_party 'metis\.h' 'partitioner/metis.c' 'METIS'
+
+# ir/ takes everything as arguments: where files go (the cache folder: codegen/cache.c) is the
+# policy of whoever calls it, so nothing under ir/ reads the environment.
+env=$(cd "$src" && grep -rnE '\<(secure_)?getenv[[:space:]]*\(' --include='*.c' --include='*.h' ir)
+if [ -n "$env" ]; then
+  fail "ir/ reads the environment (settings come in as arguments):"
+  printf '%s\n' "$env" | sed 's/^/    /'
+fi
+
+# A scan that matched nothing would pass without checking anything.
+if [ "$checked" -lt 100 ]; then
+  fail "only $checked includes of dpc's folders found under $src: is it the source tree?"
+fi
+echo "$checked includes checked"
+if [ "$fails" -ne 0 ]; then
+  echo "$fails failed"
+  exit 1
+fi
+echo "layering ok"
