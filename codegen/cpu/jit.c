@@ -303,8 +303,11 @@ dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
     }
   }
   if (!st) st = link_jobs(b, jobs, hashes, n, d);
-  for (uint32_t i = 0; !st && i < g->n_nodes; i++)
-    if (node_hash[i]) kernels[i].fn = known(b, node_hash[i]);
+  for (uint32_t i = 0; !st && i < g->n_nodes; i++) {
+    if (!node_hash[i]) continue;
+    kernels[i].fn = known(b, node_hash[i]);
+    kernels[i].kind = DPC_KERNEL_HOST;
+  }
   for (uint32_t i = 0; jobs && i < n; i++) {
     free(jobs[i].text);
     if (jobs[i].obj) LLVMDisposeMemoryBuffer(jobs[i].obj);
