@@ -8,17 +8,29 @@
 
 #include <stdint.h>
 
-/* A compiled kernel: machine code specialised to one node of one plan, with every shape known.
- * args holds the data pointers of the node's inputs, then of its outputs. It does the
- * iterations [begin, end) of its outermost parallel loop (of `total`), so a device can split
- * the work across its cores. Returns 0, or nonzero when the data is bad (a label out of range,
- * an integer division by zero): the runtime then runs the reference kernel on the same data
- * for the message that names the place. */
+/* A compiled kernel for the host (codegen/cpu, or an artifact's): machine code specialised to
+ * one node of one plan, with every shape known. args holds the data pointers of the node's
+ * inputs, then of its outputs. It does the iterations [begin, end) of its outermost parallel
+ * loop (of `total`), so a device can split the work across its cores. Returns 0, or nonzero when
+ * the data is bad (a label out of range, an integer division by zero): the runtime then runs the
+ * reference kernel on the same data for the message that names the place. */
 typedef int32_t (*dpc_native_fn)(void *const *args, int64_t begin, int64_t end, uint64_t step,
                                  int32_t training);
 
+/* What a compiled kernel handle holds, so code for one kind of device is never run as another's
+ * (a GPU function is not a host function pointer). Zero is none, so a zeroed array of handles
+ * means "every node on the kernel table". */
+typedef enum dpc_kernel_kind {
+  DPC_KERNEL_NONE = 0, /* no compiled kernel: the node runs on the kernel table */
+  DPC_KERNEL_HOST,     /* host machine code: `fn` */
+  DPC_KERNEL_CUDA, /* a GPU function in `handle` (for the CUDA backend; no device runs it yet) */
+  DPC_KERNEL_KIND_COUNT
+} dpc_kernel_kind;
+
 typedef struct dpc_native_kernel {
-  dpc_native_fn fn; /* NULL: the node runs on the kernel table instead */
+  dpc_kernel_kind kind;
+  dpc_native_fn fn; /* DPC_KERNEL_HOST */
+  void *handle;     /* the other kinds: the backend's own handle to its code */
   int64_t total;    /* trip count of the parallel loop */
 } dpc_native_kernel;
 

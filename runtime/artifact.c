@@ -160,8 +160,10 @@ dpc_status dpc_artifact_open(const char *path, dpc_artifact **out, dpc_diag *d) 
       void *sym = dlsym(a->lib, name);
       if (!sym)
         st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: kernel %s is missing", path, name);
-      else
+      else {
         memcpy(&ap->kernels[j].fn, &sym, sizeof sym);
+        ap->kernels[j].kind = DPC_KERNEL_HOST;
+      }
     }
   }
   if (st) goto fail;

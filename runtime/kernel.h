@@ -29,6 +29,9 @@ typedef struct dpc_kernel_args {
 
 typedef dpc_status (*dpc_kernel_fn)(const dpc_kernel_args *a, dpc_diag *d);
 
+/* "none", "host", "cuda" (for messages). */
+const char *dpc_kernel_kind_name(dpc_kernel_kind k);
+
 /* The reference backend: plain C loops for every op, the oracle other backends are tested
  * against. Indexed by op; a test checks every row is filled. */
 extern const dpc_kernel_fn dpc_ref_kernels[DPC_OP_COUNT];

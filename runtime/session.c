@@ -31,7 +31,7 @@ typedef struct step_args {
   dpc_kernel_args a;
   dpc_kernel_fn fn;         /* the table's kernel: run when there is no native one, and for the
                                message when a native kernel reports bad data */
-  dpc_native_kernel native; /* fn NULL when none */
+  dpc_native_kernel native; /* kind DPC_KERNEL_NONE when none, else DPC_KERNEL_HOST */
   void **ptrs;              /* the native kernel's args: input then output data pointers (for a
                                fusion group's root, the group's inputs then its outputs) */
   bool fused;               /* computed by its group's compiled kernel: nothing to run */
@@ -359,6 +359,27 @@ static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_di
   return st;
 }
 
+const char *dpc_kernel_kind_name(dpc_kernel_kind k) {
+  static const char *const names[DPC_KERNEL_KIND_COUNT] = {"none", "host", "cuda"};
+  return (unsigned)k < DPC_KERNEL_KIND_COUNT ? names[k] : "unknown";
+}
+
+/* Every device a session makes today runs host code: a handle from another backend (or one
+ * with code but no kind) is refused here rather than called as a host function. */
+static dpc_status host_kernel(const dpc_graph *g, uint32_t node, const dpc_native_kernel *k,
+                              dpc_diag *d) {
+  if (k->kind == DPC_KERNEL_HOST && k->fn) return DPC_OK;
+  if (k->kind == DPC_KERNEL_NONE && !k->fn && !k->handle) return DPC_OK;
+  if (k->kind == DPC_KERNEL_NONE || k->kind == DPC_KERNEL_HOST)
+    return dpc_graph_fail_node(g, node, d, DPC_ERR_INVALID,
+                               "its compiled kernel handle is malformed (kind %s with%s code)",
+                               dpc_kernel_kind_name(k->kind), k->fn || k->handle ? "" : "out");
+  return dpc_graph_fail_node(g, node, d, DPC_ERR_UNSUPPORTED,
+                             "its compiled kernel is %s code, and this session's devices run "
+                             "host code only",
+                             dpc_kernel_kind_name(k->kind));
+}
+
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,
                            dpc_diag *d) {
   *out = NULL;
@@ -458,12 +479,14 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
         break;
       }
       sa->fn = fn;
+      if (o && o->native && (st = host_kernel(g, sp->node, &o->native[sp->node], d))) break;
       if (o && o->native) sa->native = o->native[sp->node];
       sa->ptrs = &s->tptrs[base[sp->node]];
-      if (o && o->native && n->fused != DPC_NONE && o->native[n->fused].fn) sa->fused = true;
+      if (o && o->native && n->fused != DPC_NONE && o->native[n->fused].kind != DPC_KERNEL_NONE)
+        sa->fused = true;
       for (uint32_t k2 = 0; k2 < n->n_in + n->n_out; k2++)
         sa->bytes += dpc_tensor_bytes(&s->targs[base[sp->node] + k2]);
-      if (sa->native.fn && dpc_group_is_root(g, sp->node)) {
+      if (sa->native.kind == DPC_KERNEL_HOST && dpc_group_is_root(g, sp->node)) {
         dpc_group grp;
         if ((st = dpc_group_get(g, sp->node, &grp, d))) break;
         sa->ptrs = &s->gptrs[n_gptrs];
@@ -611,7 +634,7 @@ static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) 
   if (sa->fused) return DPC_OK;
   if (sa->comm) return run_comm(s, i, j, d);
   dpc_pool *pool = s->pools ? s->pools[i] : s->pool;
-  if (!sa->native.fn) {
+  if (sa->native.kind != DPC_KERNEL_HOST) {
     dpc_device *dev = s->devs[i];
     return dev->ops->launch ? dev->ops->launch(dev, sa->fn, &sa->a, d) : sa->fn(&sa->a, d);
   }

@@ -164,13 +164,37 @@ static dpc_status write_library(dpc_cpu_backend *b, LLVMModuleRef m, const char 
   return sync_dir(path, d);
 }
 
+/* What the walk over an artifact's plans gathers: the module with each kernel once, and the
+ * symbol of every node's kernel for the plan being written. */
+typedef struct aot_walk {
+  dpc_buf *mod;
+  dpc_plan_kernel *k;
+  uint64_t *done;
+  uint32_t n_done, cap_done;
+  uint32_t next_md; /* the module's metadata numbers in use (cg_append_kernel_text) */
+} aot_walk;
+
+static dpc_status aot_visit(void *user, const cg_plan_kernel *pk, dpc_diag *d) {
+  aot_walk *w = user;
+  dpc_plan_kernel *k = &w->k[pk->node];
+  cg_symbol(pk->hash, k->symbol, sizeof k->symbol);
+  k->total = pk->total;
+  for (uint32_t i = 0; i < w->n_done; i++)
+    if (w->done[i] == pk->hash) return DPC_OK;
+  dpc_buf_putn(w->mod, pk->head, pk->head_len);
+  dpc_buf_printf(w->mod, "@%s(", k->symbol);
+  cg_append_kernel_text(w->mod, pk->body, &w->next_md);
+  if (DPC_VEC_RESERVE(w->done, w->cap_done, w->n_done + 1))
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  w->done[w->n_done++] = pk->hash;
+  return DPC_OK;
+}
+
 dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plans, uint32_t n,
                                     const char *path, dpc_diag *d) {
   dpc_buf mod = {0}, blob = {0};
   dpc_status st = DPC_OK;
-  uint64_t *done = NULL;
-  uint32_t n_done = 0, cap_done = 0;
-  uint32_t next_md = 0; /* the module's metadata numbers in use (cg_append_kernel_text) */
+  aot_walk w = {.mod = &mod};
   cg_module_preamble(b, &mod);
   dpc_buf_putn(&blob, "DPCA", 4);
   put32(&blob, BLOB_VERSION);
@@ -181,46 +205,19 @@ dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plan
   for (uint32_t p = 0; p < n && !st; p++) {
     const dpc_plan *plan = plans[p].plan;
     const dpc_graph *g = plan->g;
-    dpc_plan_kernel *k = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *k);
-    if (!k) {
+    w.k = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *w.k);
+    if (!w.k) {
       st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
       break;
     }
-    for (uint32_t dv = 0; dv < plan->n_devs && !st; dv++) {
-      for (uint32_t j = 0; j < plan->devs[dv].n_steps && !st; j++) {
-        const dpc_step *sp = &plan->devs[dv].steps[j];
-        if (!cg_compiles(g, sp)) continue;
-        dpc_buf text = {0};
-        int64_t total = 1;
-        if ((st = cg_kernel_text(b, g, sp->node, &text, &total, d))) {
-          dpc_buf_free(&text);
-          break;
-        }
-        uint64_t h = cg_hash(text.data);
-        cg_symbol(h, k[sp->node].symbol, sizeof k[sp->node].symbol);
-        k[sp->node].total = total;
-        bool seen = false;
-        for (uint32_t i = 0; i < n_done && !seen; i++) seen = done[i] == h;
-        if (!seen) {
-          char *at = strstr(text.data, "@KERNEL(");
-          dpc_buf_putn(&mod, text.data, (size_t)(at - text.data));
-          dpc_buf_printf(&mod, "@%s(", k[sp->node].symbol);
-          cg_append_kernel_text(&mod, at + 8, &next_md);
-          if (DPC_VEC_RESERVE(done, cap_done, n_done + 1))
-            st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-          else
-            done[n_done++] = h;
-        }
-        dpc_buf_free(&text);
-      }
-    }
+    st = cg_walk_plan(b, plan, aot_visit, &w, d);
     if (!st) {
       put_str(&blob, plans[p].role);
-      st = dpc_plan_write(plan, k, &blob, d);
+      st = dpc_plan_write(plan, w.k, &blob, d);
     }
-    free(k);
+    free(w.k);
   }
-  free(done);
+  free(w.done);
   if (!st && (blob.oom || mod.oom)) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   if (!st) {
     /* the plans, as constant data the runtime finds with dlsym */

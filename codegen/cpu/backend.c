@@ -224,6 +224,34 @@ dpc_status dpc_cpu_kernel_symbol(const dpc_cpu_backend *b, const dpc_graph *g, u
   return st;
 }
 
+dpc_status cg_walk_plan(const dpc_cpu_backend *b, const dpc_plan *plan, cg_kernel_visit visit,
+                        void *user, dpc_diag *d) {
+  const dpc_graph *g = plan->g;
+  dpc_status st = DPC_OK;
+  for (uint32_t dv = 0; dv < plan->n_devs && !st; dv++) {
+    for (uint32_t j = 0; j < plan->devs[dv].n_steps && !st; j++) {
+      const dpc_step *sp = &plan->devs[dv].steps[j];
+      if (!cg_compiles(g, sp)) continue;
+      dpc_buf text = {0};
+      cg_plan_kernel k = {.node = sp->node, .total = 1};
+      st = cg_kernel_text(b, g, sp->node, &text, &k.total, d);
+      const char *at = st ? NULL : strstr(text.data, "@KERNEL(");
+      if (!st && !at)
+        st = dpc_graph_fail_node(g, sp->node, d, DPC_ERR_INTERNAL,
+                                 "its kernel's text names no function @KERNEL");
+      if (!st) {
+        k.hash = cg_hash(text.data);
+        k.head = text.data;
+        k.head_len = (size_t)(at - text.data);
+        k.body = at + strlen("@KERNEL(");
+        st = visit(user, &k, d);
+      }
+      dpc_buf_free(&text);
+    }
+  }
+  return st;
+}
+
 void cg_module_preamble(const dpc_cpu_backend *b, dpc_buf *out) {
   dpc_buf_puts(out, preamble);
   dpc_buf_printf(out, "attributes #0 = { nounwind \"prefer-vector-width\"=\"%d\" }\n\n",

@@ -45,6 +45,22 @@ void cg_symbol(uint64_t h, char *out, size_t n);
 bool cg_compiles(const dpc_graph *g, const dpc_step *sp);
 /* A target machine for the backend's target: one per thread that compiles (they are not
  * thread-safe). NULL when LLVM has no such target. */
+/* One kernel of a plan as cg_walk_plan hands it over: its text is `head`, then the function's
+ * name and `(`, then `body` (the name is the caller's to write: cg_symbol of `hash` for the JIT
+ * and artifacts alike). A kernel a plan needs twice (the same text) comes twice. */
+typedef struct cg_plan_kernel {
+  uint32_t node;
+  uint64_t hash; /* of the kernel's text */
+  int64_t total; /* trip count of its parallel loop */
+  const char *head, *body;
+  size_t head_len;
+} cg_plan_kernel;
+typedef dpc_status (*cg_kernel_visit)(void *user, const cg_plan_kernel *k, dpc_diag *d);
+/* The walk the JIT (jit.c) and artifacts (aot.c) share: every step of every device of `plan`
+ * that gets a kernel of its own (cg_compiles), in step order, its text generated and passed to
+ * `visit`. Stops at the first failure, generating's or visit's. */
+dpc_status cg_walk_plan(const dpc_cpu_backend *b, const dpc_plan *plan, cg_kernel_visit visit,
+                        void *user, dpc_diag *d);
 LLVMTargetMachineRef cg_target_machine(const dpc_cpu_backend *b);
 /* Parse IR text into a module of ctx, verify it and run the O3 pipeline for target machine tm. */
 dpc_status cg_parse_optimise(dpc_cpu_backend *b, LLVMTargetMachineRef tm, LLVMContextRef ctx,

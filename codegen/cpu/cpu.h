@@ -4,38 +4,27 @@
  *   dpc_cpu_backend *cpu;
  *   dpc_cpu_backend_new(&(dpc_cpu_options){0}, &cpu, &d);        // the host, JIT
  *   dpc_native_kernel *k = calloc(plan->g->n_nodes, sizeof *k);
- *   dpc_cpu_compile_plan(cpu, plan, k, &d);                        // k[node].fn for each kernel
+ *   dpc_cpu_compile_plan(cpu, plan, k, &d);                        // k[node]: kind HOST, fn
  *   dpc_session_new(plan, &(dpc_session_opts){.native = k}, &s, &d);
  *
  * This is the only module that includes LLVM headers. Kernels are cached by their IR: a kernel
  * already compiled (for another plan of the same model, another batch size's tail...) is not
  * compiled again, and compiled kernels are kept on disk for the next run. Nodes whose op has no
- * lowering yet are left to the reference kernels.
+ * lowering yet are left to the reference kernels. Front ends reach it through its row of
+ * codegen/backend.h ("llvm"); the functions below are for its own tests and benchmarks.
  */
 #ifndef DPC_CODEGEN_CPU_CPU_H
 #define DPC_CODEGEN_CPU_CPU_H
 
-#include "ir/native.h"
-#include "ir/plan.h"
+#include "codegen/backend.h"
 
-#include <signal.h>
-
-typedef struct dpc_cpu_options {
-  const char *cpu;      /* NULL or "native": the host */
-  const char *features; /* NULL: the host's when cpu is native, else none */
-  /* --dump-llvm: called with each module's IR before and after optimisation */
-  void (*dump)(void *user, const char *what, const char *text);
-  void *user;
-  /* The folder of compiled kernels kept between runs: NULL for $DPC_CACHE_DIR or the default
-   * (~/.cache/dpc), "" or "off" for none (codegen/cpu/jit.c). */
-  const char *cache_dir;
-  unsigned jobs; /* threads that compile kernels: 0 for one per core */
-  /* NULL, or a flag a signal handler sets: dpc_cpu_compile_artifact then stops at its next step
-   * (a running linker is sent SIGTERM), removes its temporary files and fails. */
-  const volatile sig_atomic_t *stop;
-} dpc_cpu_options;
+/* --cpu, --features, --dump-llvm, the disk cache, compile threads, a stop flag. */
+typedef dpc_codegen_options dpc_cpu_options;
 
 typedef struct dpc_cpu_backend dpc_cpu_backend;
+
+/* This backend's row in the table of codegen/backend.h, "llvm" (codegen/cpu/entry.c). */
+extern const dpc_codegen_backend dpc_codegen_llvm;
 
 dpc_status dpc_cpu_backend_new(const dpc_cpu_options *o, dpc_cpu_backend **out, dpc_diag *d);
 void dpc_cpu_backend_free(dpc_cpu_backend *b);
@@ -48,12 +37,6 @@ dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
 /* The symbol node's kernel gets (dpc_k and the hash of its IR), as --dump-llvm shows it. */
 dpc_status dpc_cpu_kernel_symbol(const dpc_cpu_backend *b, const dpc_graph *g, uint32_t node,
                                  char *out, size_t n, dpc_diag *d);
-
-/* A plan and the role it plays in an artifact ("infer", "train", "eval"). */
-typedef struct dpc_aot_plan {
-  const char *role;
-  const dpc_plan *plan;
-} dpc_aot_plan;
 
 /* Compile plans ahead of time into an artifact at `path` (a shared library the runtime loads
  * without LLVM: runtime/artifact.h), for the backend's target (--cpu, --features). Links with the

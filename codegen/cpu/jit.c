@@ -217,6 +217,53 @@ static dpc_status link_jobs(dpc_cpu_backend *b, kjob *jobs, uint64_t *hashes, ui
   return DPC_OK;
 }
 
+/* What the walk over a plan's kernels gathers: a job for each kernel neither the backend nor
+ * an earlier step of the plan has. */
+typedef struct jit_walk {
+  dpc_cpu_backend *b;
+  dpc_native_kernel *kernels;
+  kjob *jobs;
+  uint64_t *hashes, *node_hash;
+  uint32_t n;
+  const char *dir;
+} jit_walk;
+
+static dpc_status jit_visit(void *user, const cg_plan_kernel *pk, dpc_diag *d) {
+  jit_walk *w = user;
+  dpc_cpu_backend *b = w->b;
+  w->node_hash[pk->node] = pk->hash;
+  w->kernels[pk->node].total = pk->total;
+  bool seen = known(b, pk->hash) != NULL;
+  for (uint32_t k = 0; k < w->n && !seen; k++) seen = w->hashes[k] == pk->hash;
+  if (seen) {
+    b->cached++;
+    return DPC_OK;
+  }
+  /* a module of its own: the preamble, then the kernel under its final name */
+  dpc_buf mod = {0};
+  cg_module_preamble(b, &mod);
+  dpc_buf_putn(&mod, pk->head, pk->head_len);
+  char sym[40];
+  cg_symbol(pk->hash, sym, sizeof sym);
+  dpc_buf_printf(&mod, "@%s(", sym);
+  dpc_buf_puts(&mod, pk->body);
+  if (mod.oom) {
+    dpc_buf_free(&mod);
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory generating kernels");
+  }
+  kjob *k = &w->jobs[w->n];
+  k->text = mod.data;
+  w->hashes[w->n++] = pk->hash;
+  if (b->o.dump) b->o.dump(b->o.user, "llvm", k->text);
+  if (w->dir[0]) {
+    cache_key(b, k->text, k->key, sizeof k->key);
+    char path[3300];
+    snprintf(path, sizeof path, "%s/%s.o", w->dir, k->key);
+    if ((k->obj = cache_read(path, k->key))) k->from_disk = true;
+  }
+  return DPC_OK;
+}
+
 dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
                                 dpc_native_kernel *kernels, dpc_diag *d) {
   double t0 = dpc_now_s();
@@ -224,58 +271,13 @@ dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
   size_t nn = g->n_nodes ? g->n_nodes : 1;
   kjob *jobs = calloc(nn, sizeof *jobs);
   uint64_t *hashes = calloc(nn, sizeof *hashes), *node_hash = calloc(nn, sizeof *node_hash);
-  uint32_t n = 0;
   char dir[3200];
   cache_dir(b, dir, sizeof dir);
+  jit_walk w = {b, kernels, jobs, hashes, node_hash, 0, dir};
   dpc_status st =
       jobs && hashes && node_hash ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  for (uint32_t dv = 0; dv < plan->n_devs && !st; dv++) {
-    for (uint32_t j = 0; j < plan->devs[dv].n_steps && !st; j++) {
-      const dpc_step *sp = &plan->devs[dv].steps[j];
-      if (!cg_compiles(g, sp)) continue;
-      dpc_buf text = {0};
-      int64_t total = 1;
-      if ((st = cg_kernel_text(b, g, sp->node, &text, &total, d))) {
-        dpc_buf_free(&text);
-        break;
-      }
-      uint64_t h = cg_hash(text.data);
-      node_hash[sp->node] = h;
-      kernels[sp->node].total = total;
-      bool seen = known(b, h) != NULL;
-      for (uint32_t k = 0; k < n && !seen; k++) seen = hashes[k] == h;
-      if (seen) {
-        b->cached++;
-        dpc_buf_free(&text);
-        continue;
-      }
-      /* a module of its own: the preamble, then the kernel under its final name */
-      dpc_buf mod = {0};
-      cg_module_preamble(b, &mod);
-      char *at = strstr(text.data, "@KERNEL(");
-      dpc_buf_putn(&mod, text.data, (size_t)(at - text.data));
-      char sym[40];
-      cg_symbol(h, sym, sizeof sym);
-      dpc_buf_printf(&mod, "@%s(", sym);
-      dpc_buf_puts(&mod, at + 8);
-      dpc_buf_free(&text);
-      if (mod.oom) {
-        dpc_buf_free(&mod);
-        st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory generating kernels");
-        break;
-      }
-      kjob *k = &jobs[n];
-      k->text = mod.data;
-      hashes[n++] = h;
-      if (b->o.dump) b->o.dump(b->o.user, "llvm", k->text);
-      if (dir[0]) {
-        cache_key(b, k->text, k->key, sizeof k->key);
-        char path[3300];
-        snprintf(path, sizeof path, "%s/%s.o", dir, k->key);
-        if ((k->obj = cache_read(path, k->key))) k->from_disk = true;
-      }
-    }
-  }
+  if (!st) st = cg_walk_plan(b, plan, jit_visit, &w, d);
+  uint32_t n = w.n;
   /* compile what the disk did not have, in parallel: jobs with an object are skipped */
   uint32_t todo = 0;
   for (uint32_t i = 0; i < n && !st; i++) {
@@ -302,8 +304,11 @@ dpc_status dpc_cpu_compile_plan(dpc_cpu_backend *b, const dpc_plan *plan,
     }
   }
   if (!st) st = link_jobs(b, jobs, hashes, n, d);
-  for (uint32_t i = 0; !st && i < g->n_nodes; i++)
-    if (node_hash[i]) kernels[i].fn = known(b, node_hash[i]);
+  for (uint32_t i = 0; !st && i < g->n_nodes; i++) {
+    if (!node_hash[i]) continue;
+    kernels[i].fn = known(b, node_hash[i]);
+    kernels[i].kind = DPC_KERNEL_HOST;
+  }
   for (uint32_t i = 0; jobs && i < n; i++) {
     free(jobs[i].text);
     if (jobs[i].obj) LLVMDisposeMemoryBuffer(jobs[i].obj);

@@ -256,8 +256,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: test_ops CASES_DIR OP [llvm]\n");
     return 2;
   }
-  exec.llvm = argc == 4;
-  if (exec.llvm) {
+  if (argc == 4) {
+    dpc_diag d;
+    dpc_diag_init(&d);
+    if (dpc_codegen_backend_find(argv[3], &exec.backend, &d)) {
+      printf("FAIL: %s\n", d.msg);
+      dpc_diag_free(&d);
+      return 1;
+    }
+    dpc_diag_free(&d);
+  }
+  if (exec.backend) {
     dpc_op op;
     bool known = dpc_op_find(argv[2], strlen(argv[2]), &op);
     bool source = known && dpc_op_has(op, DPC_OPF_SOURCE);

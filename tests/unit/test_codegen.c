@@ -160,7 +160,7 @@ static void examples_match_reference(void) {
     uint32_t n_ref = 0, n_jit = 0;
     dpc_diag d;
     dpc_diag_init(&d);
-    dpc_exec_opts llvm = {.llvm = true};
+    dpc_exec_opts llvm = {.backend = &dpc_codegen_llvm};
     CHECK_MSG(dpc_driver_infer(g, NULL, NULL, &x, 1, false, &ref, &n_ref, &d) == DPC_OK, "%s: %s",
               examples[e], d.msg);
     CHECK_MSG(dpc_driver_infer(g, NULL, &llvm, &x, 1, false, &jit, &n_jit, &d) == DPC_OK, "%s: %s",
@@ -200,7 +200,7 @@ static void check_same(const char *what, const dpc_graph *g, const dpc_named *fe
   uint32_t n_ref = 0, n_jit = 0;
   dpc_diag d;
   dpc_diag_init(&d);
-  dpc_exec_opts llvm = {.llvm = true};
+  dpc_exec_opts llvm = {.backend = &dpc_codegen_llvm};
   CHECK_MSG(dpc_driver_infer(g, NULL, NULL, feeds, n_feeds, false, &ref, &n_ref, &d) == DPC_OK,
             "%s: %s", what, d.msg);
   CHECK_MSG(dpc_driver_infer(g, NULL, &llvm, feeds, n_feeds, false, &jit, &n_jit, &d) == DPC_OK,
@@ -287,7 +287,7 @@ static void training_matches_reference(void) {
       dpc_train_opts o;
       dpc_train_defaults(&o);
       o.data = data, o.batch = 16, o.epochs = 2, o.seed = 9, o.log_path = log[b];
-      o.exec.llvm = b == 1;
+      o.exec.backend = b == 1 ? &dpc_codegen_llvm : NULL;
       o.threads = 2;
       CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s: %s", models[m], d.msg);
     }
@@ -331,7 +331,7 @@ static void artifact_matches_jit(void) {
   dpc_named x = make_x(n, 21);
   dpc_named *aot = NULL, *jit = NULL;
   uint32_t n_aot = 0, n_jit = 0;
-  dpc_exec_opts llvm = {.llvm = true};
+  dpc_exec_opts llvm = {.backend = &dpc_codegen_llvm};
   CHECK_MSG(dpc_driver_infer_artifact(path, &x, 1, false, &aot, &n_aot, &d) == DPC_OK, "%s", d.msg);
   CHECK_MSG(dpc_driver_infer(g, NULL, &llvm, &x, 1, false, &jit, &n_jit, &d) == DPC_OK, "%s",
             d.msg);
@@ -660,6 +660,150 @@ static void cache_folder(void) {
   CHECK(system(cmd) == 0);
 }
 
+/* Run `plan` once on x = the uniform numbers of seed 5 with the kernel handles k (NULL: the
+ * reference kernels); its first output into out (up to n floats). The status of opening the
+ * session, whose message stays in d. */
+static dpc_status run_mlp(const dpc_plan *plan, const dpc_native_kernel *k, float *out, size_t n,
+                          dpc_diag *d) {
+  dpc_session *s = NULL;
+  dpc_status st = dpc_session_new(plan, &(dpc_session_opts){.native = k, .threads = 1}, &s, d);
+  if (st) return st;
+  dpc_tensor t = dpc_session_input(s, dpc_graph_find(plan->g, "x"));
+  for (int64_t i = 0; i < dpc_tensor_numel(&t); i++)
+    dpc_tstore(&t, i, dpc_rng_uniform(5, (uint64_t)i));
+  CHECK_MSG(dpc_session_run(s, d) == DPC_OK, "%s", d->msg);
+  dpc_tensor y = dpc_session_value(s, plan->g->outputs[0]);
+  CHECK(dpc_tensor_bytes(&y) <= n * sizeof *out);
+  if (dpc_tensor_bytes(&y) <= n * sizeof *out) memcpy(out, y.data, dpc_tensor_bytes(&y));
+  dpc_session_free(s);
+  return DPC_OK;
+}
+
+/* Backends are found by name; an unknown name is refused with the names that exist. */
+static void backend_by_name(void) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  const dpc_codegen_backend *llvm = NULL, *ref = NULL, *none = &dpc_codegen_llvm;
+  CHECK_MSG(dpc_codegen_backend_find("llvm", &llvm, &d) == DPC_OK, "%s", d.msg);
+  CHECK(llvm == &dpc_codegen_llvm && !strcmp(llvm->name, "llvm"));
+  CHECK(llvm && llvm->kind == DPC_KERNEL_HOST && dpc_codegen_compiles(llvm));
+  CHECK(dpc_codegen_fusion(llvm) == dpc_cpu_fusion() && dpc_cpu_fusion() != 0);
+  CHECK_MSG(dpc_codegen_backend_find("ref", &ref, &d) == DPC_OK, "%s", d.msg);
+  CHECK(ref && !strcmp(ref->name, "ref") && ref->kind == DPC_KERNEL_NONE);
+  CHECK(!dpc_codegen_compiles(ref) && !dpc_codegen_compiles(NULL));
+  CHECK(dpc_codegen_fusion(ref) == 0 && dpc_codegen_fusion(NULL) == 0);
+  CHECK(dpc_codegen_backend_find("LLVM", &none, &d) == DPC_ERR_INVALID && none == NULL);
+  CHECK_MSG(d.msg && strstr(d.msg, "'LLVM'") && strstr(d.msg, "ref, llvm"), "%s", d.msg);
+  char names[64];
+  dpc_codegen_backend_names(names, sizeof names);
+  CHECK_MSG(!strcmp(names, "ref, llvm"), "%s", names);
+  dpc_diag_free(&d);
+}
+
+/* A plan compiled through the interface, by each backend, runs to the reference's outputs; the
+ * artifact written through it computes what its JIT does; "ref" writes no artifact. */
+static void backend_plan_matches_reference(void) {
+  dpc_plan *plan = mlp_plan(4);
+  if (!plan) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  float want[40] = {0};
+  CHECK_MSG(run_mlp(plan, NULL, want, 40, &d) == DPC_OK, "%s", d.msg);
+  const char *names[] = {"ref", "llvm"};
+  for (int b = 0; b < 2; b++) {
+    const dpc_codegen_backend *be = NULL;
+    dpc_codegen *cg = NULL;
+    dpc_native_kernel *k = calloc(plan->g->n_nodes, sizeof *k);
+    CHECK_MSG(dpc_codegen_backend_find(names[b], &be, &d) == DPC_OK &&
+                  dpc_codegen_new(be, &(dpc_codegen_options){.cache_dir = "off"}, &cg, &d) ==
+                      DPC_OK &&
+                  dpc_codegen_compile_plan(cg, plan, k, &d) == DPC_OK,
+              "%s: %s", names[b], d.msg);
+    uint32_t host = 0;
+    for (uint32_t i = 0; i < plan->g->n_nodes; i++) host += k[i].kind == DPC_KERNEL_HOST;
+    /* every fashion_mlp kernel lowers: the llvm backend compiles several, ref none */
+    CHECK_MSG(b ? host >= 3 : host == 0, "%s: %u host kernels", names[b], host);
+    float got[40] = {0};
+    CHECK_MSG(run_mlp(plan, k, got, 40, &d) == DPC_OK, "%s: %s", names[b], d.msg);
+    for (int i = 0; i < 40; i++)
+      CHECK_MSG(fabsf(got[i] - want[i]) <= 1e-4f * fmaxf(1, fabsf(want[i])),
+                "%s logit %d: %.8g, reference %.8g", names[b], i, got[i], want[i]);
+    if (cg) {
+      dpc_codegen_stats cs;
+      dpc_codegen_get_stats(cg, &cs);
+      CHECK_MSG(b ? cs.compiled == host || cs.compiled + cs.cached == host : cs.compiled == 0,
+                "%s: %u compiled, %u cached", names[b], cs.compiled, cs.cached);
+      char path[256];
+      path_in(path, sizeof path, "through.dpx");
+      dpc_aot_plan ap = {"infer", plan};
+      dpc_status st = dpc_codegen_write_artifact(cg, &ap, 1, path, &d);
+      if (!b) {
+        CHECK(st == DPC_ERR_UNSUPPORTED && d.msg && strstr(d.msg, "ref"));
+        CHECK(access(path, F_OK) != 0);
+      } else {
+        CHECK_MSG(st == DPC_OK, "%s", d.msg);
+        CHECK(dpc_codegen_target(cg)[0] != 0);
+        dpc_artifact *a = NULL;
+        const dpc_native_kernel *ak = NULL;
+        CHECK_MSG(dpc_artifact_open(path, &a, &d) == DPC_OK, "%s", d.msg);
+        const dpc_plan *ap2 = a ? dpc_artifact_plan(a, "infer", &ak) : NULL;
+        CHECK(ap2 && ak);
+        if (ap2 && ak) {
+          float aot[40] = {0};
+          CHECK_MSG(run_mlp(ap2, ak, aot, 40, &d) == DPC_OK, "%s", d.msg);
+          CHECK(!memcmp(aot, got, sizeof aot));
+        }
+        dpc_artifact_close(a);
+        unlink(path);
+      }
+    }
+    dpc_codegen_free(cg);
+    free(k);
+  }
+  dpc_diag_free(&d);
+  dpc_plan_free(plan);
+}
+
+/* A kernel handle names its backend: the session runs host code only, so a handle of another
+ * kind is refused with an error naming the node and the kind, even when it holds a callable
+ * host pointer (a session that called handles blindly would run it), and a handle with code but
+ * no kind is refused as malformed. */
+static void foreign_kernel_refused(void) {
+  dpc_plan *plan = mlp_plan(4);
+  if (!plan) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_codegen *cg = NULL;
+  dpc_native_kernel *k = calloc(plan->g->n_nodes, sizeof *k);
+  CHECK_MSG(dpc_codegen_new(&dpc_codegen_llvm, &(dpc_codegen_options){.cache_dir = "off"}, &cg,
+                            &d) == DPC_OK &&
+                dpc_codegen_compile_plan(cg, plan, k, &d) == DPC_OK,
+            "%s", d.msg);
+  uint32_t node = DPC_NONE;
+  for (uint32_t i = 0; i < plan->g->n_nodes && node == DPC_NONE; i++)
+    if (k[i].kind == DPC_KERNEL_HOST && k[i].fn) node = i;
+  CHECK(node != DPC_NONE);
+  float out[40];
+  if (node != DPC_NONE) {
+    CHECK_MSG(run_mlp(plan, k, out, 40, &d) == DPC_OK, "%s", d.msg);
+    dpc_native_kernel keep = k[node];
+    k[node].kind = DPC_KERNEL_CUDA;
+    CHECK(run_mlp(plan, k, out, 40, &d) == DPC_ERR_UNSUPPORTED);
+    CHECK_MSG(d.msg && strstr(d.msg, "cuda code") && strstr(d.msg, "host code only"), "%s", d.msg);
+    const char *op = dpc_op_name(plan->g->nodes[node].op);
+    CHECK_MSG(d.msg && strstr(d.msg, op), "'%s' not named in: %s", op, d.msg);
+    k[node].kind = DPC_KERNEL_NONE;
+    CHECK(run_mlp(plan, k, out, 40, &d) == DPC_ERR_INVALID);
+    CHECK_MSG(d.msg && strstr(d.msg, "malformed"), "%s", d.msg);
+    k[node] = keep;
+    CHECK_MSG(run_mlp(plan, k, out, 40, &d) == DPC_OK, "%s", d.msg);
+  }
+  dpc_codegen_free(cg);
+  free(k);
+  dpc_diag_free(&d);
+  dpc_plan_free(plan);
+}
+
 static void setup_tmp(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/dpc_codegen_XXXXXX");
   if (!mkdtemp(tmpdir)) {
@@ -683,6 +827,9 @@ const unit_test unit_tests[] = {
     {"updates_vectorized", updates_vectorized},
     {"disk_cache", disk_cache},
     {"cache_folder", cache_folder},
+    {"backend_by_name", backend_by_name},
+    {"backend_plan_matches_reference", backend_plan_matches_reference},
+    {"foreign_kernel_refused", foreign_kernel_refused},
     {NULL, NULL},
 };
 const unit_fixture unit_fixtures = {setup_tmp, cleanup_tmp};

@@ -161,7 +161,7 @@ static void resume_is_bit_identical(void) {
   /* on the reference kernels, then on compiled ones (deterministic whatever the thread count) */
   for (int llvm = 0; llvm < 2; llvm++) {
     quiet_opts(&o);
-    o.exec.llvm = llvm;
+    o.exec.backend = llvm ? &dpc_codegen_llvm : NULL;
     o.data = data, o.epochs = 2, o.batch = 32, o.seed = 5; /* 5 batches an epoch, the last 22 */
     o.save_path = a_save, o.log_path = a_log;
     CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s", d.msg);
@@ -411,7 +411,7 @@ static void data_parallel_matches_one_device(void) {
     for (int k = 0; k < 3; k++) {
       dpc_train_opts o;
       quiet_opts(&o);
-      o.exec.llvm = runs[c].llvm;
+      o.exec.backend = runs[c].llvm ? &dpc_codegen_llvm : NULL;
       o.data = data, o.epochs = 1, o.batch = 32, o.seed = 9;
       o.devices = k ? runs[c].devices : NULL;
       o.strategy = k && runs[c].mp ? "hybrid" : NULL;
@@ -518,7 +518,7 @@ static void model_parallel_matches_one_device(void) {
     for (int k = 0; k < 2; k++) {
       dpc_train_opts o;
       quiet_opts(&o);
-      o.exec.llvm = llvm;
+      o.exec.backend = llvm ? &dpc_codegen_llvm : NULL;
       o.data = data, o.epochs = 1, o.batch = 32, o.seed = 4; /* 9 batches and one of 12 */
       o.devices = k ? "cpu:2" : NULL;
       o.strategy = k ? "model" : NULL;
@@ -540,7 +540,7 @@ static void model_parallel_matches_one_device(void) {
     for (int k = 0; k < 2; k++) {
       dpc_train_opts o;
       quiet_opts(&o);
-      o.exec.llvm = true;
+      o.exec.backend = &dpc_codegen_llvm;
       o.data = data, o.epochs = 1, o.batch = 32, o.seed = 4;
       o.devices = k ? (nd == 2 ? "cpu:2" : "cpu:4") : NULL;
       o.strategy = k ? "model" : NULL;
@@ -578,7 +578,7 @@ static void stuck_device_fails_in_time(void) {
   dpc_diag_init(&d);
   dpc_train_opts o;
   quiet_opts(&o);
-  o.exec.llvm = true;
+  o.exec.backend = &dpc_codegen_llvm;
   o.data = data, o.epochs = 1, o.batch = 32, o.devices = "cpu:2", o.timeout_s = 1;
   o.test_stall_device = 2; /* cpu:1 */
   struct timespec ts0, ts1;
@@ -648,7 +648,7 @@ static void accumulation_matches_one_batch(void) {
     for (int k = 0; k < 3; k++) {
       dpc_train_opts o;
       quiet_opts(&o);
-      o.exec.llvm = runs[c].llvm;
+      o.exec.backend = runs[c].llvm ? &dpc_codegen_llvm : NULL;
       o.data = data, o.epochs = 1, o.batch = 32, o.seed = 9;
       o.devices = k ? runs[c].devices : NULL;
       o.strategy = k ? runs[c].strategy : NULL;
@@ -698,7 +698,7 @@ static void pipeline_matches_accumulation(void) {
     for (int k = 0; k < 3; k++) {
       dpc_train_opts o;
       quiet_opts(&o);
-      o.exec.llvm = true;
+      o.exec.backend = &dpc_codegen_llvm;
       o.data = data, o.epochs = 1, o.batch = 32, o.seed = 9;
       o.log_path = logs[k];
       if (k == 1) {
@@ -750,7 +750,7 @@ static void local_sgd(void) {
   for (int k = 0; k < 4; k++) {
     dpc_train_opts o;
     quiet_opts(&o);
-    o.exec.llvm = true;
+    o.exec.backend = &dpc_codegen_llvm;
     o.data = data, o.epochs = 1, o.batch = 32, o.seed = 9;
     o.devices = "cpu:2", o.local_sgd = k_of[k], o.log_path = logs[k];
     CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "local SGD k=%u: %s", k_of[k], d.msg);
@@ -802,7 +802,7 @@ static void async_parameter_server(void) {
     for (int k = 0; k < 2; k++) { /* [0] synchronous data parallel, [1] async, staleness 0 */
       dpc_train_opts o;
       quiet_opts(&o);
-      o.exec.llvm = true;
+      o.exec.backend = &dpc_codegen_llvm;
       o.data = data, o.epochs = 1, o.batch = 32, o.seed = 9, o.shuffle = false;
       o.devices = devs[c], o.async = k == 1, o.staleness = 0, o.log_path = logs[k];
       CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s: %s", devs[c], d.msg);
@@ -819,7 +819,7 @@ static void async_parameter_server(void) {
    * go on without it (not a sleep: on a loaded machine that need not be slow at all) */
   dpc_train_opts o;
   quiet_opts(&o);
-  o.exec.llvm = true;
+  o.exec.backend = &dpc_codegen_llvm;
   o.data = data, o.epochs = 2, o.batch = 32, o.seed = 9;
   o.devices = "cpu:4", o.async = true, o.staleness = 2, o.test_hold_worker = 1;
   o.log_path = logs[1];

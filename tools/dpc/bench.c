@@ -175,11 +175,11 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   dpc_graph *g = dpc_graph_clone(src);
   double *times = calloc(o->steps, sizeof *times);
   dpc_plan *plan = NULL;
-  dpc_cpu_backend *cpu = NULL;
+  dpc_codegen *cg = NULL;
   dpc_native_kernel *native = NULL;
   dpc_session *s = NULL;
   dpc_status st = g && times ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  dpc_pass_opts po = {.training = !o->inference, .fuse = o->exec.llvm ? dpc_cpu_fusion() : 0};
+  dpc_pass_opts po = {.training = !o->inference, .fuse = dpc_codegen_fusion(o->exec.backend)};
   if (!st && po.training) st = dpc_driver_default_horizon(g, d);
   if (!st && o->model && o->devices) {
     uint32_t nd = 1;
@@ -208,22 +208,24 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
                             dp ? o->shares : NULL};
   uint32_t first = o->model ? o->batch : dp && o->shares ? o->shares[0] : o->batch / D;
   if (!st) st = dpc_driver_plan_share(g, o->batch, first, &ds, po.training, &plan, d);
-  if (!st && o->exec.llvm) {
+  if (!st && dpc_codegen_compiles(o->exec.backend)) {
     native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);
-    st = native ? dpc_cpu_backend_new(&o->exec.cpu, &cpu, d)
+    st = native ? dpc_codegen_new(o->exec.backend, &o->exec.cpu, &cg, d)
                 : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-    if (!st) st = dpc_cpu_compile_plan(cpu, plan, native, d);
+    if (!st) st = dpc_codegen_compile_plan(cg, plan, native, d);
   }
   dpc_session_opts so = {
       .training = po.training, .native = native, .threads = o->threads, .devices = o->devices};
   if (!st) st = dpc_session_new(plan, &so, &s, d);
   if (!st) {
     r->compile_s = dpc_now_s() - t0;
-    if (cpu) {
-      uint32_t cached;
-      dpc_cpu_stats(cpu, &r->jit_s, &r->kernels, &cached);
-      r->disk_hits = dpc_cpu_disk_hits(cpu);
-      snprintf(r->target, sizeof r->target, "%s", dpc_cpu_target_name(cpu));
+    if (cg) {
+      dpc_codegen_stats cs;
+      dpc_codegen_get_stats(cg, &cs);
+      r->jit_s = cs.seconds;
+      r->kernels = cs.compiled;
+      r->disk_hits = cs.from_disk;
+      snprintf(r->target, sizeof r->target, "%s", dpc_codegen_target(cg));
     } else {
       snprintf(r->target, sizeof r->target, "reference kernels");
     }
@@ -252,7 +254,7 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     r->samples_per_s = r->median_s > 0 ? o->batch / r->median_s : 0;
   }
   dpc_session_free(s);
-  dpc_cpu_backend_free(cpu);
+  dpc_codegen_free(cg);
   free(native);
   dpc_plan_free(plan);
   free(times);
@@ -300,10 +302,10 @@ dpc_status dpc_bench_cost_profile(const dpc_graph *g, uint32_t batch, dpc_cost_p
   memset(out, 0, sizeof *out);
   dpc_bench_opts o = {
       .batch = batch, .threads = 1, .warmup = 5, .steps = 30, .profile = true, .collect = out};
-  o.exec.llvm = true;
-  dpc_bench_result *r = calloc(1, sizeof *r);
-  if (!r) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  dpc_status st = dpc_bench(g, &o, r, d);
+  dpc_status st = dpc_codegen_backend_find("llvm", &o.exec.backend, d);
+  dpc_bench_result *r = st ? NULL : calloc(1, sizeof *r);
+  if (!r) return st ? st : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  st = dpc_bench(g, &o, r, d);
   /* timing every kernel costs time, and a mean is not a median: the kernels' times are scaled
    * to sum to the untimed steps' median */
   double scale = !st && r->profiled_ms > 0 ? r->median_s * 1e3 / r->profiled_ms : 1;

@@ -179,9 +179,15 @@ int cli_exec_opts(const char *cmd, const cli_opt *opts, int nopts, const cli_par
                   dpc_exec_opts *x) {
   const char *b = cli_get(opts, nopts, p, "backend");
   memset(x, 0, sizeof *x);
-  if (b && strcmp(b, "llvm") && strcmp(b, "ref"))
-    return cli_usage_error(cmd, "--backend is llvm or ref, not '%s'", b);
-  x->llvm = !b || !strcmp(b, "llvm");
+  /* the library's table decides which names exist */
+  dpc_diag d;
+  dpc_diag_init(&d);
+  if (dpc_codegen_backend_find(b ? b : "llvm", &x->backend, &d)) {
+    int rc = cli_usage_error(cmd, "--backend: %s", d.msg);
+    dpc_diag_free(&d);
+    return rc;
+  }
+  dpc_diag_free(&d);
   if (cli_get(opts, nopts, p, "dump-llvm")) x->cpu.dump = dump_llvm;
   return DPC_EXIT_OK;
 }

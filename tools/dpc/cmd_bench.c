@@ -114,9 +114,9 @@ int dpc_cmd_bench(int argc, char **argv) {
              "\"backend\": \"%s\", \"target\": \"%s\", \"compile_s\": %.4f, \"jit_s\": %.4f, "
              "\"kernels\": %u, \"disk_hits\": %u, "
              "\"median_ms\": %.4f, \"min_ms\": %.4f, \"p90_ms\": %.4f, \"samples_per_s\": %.1f}\n",
-             name, what, o.batch, o.threads, o.exec.llvm ? "llvm" : "ref", r.target, r.compile_s,
-             r.jit_s, r.kernels, r.disk_hits, r.median_s * 1e3, r.min_s * 1e3, r.p90_s * 1e3,
-             r.samples_per_s);
+             name, what, o.batch, o.threads, o.exec.backend ? o.exec.backend->name : "ref",
+             r.target, r.compile_s, r.jit_s, r.kernels, r.disk_hits, r.median_s * 1e3,
+             r.min_s * 1e3, r.p90_s * 1e3, r.samples_per_s);
     } else {
       char th[32];
       if (o.threads)

@@ -121,7 +121,7 @@ int dpc_cmd_compile(int argc, char **argv) {
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
-  dpc_cpu_backend *cpu = NULL;
+  dpc_codegen *cg = NULL;
   dpc_plan *plans[3] = {NULL, NULL, NULL};
   int64_t *vals = NULL;
   int rc = DPC_EXIT_OK;
@@ -201,20 +201,20 @@ int dpc_cmd_compile(int argc, char **argv) {
   x.cpu.stop = &compile_stop;
   struct sigaction old[2];
   catch_stop(old);
-  bool failed =
-      dpc_cpu_backend_new(&x.cpu, &cpu, &d) || dpc_cpu_compile_artifact(cpu, aot, n, outp, &d);
+  bool failed = dpc_codegen_new(x.backend, &x.cpu, &cg, &d) ||
+                dpc_codegen_write_artifact(cg, aot, n, outp, &d);
   if (failed && compile_stop) cli_report("compile", &d);
   release_stop(old);
   if (failed) goto report;
   printf("%s: %s for %s, batch %lld%s\n", outp,
-         g->name != DPC_NONE ? dpc_graph_str(g, g->name) : "model", dpc_cpu_target_name(cpu), batch,
+         g->name != DPC_NONE ? dpc_graph_str(g, g->name) : "model", dpc_codegen_target(cg), batch,
          train ? ", with training" : "");
   goto done;
 report:
   rc = cli_report("compile", &d);
 done:
   for (int i = 0; i < 3; i++) dpc_plan_free(plans[i]);
-  dpc_cpu_backend_free(cpu);
+  dpc_codegen_free(cg);
   free(vals);
   dpc_graph_free(g);
   dpc_diag_free(&d);

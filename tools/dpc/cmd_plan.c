@@ -459,9 +459,10 @@ int dpc_cmd_plan(int argc, char **argv) {
                            .steps = 30,
                            .devices = D > 1 ? spec : NULL,
                            .model = model};
-      bo.exec.llvm = true;
       dpc_bench_result *br = calloc(1, sizeof *br);
-      st = br ? dpc_bench(q.placed_g, &bo, br, &d) : dpc_diag_fail(&d, DPC_ERR_NOMEM, "oom");
+      st = !br ? dpc_diag_fail(&d, DPC_ERR_NOMEM, "oom")
+               : dpc_codegen_backend_find("llvm", &bo.exec.backend, &d);
+      if (!st) st = dpc_bench(q.placed_g, &bo, br, &d);
       if (st)
         rc = cli_report("plan", &d);
       else

@@ -119,7 +119,7 @@ dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const
   if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_pass_opts o = po ? *po : (dpc_pass_opts){0};
   o.training = false;
-  o.fuse = x && x->llvm ? dpc_cpu_fusion() : 0;
+  o.fuse = dpc_codegen_fusion(x ? x->backend : NULL);
   dpc_plan *plan = NULL;
   dpc_session *s = NULL;
   int64_t *vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
@@ -141,13 +141,13 @@ dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const
   if (!st) st = bind_symbols(g, feeds, n_feeds, vals, d);
   if (!st) st = dpc_graph_bind(g, vals, d);
   if (!st) st = dpc_plan_single(g, "cpu:0", false, &plan, d);
-  dpc_cpu_backend *cpu = NULL;
+  dpc_codegen *cg = NULL;
   dpc_native_kernel *native = NULL;
-  if (!st && x && x->llvm) {
+  if (!st && x && dpc_codegen_compiles(x->backend)) {
     native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);
-    st = native ? dpc_cpu_backend_new(&x->cpu, &cpu, d)
+    st = native ? dpc_codegen_new(x->backend, &x->cpu, &cg, d)
                 : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-    if (!st) st = dpc_cpu_compile_plan(cpu, plan, native, d);
+    if (!st) st = dpc_codegen_compile_plan(cg, plan, native, d);
   }
   if (!st)
     st = dpc_session_new(plan, &(dpc_session_opts){.training = training, .native = native}, &s, d);
@@ -184,7 +184,7 @@ dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const
     }
   }
   dpc_session_free(s);
-  dpc_cpu_backend_free(cpu);
+  dpc_codegen_free(cg);
   free(native);
   dpc_plan_free(plan);
   dpc_graph_free(g);

@@ -5,16 +5,18 @@
 #ifndef DPC_TOOLS_DRIVER_H
 #define DPC_TOOLS_DRIVER_H
 
+#include "codegen/backend.h"
 #include "codegen/cpu/cpu.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "partitioner/partitioner.h"
 #include "passes/pass.h"
 
-/* How plans run: on the reference kernels, or compiled by the CPU backend (LLVM). */
+/* How plans run: on the reference kernels, or compiled by a codegen backend (codegen/backend.h,
+ * chosen by name: dpc_codegen_backend_find). */
 typedef struct dpc_exec_opts {
-  bool llvm;
-  dpc_cpu_options cpu;
+  const dpc_codegen_backend *backend; /* NULL: the reference kernels, as "ref" */
+  dpc_codegen_options cpu;            /* how the backend compiles (target, cache, dumps) */
 } dpc_exec_opts;
 
 /* A tensor with a name; data is malloc'd and owned. */

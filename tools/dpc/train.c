@@ -130,9 +130,9 @@ static dpc_status apply_overrides(trainer *t, uint64_t total_steps, dpc_diag *d)
 /* ---- plans and sessions ---------------------------------------------------------------------- */
 
 dpc_status dpc_train_compile(trainer *t, run_t *r, dpc_diag *d) {
-  if (!t->cpu) return DPC_OK;
+  if (!t->cg) return DPC_OK;
   r->native = calloc(r->plan->g->n_nodes ? r->plan->g->n_nodes : 1, sizeof *r->native);
-  return r->native ? dpc_cpu_compile_plan(t->cpu, r->plan, r->native, d)
+  return r->native ? dpc_codegen_compile_plan(t->cg, r->plan, r->native, d)
                    : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
 }
 
@@ -397,7 +397,7 @@ static void trainer_free(trainer *t) {
   close_run(&t->eval_full);
   close_run(&t->train_full);
   dpc_artifact_close(t->art);
-  dpc_cpu_backend_free(t->cpu);
+  dpc_codegen_free(t->cg);
   dpc_graph_free(t->model);
   free(t->shares);
   dpc_graph_free(t->train_g);
@@ -456,7 +456,7 @@ static dpc_status compile_graph(trainer *t, dpc_diag *d) {
   if (!t->train_g || !t->eval_g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_pass_opts po = o->passes;
   po.training = true;
-  po.fuse = o->exec.llvm ? dpc_cpu_fusion() : 0;
+  po.fuse = dpc_codegen_fusion(o->exec.backend);
   if ((st = dpc_passes_run(t->train_g, &po, d))) return st;
   /* evaluation keeps the loss as a second output */
   if ((st = dpc_graph_add_output(t->eval_g, t->eval_g->obj.loss, d))) return st;
@@ -466,9 +466,9 @@ static dpc_status compile_graph(trainer *t, dpc_diag *d) {
   if (t->eval_g->n_outputs < 2)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
                          "the model needs an 'output' (its logits) to be evaluated");
-  if (o->exec.llvm) {
+  if (dpc_codegen_compiles(o->exec.backend)) {
     if (o->on_start) o->on_start(o->user, "compiling kernels with LLVM");
-    if ((st = dpc_cpu_backend_new(&o->exec.cpu, &t->cpu, d))) return st;
+    if ((st = dpc_codegen_new(o->exec.backend, &o->exec.cpu, &t->cg, d))) return st;
   }
   if ((st = pick_shares(t, d))) return st;
   uint64_t tn = dpc_dataset_size(t->train_ds);

@@ -39,7 +39,7 @@ typedef struct trainer {
   dpc_order order;
   uint64_t batches, total_steps;
   run_t train_full, train_tail, eval_full, eval_tail; /* train_full owns params and state */
-  dpc_cpu_backend *cpu; /* the LLVM backend, shared by every plan; NULL on the reference one */
+  dpc_codegen *cg; /* the codegen backend, shared by every plan; NULL on the reference one */
   uint64_t step, epoch, batch_pos; /* where the run is: steps done, epoch, next batch */
   bool resumed;
   bool replicas_loaded; /* local SGD: the checkpoint held every replica's own values */

@@ -1,0 +1,59 @@
+#!/bin/sh
+# --backend as a user meets it: each name in the library's table of codegen backends works, the
+# default is llvm, and an unknown name is a usage error that lists the names that exist.
+#   backend_test.sh DPC NPYCMP SOURCE_DIR WORK_DIR
+dpc=$1
+npycmp=$2
+src=$3
+work=$4
+fails=0
+rm -rf "$work" && mkdir -p "$work"
+
+expect() { # expect STATUS DESCRIPTION -- command...
+  want=$1
+  what=$2
+  shift 3
+  "$@" >"$work/out" 2>"$work/err"
+  got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL $what: exit $got, expected $want"
+    sed 's/^/    /' "$work/out" "$work/err" | head -20
+    fails=$((fails + 1))
+  else
+    echo "ok   $what"
+  fi
+}
+contains() { # contains FILE TEXT DESCRIPTION
+  if grep -q -- "$2" "$1"; then echo "ok   $3"; else
+    echo "FAIL $3: '$2' not in output:"
+    sed 's/^/    /' "$1" | head -20
+    fails=$((fails + 1))
+  fi
+}
+
+mlp=$src/examples/fashion_mlp.graph
+bench="--inference --batch 2 --steps 2 --warmup 1 --json"
+for cmd in run bench train; do
+  expect 2 "$cmd --backend cuda9 is a usage error" -- "$dpc" $cmd "$mlp" --backend cuda9
+  contains "$work/err" "no codegen backend is called 'cuda9' (known: ref, llvm)" \
+    "$cmd names the unknown backend and lists the known ones"
+done
+expect 0 "bench --backend ref" -- "$dpc" bench "$mlp" $bench --backend ref
+contains "$work/out" '"backend": "ref", "target": "reference kernels"' "ref compiles nothing"
+contains "$work/out" '"kernels": 0,' "ref reports no kernels"
+expect 0 "bench --backend llvm" -- "$dpc" bench "$mlp" $bench --backend llvm
+contains "$work/out" '"backend": "llvm", "target": "x86' "llvm compiles for this CPU"
+expect 0 "bench without --backend" -- "$dpc" bench "$mlp" $bench
+contains "$work/out" '"backend": "llvm"' "llvm is the default"
+for be in ref llvm; do
+  expect 0 "run --backend $be" -- "$dpc" run "$mlp" --input "x=$src/tests/cli/mlp/x.npy" \
+    --output-dir "$work/$be" --backend $be
+  expect 0 "run --backend $be: the logits match NumPy" -- "$npycmp" "$work/$be/logits.npy" \
+    "$src/tests/cli/mlp/expect_logits.npy" 1e-5 1e-6
+done
+
+[ "$fails" -eq 0 ] || {
+  echo "$fails failed"
+  exit 1
+}
+echo "all passed"
