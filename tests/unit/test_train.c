@@ -241,7 +241,7 @@ static void cancel_stops_between_steps(void) {
     const char *what = async ? "async" : "one device";
     dpc_train_opts o;
     quiet_opts(&o);
-    o.exec.llvm = true;
+    o.exec.backend = &dpc_codegen_llvm;
     o.data = data, o.epochs = 2, o.batch = 32, o.seed = 5;
     if (async) o.devices = "cpu:2", o.async = true, o.staleness = 0;
     o.log_path = a_log;
