@@ -487,8 +487,7 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
       /* the budget in the estimate's terms: the limit over the plan's bytes per estimated
        * byte, less what the plan put over the limit on a device last time */
       double est_all = 0, bytes_all = 0;
-      for (uint32_t k = 0; !st && k < n && k < 16; k++)
-        est_all += rep->memory[k], bytes_all += bytes[k];
+      for (uint32_t k = 0; !st && k < n; k++) est_all += rep->memory[k], bytes_all += bytes[k];
       if (est_all > 0 && bytes_all / est_all > scale) scale = bytes_all / est_all;
       for (uint32_t k = 0; !st && k < n; k++) {
         if (bytes[k] > (double)mem_limit)
