@@ -197,8 +197,10 @@ int dpc_cmd_plan(int argc, char **argv) {
   unsigned long mp = mps ? strtoul(mps, &mend, 10) : 0;
   bool hybrid = strategy && !strcmp(strategy, "hybrid");
   bool pipeline = strategy && !strcmp(strategy, "pipeline");
-  if (hybrid && (!mps || *mend || mp < 2 || mp > 256))
-    return cli_usage_error("plan", "--strategy hybrid needs --mp M, the devices per replica (2+)");
+  if (hybrid && (!mps || *mend || mp < 2 || mp > DPC_MAX_DEVICES))
+    return cli_usage_error("plan",
+                           "--strategy hybrid needs --mp M, the devices per replica (2 to %u)",
+                           DPC_MAX_DEVICES);
   /* a pipeline: --stages S devices per replica, --dp D replicas, --microbatches M */
   dpc_pipeline_schedule sched = DPC_SCHEDULE_NONE;
   unsigned long micro = 1;
@@ -212,11 +214,13 @@ int dpc_cmd_plan(int argc, char **argv) {
     mp = ss ? strtoul(ss, &e1, 10) : 0;
     micro = ms ? strtoul(ms, &e2, 10) : 4;
     unsigned long dp = ds ? strtoul(ds, &e3, 10) : 1;
-    if (!ss || *e1 || mp < 2 || mp > 64 || (ms && (*e2 || micro < 1 || micro > 256)) ||
-        (ds && (*e3 || dp < 1 || dp > 64)))
-      return cli_usage_error("plan", "--strategy pipeline needs --stages S (2 to 64); "
-                                     "--microbatches M (1 to 256, default 4) and --dp D "
-                                     "(default 1) are optional");
+    if (!ss || *e1 || mp < 2 || mp > DPC_MAX_DEVICES || (ms && (*e2 || micro < 1 || micro > 256)) ||
+        (ds && (*e3 || dp < 1 || dp > DPC_MAX_DEVICES || mp * dp > DPC_MAX_DEVICES)))
+      return cli_usage_error("plan",
+                             "--strategy pipeline needs --stages S (2 to %u); --microbatches M "
+                             "(1 to 256, default 4) and --dp D (default 1; S x D at most %u "
+                             "devices) are optional",
+                             DPC_MAX_DEVICES, DPC_MAX_DEVICES);
     if (sc && strcmp(sc, "gpipe") && strcmp(sc, "1f1b"))
       return cli_usage_error("plan", "--schedule is gpipe or 1f1b, not '%s'", sc);
     sched = sc && !strcmp(sc, "gpipe") ? DPC_SCHEDULE_GPIPE : DPC_SCHEDULE_1F1B;

@@ -210,7 +210,10 @@ int dpc_cmd_train(int argc, char **argv) {
                            mem);
   uint64_t mp = 0;
   if (!get_u64(&p, "mp", &mp, 1)) return DPC_EXIT_USAGE;
-  o.mp = (uint32_t)(mp > 256 ? 256 : mp);
+  if (mp > DPC_MAX_DEVICES) /* was cut to 256 without a word */
+    return cli_usage_error("train", "--mp is at most %u devices, not %llu", DPC_MAX_DEVICES,
+                           (unsigned long long)mp);
+  o.mp = (uint32_t)mp;
   uint64_t accumulate = 1;
   if (!get_u64(&p, "accumulate", &accumulate, 1)) return DPC_EXIT_USAGE;
   if (accumulate > 256) return cli_usage_error("train", "--accumulate is at most 256");
@@ -238,9 +241,12 @@ int dpc_cmd_train(int argc, char **argv) {
     if (!get_u64(&p, "stages", &stages, 2) || !get_u64(&p, "microbatches", &micro, 1) ||
         !get_u64(&p, "dp", &dp, 1))
       return DPC_EXIT_USAGE;
-    if (!stages || stages > 64 || micro > 256 || dp > 64 || accumulate > 1)
-      return cli_usage_error("train", "--strategy pipeline needs --stages S (2 to 64); "
-                                      "--microbatches M (up to 256) replaces --accumulate");
+    if (!stages || stages > DPC_MAX_DEVICES || micro > 256 || dp > DPC_MAX_DEVICES ||
+        stages * dp > DPC_MAX_DEVICES || accumulate > 1)
+      return cli_usage_error("train",
+                             "--strategy pipeline needs --stages S (2 to %u, S x --dp at most "
+                             "%u devices); --microbatches M (up to 256) replaces --accumulate",
+                             DPC_MAX_DEVICES, DPC_MAX_DEVICES);
     /* --schedule gpipe|1f1b is the pipeline's; other values name a learning-rate schedule */
     const char *sched = o.schedule;
     bool pipe_sched = sched && (!strcmp(sched, "gpipe") || !strcmp(sched, "1f1b"));
