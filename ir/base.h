@@ -19,6 +19,11 @@
 
 #define DPC_NONE UINT32_MAX
 
+/* The most devices one plan spans, and a --devices spec makes: every per-device table that is
+ * not sized from the device count (a placement report, the device names) holds this many, and
+ * whatever is asked beyond it is an error that names it. Planning for this many is seconds. */
+#define DPC_MAX_DEVICES 256u
+
 #if defined(__GNUC__) || defined(__clang__)
 #define DPC_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define DPC_NORETURN     __attribute__((noreturn))

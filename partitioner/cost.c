@@ -194,6 +194,51 @@ bool dpc_cost_has_rule(dpc_op op) {
   return op < DPC_OP_COUNT && rules[op] != NULL;
 }
 
+/* Whether value v is computed inside the group rooted at `root`. */
+static bool in_group(const dpc_graph *g, uint32_t v, uint32_t root) {
+  uint32_t p = g->values[v].node;
+  return p == root || g->nodes[p].fused == root;
+}
+
+/* Each kernel's sums over its fusion group (its members come before its root), made once here
+ * so that a kernel's time is a lookup: summed at each dpc_cost_kernel_seconds, by scanning the
+ * nodes before the root, a simulation was quadratic in the nodes, and a plan replicated over
+ * 256 devices took minutes. */
+static dpc_status kernel_sums(const dpc_graph *g, dpc_node_cost *c, dpc_diag *d) {
+  uint32_t n = g->n_nodes;
+  uint32_t *head = malloc((n ? n : 1) * sizeof *head), *next = malloc((n ? n : 1) * sizeof *next);
+  uint32_t *seen = calloc(g->n_values ? g->n_values : 1, sizeof *seen);
+  if (!head || !next || !seen) {
+    free(head), free(next), free(seen);
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory costing the graph");
+  }
+  for (uint32_t i = 0; i < n; i++) head[i] = DPC_NONE;
+  for (uint32_t i = n; i-- > 0;) { /* each root's members, in node order, the root last */
+    uint32_t r = g->nodes[i].fused == DPC_NONE ? i : g->nodes[i].fused;
+    if (r < i || r >= n) continue;
+    next[i] = head[r], head[r] = i;
+  }
+  for (uint32_t r = 0; r < n; r++) {
+    if (g->nodes[r].fused != DPC_NONE) continue;
+    dpc_node_cost *k = &c[r];
+    k->kernel_gemm = k->kernel_other = 0, k->kernel_bytes = k->bytes_out;
+    for (uint32_t i = head[r]; i != DPC_NONE; i = next[i]) {
+      const dpc_node *m = &g->nodes[i];
+      bool heavy = m->op == DPC_OP_MATMUL || m->op == DPC_OP_CONV2D ||
+                   m->op == DPC_OP_CONV2D_GRAD_INPUT || m->op == DPC_OP_CONV2D_GRAD_WEIGHT;
+      *(heavy ? &k->kernel_gemm : &k->kernel_other) += c[i].flops;
+      for (uint32_t q = 0; q < m->n_in; q++) {
+        uint32_t v = dpc_node_inputs(g, m)[q];
+        if (in_group(g, v, r) || seen[v] == r + 1) continue;
+        seen[v] = r + 1; /* a group at a time: its stamp marks what it read already */
+        k->kernel_bytes += bytes_of(&g->values[v]);
+      }
+    }
+  }
+  free(head), free(next), free(seen);
+  return DPC_OK;
+}
+
 dpc_status dpc_cost_graph(const dpc_graph *g, dpc_node_cost *c, dpc_diag *d) {
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     const dpc_node *n = &g->nodes[i];
@@ -212,7 +257,7 @@ dpc_status dpc_cost_graph(const dpc_graph *g, dpc_node_cost *c, dpc_diag *d) {
     nc.bytes_out = source ? 0 : nc.memory;
     c[i] = nc;
   }
-  return DPC_OK;
+  return kernel_sums(g, c, d);
 }
 
 dpc_cost_total dpc_cost_sum(const dpc_graph *g, const dpc_node_cost *c) {
@@ -229,40 +274,12 @@ dpc_cost_total dpc_cost_sum(const dpc_graph *g, const dpc_node_cost *c) {
   return t;
 }
 
-/* Whether value v is computed inside the group rooted at `root`. */
-static bool in_group(const dpc_graph *g, uint32_t v, uint32_t root) {
-  uint32_t p = g->values[v].node;
-  return p == root || g->nodes[p].fused == root;
-}
-
 double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint32_t node,
                                const dpc_device_speed *s) {
   const dpc_node *root = &g->nodes[node];
   if (dpc_op_has(root->op, DPC_OPF_SOURCE) || root->fused != DPC_NONE) return 0;
-  double gemm = 0, other = 0, bytes = c[node].bytes_out;
-  for (uint32_t i = 0; i <= node; i++) {
-    const dpc_node *n = &g->nodes[i];
-    if (i != node && n->fused != node) continue;
-    bool heavy = n->op == DPC_OP_MATMUL || n->op == DPC_OP_CONV2D ||
-                 n->op == DPC_OP_CONV2D_GRAD_INPUT || n->op == DPC_OP_CONV2D_GRAD_WEIGHT;
-    if (heavy)
-      gemm += c[i].flops;
-    else
-      other += c[i].flops;
-    /* only what comes from outside the group is read from memory, each value once */
-    for (uint32_t k = 0; k < n->n_in; k++) {
-      uint32_t v = dpc_node_inputs(g, n)[k];
-      if (in_group(g, v, node)) continue;
-      bool seen = false;
-      for (uint32_t j = 0; j < i && !seen; j++) {
-        const dpc_node *m = &g->nodes[j];
-        if (j != node && m->fused != node) continue;
-        for (uint32_t q = 0; q < m->n_in && !seen; q++) seen = dpc_node_inputs(g, m)[q] == v;
-      }
-      for (uint32_t q = 0; q < k && !seen; q++) seen = dpc_node_inputs(g, n)[q] == v;
-      if (!seen) bytes += bytes_of(&g->values[v]);
-    }
-  }
+  /* only what comes from outside the group is read from memory (dpc_cost_graph's sums) */
+  double gemm = c[node].kernel_gemm, other = c[node].kernel_other, bytes = c[node].kernel_bytes;
   double compute = (gemm + 4 * other) / (s->gflops * 1e9);
   double memory = bytes / (s->mem_gbs * 1e9);
   double t = compute > memory ? compute : memory;

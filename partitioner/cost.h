@@ -24,9 +24,13 @@ typedef struct dpc_node_cost {
   double bytes_in;  /* bytes its kernel reads */
   double bytes_out; /* bytes its kernel writes */
   double memory;    /* bytes of its outputs: what it holds while they live */
+  /* a kernel's root (or an unfused node): over its fusion group, the GEMM-class and other
+   * FLOPs, and the bytes read from outside the group (each value once) and written */
+  double kernel_gemm, kernel_other, kernel_bytes;
 } dpc_node_cost;
 
-/* Per-node costs of g (whose shapes must be concrete); out has g->n_nodes entries. */
+/* Per-node costs of g (whose shapes must be concrete, fusion groups marked as they will run);
+ * out has g->n_nodes entries. */
 dpc_status dpc_cost_graph(const dpc_graph *g, dpc_node_cost *out, dpc_diag *d);
 
 /* Whether every op has a cost rule (unit.cost enumerates the table). */

@@ -96,13 +96,17 @@ dpc_status dpc_copy_node(dpc_graph *dst, const dpc_graph *src, uint32_t i, const
     if (dpc_graph_attr_int(dst, "offset", first))
       return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory copying a node");
   }
-  uint32_t ins[64];
-  if (n->n_in > 64) return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "a node with over 64 inputs");
+  /* a concat of K micro-batches' outputs has K inputs: as many as the node has */
+  uint32_t small[64], *ins = n->n_in <= 64 ? small : malloc(n->n_in * sizeof *ins);
+  if (!ins) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory copying a node");
   for (uint32_t k = 0; k < n->n_in; k++)
-    if ((ins[k] = val[dpc_node_inputs(src, n)[k]]) == DPC_NONE)
+    if ((ins[k] = val[dpc_node_inputs(src, n)[k]]) == DPC_NONE) {
+      if (ins != small) free(ins);
       return dpc_graph_fail_node(src, i, d, DPC_ERR_INTERNAL, "reads a value left out of the copy");
+    }
   dpc_node_desc desc = {n->op, ins, n->n_in, mark, n->n_out, n->loc, device};
   dpc_status st = dpc_graph_add_node(dst, &desc, id, d);
+  if (ins != small) free(ins);
   if (!st) dst->nodes[*id].phase = n->phase, dst->nodes[*id].mb = n->mb;
   return st;
 }
@@ -197,7 +201,7 @@ static uint32_t weigh(builder *b, uint32_t v, uint32_t rep, dpc_diag *d, dpc_sta
 /* all_reduce(mean) of replica value rv across the replicas; its outputs take rv's place (and
  * names) from here on. */
 static dpc_status reduce_value(builder *b, uint32_t rv, dpc_diag *d) {
-  uint32_t ins[256];
+  uint32_t ins[DPC_MAX_DEVICES]; /* one per replica (checked at the start) */
   for (uint32_t rep = 0; rep < b->D; rep++) ins[rep] = b->val[rep][rv];
   /* the replicas' own values give up their names to the reduced ones */
   for (uint32_t rep = 0; rep < b->D; rep++) {
@@ -245,7 +249,7 @@ static dpc_status reduce_bucket(builder *b, const uint32_t *rv, uint32_t n, dpc_
   const dpc_graph *r = b->r;
   const dpc_node *from = &r->nodes[r->values[rv[n - 1]].node];
   uint32_t first_new = b->g->n_nodes;
-  uint32_t flat[256];
+  uint32_t flat[DPC_MAX_DEVICES]; /* one per replica */
   dpc_status st = DPC_OK;
   for (uint32_t rep = 0; rep < b->D && !st; rep++) {
     dpc_emit e = dpc_emit_start(b->g, b->devname[rep], d);
@@ -312,7 +316,7 @@ static dpc_status build(builder *b, int64_t batch, dpc_diag *d) {
   dpc_status st = DPC_OK;
   uint32_t pend[64], n_pend = 0; /* small gradients waiting for their bucket */
   uint64_t pend_bytes = 0;
-  bool bucket = b->mp == 1 && b->D <= 256;
+  bool bucket = b->mp == 1;
   for (uint32_t i = 0; i < r->n_nodes && !st; i++) {
     const dpc_node *n = &r->nodes[i];
     if (n->op == DPC_OP_INPUT) {
@@ -421,9 +425,9 @@ dpc_status dpc_data_parallel_graph(const dpc_graph *const *reps, int64_t batch, 
                                    uint32_t mp, const char *const *devices, bool reduce_grads,
                                    dpc_graph **out, dpc_diag *d) {
   *out = NULL;
-  if (replicas < 2 || replicas > 256)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "data parallel needs 2 to 256 replicas, not %u",
-                         replicas);
+  if (replicas < 2 || replicas > DPC_MAX_DEVICES)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "data parallel needs 2 to %u replicas, not %u",
+                         DPC_MAX_DEVICES, replicas);
   if (mp < 1) mp = 1;
   const dpc_graph *replica = reps[0];
   builder b = {replica, reps, dpc_graph_new(), replicas, mp, NULL, NULL, NULL, NULL, NULL, NULL};

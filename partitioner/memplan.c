@@ -38,15 +38,56 @@ static uint64_t align_up(uint64_t n) {
   return (n + DPC_SLOT_ALIGN - 1) / DPC_SLOT_ALIGN * DPC_SLOT_ALIGN;
 }
 
+typedef struct placed {
+  uint32_t device, v;
+  uint64_t offset;
+} placed;
+
+static int cmp_placed(const void *a, const void *b) {
+  const placed *x = a, *y = b;
+  if (x->device != y->device) return x->device < y->device ? -1 : 1;
+  if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+  return x->v < y->v ? -1 : x->v > y->v;
+}
+
+static int cmp_device_id(const void *a, const void *b) {
+  const placed *x = a, *y = b;
+  if (x->device != y->device) return x->device < y->device ? -1 : 1;
+  return x->v < y->v ? -1 : x->v > y->v;
+}
+
+/* The index of `at` among the n rising offsets, or DPC_NONE. */
+static uint32_t find_offset(const uint64_t *offs, uint32_t n, uint64_t at) {
+  uint32_t lo = 0, hi = n;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (offs[mid] < at)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < n && offs[lo] == at ? lo : DPC_NONE;
+}
+
+/* Every pass below is over one device's steps and values, or a sort: a pipeline replicated over
+ * many devices is planned in seconds (scanning every node and value for each device, and every
+ * pair of values, was quadratic in the devices). */
 dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d) {
   const dpc_graph *g = p->g;
   uint32_t nv = g->n_values ? g->n_values : 1, nn = g->n_nodes ? g->n_nodes : 1;
   bool *keep = calloc(nv, sizeof *keep);
-  uint32_t *step_of = malloc(nn * sizeof *step_of); /* a root's step index on its device */
   uint32_t *born = malloc(nv * sizeof *born), *dies = malloc(nv * sizeof *dies);
+  uint32_t *mark = calloc(nv, sizeof *mark); /* born and dies hold for device mark - 1 */
   life *lv = malloc(nv * sizeof *lv);
-  if (!keep || !step_of || !born || !dies || !lv) {
-    free(keep), free(step_of), free(born), free(dies), free(lv);
+  placed *by_slot = malloc(nv * sizeof *by_slot);
+  uint32_t *member = malloc(nn * sizeof *member),
+           *first_member = calloc(nn + 1, sizeof *first_member);
+  uint32_t *dev_first = calloc(p->n_devs + 1, sizeof *dev_first), *fill = malloc(nn * sizeof *fill);
+  uint64_t *new_off = malloc(nv * sizeof *new_off); /* a device's kept values' new offsets */
+  if (!keep || !born || !dies || !mark || !lv || !by_slot || !member || !first_member ||
+      !dev_first || !fill || !new_off) {
+    free(keep), free(born), free(dies), free(mark), free(lv), free(by_slot), free(member);
+    free(first_member), free(dev_first), free(fill), free(new_off);
     return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory planning memory");
   }
   /* what keeps its own slot */
@@ -70,55 +111,57 @@ dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d) {
       if (comm || p->slots[v].device != here) keep[v] = true;
     }
   }
-  /* values sharing a slot already */
+  /* values sharing a slot already: each with the next one in its slot */
+  uint32_t n_placed = 0;
   for (uint32_t v = 0; v < g->n_values; v++)
-    for (uint32_t w = v + 1; w < g->n_values && !keep[v]; w++)
-      if (p->slots[w].device == p->slots[v].device && p->slots[w].offset == p->slots[v].offset &&
-          p->slots[w].bytes && p->slots[v].bytes)
-        keep[v] = keep[w] = true;
+    if (p->slots[v].bytes)
+      by_slot[n_placed++] = (placed){p->slots[v].device, v, p->slots[v].offset};
+  qsort(by_slot, n_placed, sizeof *by_slot, cmp_placed);
+  for (uint32_t k = 0; k + 1 < n_placed; k++) {
+    const placed *a = &by_slot[k], *b = &by_slot[k + 1];
+    if (a->device == b->device && a->offset == b->offset && !keep[a->v])
+      keep[a->v] = keep[b->v] = true;
+  }
+  /* each kernel's nodes (its fusion group), and each device's values in id order */
+  for (uint32_t i = 0; i < g->n_nodes; i++) first_member[dpc_group_kernel(g, i) + 1]++;
+  for (uint32_t i = 0; i < g->n_nodes; i++) first_member[i + 1] += first_member[i];
+  for (uint32_t i = 0; i < g->n_nodes; i++) fill[i] = first_member[i];
+  for (uint32_t i = 0; i < g->n_nodes; i++) member[fill[dpc_group_kernel(g, i)]++] = i;
+  qsort(by_slot, n_placed, sizeof *by_slot, cmp_device_id);
+  for (uint32_t k = 0; k < n_placed; k++) dev_first[by_slot[k].device + 1]++;
+  for (uint32_t dv = 0; dv < p->n_devs; dv++) dev_first[dv + 1] += dev_first[dv];
   dpc_status st = DPC_OK;
   for (uint32_t dv = 0; dv < p->n_devs && !st; dv++) {
     dpc_plan_device *pd = &p->devs[dv];
-    for (uint32_t i = 0; i < g->n_nodes; i++) step_of[i] = UINT32_MAX;
-    for (uint32_t j = 0; j < pd->n_steps; j++)
-      if (pd->steps[j].kind == DPC_STEP_KERNEL) step_of[pd->steps[j].node] = j;
-    for (uint32_t v = 0; v < g->n_values; v++) born[v] = UINT32_MAX, dies[v] = 0;
-    for (uint32_t i = 0; i < g->n_nodes; i++) {
-      uint32_t j = step_of[dpc_group_kernel(g, i)];
-      if (j == UINT32_MAX) continue;
-      const dpc_node *n = &g->nodes[i];
-      for (uint32_t k = 0; k < n->n_out; k++) {
-        uint32_t v = n->out + k;
-        if (j < born[v]) born[v] = j;
-        if (j > dies[v]) dies[v] = j;
-      }
-      for (uint32_t k = 0; k < n->n_in; k++) {
-        uint32_t v = dpc_node_inputs(g, n)[k];
-        if (j > dies[v]) dies[v] = j;
+    /* each value's first and last step on this device: written by a kernel that runs here
+     * (a group's members when its root does), read by one */
+    for (uint32_t j = 0; j < pd->n_steps; j++) {
+      if (pd->steps[j].kind != DPC_STEP_KERNEL) continue;
+      uint32_t r = pd->steps[j].node;
+      for (uint32_t e = first_member[r]; e < first_member[r + 1]; e++) {
+        const dpc_node *n = &g->nodes[member[e]];
+        for (uint32_t k = 0; k < n->n_out + n->n_in; k++) {
+          uint32_t v = k < n->n_out ? n->out + k : dpc_node_inputs(g, n)[k - n->n_out];
+          if (mark[v] != dv + 1) mark[v] = dv + 1, born[v] = UINT32_MAX, dies[v] = 0;
+          if (k < n->n_out && j < born[v]) born[v] = j;
+          if (j > dies[v]) dies[v] = j;
+        }
       }
     }
     /* the kept values, laid out again one after another (a shared slot stays shared) */
-    uint32_t n_life = 0;
+    uint32_t n_life = 0, n_new = 0;
     uint64_t fixed = 0;
-    for (uint32_t v = 0; v < g->n_values; v++) {
+    for (uint32_t k = dev_first[dv]; k < dev_first[dv + 1]; k++) {
+      uint32_t v = by_slot[k].v;
       dpc_slot *s = &p->slots[v];
-      if (s->device != dv || !s->bytes) continue;
-      if (!keep[v] && born[v] != UINT32_MAX) {
-        lv[n_life++] = (life){v, born[v], dies[v] < born[v] ? born[v] : dies[v], s->bytes, 0};
+      uint32_t b = mark[v] == dv + 1 ? born[v] : UINT32_MAX;
+      if (!keep[v] && b != UINT32_MAX) {
+        lv[n_life++] = (life){v, b, dies[v] < b ? b : dies[v], s->bytes, 0};
         continue;
       }
-      uint32_t first = v; /* the first value in this slot takes the new offset */
-      for (uint32_t w = 0; w < v; w++)
-        if (p->slots[w].device == dv && p->slots[w].offset == s->offset && p->slots[w].bytes &&
-            (keep[w] || born[w] == UINT32_MAX)) {
-          first = w;
-          break;
-        }
-      if (first != v) {
-        s->offset = p->slots[first].offset;
-        continue;
-      }
+      if (find_offset(new_off, n_new, s->offset) != DPC_NONE) continue; /* joins that slot */
       s->offset = fixed;
+      new_off[n_new++] = fixed;
       fixed += align_up(s->bytes);
     }
     /* first fit in address among the values alive at once */
@@ -144,6 +187,7 @@ dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d) {
     for (uint32_t i = 0; i < n_life; i++) p->slots[lv[i].v].offset = fixed + lv[i].offset;
     pd->bytes = fixed + top;
   }
-  free(keep), free(step_of), free(born), free(dies), free(lv);
+  free(keep), free(born), free(dies), free(mark), free(lv), free(by_slot), free(member);
+  free(first_member), free(dev_first), free(fill), free(new_off);
   return st;
 }

@@ -221,6 +221,10 @@ dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *d
   const double *mem_limit = o->mem_limit;
   if (report) memset(report, 0, sizeof *report);
   if (n < 1) return dpc_diag_fail(d, DPC_ERR_INVALID, "placement needs at least one device");
+  if (n > DPC_MAX_DEVICES) /* the report has an entry per device */
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "automatic placement handles at most %u devices, not %u", DPC_MAX_DEVICES,
+                         n);
   uint32_t N = model->n_nodes ? model->n_nodes : 1;
   uint32_t *dev_id = calloc(n, sizeof *dev_id);
   dpc_graph *g = dpc_graph_clone(model);
@@ -231,10 +235,11 @@ dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *d
   bool *fixed = calloc(N, sizeof *fixed);
   double *comp = malloc(N * sizeof *comp), *mem = malloc(N * sizeof *mem);
   double *target = malloc(n * sizeof *target), *mshare = malloc(n * sizeof *mshare);
-  dpc_status st =
-      dev_id && g && vals && c && part && p32 && best && fixed && comp && mem && target && mshare
-          ? DPC_OK
-          : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory placing the graph");
+  uint32_t *twin = malloc(n * sizeof *twin);
+  dpc_status st = dev_id && g && vals && c && part && p32 && best && fixed && comp && mem &&
+                          target && mshare && twin
+                      ? DPC_OK
+                      : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory placing the graph");
   for (uint32_t k = 0; !st && k < n; k++) {
     dev_id[k] = dpc_graph_intern(model, devices[k], strlen(devices[k]));
     if (dev_id[k] == DPC_NONE) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
@@ -258,6 +263,14 @@ dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *d
     target[k] = (speed && speed[k].gflops > 0 ? speed[k].gflops : 1) / total;
     mshare[k] = mtotal > 0 && mem_limit[k] > 0 ? mem_limit[k] / mtotal : 1.0 / n;
   }
+  for (uint32_t k = 0; !st && k < n; k++) /* devices alike in speed and limit are twins */
+    for (twin[k] = 0; twin[k] < k; twin[k]++) {
+      uint32_t j = twin[k];
+      bool same_speed =
+          !speed || (speed[j].gflops == speed[k].gflops && speed[j].mem_gbs == speed[k].mem_gbs &&
+                     speed[j].profile == speed[k].profile);
+      if (same_speed && (!mem_limit || mem_limit[j] == mem_limit[k])) break;
+    }
   for (uint32_t i = 0; !st && i < g->n_nodes; i++) {
     mem[i] = node_memory(g, c, i);
     fixed[i] = model->nodes[i].device != DPC_NONE;
@@ -281,7 +294,7 @@ dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *d
       for (uint32_t k = 0; k < n; k++)
         if (model->nodes[i].device == dev_id[k]) p32[i] = (int32_t)k;
     }
-    dpc_repair_in in = {n, false, comp, mem, fixed, target, mem_limit};
+    dpc_repair_in in = {n, false, comp, mem, fixed, target, mem_limit, twin};
     if (!st && n > 1) st = dpc_place_repair(g, &in, p32, &rep, d);
     if (!st && o->score) st = score_candidate(model, dev_id, p32, o, &rep.score, &rep.busiest, d);
     bool wins = o->score
@@ -295,19 +308,19 @@ dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *d
   }
   if (!st && o->score && n > 1) {
     trial_ctx tc = {model, dev_id, o};
-    dpc_repair_in in = {n, false, comp, mem, fixed, target, mem_limit};
+    dpc_repair_in in = {n, false, comp, mem, fixed, target, mem_limit, twin};
     st = dpc_place_move_chains(g, &in, best, trial_score, &tc, &best_rep, d);
   }
   for (uint32_t i = 0; !st && i < model->n_nodes; i++) {
     dpc_node *nd = &model->nodes[i];
     if (nd->device == DPC_NONE) nd->device = dev_id[best[i]];
-    for (uint32_t k = 0; k < n && k < 16; k++)
+    for (uint32_t k = 0; k < n; k++)
       if (nd->device == dev_id[k]) best_rep.flops[k] += c[i].flops;
   }
   if (!st && report) *report = best_rep;
   csr_free(&cs);
   free(dev_id), free(vals), free(c), free(part), free(p32), free(best), free(fixed);
-  free(comp), free(mem), free(target), free(mshare);
+  free(comp), free(mem), free(target), free(mshare), free(twin);
   dpc_graph_free(g);
   return st;
 }

@@ -42,14 +42,15 @@ int64_t dpc_replica_rows(const dpc_graph *g);
 
 /* What automatic placement did: the bytes METIS's cut moves (KiB, as METIS counts them); after
  * repair, the bytes that cross devices (each value once per device that reads it), the forward
- * FLOPs and the estimated memory (bytes) each device got (the first 16 devices), the busiest
+ * FLOPs and the estimated memory (bytes) each device got (placement takes at most
+ * DPC_MAX_DEVICES devices, so every device has its entry), the busiest
  * device's compute against its share (1: even), the bytes over the memory limits (0: all fit),
  * the nodes moved to put the devices in an order the values follow, the chains moved, and
  * whether every value now flows from a device to itself or one after it. */
 typedef struct dpc_place_report {
   double cut_kib, cut_bytes;
-  double flops[16];
-  double memory[16];
+  double flops[DPC_MAX_DEVICES];
+  double memory[DPC_MAX_DEVICES];
   double compute_ratio, over_limit;
   double score;   /* the chosen candidate's score (dpc_place_opts), 0 without one */
   double busiest; /* and its busiest device's compute (seconds; 0: not known) */
@@ -58,14 +59,16 @@ typedef struct dpc_place_report {
 } dpc_place_report;
 
 /* What dpc_place_repair works from, per node of the bound graph: its compute, its memory
- * (bytes), whether its place is the model's own; per part: its share of the compute and its
- * memory limit in bytes (NULL or 0: none). */
+ * (bytes), whether its place is the model's own; per part: its share of the compute, its
+ * memory limit in bytes (NULL or 0: none) and the first part whose device is its twin (the
+ * same speed and limit; NULL: every device is different). */
 typedef struct dpc_repair_in {
   uint32_t n_parts;
   bool memory_only; /* refine only to bring parts under their memory limits */
   const double *compute, *memory;
   const bool *fixed;
   const double *target, *mem_limit;
+  const uint32_t *twin;
 } dpc_repair_in;
 
 /* Make the placement part[node] (parts 0..n_parts) acyclic between parts and refine it

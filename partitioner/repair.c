@@ -35,6 +35,7 @@ typedef struct rep {
   uint32_t *rank;            /* current rank of each node */
   double *load, *mem, *cap;  /* per rank: compute, memory, compute cap */
   double *limit;             /* per rank: memory limit (0 none) */
+  uint32_t *seen, stamp;     /* per rank: the last crossings() count that met it */
 } rep;
 
 static uint32_t pred_of(const rep *r, uint32_t i, uint32_t k) {
@@ -52,8 +53,9 @@ static dpc_status build(rep *r, dpc_diag *d) {
   size_t P = r->P;
   r->load = calloc(P, sizeof *r->load), r->mem = calloc(P, sizeof *r->mem);
   r->cap = calloc(P, sizeof *r->cap), r->limit = calloc(P, sizeof *r->limit);
+  r->seen = calloc(P, sizeof *r->seen);
   if (!r->src || !r->succ_off || !r->bytes || !r->rank || !r->load || !r->mem || !r->cap ||
-      !r->limit)
+      !r->limit || !r->seen)
     return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory repairing the placement");
   size_t m = 0;
   for (uint32_t i = 0; i < n; i++) {
@@ -86,7 +88,7 @@ static dpc_status build(rep *r, dpc_diag *d) {
 
 static void rep_free(rep *r) {
   free(r->src), free(r->succ_off), free(r->succ), free(r->bytes), free(r->rank);
-  free(r->load), free(r->mem), free(r->cap), free(r->limit);
+  free(r->load), free(r->mem), free(r->cap), free(r->limit), free(r->seen);
 }
 
 /* Each movable source to the lowest rank of its readers. */
@@ -195,20 +197,25 @@ static bool private_source(const rep *r, uint32_t s, uint32_t i) {
 }
 
 /* The ranks other than its own that read node p's output, with node i placed at `at`: a value
- * crosses once to each rank that reads it, however many of its readers are there. */
-static uint32_t crossings(const rep *r, uint32_t p, uint32_t i, uint32_t at) {
-  uint64_t seen = 0;
+ * crosses once to each rank that reads it, however many of its readers are there. A rank is
+ * counted once by marking it with this call's stamp, so any number of ranks costs no more than
+ * the readers. */
+static uint32_t crossings(rep *r, uint32_t p, uint32_t i, uint32_t at) {
+  if (++r->stamp == 0) { /* wrapped: old marks could read as this call's */
+    memset(r->seen, 0, r->P * sizeof *r->seen);
+    r->stamp = 1;
+  }
   uint32_t own = p == i ? at : r->rank[p], count = 0;
   for (uint32_t e = r->succ_off[p]; e < r->succ_off[p + 1]; e++) {
     uint32_t s = r->succ[e], k = s == i ? at : r->rank[s];
-    if (k != own && !(seen >> k & 1)) seen |= (uint64_t)1 << k, count++;
+    if (k != own && r->seen[k] != r->stamp) r->seen[k] = r->stamp, count++;
   }
   return count;
 }
 
 /* Bytes that cross ranks through node i's inputs and outputs if it sat at rank `at` (its
  * private sources with it). */
-static double cut_at(const rep *r, uint32_t i, uint32_t at) {
+static double cut_at(rep *r, uint32_t i, uint32_t at) {
   double cut = r->bytes[i] * crossings(r, i, i, at);
   const dpc_node *nd = &r->g->nodes[i];
   for (uint32_t k = 0; k < nd->n_in; k++) {
@@ -289,8 +296,9 @@ dpc_status dpc_place_repair(const dpc_graph *g, const dpc_repair_in *in, int32_t
                             dpc_place_report *out, dpc_diag *d) {
   rep r = {.g = g, .in = in, .n = g->n_nodes, .P = in->n_parts};
   if (r.P < 2) return DPC_OK;
-  if (r.P > 64)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "automatic placement handles up to 64 devices, not %u",
+  if (r.P > DPC_MAX_DEVICES) /* the report has an entry per device */
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "automatic placement handles at most %u devices, not %u", DPC_MAX_DEVICES,
                          r.P);
   dpc_status st = build(&r, d);
   uint32_t *order = st ? NULL : malloc(r.P * sizeof *order);
@@ -322,7 +330,7 @@ dpc_status dpc_place_repair(const dpc_graph *g, const dpc_repair_in *in, int32_t
       }
       for (uint32_t i = 0; i < r.n; i++)
         out->cut_bytes += r.bytes[i] * crossings(&r, i, i, r.rank[i]);
-      for (uint32_t k = 0; k < r.P && k < 16; k++) out->memory[order[k]] = r.mem[k];
+      for (uint32_t k = 0; k < r.P; k++) out->memory[order[k]] = r.mem[k];
       out->order_kept = true;
       for (uint32_t i = 0; i < r.n; i++)
         for (uint32_t k = 0; k < g->nodes[i].n_in; k++)

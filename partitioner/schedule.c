@@ -29,26 +29,41 @@ static dpc_status push_step(dpc_plan_device *dv, dpc_step s, dpc_diag *d) {
  * writes: an elementwise node, or a fusion group of elementwise nodes (an anchor, matmul or
  * conv2d, writes its whole product into the output before the epilogue reads the rest). Reads
  * before v's kernel are fine. Same shape and dtype, and v's first use as a target. A kernel
- * that stops on bad data part-way leaves t partly updated; the step fails then anyway. */
-static bool update_in_place(const dpc_graph *g, uint32_t v, uint32_t t, const bool *taken) {
+ * that stops on bad data part-way leaves t partly updated; the step fails then anyway.
+ * last_read[t]: the latest kernel that reads t (DPC_NONE: none); elementwise[k]: whether
+ * kernel k's nodes are all elementwise (both from kernel_reads, once per plan: scanning the
+ * graph for each update made a replicated plan quadratic in its replicas). */
+static bool update_in_place(const dpc_graph *g, uint32_t v, uint32_t t, const bool *taken,
+                            const uint32_t *last_read, const bool *elementwise) {
   const dpc_value *vv = &g->values[v], *tv = &g->values[t];
   if (taken[v] || vv->dtype != tv->dtype || !dpc_shape_eq(&vv->shape, &tv->shape)) return false;
   uint32_t prod = vv->node;
   if (dpc_op_has(g->nodes[prod].op, DPC_OPF_SOURCE) || g->nodes[prod].fused != DPC_NONE)
     return false;
+  return elementwise[prod] && (last_read[t] == DPC_NONE || last_read[t] <= prod);
+}
+
+/* For update_in_place: per value, the latest kernel that reads it; per kernel, whether it is
+ * elementwise throughout. */
+static void kernel_reads(const dpc_graph *g, uint32_t *last_read, bool *elementwise) {
+  for (uint32_t v = 0; v < g->n_values; v++) last_read[v] = DPC_NONE;
+  for (uint32_t n = 0; n < g->n_nodes; n++) elementwise[n] = true;
   for (uint32_t n = 0; n < g->n_nodes; n++) {
     const dpc_node *nd = &g->nodes[n];
     uint32_t at = dpc_group_kernel(g, n);
-    if (at == prod && !dpc_op_has(nd->op, DPC_OPF_ELEMWISE)) return false;
-    for (uint32_t i = 0; i < nd->n_in; i++)
-      if (g->ids[nd->in + i] == t && at > prod) return false;
+    if (!dpc_op_has(nd->op, DPC_OPF_ELEMWISE)) elementwise[at] = false;
+    for (uint32_t i = 0; i < nd->n_in; i++) {
+      uint32_t t = g->ids[nd->in + i];
+      if (last_read[t] == DPC_NONE || at > last_read[t]) last_read[t] = at;
+    }
   }
-  return true;
 }
 
 /* Which of `devs` node i runs on: its placement's index (0 when unplaced, or with one device);
- * DPC_NONE for communication between devices, which runs on every device it connects. */
-static dpc_status node_device(const dpc_graph *g, uint32_t i, const char *const *devs, uint32_t n,
+ * DPC_NONE for communication between devices, which runs on every device it connects. dev_of
+ * maps a device's name (its string id in g) to its index: a lookup, not a comparison of names
+ * with each device's, which at hundreds of devices was most of planning's time. */
+static dpc_status node_device(const dpc_graph *g, uint32_t i, const dpc_idmap *dev_of, uint32_t n,
                               uint32_t *out, dpc_diag *d) {
   const dpc_node *nd = &g->nodes[i];
   *out = 0;
@@ -63,12 +78,12 @@ static dpc_status node_device(const dpc_graph *g, uint32_t i, const char *const 
     return DPC_OK;
   }
   if (nd->device == DPC_NONE) return DPC_OK;
+  uint32_t k = dpc_idmap_get(dev_of, nd->device);
+  if (k != DPC_NONE) {
+    *out = k;
+    return DPC_OK;
+  }
   const char *want = dpc_graph_str(g, nd->device);
-  for (uint32_t k = 0; k < n; k++)
-    if (!strcmp(devs[k], want)) {
-      *out = k;
-      return DPC_OK;
-    }
   return dpc_graph_fail_node(g, i, d, DPC_ERR_INVALID,
                              "is placed on '%s', which is not one of the plan's %u devices", want,
                              n);
@@ -99,6 +114,8 @@ typedef struct planner {
   bool *waited;    /* [device][event]: already waited for in this step list */
   uint32_t *in_place;
   bool *taken;
+  uint32_t *last_read; /* per value (update_in_place) */
+  bool *elementwise;   /* per node (update_in_place) */
 } planner;
 
 static void planner_free(planner *pl) {
@@ -108,6 +125,8 @@ static void planner_free(planner *pl) {
   free(pl->waited);
   free(pl->in_place);
   free(pl->taken);
+  free(pl->last_read);
+  free(pl->elementwise);
 }
 
 /* The kernel step of node i on device dev, with the waits before it and the signals after. */
@@ -147,12 +166,22 @@ static dpc_status plan_build(planner *pl, const char *const *devs, uint32_t n, b
   pl->event = malloc(nv * sizeof *pl->event);
   pl->in_place = malloc(nv * sizeof *pl->in_place);
   pl->taken = calloc(nv, sizeof *pl->taken);
-  if (!pl->ndev || !pl->vdev || !pl->event || !pl->in_place || !pl->taken)
+  pl->last_read = malloc(nv * sizeof *pl->last_read);
+  pl->elementwise = malloc(nn * sizeof *pl->elementwise);
+  if (!pl->ndev || !pl->vdev || !pl->event || !pl->in_place || !pl->taken || !pl->last_read ||
+      !pl->elementwise)
     return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory building the plan");
   dpc_status st = DPC_OK;
+  dpc_idmap dev_of;
+  dpc_idmap_init(&dev_of);
+  for (uint32_t k = n; k-- > 0 && !st;) { /* the first of two devices of one name wins */
+    uint32_t id = dpc_strpool_find(&g->strs, devs[k], strlen(devs[k]));
+    if (id != DPC_NONE && dpc_idmap_put(&dev_of, id, k))
+      st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory building the plan");
+  }
   /* communication: output k lives where input k does, and the inputs are on distinct devices */
   for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
-    st = node_device(g, i, devs, n, &pl->ndev[i], d);
+    st = node_device(g, i, &dev_of, n, &pl->ndev[i], d);
     const dpc_node *nd = &g->nodes[i];
     for (uint32_t k = 0; k < nd->n_out && !st; k++)
       pl->vdev[nd->out + k] =
@@ -164,6 +193,7 @@ static dpc_status plan_build(planner *pl, const char *const *devs, uint32_t n, b
                                    "inputs %u and %u of %s are both on %s", q, k,
                                    dpc_op_name(nd->op), devs[pl->vdev[dpc_node_inputs(g, nd)[k]]]);
   }
+  dpc_idmap_free(&dev_of);
   /* an event for every value a kernel on another device reads (sources are set before the
    * step; communication lines its devices up itself) */
   for (uint32_t v = 0; v < g->n_values; v++) pl->event[v] = DPC_NONE;
@@ -181,12 +211,13 @@ static dpc_status plan_build(planner *pl, const char *const *devs, uint32_t n, b
   if (!st && !pl->waited) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory building the plan");
   /* updates computed in their target's slot where safe (update_in_place) */
   for (uint32_t v = 0; v < g->n_values; v++) pl->in_place[v] = DPC_NONE;
+  if (training) kernel_reads(g, pl->last_read, pl->elementwise);
   for (uint32_t i = 0; training && i < g->n_updates && !st; i++) {
     uint32_t v = g->updates[i].value, t = g->updates[i].target;
     if (pl->vdev[v] != pl->vdev[t])
       st = dpc_diag_fail(d, DPC_ERR_INVALID, "an update crosses devices (%s to %s)",
                          devs[pl->vdev[v]], devs[pl->vdev[t]]);
-    else if (update_in_place(g, v, t, pl->taken)) {
+    else if (update_in_place(g, v, t, pl->taken, pl->last_read, pl->elementwise)) {
       pl->in_place[v] = t;
       pl->taken[v] = true;
     }

@@ -159,6 +159,9 @@ DPC_API unsigned dpc_runner_count(const dpc_runner *r, dpc_role role) {
   return (unsigned)role < 3 ? r->counts[role] : 0;
 }
 
+/* the public struct holds every dimension a graph can have */
+_Static_assert(DPC_MAX_RANK <= DPC_TENSOR_MAX_RANK, "dpc_tensor_info.dims is smaller than a shape");
+
 DPC_API dpc_status dpc_runner_info(const dpc_runner *r, dpc_role role, unsigned i,
                                    dpc_tensor_info *info) {
   if ((unsigned)role >= 3 || i >= r->counts[role]) return DPC_ERR_INVALID;

@@ -134,9 +134,6 @@ static dpc_status add_device(dpc_device_list *l, const dpc_topology *t, uint32_t
   return DPC_OK;
 }
 
-/* Largest number of devices a spec may ask for: enough to test wide plans on a small machine. */
-#define MAX_DEVICES 256
-
 dpc_status dpc_devices_parse(const dpc_topology *t, const char *spec, dpc_device_list *out,
                              dpc_diag *d) {
   memset(out, 0, sizeof *out);
@@ -150,10 +147,11 @@ dpc_status dpc_devices_parse(const dpc_topology *t, const char *spec, dpc_device
   } else if (!strncmp(spec, "cpu:", 4)) {
     char *end;
     unsigned long v = strtoul(spec + 4, &end, 10);
-    if (end == spec + 4 || *end || spec[4] == '-' || v < 1 || v > MAX_DEVICES)
+    /* up to the most a plan has: plans for machines wider than this one (devices share cores) */
+    if (end == spec + 4 || *end || spec[4] == '-' || v < 1 || v > DPC_MAX_DEVICES)
       return dpc_diag_fail(d, DPC_ERR_INVALID,
-                           "--devices %s: cpu:N takes a number of devices from 1 to %d", spec,
-                           MAX_DEVICES);
+                           "--devices %s: cpu:N takes a number of devices from 1 to %u", spec,
+                           DPC_MAX_DEVICES);
     n = (uint32_t)v;
   } else if (!strncmp(spec, "cuda", 4) || !strncmp(spec, "gpu", 3)) {
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,

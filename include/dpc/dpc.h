@@ -96,11 +96,15 @@ typedef enum dpc_role {
   DPC_ROLE_PARAM   /* params and state: persist across runs */
 } dpc_role;
 
+/* The most dimensions a tensor has: a model with more is refused where it is read (the .graph
+ * parser, the ONNX importer, dpc_model_load), with a message that names the limit. */
+#define DPC_TENSOR_MAX_RANK 8
+
 typedef struct dpc_tensor_info {
   const char *name; /* valid while the runner lives */
   dpc_elem elem;
-  unsigned rank;
-  int64_t dims[8];
+  unsigned rank;                     /* at most DPC_TENSOR_MAX_RANK */
+  int64_t dims[DPC_TENSOR_MAX_RANK]; /* dims[0 .. rank) */
   size_t bytes;
 } dpc_tensor_info;
 

@@ -231,19 +231,24 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     }
     fill_inputs(plan->g, s);
   }
-  double busy[DPC_BENCH_DEVICES];
+  /* a plan has at most DPC_MAX_DEVICES devices (dpc_driver_plan); this held 16, and
+   * dpc_session_busy wrote one entry per device past them */
+  double busy[DPC_MAX_DEVICES];
+  if (!st && plan->n_devs > DPC_MAX_DEVICES)
+    st = dpc_diag_fail(d, DPC_ERR_INVALID, "a plan has at most %u devices, not %u", DPC_MAX_DEVICES,
+                       plan->n_devs);
   for (uint32_t i = 0; !st && i < o->warmup + o->steps; i++) {
     if (i == o->warmup) dpc_session_busy(s, busy, true);
     double a = dpc_now_s();
     st = dpc_session_run(s, d);
     if (i >= o->warmup) times[i - o->warmup] = dpc_now_s() - a;
   }
-  if (!st && plan->n_devs <= DPC_BENCH_DEVICES) {
+  if (!st) {
     dpc_session_busy(s, busy, false);
     r->n_devices = plan->n_devs;
     for (uint32_t k = 0; k < plan->n_devs; k++) r->busy_ms[k] = busy[k] * 1e3 / o->steps;
   }
-  for (uint32_t k = 0; dp && k < D && k < DPC_BENCH_DEVICES; k++)
+  for (uint32_t k = 0; dp && k < D && k < DPC_MAX_DEVICES; k++)
     r->shares[k] = o->shares ? o->shares[k] : o->batch / D, r->n_shares = k + 1;
   if (!st && o->profile) st = profile(s, plan, o->steps, o->threads, o->devices, o->collect, r, d);
   if (!st) {

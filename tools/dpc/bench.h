@@ -30,6 +30,8 @@ typedef struct dpc_bench_opts {
   const uint32_t *shares;
 } dpc_bench_opts;
 
+/* The most data-parallel replicas --shares sizes (auto measures each); any plan dpc makes, up to
+ * DPC_MAX_DEVICES devices, is benched and reported whole. */
 #define DPC_BENCH_DEVICES 16
 
 /* One kernel of the profile: what it computes and its time per step. */
@@ -55,9 +57,9 @@ typedef struct dpc_bench_result {
   double profiled_ms, predicted_ms;
   double gflops, mem_gbs; /* the calibrated speed the prediction used */
   /* each device's time computing (not waiting) per step, the median step's share of it, and
-   * the replicas' shares of the batch it ran with (data parallel; the first 16 devices) */
-  double busy_ms[DPC_BENCH_DEVICES];
-  uint32_t shares[DPC_BENCH_DEVICES];
+   * the replicas' shares of the batch it ran with (data parallel) */
+  double busy_ms[DPC_MAX_DEVICES];
+  uint32_t shares[DPC_MAX_DEVICES];
   uint32_t n_devices, n_shares;
 } dpc_bench_result;
 

@@ -242,8 +242,10 @@ int dpc_cmd_plan(int argc, char **argv) {
   bool hybrid = strategy && !strcmp(strategy, "hybrid");
   bool pipeline = strategy && !strcmp(strategy, "pipeline");
   bool model = strategy && !strcmp(strategy, "model");
-  if (hybrid && (!mps || *mend || mp < 2 || mp > 256))
-    return cli_usage_error("plan", "--strategy hybrid needs --mp M, the devices per replica (2+)");
+  if (hybrid && (!mps || *mend || mp < 2 || mp > DPC_MAX_DEVICES))
+    return cli_usage_error("plan",
+                           "--strategy hybrid needs --mp M, the devices per replica (2 to %u)",
+                           DPC_MAX_DEVICES);
   if (!hybrid && mps)
     return cli_usage_error("plan", "--mp goes with --strategy hybrid (a pipeline's devices per "
                                    "replica are its --stages)");
@@ -269,12 +271,18 @@ int dpc_cmd_plan(int argc, char **argv) {
     mp = ss ? strtoul(ss, &e1, 10) : 0;
     micro = ms ? strtoul(ms, &e2, 10) : 4;
     dp = ds ? strtoul(ds, &e3, 10) : 1;
-    if (!ss || *e1 || mp < 2 || mp > 64)
-      return cli_usage_error("plan", "--strategy pipeline needs --stages S, from 2 to 64");
+    if (!ss || *e1 || mp < 2 || mp > DPC_MAX_DEVICES)
+      return cli_usage_error("plan", "--strategy pipeline needs --stages S, from 2 to %u",
+                             DPC_MAX_DEVICES);
     if (ms && (*e2 || micro < 1 || micro > 256))
       return cli_usage_error("plan", "--microbatches expects a number from 1 to 256, got '%s'", ms);
-    if (ds && (*e3 || dp < 1 || dp > 64))
-      return cli_usage_error("plan", "--dp expects a number from 1 to 64, got '%s'", ds);
+    if (ds && (*e3 || dp < 1 || dp > DPC_MAX_DEVICES))
+      return cli_usage_error("plan", "--dp expects a number from 1 to %u, got '%s'",
+                             DPC_MAX_DEVICES, ds);
+    if (mp * dp > DPC_MAX_DEVICES)
+      return cli_usage_error("plan",
+                             "--stages %lu x --dp %lu makes %lu devices; dpc plans for at most %u",
+                             mp, dp, mp * dp, DPC_MAX_DEVICES);
     if (sched == DPC_SCHEDULE_NONE) sched = DPC_SCHEDULE_1F1B;
     if (!spec) {
       snprintf(pipe_spec, sizeof pipe_spec, "cpu:%lu", mp * dp);

@@ -215,11 +215,17 @@ static int check_strategy(const cli_parsed *p, dpc_train_opts *o, char *pipe_dev
     if (!get_u64(p, "stages", &stages, 2) || !get_u64(p, "microbatches", &micro, 1) ||
         !get_u64(p, "dp", &dp, 1))
       return DPC_EXIT_USAGE;
-    if (!stages || stages > 64)
-      return cli_usage_error("train", "--strategy pipeline needs --stages S, from 2 to 64");
-    if (micro > 256 || dp > 64)
-      return cli_usage_error("train", "--%s is at most %d", micro > 256 ? "microbatches" : "dp",
-                             micro > 256 ? 256 : 64);
+    if (!stages || stages > DPC_MAX_DEVICES)
+      return cli_usage_error("train", "--strategy pipeline needs --stages S, from 2 to %u",
+                             DPC_MAX_DEVICES);
+    if (micro > 256 || dp > DPC_MAX_DEVICES)
+      return cli_usage_error("train", "--%s is at most %u", micro > 256 ? "microbatches" : "dp",
+                             micro > 256 ? 256u : DPC_MAX_DEVICES);
+    if (stages * dp > DPC_MAX_DEVICES)
+      return cli_usage_error("train",
+                             "--stages %llu x --dp %llu makes %llu devices; dpc runs at most %u",
+                             (unsigned long long)stages, (unsigned long long)dp,
+                             (unsigned long long)(stages * dp), DPC_MAX_DEVICES);
     if (cli_get(train_opts, NTRAIN, p, "accumulate"))
       return cli_usage_error("train", "--strategy pipeline splits a batch by --microbatches M; "
                                       "--accumulate does not go with it");
@@ -361,7 +367,10 @@ int dpc_cmd_train(int argc, char **argv) {
                            mem);
   uint64_t mp = 0;
   if (!get_u64(&p, "mp", &mp, 1)) return DPC_EXIT_USAGE;
-  o.mp = (uint32_t)(mp > 256 ? 256 : mp);
+  if (mp > DPC_MAX_DEVICES) /* was cut to 256 without a word */
+    return cli_usage_error("train", "--mp is at most %u devices, not %llu", DPC_MAX_DEVICES,
+                           (unsigned long long)mp);
+  o.mp = (uint32_t)mp;
   uint64_t accumulate = 1;
   if (!get_u64(&p, "accumulate", &accumulate, 1)) return DPC_EXIT_USAGE;
   if (accumulate > 256) return cli_usage_error("train", "--accumulate is at most 256");

@@ -278,7 +278,7 @@ dpc_status dpc_driver_infer_artifact(const char *path, const dpc_named *feeds, u
 }
 
 void dpc_driver_device_names(uint32_t n, dpc_device_names *out) {
-  for (uint32_t k = 0; k < n && k < 256; k++) {
+  for (uint32_t k = 0; k < n && k < DPC_MAX_DEVICES; k++) {
     snprintf(out->name[k], sizeof out->name[k], "cpu:%u", k);
     out->ptr[k] = out->name[k];
   }
@@ -332,9 +332,9 @@ static double weight_of(const double *weights, uint32_t r) {
 
 bool dpc_driver_split_batch(uint32_t n, uint32_t R, const double *weights, uint32_t K,
                             uint32_t *shares) {
-  if (R == 0 || R > 256 || K == 0 || (uint64_t)R * K > n) return false;
+  if (R == 0 || R > DPC_MAX_DEVICES || K == 0 || (uint64_t)R * K > n) return false;
   uint32_t units = n / K, left = units;
-  double total = 0, rem[256];
+  double total = 0, rem[DPC_MAX_DEVICES];
   for (uint32_t r = 0; r < R; r++) total += weight_of(weights, r);
   for (uint32_t r = 0; r < R; r++) {
     double want = total > 0 ? units * (weight_of(weights, r) / total) : (double)units / R;
@@ -389,9 +389,9 @@ dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driv
   uint32_t replicas = s->replicas ? s->replicas : 1, mp = s->mp, accumulate = s->accumulate;
   dpc_pipeline_schedule schedule = s->schedule;
   if (mp < 1) mp = 1;
-  if ((uint64_t)replicas * mp > 256)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "a plan has at most 256 devices, not %u",
-                         replicas * mp);
+  if ((uint64_t)replicas * mp > DPC_MAX_DEVICES)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "a plan has at most %u devices, not %llu",
+                         DPC_MAX_DEVICES, (unsigned long long)replicas * mp);
   dpc_device_names dn;
   dpc_driver_device_names(replicas * mp, &dn);
   dpc_graph *acc = NULL;
@@ -516,6 +516,9 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
   static const dpc_driver_place_opts none = {0};
   if (!o) o = &none;
   uint64_t mem_limit = o->mem_limit;
+  if (n > DPC_MAX_DEVICES) /* the device names */
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "placement takes at most %u devices, not %u",
+                         DPC_MAX_DEVICES, n);
   dpc_device_names dn;
   dpc_driver_device_names(n, &dn);
   dpc_place_report own, *rep = report ? report : &own;
@@ -540,8 +543,7 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
       /* the budget in the estimate's terms: the limit over the plan's bytes per estimated
        * byte, less what the plan put over the limit on a device last time */
       double est_all = 0, bytes_all = 0;
-      for (uint32_t k = 0; !st && k < n && k < 16; k++)
-        est_all += rep->memory[k], bytes_all += bytes[k];
+      for (uint32_t k = 0; !st && k < n; k++) est_all += rep->memory[k], bytes_all += bytes[k];
       if (est_all > 0 && bytes_all / est_all > scale) scale = bytes_all / est_all;
       for (uint32_t k = 0; !st && k < n; k++) {
         if (bytes[k] > (double)mem_limit)

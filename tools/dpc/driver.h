@@ -30,10 +30,11 @@ void dpc_named_free(dpc_named *v, uint32_t n);
 /* Give a schedule that needs a horizon (cosine, linear) a stand-in one when the model sets
  * none, so the training pipeline can be checked or printed without a run's length. */
 dpc_status dpc_driver_default_horizon(dpc_graph *g, dpc_diag *d);
-/* The names plans give devices: cpu:0 ... cpu:(n-1), n at most 256 (the most a spec makes). */
+/* The names plans give devices: cpu:0 ... cpu:(n-1), n at most DPC_MAX_DEVICES (the most a
+ * spec makes and a plan has; past it, the names stop there and the plan says the limit). */
 typedef struct dpc_device_names {
-  char name[256][16];
-  const char *ptr[256];
+  char name[DPC_MAX_DEVICES][16];
+  const char *ptr[DPC_MAX_DEVICES];
 } dpc_device_names;
 void dpc_driver_device_names(uint32_t n, dpc_device_names *out);
 /* How many devices a --devices spec makes on this machine. */

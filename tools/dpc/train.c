@@ -159,7 +159,7 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   /* --shares: a full batch splits as given; any other in the same proportions */
   uint32_t *shares = NULL;
   if (training && t->shares && !model && !hybrid) {
-    double w[256];
+    double w[DPC_MAX_DEVICES]; /* R = devices / mp */
     for (uint32_t k = 0; k < R; k++) w[k] = t->shares[k];
     shares = calloc(R, sizeof *shares);
     if (!shares)
@@ -264,8 +264,10 @@ static dpc_status average_replicas(trainer *t, dpc_diag *d) {
     const char *name = dpc_graph_str(g, g->values[v].name);
     char base[256], nm[300];
     if (dpc_replica_of(name, base, sizeof base)) continue; /* a copy: done with its original */
-    dpc_tensor copy[256];
-    if (R > 256) return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "local SGD over %u replicas", R);
+    dpc_tensor copy[DPC_MAX_DEVICES];                      /* a replica a device */
+    if (R > DPC_MAX_DEVICES)
+      return dpc_diag_fail(d, DPC_ERR_INVALID, "local SGD over %u replicas: at most %u devices", R,
+                           DPC_MAX_DEVICES);
     for (uint32_t k = 0; k < R; k++) {
       snprintf(nm, sizeof nm, "%s" DPC_REPLICA_SUFFIX "%u", name, k);
       uint32_t c = k ? dpc_graph_find(g, nm) : v;
