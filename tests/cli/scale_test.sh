@@ -64,7 +64,7 @@ contains "$work/out" "pipeline: 128 stages" "128 stages planned"
 expect 0 "plan 2 replicas of 100 micro-batches" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:2 --accumulate 100 --batch 200
 contains "$work/out" "data parallel on 2 devices" "100 micro-batches: planned"
 # past the limit: an error that names it
-expect 1 "cpu:257 is an error" -- "$dpc" plan "$tb" --devices cpu:257 --strategy model
+expect 2 "cpu:257 is a usage error" -- "$dpc" plan "$tb" --devices cpu:257 --strategy model
 contains "$work/err" "from 1 to 256" "cpu:257: the limit named"
 expect 2 "257 stages is a usage error" -- "$dpc" plan "$tb" --strategy pipeline --stages 257
 contains "$work/err" "2 to 256" "257 stages: the limit named"

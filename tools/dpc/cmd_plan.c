@@ -280,9 +280,9 @@ int dpc_cmd_plan(int argc, char **argv) {
       return cli_usage_error("plan", "--dp expects a number from 1 to %u, got '%s'",
                              DPC_MAX_DEVICES, ds);
     if (mp * dp > DPC_MAX_DEVICES)
-      return cli_usage_error("plan",
-                             "--stages %lu x --dp %lu makes %lu devices; dpc plans for at most %u",
-                             mp, dp, mp * dp, DPC_MAX_DEVICES);
+      return cli_usage_error(
+          "plan", "--stages %lu x --dp %lu makes %lu devices; dpc plans for at most %u devices", mp,
+          dp, mp * dp, DPC_MAX_DEVICES);
     if (sched == DPC_SCHEDULE_NONE) sched = DPC_SCHEDULE_1F1B;
     if (!spec) {
       snprintf(pipe_spec, sizeof pipe_spec, "cpu:%lu", mp * dp);

@@ -222,10 +222,10 @@ static int check_strategy(const cli_parsed *p, dpc_train_opts *o, char *pipe_dev
       return cli_usage_error("train", "--%s is at most %u", micro > 256 ? "microbatches" : "dp",
                              micro > 256 ? 256u : DPC_MAX_DEVICES);
     if (stages * dp > DPC_MAX_DEVICES)
-      return cli_usage_error("train",
-                             "--stages %llu x --dp %llu makes %llu devices; dpc runs at most %u",
-                             (unsigned long long)stages, (unsigned long long)dp,
-                             (unsigned long long)(stages * dp), DPC_MAX_DEVICES);
+      return cli_usage_error(
+          "train", "--stages %llu x --dp %llu makes %llu devices; dpc runs at most %u devices",
+          (unsigned long long)stages, (unsigned long long)dp, (unsigned long long)(stages * dp),
+          DPC_MAX_DEVICES);
     if (cli_get(train_opts, NTRAIN, p, "accumulate"))
       return cli_usage_error("train", "--strategy pipeline splits a batch by --microbatches M; "
                                       "--accumulate does not go with it");
