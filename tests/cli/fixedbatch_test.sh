@@ -96,6 +96,17 @@ train pipe "$m/model.onnx" --batch 32 --epochs 4 --strategy pipeline --stages 2 
   --microbatches 2 --devices cpu:2 --backend ref
 same_losses pipe fixed 1e-5 "a two-stage pipeline: the single device's losses"
 
+# -- a real torch.onnx.export without dynamic_axes (export_torch.py: x.view(x.size(0), -1),
+# reshape(x.shape[0], ...)) against the same module exported with a dynamic batch --
+train tfixed "$m/torch_fixed.onnx" --batch 32 --epochs 2 --backend ref
+train tdynamic "$m/torch_dynamic.onnx" --batch 32 --epochs 2 --backend ref
+same_losses tfixed tdynamic 1e-6 "torch's fixed-batch export: its dynamic export's 16 losses"
+train tfixed64 "$m/torch_fixed.onnx" --batch 64 --epochs 2 --backend ref
+train tdynamic64 "$m/torch_dynamic.onnx" --batch 64 --epochs 2 --backend ref
+same_losses tfixed64 tdynamic64 1e-6 "torch's fixed-batch export at --batch 64"
+train tdp2 "$m/torch_fixed.onnx" --batch 32 --epochs 2 --devices cpu:2
+same_losses tdp2 tdynamic 1e-5 "torch's fixed-batch export, data parallel on cpu:2"
+
 # -- plan, bench and compile take --batch, not the export's batch --
 for f in model dynamic; do
   expect 0 "plan the $f export at --batch 64" -- "$dpc" plan "$m/$f.onnx" \

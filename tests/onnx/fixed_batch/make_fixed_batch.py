@@ -4,8 +4,10 @@
 model with a dynamic batch, a model whose Reshape folds the batch into another dimension, and
 data to train them on (small; committed).
 
-python3-torch is not in this machine's Debian, so the models are written with the onnx
-package, op for op and name for name as torch 1.13 exports this module (opset 13):
+These models are written with the onnx package, op for op and name for name as torch 1.13
+exports this module (opset 13), so the malformed variants can be made too; export_torch.py
+beside this script makes real torch exports (torch_fixed.onnx, torch_dynamic.onnx) of a module
+of the same shape:
 
     class Net(nn.Module):
         def __init__(self):
