@@ -194,7 +194,8 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
                          .devices = t->o->devices,
                          .timeout_s = t->o->timeout_s,
                          .comm_thread = t->o->comm_thread,
-                         .test_stall_device = t->o->test_stall_device};
+                         .test_stall_device = t->o->test_stall_device,
+                         .test_memory = t->o->test_memory};
   if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
   free(vals);
   dpc_graph_free(g);
@@ -245,8 +246,8 @@ static dpc_status sync_replicas(trainer *t, dpc_diag *d) {
     uint32_t src = dpc_graph_find(g, base);
     if (src == DPC_NONE)
       return dpc_diag_fail(d, DPC_ERR_INTERNAL, "replica value '%s' has no '%s'", name, base);
-    dpc_tensor from = dpc_session_value(r->s, src), to = dpc_session_value(r->s, v);
-    memcpy(to.data, from.data, dpc_tensor_bytes(&to));
+    dpc_status st = dpc_session_copy(r->s, v, r->s, src, d);
+    if (st) return st;
   }
   return DPC_OK;
 }
@@ -265,6 +266,7 @@ static dpc_status average_replicas(trainer *t, dpc_diag *d) {
     char base[256], nm[300];
     if (dpc_replica_of(name, base, sizeof base)) continue; /* a copy: done with its original */
     dpc_tensor copy[256];
+    uint32_t id[256];
     if (R > 256) return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "local SGD over %u replicas", R);
     for (uint32_t k = 0; k < R; k++) {
       snprintf(nm, sizeof nm, "%s" DPC_REPLICA_SUFFIX "%u", name, k);
@@ -272,11 +274,16 @@ static dpc_status average_replicas(trainer *t, dpc_diag *d) {
       if (c == DPC_NONE)
         return dpc_diag_fail(d, DPC_ERR_INTERNAL, "param '%s' has no replica %u", name, k);
       copy[k] = dpc_session_value(r->s, c);
+      id[k] = c;
     }
     for (int64_t e = 0; e < dpc_tensor_numel(&copy[0]); e++) {
       double sum = 0;
       for (uint32_t k = 0; k < R; k++) sum += dpc_tload(&copy[k], e);
       for (uint32_t k = 0; k < R; k++) dpc_tstore(&copy[k], e, sum / R);
+    }
+    for (uint32_t k = 0; k < R; k++) {
+      dpc_status st = dpc_session_write(r->s, id[k], copy[k].data, d);
+      if (st) return st;
     }
   }
   return DPC_OK;
@@ -529,7 +536,8 @@ static dpc_status open_artifact_runs(trainer *t, dpc_diag *d) {
     dpc_session_opts so = {.training = i == 0,
                            .share = i ? t->train_full.s : NULL,
                            .native = k,
-                           .threads = t->o->threads};
+                           .threads = t->o->threads,
+                           .test_memory = t->o->test_memory};
     dpc_status st = dpc_session_new(p, &so, &r->s, d);
     if (st) return st;
     const dpc_graph *pg = p->g;
