@@ -11,13 +11,13 @@
 #include "runtime/session.h"
 
 #include "ir/fusion.h"
-#include "runtime/collective.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
 #include "runtime/init.h"
 #include "runtime/overlap.h"
 #include "runtime/pool.h"
 #include "runtime/topology.h"
+#include "runtime/transport.h"
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -35,14 +35,14 @@ typedef struct step_args {
   void **ptrs;              /* the native kernel's args: input then output data pointers (for a
                                fusion group's root, the group's inputs then its outputs) */
   uint32_t n_ptrs;
-  dpc_launch launch; /* what the device runs: the native kernel, else fn */
-  bool fused;        /* computed by its group's compiled kernel: nothing to run */
-  bool comm;         /* a communication op between devices: this device's part of it */
-  uint32_t rank;     /* comm: which input/output is this device's */
-  dpc_comm *group;   /* comm: the communicator of the devices it connects */
-  int32_t comm_k;    /* comm: its place among the device's collectives (overlap.h) */
-  int32_t need_k;    /* the last of them whose result this step reads; -1: none */
-  uint64_t bytes;    /* the data the native kernel reads and writes */
+  dpc_launch launch;    /* what the device runs: the native kernel, else fn */
+  bool fused;           /* computed by its group's compiled kernel: nothing to run */
+  bool comm;            /* a communication op between devices: this device's part of it */
+  uint32_t rank;        /* comm: which input/output is this device's */
+  dpc_transport *group; /* comm: the transport of the devices it connects */
+  int32_t comm_k;       /* comm: its place among the device's collectives (overlap.h) */
+  int32_t need_k;       /* the last of them whose result this step reads; -1: none */
+  uint64_t bytes;       /* the data the native kernel reads and writes */
 } step_args;
 
 /* A native kernel that touches less data than this runs on the calling thread alone: waking
@@ -72,10 +72,19 @@ struct dpc_session {
   double **prof;  /* per device, per step: seconds (dpc_session_profile); NULL when off */
   double *busy;   /* per device: seconds computing, not waiting (dpc_session_busy) */
   /* several devices */
-  dpc_pool **pools; /* per device: its cores */
-  dpc_executor *ex; /* its runner threads */
-  dpc_comm **comms; /* one per set of devices a collective connects, in rank order */
+  dpc_pool **pools;      /* per device: its cores */
+  dpc_executor *ex;      /* its runner threads */
+  dpc_transport **comms; /* one per set of devices a collective connects, in rank order */
   uint32_t n_comms;
+  /* dpc_session_average: a transport per list of devices that hold a value's copies, and the
+   * call under way (its copies, `avg_r` per group) */
+  struct avg_comm {
+    uint32_t *set, n;
+    dpc_transport *t;
+  } * avg_comms;
+  uint32_t n_avg_comms;
+  const uint32_t *avg;
+  uint32_t avg_groups, avg_r;
   dpc_overlap **overlap;    /* per device with collectives: the thread that runs them */
   uint32_t (*jobs)[2];      /* per collective step: its device and step index */
   _Atomic uint64_t *events; /* per plan event: the run (step + 1) that last signalled it */
@@ -171,7 +180,12 @@ void dpc_session_free(dpc_session *s) {
   free(s->jobs);
   for (uint32_t i = 0; s->pools && i < p->n_devs; i++) dpc_pool_free(s->pools[i]);
   free(s->pools);
-  for (uint32_t i = 0; i < s->n_comms; i++) dpc_comm_free(s->comms[i]);
+  for (uint32_t i = 0; i < s->n_comms; i++) dpc_transport_free(s->comms[i]);
+  for (uint32_t i = 0; i < s->n_avg_comms; i++) {
+    dpc_transport_free(s->avg_comms[i].t);
+    free(s->avg_comms[i].set);
+  }
+  free(s->avg_comms);
   free(s->comms);
   free((void *)s->events);
   dpc_session_profile(s, false, NULL);
@@ -278,9 +292,10 @@ static dpc_status open_groups(dpc_session *s, dpc_diag *d) {
   const dpc_graph *g = plan->g;
   uint32_t *set = malloc(plan->n_devs * sizeof *set);
   const char **names = malloc(plan->n_devs * sizeof *names);
+  dpc_device **devs = malloc(plan->n_devs * sizeof *devs);
   uint32_t **sets = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *sets);
   s->comms = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *s->comms);
-  dpc_status st = set && names && sets && s->comms
+  dpc_status st = set && names && devs && sets && s->comms
                       ? DPC_OK
                       : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening collectives");
   for (uint32_t i = 0; !st && i < plan->n_devs; i++) {
@@ -290,8 +305,8 @@ static dpc_status open_groups(dpc_session *s, dpc_diag *d) {
       const dpc_node *n = &g->nodes[plan->devs[i].steps[j].node];
       for (uint32_t k = 0; k < n->n_in; k++) set[k] = plan->slots[g->ids[n->in + k]].device;
       uint32_t c = 0;
-      while (c < s->n_comms && (dpc_comm_ranks(s->comms[c]) != n->n_in ||
-                                memcmp(sets[c], set, n->n_in * sizeof *set)))
+      while (c < s->n_comms &&
+             (s->comms[c]->ranks != n->n_in || memcmp(sets[c], set, n->n_in * sizeof *set)))
         c++;
       if (c == s->n_comms) {
         if (!(sets[c] = malloc(n->n_in * sizeof *set))) {
@@ -300,7 +315,9 @@ static dpc_status open_groups(dpc_session *s, dpc_diag *d) {
         }
         memcpy(sets[c], set, n->n_in * sizeof *set);
         for (uint32_t k = 0; k < n->n_in; k++) names[k] = plan->devs[set[k]].name;
-        if ((st = dpc_comm_new(n->n_in, names, s->timeout_s, &s->comms[c], d))) break;
+        for (uint32_t k = 0; k < n->n_in; k++) devs[k] = s->devs[set[k]];
+        if ((st = dpc_transport_open("shm", n->n_in, devs, names, s->timeout_s, &s->comms[c], d)))
+          break;
         s->n_comms++;
       }
       sa->group = s->comms[c];
@@ -310,6 +327,7 @@ static dpc_status open_groups(dpc_session *s, dpc_diag *d) {
   free(sets);
   free(set);
   free(names);
+  free(devs);
   return st;
 }
 
@@ -659,15 +677,8 @@ static dpc_status run_comm(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) 
   dpc_attrs_str(dpc_node_attrs(s->plan->g, sp->node), "op", op, sizeof op);
   dpc_reduce red = strcmp(op, "sum") ? DPC_REDUCE_MEAN : DPC_REDUCE_SUM;
   if (st) return st;
-  if (dev->ops->host_visible)
-    return dpc_comm_all_reduce(sa->group, sa->rank, y->data, y->dtype, dpc_tensor_numel(y), red, d);
-  /* memory the host cannot address: reduced in the shadow, between copies */
-  void *h = host_of(s, s->plan->g->nodes[sp->node].out + sa->rank);
-  if (!(st = dev->ops->synchronize(dev, d)))
-    st = dev->ops->copy(dev, DPC_COPY_D2H, h, y->data, bytes, NULL, d);
-  if (!st) st = dpc_comm_all_reduce(sa->group, sa->rank, h, y->dtype, dpc_tensor_numel(y), red, d);
-  if (!st) st = dev->ops->copy(dev, DPC_COPY_H2D, y->data, h, bytes, NULL, d);
-  return st;
+  return sa->group->ops->all_reduce(sa->group, sa->rank, y->data, y->dtype, dpc_tensor_numel(y),
+                                    red, d);
 }
 
 /* The job number of collective step j of device dev. */
@@ -812,6 +823,84 @@ static dpc_status run_steps(dpc_session *s, uint32_t dev, dpc_diag *d) {
   return st;
 }
 
+/* The transport between the devices set[0 .. n), in rank order; NULL when none is open. */
+static dpc_transport *avg_find(const dpc_session *s, const uint32_t *set, uint32_t n) {
+  for (uint32_t c = 0; c < s->n_avg_comms; c++)
+    if (s->avg_comms[c].n == n && !memcmp(s->avg_comms[c].set, set, n * sizeof *set))
+      return s->avg_comms[c].t;
+  return NULL;
+}
+
+#define MAX_AVG_COPIES 256
+
+/* Device dev's part of dpc_session_average: each copy it holds, rank k of its group. */
+static dpc_status average_part(dpc_session *s, uint32_t dev, dpc_diag *d) {
+  uint32_t set[MAX_AVG_COPIES], R = s->avg_r;
+  for (uint32_t gi = 0; gi < s->avg_groups; gi++) {
+    const uint32_t *vals = s->avg + (size_t)gi * R;
+    for (uint32_t k = 0; k < R; k++) set[k] = s->plan->slots[vals[k]].device;
+    dpc_transport *t = avg_find(s, set, R);
+    for (uint32_t k = 0; k < R; k++) {
+      if (set[k] != dev) continue;
+      dpc_tensor *x = &s->tensors[vals[k]];
+      dpc_status st =
+          t->ops->all_reduce(t, k, x->data, x->dtype, dpc_tensor_numel(x), DPC_REDUCE_MEAN_WIDE, d);
+      if (st) return st;
+    }
+  }
+  return s->devs[dev]->ops->synchronize(s->devs[dev], d);
+}
+
+dpc_status dpc_session_average(dpc_session *s, const uint32_t *values, uint32_t groups,
+                               uint32_t copies, dpc_diag *d) {
+  if (copies < 2) return DPC_OK;
+  if (!s->ex || copies > MAX_AVG_COPIES)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "averaging %u copies over %u devices", copies,
+                         s->plan->n_devs);
+  if (s->broken)
+    return dpc_diag_fail(d, DPC_ERR_RUNTIME,
+                         "this session failed in an earlier step and cannot run again");
+  uint32_t set[MAX_AVG_COPIES];
+  for (uint32_t gi = 0; gi < groups; gi++) {
+    const uint32_t *vals = values + (size_t)gi * copies;
+    for (uint32_t k = 0; k < copies; k++) {
+      set[k] = s->plan->slots[vals[k]].device;
+      for (uint32_t j = 0; j < k; j++)
+        if (set[j] == set[k])
+          return dpc_diag_fail(d, DPC_ERR_INVALID, "two copies of a value on %s",
+                               s->plan->devs[set[k]].name);
+    }
+    if (avg_find(s, set, copies)) continue;
+    dpc_device *devs[MAX_AVG_COPIES];
+    const char *names[MAX_AVG_COPIES];
+    for (uint32_t k = 0; k < copies; k++)
+      devs[k] = s->devs[set[k]], names[k] = s->plan->devs[set[k]].name;
+    struct avg_comm *nc = realloc(s->avg_comms, (s->n_avg_comms + 1) * sizeof *nc);
+    if (!nc) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening a transport");
+    s->avg_comms = nc;
+    struct avg_comm *c = &nc[s->n_avg_comms];
+    if (!(c->set = malloc(copies * sizeof *c->set)))
+      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening a transport");
+    memcpy(c->set, set, copies * sizeof *set);
+    c->n = copies;
+    dpc_status st = dpc_transport_open("shm", copies, devs, names, s->timeout_s, &c->t, d);
+    if (st) {
+      free(c->set);
+      return st;
+    }
+    s->n_avg_comms++;
+  }
+  s->avg = values, s->avg_groups = groups, s->avg_r = copies;
+  atomic_store(&s->failed, 0);
+  atomic_store(&s->first, 0);
+  dpc_status st = dpc_executor_run(s->ex, d);
+  s->avg = NULL;
+  if (!st) return DPC_OK;
+  s->broken = true;
+  if (atomic_load(&s->first)) return dpc_diag_fail(d, s->first_status, "%s", s->first_msg);
+  return st;
+}
+
 /* Device dev's step list on its runner thread (several devices). A device that fails claims
  * the run's error, then tells the others to stop waiting. */
 static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
@@ -822,7 +911,7 @@ static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
     while (!atomic_load(&s->failed) && dpc_now_s() - t0 < 10 * s->timeout_s) sched_yield();
     return dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s stalled (test hook)", pd->name);
   }
-  dpc_status st = run_steps(s, dev, d);
+  dpc_status st = s->avg ? average_part(s, dev, d) : run_steps(s, dev, d);
   if (!st) return DPC_OK;
   int none = 0;
   if (atomic_compare_exchange_strong(&s->first, &none, (int)dev + 1)) {
@@ -830,7 +919,9 @@ static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
     snprintf(s->first_msg, sizeof s->first_msg, "%s", d->msg ? d->msg : "a device failed");
   }
   atomic_store(&s->failed, 1);
-  for (uint32_t c = 0; c < s->n_comms; c++) dpc_comm_abort(s->comms[c], pd->name, d->msg);
+  for (uint32_t c = 0; c < s->n_comms; c++) s->comms[c]->ops->abort(s->comms[c], pd->name, d->msg);
+  for (uint32_t c = 0; c < s->n_avg_comms; c++)
+    s->avg_comms[c].t->ops->abort(s->avg_comms[c].t, pd->name, d->msg);
   /* collectives still queued end quickly now; none may outlive the run */
   if (s->overlap && s->overlap[dev]) {
     dpc_diag ignore;

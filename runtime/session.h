@@ -76,6 +76,11 @@ dpc_tensor dpc_session_value(const dpc_session *s, uint32_t value);
  * dtype and shape), through the device. */
 dpc_status dpc_session_read(const dpc_session *s, uint32_t value, void *host, dpc_diag *d);
 dpc_status dpc_session_write(dpc_session *s, uint32_t value, const void *host, dpc_diag *d);
+/* Several devices: each group of `copies` values (values[g * copies + k], each on a device of
+ * its own: a param's replicas) becomes their mean, summed in f64 in the order given, through
+ * the session's transport, every device doing its own part. Local SGD's averaging. */
+dpc_status dpc_session_average(dpc_session *s, const uint32_t *values, uint32_t groups,
+                               uint32_t copies, dpc_diag *d);
 /* Value dst_value of dst takes src_value of src (the same session, or another whose plan has
  * the value's dtype and shape), device to device: a peer copy between different devices. */
 dpc_status dpc_session_copy(dpc_session *dst, uint32_t dst_value, const dpc_session *src,
