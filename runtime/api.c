@@ -226,20 +226,19 @@ DPC_API dpc_status dpc_runner_run(dpc_runner *r) {
     if (!b)
       return fail(r, DPC_ERR_INVALID, "input '%s' is not bound",
                   dpc_graph_str(g, g->values[v].name));
-    dpc_tensor t = dpc_session_input(r->s, v);
-    memcpy(t.data, b->data, dpc_tensor_bytes(&t));
   }
   dpc_diag d;
   dpc_diag_init(&d);
-  dpc_status st = dpc_session_run(r->s, &d);
+  dpc_status st = DPC_OK;
+  /* inputs and outputs cross to and from the device through its copies */
+  for (uint32_t k = 0; k < r->n_binds && !st; k++)
+    if (!r->binds[k].output) st = dpc_session_write(r->s, r->binds[k].value, r->binds[k].data, &d);
+  if (!st) st = dpc_session_run(r->s, &d);
+  for (uint32_t k = 0; k < r->n_binds && !st; k++)
+    if (r->binds[k].output) st = dpc_session_read(r->s, r->binds[k].value, r->binds[k].data, &d);
   if (st) snprintf(r->err, sizeof r->err, "%s", d.msg ? d.msg : dpc_status_name(st));
   dpc_diag_free(&d);
   if (st) return st;
-  for (uint32_t k = 0; k < r->n_binds; k++) {
-    if (!r->binds[k].output) continue;
-    dpc_tensor t = dpc_session_value(r->s, r->binds[k].value);
-    memcpy(r->binds[k].data, t.data, dpc_tensor_bytes(&t));
-  }
   r->err[0] = 0;
   return DPC_OK;
 }
@@ -249,8 +248,12 @@ DPC_API dpc_status dpc_runner_read(dpc_runner *r, const char *name, void *data, 
   dpc_tensor t;
   dpc_status st = lookup(r, name, bytes, &v, &t);
   if (st) return st;
-  memcpy(data, t.data, bytes);
-  return DPC_OK;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  st = dpc_session_read(r->s, v, data, &d);
+  if (st) snprintf(r->err, sizeof r->err, "%s", d.msg ? d.msg : dpc_status_name(st));
+  dpc_diag_free(&d);
+  return st;
 }
 
 DPC_API dpc_status dpc_runner_write(dpc_runner *r, const char *name, const void *data,

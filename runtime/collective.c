@@ -217,12 +217,25 @@ static dpc_status direct(dpc_comm *c, uint32_t rank, void *buf, dpc_dtype dtype,
   _Alignas(64) char acc[BLOCK * 4];
   int64_t per = BLOCK * 4 / (int64_t)es;
   void (*add)(void *, const void *, int64_t, double) = dtype == DPC_F32 ? c->add_f32 : c->add_f64;
-  for (int64_t b = lo; b < hi; b += per) {
+  bool wide_f32 = op == DPC_REDUCE_MEAN_WIDE && dtype == DPC_F32;
+  if (wide_f32) {
+    double *wide = (double *)(void *)acc;
+    per = BLOCK * 4 / (int64_t)sizeof *wide;
+    for (int64_t b = lo; b < hi; b += per) {
+      int64_t m = hi - b < per ? hi - b : per;
+      for (int64_t e = 0; e < m; e++) wide[e] = ((const float *)c->slots[0].buf)[b + e];
+      for (uint32_t q = 1; q < D; q++)
+        for (int64_t e = 0; e < m; e++) wide[e] += ((const float *)c->slots[q].buf)[b + e];
+      for (uint32_t q = 0; q < D; q++)
+        for (int64_t e = 0; e < m; e++) ((float *)c->slots[q].buf)[b + e] = (float)(wide[e] / D);
+    }
+  }
+  for (int64_t b = lo; b < hi && !wide_f32; b += per) {
     int64_t m = hi - b < per ? hi - b : per;
     size_t off = (size_t)b * es, bytes = (size_t)m * es;
     memcpy(acc, (const char *)c->slots[0].buf + off, bytes);
     for (uint32_t q = 1; q < D; q++) {
-      double div = op == DPC_REDUCE_MEAN && q == D - 1 ? (double)D : 1;
+      double div = op != DPC_REDUCE_SUM && q == D - 1 ? (double)D : 1;
       add(acc, (const char *)c->slots[q].buf + off, m, div);
     }
     for (uint32_t q = 0; q < D; q++) memcpy((char *)c->slots[q].buf + off, acc, bytes);
@@ -248,7 +261,8 @@ dpc_status dpc_comm_all_reduce(dpc_comm *c, uint32_t rank, void *buf, dpc_dtype 
     me->calls++;
     return DPC_OK;
   }
-  if (c->algo == DPC_ALLREDUCE_DIRECT) return direct(c, rank, buf, dtype, n, op, d);
+  if (c->algo == DPC_ALLREDUCE_DIRECT || op == DPC_REDUCE_MEAN_WIDE)
+    return direct(c, rank, buf, dtype, n, op, d);
   uint32_t pred = (rank + D - 1) % D, succ = (rank + 1) % D;
   uint64_t steps = 2 * (uint64_t)(D - 1), base = me->calls * (steps + 1);
   me->buf = buf;

@@ -21,7 +21,9 @@
 
 typedef struct dpc_comm dpc_comm;
 
-typedef enum dpc_reduce { DPC_REDUCE_SUM, DPC_REDUCE_MEAN } dpc_reduce;
+/* MEAN_WIDE: the mean of f32 values summed in f64, rank 0 first, then rounded once (local SGD's
+ * averaging of params); always by the direct algorithm. */
+typedef enum dpc_reduce { DPC_REDUCE_SUM, DPC_REDUCE_MEAN, DPC_REDUCE_MEAN_WIDE } dpc_reduce;
 
 /* How an all-reduce moves data. Both are a reduce-scatter then an all-gather with a fixed order
  * of summation. DIRECT (the default): rank r sums chunk r from every rank's buffer in one pass

@@ -1,9 +1,13 @@
 /*
- * device.h — a device as the executor sees it: memory it can hand out and a way to run a
- * kernel on it, behind a vtable with optional slots (ggml's backend habit).
+ * device.h — a device as the executor sees it: memory it hands out, copies into, out of and
+ * between devices, a way to run a kernel on it, and the ordering points an asynchronous device
+ * needs (events, synchronize), behind a vtable (ggml's backend habit).
  *
- * Today there is the host CPU. CUDA devices (driver loaded with dlopen), NUMA-bound CPU groups
- * and MPI ranks implement the same table later; the executor does not change.
+ * The session never touches device memory itself: a buffer's address is a handle that only the
+ * device's own calls may dereference. The host CPU's handles happen to be host pointers
+ * (host_visible), so views of its memory are read and filled in place, with no copy; the test
+ * device "testmem" (tests only) hands out handles that fault when dereferenced, so any access
+ * that goes around this table fails. CUDA devices and MPI ranks implement the same table later.
  */
 #ifndef DPC_RUNTIME_DEVICE_H
 #define DPC_RUNTIME_DEVICE_H
@@ -11,15 +15,55 @@
 #include "runtime/kernel.h"
 
 typedef struct dpc_device dpc_device;
+struct dpc_pool;
+
+typedef enum dpc_copy_kind {
+  DPC_COPY_H2D,  /* host memory into this device's */
+  DPC_COPY_D2H,  /* this device's memory to the host */
+  DPC_COPY_D2D,  /* within this device */
+  DPC_COPY_PEER, /* from another device's memory (peer) into this one's */
+} dpc_copy_kind;
+
+/* One kernel to run: a compiled one (native.fn, over the data pointers args[0 .. n_args)) or
+ * else the kernel table's (fn over a). Data pointers and tensors hold device handles. */
+typedef struct dpc_launch {
+  dpc_kernel_fn fn;
+  const dpc_kernel_args *a;
+  dpc_native_kernel native;
+  void *const *args;
+  uint32_t n_args;
+  struct dpc_pool *pool; /* splits a compiled kernel over the device's cores; NULL: one thread */
+  const dpc_run_info *run;
+} dpc_launch;
+
+/* A point in a device's stream of work that another device waits for: values crossing devices
+ * are recorded after the producer's work and waited on before the consumer's. */
+typedef struct dpc_device_event {
+  uint64_t recorded; /* times recorded (the cpu has no stream: its events are only counted) */
+  void *impl;
+} dpc_device_event;
 
 typedef struct dpc_device_ops {
-  const char *kind; /* "cpu" */
+  const char *kind; /* "cpu", "testmem" */
+  /* Handles are host pointers: the host may read and write them in place (views, in-place
+   * input feeds). Otherwise everything goes through copy. */
+  bool host_visible;
   /* Memory for a plan's buffer: zeroed and already touched, so the first step pays no page
    * faults (they cost ~12 us per 4 KiB page on the project's machines). */
   dpc_status (*alloc)(dpc_device *dev, size_t bytes, void **out, dpc_diag *d);
-  void (*release)(dpc_device *dev, void *p);
-  /* Run one kernel. Optional: absent means call fn directly on the host. */
-  dpc_status (*launch)(dpc_device *dev, dpc_kernel_fn fn, const dpc_kernel_args *a, dpc_diag *d);
+  void (*free)(dpc_device *dev, void *p);
+  /* Copy bytes into dst from src, per kind: dst is this device's (H2D, D2D, PEER) or host
+   * memory (D2H); src is host memory (H2D), this device's (D2H, D2D) or peer's (PEER). Ordered
+   * after the work launched on this device before it. */
+  dpc_status (*copy)(dpc_device *dev, dpc_copy_kind kind, void *dst, const void *src, size_t bytes,
+                     dpc_device *peer, dpc_diag *d);
+  /* Run one kernel. A compiled kernel that reports bad data sets *bad (nonzero). */
+  dpc_status (*launch)(dpc_device *dev, const dpc_launch *l, int32_t *bad, dpc_diag *d);
+  /* Mark e after the work launched so far; make later work on dev wait for e. */
+  dpc_status (*event_record)(dpc_device *dev, dpc_device_event *e, dpc_diag *d);
+  dpc_status (*event_wait)(dpc_device *dev, const dpc_device_event *e, dpc_diag *d);
+  /* Wait until the work launched on dev is done: before the host reads results back. */
+  dpc_status (*synchronize)(dpc_device *dev, dpc_diag *d);
 } dpc_device_ops;
 
 struct dpc_device {
@@ -28,8 +72,12 @@ struct dpc_device {
   void *impl;
 };
 
-/* Open a device by name: "cpu" or "cpu:N". */
+/* Open a device by name: "cpu" or "cpu:N"; "testmem:N" for tests (not listed to users). */
 dpc_status dpc_device_open(const char *name, dpc_device **out, dpc_diag *d);
 void dpc_device_close(dpc_device *dev);
+
+/* The host CPU's launch: the compiled kernel over the pool (or on the calling thread), else the
+ * table's kernel. Other host devices reuse it once their handles are translated. */
+dpc_status dpc_device_cpu_launch(dpc_device *dev, const dpc_launch *l, int32_t *bad, dpc_diag *d);
 
 #endif

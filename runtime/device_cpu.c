@@ -1,12 +1,17 @@
 /*
- * device_cpu.c — the host CPU as a device. Kernels run on the calling thread; binding workers
- * to cores with hwloc comes with the multi-device executor.
+ * device_cpu.c — the host CPU as a device. Its handles are host pointers, its copies memcpy, and
+ * it has no stream: work is done when launch returns, so events and synchronize only count.
+ * Kernels run on the calling thread, split over the device's pool when the session gives one.
  */
 #include "runtime/device.h"
+
+#include "runtime/pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+dpc_status dpc_device_testmem_open(int idx, dpc_device **out, dpc_diag *d);
 
 static dpc_status cpu_alloc(dpc_device *dev, size_t bytes, void **out, dpc_diag *d) {
   size_t n = (bytes + 63) / 64 * 64;
@@ -17,23 +22,66 @@ static dpc_status cpu_alloc(dpc_device *dev, size_t bytes, void **out, dpc_diag 
   return DPC_OK;
 }
 
-static void cpu_release(dpc_device *dev, void *p) {
+static void cpu_free(dpc_device *dev, void *p) {
   (void)dev;
   free(p);
 }
 
+static dpc_status cpu_copy(dpc_device *dev, dpc_copy_kind kind, void *dst, const void *src,
+                           size_t bytes, dpc_device *peer, dpc_diag *d) {
+  (void)dev, (void)kind, (void)peer, (void)d;
+  /* a view written back onto itself (a host-visible value read, changed, then set) */
+  if (dst != src) memcpy(dst, src, bytes);
+  return DPC_OK;
+}
+
+dpc_status dpc_device_cpu_launch(dpc_device *dev, const dpc_launch *l, int32_t *bad, dpc_diag *d) {
+  (void)dev;
+  *bad = 0;
+  if (l->native.kind != DPC_KERNEL_HOST)
+    return l->fn(l->a, d); /* the session admits host code only */
+  const dpc_run_info *r = l->run;
+  *bad = l->pool
+             ? dpc_pool_run(l->pool, l->native.fn, l->args, l->native.total, r->step, r->training)
+             : l->native.fn(l->args, 0, l->native.total, r->step, r->training);
+  return DPC_OK;
+}
+
+static dpc_status cpu_event_record(dpc_device *dev, dpc_device_event *e, dpc_diag *d) {
+  (void)dev, (void)d;
+  e->recorded++;
+  return DPC_OK;
+}
+
+static dpc_status cpu_event_wait(dpc_device *dev, const dpc_device_event *e, dpc_diag *d) {
+  (void)dev, (void)e, (void)d;
+  return DPC_OK;
+}
+
+static dpc_status cpu_synchronize(dpc_device *dev, dpc_diag *d) {
+  (void)dev, (void)d;
+  return DPC_OK;
+}
+
 static const dpc_device_ops cpu_ops = {
     .kind = "cpu",
+    .host_visible = true,
     .alloc = cpu_alloc,
-    .release = cpu_release,
-    .launch = NULL, /* host: the executor calls the kernel directly */
+    .free = cpu_free,
+    .copy = cpu_copy,
+    .launch = dpc_device_cpu_launch,
+    .event_record = cpu_event_record,
+    .event_wait = cpu_event_wait,
+    .synchronize = cpu_synchronize,
 };
 
 dpc_status dpc_device_open(const char *name, dpc_device **out, dpc_diag *d) {
   *out = NULL;
   int idx = 0;
+  char extra;
+  if (sscanf(name, "testmem:%d%c", &idx, &extra) == 1 && idx >= 0)
+    return dpc_device_testmem_open(idx, out, d);
   if (strcmp(name, "cpu") != 0) {
-    char extra;
     if (sscanf(name, "cpu:%d%c", &idx, &extra) != 1 || idx < 0)
       return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                            "unknown device '%s' (this build runs on cpu or cpu:N)", name);

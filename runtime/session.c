@@ -11,13 +11,13 @@
 #include "runtime/session.h"
 
 #include "ir/fusion.h"
-#include "runtime/collective.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
 #include "runtime/init.h"
 #include "runtime/overlap.h"
 #include "runtime/pool.h"
 #include "runtime/topology.h"
+#include "runtime/transport.h"
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -34,13 +34,15 @@ typedef struct step_args {
   dpc_native_kernel native; /* kind DPC_KERNEL_NONE when none, else DPC_KERNEL_HOST */
   void **ptrs;              /* the native kernel's args: input then output data pointers (for a
                                fusion group's root, the group's inputs then its outputs) */
-  bool fused;               /* computed by its group's compiled kernel: nothing to run */
-  bool comm;                /* a communication op between devices: this device's part of it */
-  uint32_t rank;            /* comm: which input/output is this device's */
-  dpc_comm *group;          /* comm: the communicator of the devices it connects */
-  int32_t comm_k;           /* comm: its place among the device's collectives (overlap.h) */
-  int32_t need_k;           /* the last of them whose result this step reads; -1: none */
-  uint64_t bytes;           /* the data the native kernel reads and writes */
+  uint32_t n_ptrs;
+  dpc_launch launch;    /* what the device runs: the native kernel, else fn */
+  bool fused;           /* computed by its group's compiled kernel: nothing to run */
+  bool comm;            /* a communication op between devices: this device's part of it */
+  uint32_t rank;        /* comm: which input/output is this device's */
+  dpc_transport *group; /* comm: the transport of the devices it connects */
+  int32_t comm_k;       /* comm: its place among the device's collectives (overlap.h) */
+  int32_t need_k;       /* the last of them whose result this step reads; -1: none */
+  uint64_t bytes;       /* the data the native kernel reads and writes */
 } step_args;
 
 /* A native kernel that touches less data than this runs on the calling thread alone: waking
@@ -51,24 +53,38 @@ typedef struct step_args {
 struct dpc_session {
   const dpc_plan *plan;
   dpc_device **devs;
-  unsigned char **mem; /* per device buffer */
-  step_args **steps;   /* per device, per step (kernel steps only) */
-  dpc_tensor *tensors; /* per value: view into its slot */
-  dpc_tensor *targs;   /* argument tensors, gathered per step */
-  void **tptrs;        /* their data pointers, for native kernels */
-  void **gptrs;        /* the arguments of compiled fusion groups */
-  bool *given;         /* per value: input set at least once */
-  bool *shared;        /* per value: memory belongs to another session (opts.share) */
+  unsigned char **mem; /* per device buffer (a device handle) */
+  /* per device whose memory the host cannot address: a host copy of its buffer, laid out the
+   * same, that views are read from and inputs filled in (then uploaded by the next run) */
+  unsigned char **shadow;
+  bool *staged;                 /* per value: an input filled in the shadow, not yet uploaded */
+  dpc_device_event *dev_events; /* per plan event: the producer's point in its work */
+  step_args **steps;            /* per device, per step (kernel steps only) */
+  dpc_tensor *tensors;          /* per value: view into its slot */
+  dpc_tensor *targs;            /* argument tensors, gathered per step */
+  void **tptrs;                 /* their data pointers, for native kernels */
+  void **gptrs;                 /* the arguments of compiled fusion groups */
+  bool *given;                  /* per value: input set at least once */
+  bool *shared;                 /* per value: memory belongs to another session (opts.share) */
   dpc_run_info run;
   const dpc_kernel_fn *kernels;
   dpc_pool *pool; /* runs compiled kernels across the cores; NULL without them */
   double **prof;  /* per device, per step: seconds (dpc_session_profile); NULL when off */
   double *busy;   /* per device: seconds computing, not waiting (dpc_session_busy) */
   /* several devices */
-  dpc_pool **pools; /* per device: its cores */
-  dpc_executor *ex; /* its runner threads */
-  dpc_comm **comms; /* one per set of devices a collective connects, in rank order */
+  dpc_pool **pools;      /* per device: its cores */
+  dpc_executor *ex;      /* its runner threads */
+  dpc_transport **comms; /* one per set of devices a collective connects, in rank order */
   uint32_t n_comms;
+  /* dpc_session_average: a transport per list of devices that hold a value's copies, and the
+   * call under way (its copies, `avg_r` per group) */
+  struct avg_comm {
+    uint32_t *set, n;
+    dpc_transport *t;
+  } * avg_comms;
+  uint32_t n_avg_comms;
+  const uint32_t *avg;
+  uint32_t avg_groups, avg_r;
   dpc_overlap **overlap;    /* per device with collectives: the thread that runs them */
   uint32_t (*jobs)[2];      /* per collective step: its device and step index */
   _Atomic uint64_t *events; /* per plan event: the run (step + 1) that last signalled it */
@@ -151,10 +167,11 @@ void dpc_session_free(dpc_session *s) {
   const dpc_plan *p = s->plan;
   for (uint32_t i = 0; i < p->n_devs; i++) {
     if (s->devs && s->devs[i]) {
-      if (s->mem && s->mem[i]) s->devs[i]->ops->release(s->devs[i], s->mem[i]);
+      if (s->mem && s->mem[i]) s->devs[i]->ops->free(s->devs[i], s->mem[i]);
       dpc_device_close(s->devs[i]);
     }
     if (s->steps) free(s->steps[i]);
+    if (s->shadow) free(s->shadow[i]);
   }
   dpc_pool_free(s->pool);
   dpc_executor_free(s->ex);
@@ -163,13 +180,21 @@ void dpc_session_free(dpc_session *s) {
   free(s->jobs);
   for (uint32_t i = 0; s->pools && i < p->n_devs; i++) dpc_pool_free(s->pools[i]);
   free(s->pools);
-  for (uint32_t i = 0; i < s->n_comms; i++) dpc_comm_free(s->comms[i]);
+  for (uint32_t i = 0; i < s->n_comms; i++) dpc_transport_free(s->comms[i]);
+  for (uint32_t i = 0; i < s->n_avg_comms; i++) {
+    dpc_transport_free(s->avg_comms[i].t);
+    free(s->avg_comms[i].set);
+  }
+  free(s->avg_comms);
   free(s->comms);
   free((void *)s->events);
   dpc_session_profile(s, false, NULL);
   dpc_session_trace(s, 0, NULL);
   free(s->devs);
   free(s->mem);
+  free(s->shadow);
+  free(s->staged);
+  free(s->dev_events);
   free(s->steps);
   free(s->tensors);
   free(s->targs);
@@ -188,20 +213,56 @@ void dpc_session_busy(dpc_session *s, double *seconds, bool reset) {
   }
 }
 
+/* The device and the device memory of value v. */
+static dpc_device *device_of(const dpc_session *s, uint32_t v) {
+  return s->devs[s->plan->slots[v].device];
+}
+
+/* Host memory laid out as value v: its place in its device's shadow, or (host-visible devices)
+ * the device memory itself. */
+static void *host_of(const dpc_session *s, uint32_t v) {
+  const dpc_slot *sl = &s->plan->slots[v];
+  return s->shadow[sl->device] ? s->shadow[sl->device] + sl->offset : s->tensors[v].data;
+}
+
+static dpc_status upload(dpc_session *s, uint32_t v, const void *host, dpc_diag *d) {
+  dpc_device *dev = device_of(s, v);
+  return dev->ops->copy(dev, DPC_COPY_H2D, s->tensors[v].data, host,
+                        dpc_tensor_bytes(&s->tensors[v]), NULL, d);
+}
+
+/* Params, state and constants: made in host memory, then copied to their device. */
 static dpc_status fill_sources(dpc_session *s, dpc_diag *d) {
   const dpc_graph *g = s->plan->g;
-  for (uint32_t i = 0; i < g->n_nodes; i++) {
+  dpc_status st = DPC_OK;
+  void *host = NULL;
+  size_t cap = 0;
+  for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
     const dpc_node *n = &g->nodes[i];
-    dpc_tensor *t = &s->tensors[n->out];
-    if ((n->op == DPC_OP_PARAM || n->op == DPC_OP_STATE) && !s->shared[n->out]) {
-      dpc_status st = dpc_init_fill(g, i, t, d);
-      if (st) return st;
-    } else if (n->op == DPC_OP_CONSTANT) {
-      const dpc_attr *v = dpc_attrs_get(dpc_node_attrs(g, i), "value");
-      for (uint32_t k = 0; k < v->n; k++) dpc_tstore(t, k, g->reals[v->u.off + k]);
+    bool source = (n->op == DPC_OP_PARAM || n->op == DPC_OP_STATE) && !s->shared[n->out];
+    if (!source && n->op != DPC_OP_CONSTANT) continue;
+    dpc_tensor t = s->tensors[n->out];
+    size_t bytes = dpc_tensor_bytes(&t);
+    if (bytes > cap) {
+      free(host);
+      cap = bytes;
+      if (!(host = calloc(1, cap))) {
+        st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory filling params");
+        break;
+      }
     }
+    memset(host, 0, bytes);
+    t.data = host;
+    if (source) {
+      st = dpc_init_fill(g, i, &t, d);
+    } else {
+      const dpc_attr *v = dpc_attrs_get(dpc_node_attrs(g, i), "value");
+      for (uint32_t k = 0; k < v->n; k++) dpc_tstore(&t, k, g->reals[v->u.off + k]);
+    }
+    if (!st) st = upload(s, n->out, host, d);
   }
-  return DPC_OK;
+  free(host);
+  return st;
 }
 
 /* Point this session's params and state at another session's, where name, dtype and shape
@@ -231,9 +292,10 @@ static dpc_status open_groups(dpc_session *s, dpc_diag *d) {
   const dpc_graph *g = plan->g;
   uint32_t *set = malloc(plan->n_devs * sizeof *set);
   const char **names = malloc(plan->n_devs * sizeof *names);
+  dpc_device **devs = malloc(plan->n_devs * sizeof *devs);
   uint32_t **sets = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *sets);
   s->comms = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *s->comms);
-  dpc_status st = set && names && sets && s->comms
+  dpc_status st = set && names && devs && sets && s->comms
                       ? DPC_OK
                       : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening collectives");
   for (uint32_t i = 0; !st && i < plan->n_devs; i++) {
@@ -243,8 +305,8 @@ static dpc_status open_groups(dpc_session *s, dpc_diag *d) {
       const dpc_node *n = &g->nodes[plan->devs[i].steps[j].node];
       for (uint32_t k = 0; k < n->n_in; k++) set[k] = plan->slots[g->ids[n->in + k]].device;
       uint32_t c = 0;
-      while (c < s->n_comms && (dpc_comm_ranks(s->comms[c]) != n->n_in ||
-                                memcmp(sets[c], set, n->n_in * sizeof *set)))
+      while (c < s->n_comms &&
+             (s->comms[c]->ranks != n->n_in || memcmp(sets[c], set, n->n_in * sizeof *set)))
         c++;
       if (c == s->n_comms) {
         if (!(sets[c] = malloc(n->n_in * sizeof *set))) {
@@ -253,7 +315,9 @@ static dpc_status open_groups(dpc_session *s, dpc_diag *d) {
         }
         memcpy(sets[c], set, n->n_in * sizeof *set);
         for (uint32_t k = 0; k < n->n_in; k++) names[k] = plan->devs[set[k]].name;
-        if ((st = dpc_comm_new(n->n_in, names, s->timeout_s, &s->comms[c], d))) break;
+        for (uint32_t k = 0; k < n->n_in; k++) devs[k] = s->devs[set[k]];
+        if ((st = dpc_transport_open("shm", n->n_in, devs, names, s->timeout_s, &s->comms[c], d)))
+          break;
         s->n_comms++;
       }
       sa->group = s->comms[c];
@@ -263,6 +327,7 @@ static dpc_status open_groups(dpc_session *s, dpc_diag *d) {
   free(sets);
   free(set);
   free(names);
+  free(devs);
   return st;
 }
 
@@ -397,6 +462,9 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   s->given = calloc(nv, sizeof *s->given);
   s->shared = calloc(nv, sizeof *s->shared);
   s->busy = calloc(plan->n_devs ? plan->n_devs : 1, sizeof *s->busy);
+  s->shadow = calloc(plan->n_devs ? plan->n_devs : 1, sizeof *s->shadow);
+  s->staged = calloc(nv, sizeof *s->staged);
+  s->dev_events = calloc(plan->n_events ? plan->n_events : 1, sizeof *s->dev_events);
   uint32_t total_args = 0;
   for (uint32_t i = 0; i < g->n_nodes; i++) total_args += g->nodes[i].n_in + g->nodes[i].n_out;
   s->targs = calloc(total_args ? total_args : 1, sizeof *s->targs);
@@ -406,14 +474,22 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   uint32_t n_gptrs = 0;
   dpc_status st = DPC_OK;
   if (!s->devs || !s->mem || !s->steps || !s->tensors || !s->given || !s->shared || !s->targs ||
-      !s->tptrs || !s->gptrs || !s->busy) {
+      !s->tptrs || !s->gptrs || !s->busy || !s->shadow || !s->staged || !s->dev_events) {
     st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
     goto fail;
   }
   for (uint32_t i = 0; i < plan->n_devs; i++) {
-    if ((st = dpc_device_open(plan->devs[i].name, &s->devs[i], d))) goto fail;
+    char name[48];
+    snprintf(name, sizeof name, "testmem:%u", i);
+    if ((st = dpc_device_open(o && o->test_memory ? name : plan->devs[i].name, &s->devs[i], d)))
+      goto fail;
     if ((st = s->devs[i]->ops->alloc(s->devs[i], plan->devs[i].bytes, (void **)&s->mem[i], d)))
       goto fail;
+    if (!s->devs[i]->ops->host_visible &&
+        !(s->shadow[i] = calloc(1, plan->devs[i].bytes ? plan->devs[i].bytes : 1))) {
+      st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
+      goto fail;
+    }
   }
   for (uint32_t v = 0; v < g->n_values; v++) {
     const dpc_slot *sl = &plan->slots[v];
@@ -482,6 +558,7 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
       if (o && o->native && (st = host_kernel(g, sp->node, &o->native[sp->node], d))) break;
       if (o && o->native) sa->native = o->native[sp->node];
       sa->ptrs = &s->tptrs[base[sp->node]];
+      sa->n_ptrs = n->n_in + n->n_out;
       if (o && o->native && n->fused != DPC_NONE && o->native[n->fused].kind != DPC_KERNEL_NONE)
         sa->fused = true;
       for (uint32_t k2 = 0; k2 < n->n_in + n->n_out; k2++)
@@ -490,6 +567,7 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
         dpc_group grp;
         if ((st = dpc_group_get(g, sp->node, &grp, d))) break;
         sa->ptrs = &s->gptrs[n_gptrs];
+        sa->n_ptrs = grp.n_inputs + n->n_out;
         sa->bytes = 0;
         for (uint32_t k2 = 0; k2 < grp.n_inputs; k2++) {
           s->gptrs[n_gptrs++] = s->tensors[grp.inputs[k2]].data;
@@ -508,6 +586,16 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
     st = open_devices(s, o, d);
   else if (!st && o && o->native && (!o->threads || o->threads > 1))
     st = dpc_pool_new(o->threads, &s->pool, d);
+  /* what each kernel step hands its device, now that the pools are made */
+  for (uint32_t i = 0; i < plan->n_devs && !st; i++) {
+    dpc_pool *pool = s->pools ? s->pools[i] : s->pool;
+    for (uint32_t j = 0; j < plan->devs[i].n_steps; j++) {
+      step_args *sa = &s->steps[i][j];
+      sa->launch = (dpc_launch){sa->fn,   &sa->a,     sa->native,
+                                sa->ptrs, sa->n_ptrs, sa->bytes >= SPLIT_MIN_BYTES ? pool : NULL,
+                                &s->run};
+    }
+  }
   if (st || (st = fill_sources(s, d))) goto fail;
   *out = s;
   return DPC_OK;
@@ -549,19 +637,32 @@ dpc_status dpc_session_set(dpc_session *s, const char *name, const dpc_tensor *t
                          name, dpc_dtype_name(dst->dtype), dpc_dtype_name(t->dtype));
   int64_t n = dpc_tensor_numel(dst);
   if (dst->dtype == t->dtype) {
-    memcpy(dst->data, t->data, dpc_tensor_bytes(dst));
-  } else if (fl) {
-    for (int64_t i = 0; i < n; i++) dpc_tstore(dst, i, dpc_tload(t, i));
+    if ((st = upload(s, v, t->data, d))) return st;
+    s->given[v] = true;
+    s->staged[v] = false;
+    return DPC_OK;
+  }
+  /* converted in host memory first, then copied to the device */
+  dpc_tensor h = *dst;
+  if (!(h.data = malloc(dpc_tensor_bytes(dst) ? dpc_tensor_bytes(dst) : 1)))
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory setting '%s'", name);
+  if (fl) {
+    for (int64_t i = 0; i < n; i++) dpc_tstore(&h, i, dpc_tload(t, i));
   } else {
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < n && !st; i++) {
       int64_t x = dpc_tload_i64(t, i);
       if (dst->dtype == DPC_I32 && (x < INT32_MIN || x > INT32_MAX))
-        return dpc_diag_fail(d, DPC_ERR_INVALID, "'%s': element %lld (%lld) does not fit in i32",
-                             name, (long long)i, (long long)x);
-      dpc_tstore_i64(dst, i, x);
+        st = dpc_diag_fail(d, DPC_ERR_INVALID, "'%s': element %lld (%lld) does not fit in i32",
+                           name, (long long)i, (long long)x);
+      else
+        dpc_tstore_i64(&h, i, x);
     }
   }
+  if (!st) st = upload(s, v, h.data, d);
+  free(h.data);
+  if (st) return st;
   s->given[v] = true;
+  s->staged[v] = false;
   return DPC_OK;
 }
 
@@ -591,11 +692,16 @@ static dpc_status run_comm(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) 
   const dpc_step *sp = &s->plan->devs[i].steps[j];
   const dpc_tensor *x = &sa->a.in[sa->rank];
   dpc_tensor *y = &sa->a.out[sa->rank];
-  if (x->data != y->data) memcpy(y->data, x->data, dpc_tensor_bytes(y));
+  dpc_device *dev = s->devs[i];
+  size_t bytes = dpc_tensor_bytes(y);
+  dpc_status st = DPC_OK;
+  if (x->data != y->data) st = dev->ops->copy(dev, DPC_COPY_D2D, y->data, x->data, bytes, NULL, d);
   char op[16];
   dpc_attrs_str(dpc_node_attrs(s->plan->g, sp->node), "op", op, sizeof op);
-  return dpc_comm_all_reduce(sa->group, sa->rank, y->data, y->dtype, dpc_tensor_numel(y),
-                             strcmp(op, "sum") ? DPC_REDUCE_MEAN : DPC_REDUCE_SUM, d);
+  dpc_reduce red = strcmp(op, "sum") ? DPC_REDUCE_MEAN : DPC_REDUCE_SUM;
+  if (st) return st;
+  return sa->group->ops->all_reduce(sa->group, sa->rank, y->data, y->dtype, dpc_tensor_numel(y),
+                                    red, d);
 }
 
 /* The job number of collective step j of device dev. */
@@ -614,35 +720,44 @@ static dpc_status comm_job(void *ctx, uint32_t job, dpc_diag *d) {
   return run_comm(s, s->jobs[job][0], s->jobs[job][1], d);
 }
 
+/* Step sa's reference kernel, never its compiled one. */
+static dpc_status launch_table(dpc_device *dev, const step_args *sa, dpc_diag *d) {
+  dpc_launch l = sa->launch;
+  l.native.kind = DPC_KERNEL_NONE, l.native.fn = NULL;
+  int32_t bad;
+  return dev->ops->launch(dev, &l, &bad, d);
+}
+
 /* Step j of device i. */
 static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) {
   const dpc_plan *p = s->plan;
   const dpc_graph *g = p->g;
   const dpc_plan_device *pd = &p->devs[i];
   const dpc_step *sp = &pd->steps[j];
+  dpc_device *dev = s->devs[i];
   if (sp->kind == DPC_STEP_COPY) {
-    memcpy(s->tensors[sp->dst].data, s->tensors[sp->src].data,
-           dpc_tensor_bytes(&s->tensors[sp->dst]));
-    return DPC_OK;
+    uint32_t from = p->slots[sp->src].device, to = p->slots[sp->dst].device;
+    dpc_device *dst = s->devs[to];
+    return dst->ops->copy(dst, from == to ? DPC_COPY_D2D : DPC_COPY_PEER, s->tensors[sp->dst].data,
+                          s->tensors[sp->src].data, dpc_tensor_bytes(&s->tensors[sp->dst]),
+                          from == to ? NULL : s->devs[from], d);
   }
   if (sp->kind == DPC_STEP_SIGNAL) {
+    dpc_status st = dev->ops->event_record(dev, &s->dev_events[sp->event], d);
+    if (st) return st;
     atomic_store_explicit(&s->events[sp->event], s->run.step + 1, memory_order_release);
     return DPC_OK;
   }
-  if (sp->kind == DPC_STEP_WAIT) return wait_event(s, i, sp, d);
+  if (sp->kind == DPC_STEP_WAIT) {
+    dpc_status st = wait_event(s, i, sp, d);
+    return st ? st : dev->ops->event_wait(dev, &s->dev_events[sp->event], d);
+  }
   const step_args *sa = &s->steps[i][j];
   if (sa->fused) return DPC_OK;
   if (sa->comm) return run_comm(s, i, j, d);
-  dpc_pool *pool = s->pools ? s->pools[i] : s->pool;
-  if (sa->native.kind != DPC_KERNEL_HOST) {
-    dpc_device *dev = s->devs[i];
-    return dev->ops->launch ? dev->ops->launch(dev, sa->fn, &sa->a, d) : sa->fn(&sa->a, d);
-  }
-  int32_t bad = pool && sa->bytes >= SPLIT_MIN_BYTES
-                    ? dpc_pool_run(pool, sa->native.fn, sa->ptrs, sa->native.total, s->run.step,
-                                   s->run.training)
-                    : sa->native.fn(sa->ptrs, 0, sa->native.total, s->run.step, s->run.training);
-  if (!bad) return DPC_OK;
+  int32_t bad = 0;
+  dpc_status launched = dev->ops->launch(dev, &sa->launch, &bad, d);
+  if (launched || !bad) return launched;
   /* bad data: the reference kernels find it again and say where (a group's members first, in
    * order, then its root) */
   dpc_status st = DPC_OK;
@@ -650,9 +765,9 @@ static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) 
     const step_args *ma = &s->steps[i][m];
     if (pd->steps[m].kind == DPC_STEP_KERNEL && ma->fused &&
         g->nodes[pd->steps[m].node].fused == sp->node)
-      st = ma->fn(&ma->a, d);
+      st = launch_table(dev, ma, d);
   }
-  if (!st) st = sa->fn(&sa->a, d);
+  if (!st) st = launch_table(dev, sa, d);
   if (!st)
     st = dpc_graph_fail_node(p->g, sa->a.node, d, DPC_ERR_RUNTIME,
                              "the compiled kernel reported bad data the reference kernel accepts");
@@ -672,6 +787,12 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
     return dpc_diag_fail(d, DPC_ERR_RUNTIME,
                          "this session failed in an earlier step and cannot run again");
   dpc_status st;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    uint32_t v = g->nodes[i].out;
+    if (g->nodes[i].op != DPC_OP_INPUT || !s->staged[v]) continue;
+    if ((st = upload(s, v, host_of(s, v), d))) return st;
+    s->staged[v] = false;
+  }
   if (s->ex) {
     atomic_store(&s->failed, 0);
     atomic_store(&s->first, 0);
@@ -718,8 +839,89 @@ static dpc_status run_steps(dpc_session *s, uint32_t dev, dpc_diag *d) {
     if (work) s->busy[dev] += dpc_now_s() - w0;
     if (timed) record(s, dev, j, t0);
   }
-  /* the step ends with every collective done: the loss and the state are read after it */
-  return o ? dpc_overlap_wait(o, posted, d) : DPC_OK;
+  /* the step ends with every collective done and the device idle: the loss and the state are
+   * read after it */
+  dpc_status st = o ? dpc_overlap_wait(o, posted, d) : DPC_OK;
+  if (!st) st = s->devs[dev]->ops->synchronize(s->devs[dev], d);
+  return st;
+}
+
+/* The transport between the devices set[0 .. n), in rank order; NULL when none is open. */
+static dpc_transport *avg_find(const dpc_session *s, const uint32_t *set, uint32_t n) {
+  for (uint32_t c = 0; c < s->n_avg_comms; c++)
+    if (s->avg_comms[c].n == n && !memcmp(s->avg_comms[c].set, set, n * sizeof *set))
+      return s->avg_comms[c].t;
+  return NULL;
+}
+
+#define MAX_AVG_COPIES 256
+
+/* Device dev's part of dpc_session_average: each copy it holds, rank k of its group. */
+static dpc_status average_part(dpc_session *s, uint32_t dev, dpc_diag *d) {
+  uint32_t set[MAX_AVG_COPIES], R = s->avg_r;
+  for (uint32_t gi = 0; gi < s->avg_groups; gi++) {
+    const uint32_t *vals = s->avg + (size_t)gi * R;
+    for (uint32_t k = 0; k < R; k++) set[k] = s->plan->slots[vals[k]].device;
+    dpc_transport *t = avg_find(s, set, R);
+    for (uint32_t k = 0; k < R; k++) {
+      if (set[k] != dev) continue;
+      dpc_tensor *x = &s->tensors[vals[k]];
+      dpc_status st =
+          t->ops->all_reduce(t, k, x->data, x->dtype, dpc_tensor_numel(x), DPC_REDUCE_MEAN_WIDE, d);
+      if (st) return st;
+    }
+  }
+  return s->devs[dev]->ops->synchronize(s->devs[dev], d);
+}
+
+dpc_status dpc_session_average(dpc_session *s, const uint32_t *values, uint32_t groups,
+                               uint32_t copies, dpc_diag *d) {
+  if (copies < 2) return DPC_OK;
+  if (!s->ex || copies > MAX_AVG_COPIES)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "averaging %u copies over %u devices", copies,
+                         s->plan->n_devs);
+  if (s->broken)
+    return dpc_diag_fail(d, DPC_ERR_RUNTIME,
+                         "this session failed in an earlier step and cannot run again");
+  uint32_t set[MAX_AVG_COPIES];
+  for (uint32_t gi = 0; gi < groups; gi++) {
+    const uint32_t *vals = values + (size_t)gi * copies;
+    for (uint32_t k = 0; k < copies; k++) {
+      set[k] = s->plan->slots[vals[k]].device;
+      for (uint32_t j = 0; j < k; j++)
+        if (set[j] == set[k])
+          return dpc_diag_fail(d, DPC_ERR_INVALID, "two copies of a value on %s",
+                               s->plan->devs[set[k]].name);
+    }
+    if (avg_find(s, set, copies)) continue;
+    dpc_device *devs[MAX_AVG_COPIES];
+    const char *names[MAX_AVG_COPIES];
+    for (uint32_t k = 0; k < copies; k++)
+      devs[k] = s->devs[set[k]], names[k] = s->plan->devs[set[k]].name;
+    struct avg_comm *nc = realloc(s->avg_comms, (s->n_avg_comms + 1) * sizeof *nc);
+    if (!nc) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening a transport");
+    s->avg_comms = nc;
+    struct avg_comm *c = &nc[s->n_avg_comms];
+    if (!(c->set = malloc(copies * sizeof *c->set)))
+      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening a transport");
+    memcpy(c->set, set, copies * sizeof *set);
+    c->n = copies;
+    dpc_status st = dpc_transport_open("shm", copies, devs, names, s->timeout_s, &c->t, d);
+    if (st) {
+      free(c->set);
+      return st;
+    }
+    s->n_avg_comms++;
+  }
+  s->avg = values, s->avg_groups = groups, s->avg_r = copies;
+  atomic_store(&s->failed, 0);
+  atomic_store(&s->first, 0);
+  dpc_status st = dpc_executor_run(s->ex, d);
+  s->avg = NULL;
+  if (!st) return DPC_OK;
+  s->broken = true;
+  if (atomic_load(&s->first)) return dpc_diag_fail(d, s->first_status, "%s", s->first_msg);
+  return st;
 }
 
 /* Device dev's step list on its runner thread (several devices). A device that fails claims
@@ -732,7 +934,7 @@ static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
     while (!atomic_load(&s->failed) && dpc_now_s() - t0 < 10 * s->timeout_s) sched_yield();
     return dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s stalled (test hook)", pd->name);
   }
-  dpc_status st = run_steps(s, dev, d);
+  dpc_status st = s->avg ? average_part(s, dev, d) : run_steps(s, dev, d);
   if (!st) return DPC_OK;
   int none = 0;
   if (atomic_compare_exchange_strong(&s->first, &none, (int)dev + 1)) {
@@ -740,7 +942,9 @@ static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
     snprintf(s->first_msg, sizeof s->first_msg, "%s", d->msg ? d->msg : "a device failed");
   }
   atomic_store(&s->failed, 1);
-  for (uint32_t c = 0; c < s->n_comms; c++) dpc_comm_abort(s->comms[c], pd->name, d->msg);
+  for (uint32_t c = 0; c < s->n_comms; c++) s->comms[c]->ops->abort(s->comms[c], pd->name, d->msg);
+  for (uint32_t c = 0; c < s->n_avg_comms; c++)
+    s->avg_comms[c].t->ops->abort(s->avg_comms[c].t, pd->name, d->msg);
   /* collectives still queued end quickly now; none may outlive the run */
   if (s->overlap && s->overlap[dev]) {
     dpc_diag ignore;
@@ -755,12 +959,58 @@ dpc_status dpc_session_get(const dpc_session *s, const char *name, dpc_tensor *v
   uint32_t v;
   dpc_status st = find(s, name, &v, d);
   if (st) return st;
-  *view = s->tensors[v];
+  *view = dpc_session_value(s, v);
   return DPC_OK;
 }
 
 dpc_tensor dpc_session_value(const dpc_session *s, uint32_t value) {
-  return s->tensors[value];
+  dpc_tensor t = s->tensors[value];
+  if (!s->shadow[s->plan->slots[value].device]) return t;
+  dpc_device *dev = device_of(s, value);
+  t.data = host_of(s, value);
+  dpc_diag ignore;
+  dpc_diag_init(&ignore);
+  /* the shadow is a cache of the device's memory, refreshed on every read */
+  if (dev->ops->synchronize(dev, &ignore) ||
+      dev->ops->copy(dev, DPC_COPY_D2H, t.data, s->tensors[value].data, dpc_tensor_bytes(&t), NULL,
+                     &ignore))
+    memset(t.data, 0xff, dpc_tensor_bytes(&t)); /* NaN, not stale data */
+  dpc_diag_free(&ignore);
+  return t;
+}
+
+dpc_status dpc_session_read(const dpc_session *s, uint32_t value, void *host, dpc_diag *d) {
+  dpc_device *dev = device_of(s, value);
+  dpc_status st = dev->ops->synchronize(dev, d);
+  return st ? st
+            : dev->ops->copy(dev, DPC_COPY_D2H, host, s->tensors[value].data,
+                             dpc_tensor_bytes(&s->tensors[value]), NULL, d);
+}
+
+dpc_status dpc_session_write(dpc_session *s, uint32_t value, const void *host, dpc_diag *d) {
+  dpc_status st = upload(s, value, host, d);
+  if (st) return st;
+  s->given[value] = true;
+  s->staged[value] = false;
+  return DPC_OK;
+}
+
+dpc_status dpc_session_copy(dpc_session *dst, uint32_t dst_value, const dpc_session *src,
+                            uint32_t src_value, dpc_diag *d) {
+  dpc_device *to = device_of(dst, dst_value), *from = device_of(src, src_value);
+  dpc_tensor *t = &dst->tensors[dst_value];
+  size_t bytes = dpc_tensor_bytes(t);
+  if (bytes != dpc_tensor_bytes(&src->tensors[src_value]))
+    return dpc_diag_fail(d, DPC_ERR_INTERNAL, "a copy of %zu bytes into %zu",
+                         dpc_tensor_bytes(&src->tensors[src_value]), bytes);
+  /* sessions open devices of their own: the same name is the same device */
+  bool same = !strcmp(to->name, from->name);
+  dpc_status st = from->ops->synchronize(from, d);
+  if (!st)
+    st = to->ops->copy(to, same ? DPC_COPY_D2D : DPC_COPY_PEER, t->data,
+                       src->tensors[src_value].data, bytes, same ? NULL : from, d);
+  if (!st) dst->staged[dst_value] = false;
+  return st;
 }
 
 uint64_t dpc_session_steps(const dpc_session *s) {
@@ -773,5 +1023,9 @@ void dpc_session_set_step(dpc_session *s, uint64_t step) {
 
 dpc_tensor dpc_session_input(dpc_session *s, uint32_t value) {
   s->given[value] = true;
-  return s->tensors[value];
+  dpc_tensor t = s->tensors[value];
+  if (!s->shadow[s->plan->slots[value].device]) return t;
+  s->staged[value] = true;
+  t.data = host_of(s, value);
+  return t;
 }

@@ -46,6 +46,9 @@ typedef struct dpc_session_opts {
    * 71-85k against 87k samples/s for fashion_mlp on 2 cores), 1 always, -1 never (the device
    * runs each collective where its step list has it). */
   int comm_thread;
+  /* Tests only: open the plan's devices as "testmem" (runtime/device.h), whose memory the host
+   * cannot address, so that any access around the device's calls fails. */
+  bool test_memory;
 } dpc_session_opts;
 
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,
@@ -56,14 +59,32 @@ void dpc_session_free(dpc_session *s);
  * to the model's float dtype and integer data to its integer dtype; the shape must be the
  * model's. */
 dpc_status dpc_session_set(dpc_session *s, const char *name, const dpc_tensor *t, dpc_diag *d);
-/* The memory of input `value`, to fill in place (no copy); the input counts as given. */
+/* Host memory for input `value`, to fill in place; the input counts as given. On a device whose
+ * memory the host can address (the cpu) it is the device memory itself, with no copy; otherwise
+ * a host copy that the next run uploads through the device. */
 dpc_tensor dpc_session_input(dpc_session *s, uint32_t value);
 /* Run every step once. Fails if an input was never set. */
 dpc_status dpc_session_run(dpc_session *s, dpc_diag *d);
-/* A view of any named value's current contents (valid until the session is freed). */
+/* A host view of any named value's current contents, to read (change a value with
+ * dpc_session_set or dpc_session_copy). On a device whose memory the host can address it is
+ * the device memory itself; otherwise a host copy made now through the device, valid until the
+ * next read of a value it shares memory with. */
 dpc_status dpc_session_get(const dpc_session *s, const char *name, dpc_tensor *view, dpc_diag *d);
 /* The same by value id. */
 dpc_tensor dpc_session_value(const dpc_session *s, uint32_t value);
+/* Copy value `value` out to host memory, or into it from host memory (bytes as the model's
+ * dtype and shape), through the device. */
+dpc_status dpc_session_read(const dpc_session *s, uint32_t value, void *host, dpc_diag *d);
+dpc_status dpc_session_write(dpc_session *s, uint32_t value, const void *host, dpc_diag *d);
+/* Several devices: each group of `copies` values (values[g * copies + k], each on a device of
+ * its own: a param's replicas) becomes their mean, summed in f64 in the order given, through
+ * the session's transport, every device doing its own part. Local SGD's averaging. */
+dpc_status dpc_session_average(dpc_session *s, const uint32_t *values, uint32_t groups,
+                               uint32_t copies, dpc_diag *d);
+/* Value dst_value of dst takes src_value of src (the same session, or another whose plan has
+ * the value's dtype and shape), device to device: a peer copy between different devices. */
+dpc_status dpc_session_copy(dpc_session *dst, uint32_t dst_value, const dpc_session *src,
+                            uint32_t src_value, dpc_diag *d);
 /* How many times run has completed. */
 uint64_t dpc_session_steps(const dpc_session *s);
 /* Set the step counter (it seeds dropout masks): to resume a run, or to repeat a step exactly. */

@@ -5,6 +5,7 @@
 #include "runtime/collective.h"
 #include "runtime/pool.h"
 #include "runtime/topology.h"
+#include "runtime/transport.h"
 #include "unit.h"
 
 #include <pthread.h>
@@ -343,6 +344,125 @@ static void all_reduce_failures(void) {
   for (algo = DPC_ALLREDUCE_DIRECT; algo <= DPC_ALLREDUCE_RING; algo++) failures();
 }
 
+/* ---- the transport, over devices whose memory the host cannot address --------------------- */
+
+#define TN 1003 /* elements: not a multiple of the ranks */
+
+typedef struct trank {
+  dpc_transport *t;
+  dpc_device *dev;
+  uint32_t rank;
+  void *buf, *box;  /* device memory */
+  float out[4][TN]; /* what came back: all-reduce, broadcast, receive, second all-reduce */
+  dpc_status st;
+  char msg[512];
+} trank;
+
+static void *trank_main(void *arg) {
+  trank *r = arg;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_transport *t = r->t;
+  const dpc_device_ops *o = r->dev->ops;
+  uint32_t R = t->ranks, next = (r->rank + 1) % R, prev = (r->rank + R - 1) % R;
+  float host[TN];
+  size_t bytes = sizeof host;
+  for (int64_t i = 0; i < TN; i++) host[i] = value(r->rank, i) * 1.1f;
+  dpc_status st = o->copy(r->dev, DPC_COPY_H2D, r->buf, host, bytes, NULL, &d);
+  if (!st) st = t->ops->all_reduce(t, r->rank, r->buf, DPC_F32, TN, DPC_REDUCE_MEAN, &d);
+  if (!st) st = o->copy(r->dev, DPC_COPY_D2H, r->out[0], r->buf, bytes, NULL, &d);
+  if (!st) st = o->copy(r->dev, DPC_COPY_H2D, r->box, host, bytes, NULL, &d);
+  if (!st) st = t->ops->broadcast(t, r->rank, 1, r->box, bytes, &d);
+  if (!st) st = o->copy(r->dev, DPC_COPY_D2H, r->out[1], r->box, bytes, NULL, &d);
+  /* a ring: even ranks send first, odd ones receive first */
+  if (!st) st = o->copy(r->dev, DPC_COPY_H2D, r->box, host, bytes, NULL, &d);
+  for (int phase = 0; phase < 2 && !st; phase++)
+    st = (phase == (int)(r->rank % 2)) ? t->ops->send(t, r->rank, next, r->box, bytes, &d)
+                                       : t->ops->recv(t, r->rank, prev, r->buf, bytes, &d);
+  if (!st) st = o->copy(r->dev, DPC_COPY_D2H, r->out[2], r->buf, bytes, NULL, &d);
+  if (!st) st = t->ops->barrier(t, r->rank, &d);
+  if (!st) st = o->copy(r->dev, DPC_COPY_H2D, r->buf, host, bytes, NULL, &d);
+  if (!st) st = t->ops->all_reduce(t, r->rank, r->buf, DPC_F32, TN, DPC_REDUCE_SUM, &d);
+  if (!st) st = o->copy(r->dev, DPC_COPY_D2H, r->out[3], r->buf, bytes, NULL, &d);
+  r->st = st;
+  snprintf(r->msg, sizeof r->msg, "%s", st ? d.msg : "");
+  dpc_diag_free(&d);
+  return NULL;
+}
+
+/* The shared-memory transport over test devices (runtime/device_testmem.c, whose handles fault
+ * when dereferenced: the transport must use the devices' copies) and over cpu devices: every
+ * call gives the values it should, all-reduce sums in rank order (the bits of the same sums
+ * done here), and both kinds of device give the same bits. */
+static void transport_over_devices(void) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  static trank rk[2][3];
+  for (int kind = 0; kind < 2; kind++) {
+    const uint32_t R = 3;
+    dpc_device *devs[3] = {0};
+    const char *names[3] = {"dev0", "dev1", "dev2"};
+    for (uint32_t i = 0; i < R; i++) {
+      char nm[32];
+      snprintf(nm, sizeof nm, "%s:%u", kind ? "cpu" : "testmem", i);
+      CHECK(dpc_device_open(nm, &devs[i], &d) == DPC_OK);
+    }
+    dpc_transport *t = NULL;
+    CHECK_MSG(dpc_transport_open("shm", R, devs, names, 10, &t, &d) == DPC_OK, "%s", d.msg);
+    if (!t) return;
+    CHECK(devs[0]->ops->host_visible == (kind == 1));
+    pthread_t th[3];
+    for (uint32_t i = 0; i < R; i++) {
+      trank *r = &rk[kind][i];
+      *r = (trank){.t = t, .dev = devs[i], .rank = i};
+      CHECK(devs[i]->ops->alloc(devs[i], TN * 4, &r->buf, &d) == DPC_OK);
+      CHECK(devs[i]->ops->alloc(devs[i], TN * 4, &r->box, &d) == DPC_OK);
+      pthread_create(&th[i], NULL, trank_main, r);
+    }
+    for (uint32_t i = 0; i < R; i++) pthread_join(th[i], NULL);
+    for (uint32_t i = 0; i < R; i++) {
+      trank *r = &rk[kind][i];
+      CHECK_MSG(r->st == DPC_OK, "%s rank %u: %s", kind ? "cpu" : "testmem", i, r->msg);
+      uint32_t prev = (i + R - 1) % R;
+      bool mean = true, bcast = true, recv = true, sum = true;
+      for (int64_t e = 0; e < TN; e++) {
+        float x0 = value(0, e) * 1.1f, x1 = value(1, e) * 1.1f, x2 = value(2, e) * 1.1f;
+        mean &= r->out[0][e] == ((x0 + x1) + x2) / 3.0f;
+        bcast &= r->out[1][e] == x1;
+        recv &= r->out[2][e] == value(prev, e) * 1.1f;
+        sum &= r->out[3][e] == (x0 + x1) + x2;
+      }
+      CHECK_MSG(mean && bcast && recv && sum, "%s rank %u: mean %d broadcast %d receive %d sum %d",
+                kind ? "cpu" : "testmem", i, mean, bcast, recv, sum);
+      if (kind == 1)
+        CHECK_MSG(!memcmp(r->out, rk[0][i].out, sizeof r->out),
+                  "rank %u: testmem and cpu give different bits", i);
+      devs[i]->ops->free(devs[i], r->buf);
+      devs[i]->ops->free(devs[i], r->box);
+    }
+    dpc_transport_free(t);
+    for (uint32_t i = 0; i < R; i++) dpc_device_close(devs[i]);
+  }
+  /* an abort reaches a rank waiting in a receive, naming who failed */
+  dpc_device *dev[2];
+  CHECK(dpc_device_open("testmem:0", &dev[0], &d) == DPC_OK);
+  CHECK(dpc_device_open("testmem:1", &dev[1], &d) == DPC_OK);
+  dpc_transport *t = NULL;
+  CHECK(dpc_transport_open("shm", 2, dev, (const char *[]){"a", "b"}, 10, &t, &d) == DPC_OK);
+  if (t) {
+    t->ops->abort(t, "b", "it ran out of memory");
+    void *buf = NULL;
+    CHECK(dev[0]->ops->alloc(dev[0], 64, &buf, &d) == DPC_OK);
+    CHECK(t->ops->recv(t, 0, 1, buf, 64, &d) == DPC_ERR_RUNTIME && strstr(d.msg, "b failed") &&
+          strstr(d.msg, "out of memory"));
+    dev[0]->ops->free(dev[0], buf);
+    dpc_transport_free(t);
+  }
+  dpc_device_close(dev[0]);
+  dpc_device_close(dev[1]);
+  dpc_diag_free(&d);
+}
+
 const unit_test unit_tests[] = {
     {"topology", topology},
     {"device_specs", device_specs},
@@ -350,5 +470,6 @@ const unit_test unit_tests[] = {
     {"all_reduce_sums", all_reduce_sums},
     {"all_reduce_is_deterministic", all_reduce_is_deterministic},
     {"all_reduce_failures", all_reduce_failures},
+    {"transport_over_devices", transport_over_devices},
     {NULL, NULL},
 };

@@ -855,6 +855,95 @@ static void async_parameter_server(void) {
   dpc_graph_free(g);
 }
 
+/* The test device's memory is not host memory (runtime/device_testmem.c): any read or write of
+ * it that goes around the device's copy and launch faults. Every strategy trains on it to the
+ * same per-step losses and the same saved params as on cpu, bit for bit: single device on both
+ * backends, data parallel, model parallel, hybrid, pipelines in GPipe's and 1F1B's order,
+ * accumulation, asynchronous with staleness 0 and local SGD; then a checkpoint written on it
+ * resumes on it to the same losses as an uninterrupted run on cpu. */
+static void every_strategy_on_test_memory(void) {
+  fixture f;
+  fixture_open(&f, "tm");
+  char save[2][256], ckpt[256];
+  path_in(save[0], sizeof save[0], "tm0.safetensors");
+  path_in(save[1], sizeof save[1], "tm1.safetensors");
+  path_in(ckpt, sizeof ckpt, "tm.ckpt");
+  dpc_graph *g = parse(small_model);
+  if (!g) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  static const struct {
+    const char *what, *devices, *strategy;
+    bool llvm;
+    uint32_t mp, K, local_sgd;
+    dpc_pipeline_schedule sched;
+    bool async;
+  } runs[] = {
+      {"one device", NULL, NULL, true, 0, 1, 0, DPC_SCHEDULE_NONE, false},
+      {"one device, reference kernels", NULL, NULL, false, 0, 1, 0, DPC_SCHEDULE_NONE, false},
+      {"data parallel", "cpu:2", NULL, true, 0, 1, 0, DPC_SCHEDULE_NONE, false},
+      {"data parallel, reference kernels", "cpu:2", NULL, false, 0, 1, 0, DPC_SCHEDULE_NONE, false},
+      {"model parallel", "cpu:2", "model", true, 0, 1, 0, DPC_SCHEDULE_NONE, false},
+      {"hybrid", "cpu:4", "hybrid", true, 2, 1, 0, DPC_SCHEDULE_NONE, false},
+      {"pipeline GPipe", "cpu:2", "pipeline", true, 2, 4, 0, DPC_SCHEDULE_GPIPE, false},
+      {"pipeline 1F1B", "cpu:2", "pipeline", true, 2, 4, 0, DPC_SCHEDULE_1F1B, false},
+      {"accumulation", NULL, NULL, true, 0, 4, 0, DPC_SCHEDULE_NONE, false},
+      {"async, staleness 0", "cpu:2", NULL, true, 0, 1, 0, DPC_SCHEDULE_NONE, true},
+      {"local SGD", "cpu:2", NULL, true, 0, 1, 2, DPC_SCHEDULE_NONE, false},
+  };
+  for (size_t c = 0; c < sizeof runs / sizeof *runs; c++) {
+    for (int k = 0; k < 2; k++) { /* [0] cpu, [1] the test device */
+      dpc_train_opts o;
+      quiet_opts(&o);
+      o.exec.backend = runs[c].llvm ? &dpc_codegen_llvm : NULL;
+      o.data = f.data, o.epochs = 1, o.batch = 32, o.seed = 9;
+      o.devices = runs[c].devices, o.strategy = runs[c].strategy, o.mp = runs[c].mp;
+      o.accumulate = runs[c].K, o.pipeline = runs[c].sched, o.local_sgd = runs[c].local_sgd;
+      o.async = runs[c].async, o.staleness = 0;
+      o.test_memory = k == 1;
+      o.save_path = save[k], o.log_path = f.logs[k];
+      CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s on %s: %s", runs[c].what, k ? "testmem" : "cpu",
+                d.msg);
+    }
+    double l0[32], l1[32];
+    int n0 = unit_read_losses(f.logs[0], l0, 32), n1 = unit_read_losses(f.logs[1], l1, 32);
+    CHECK_MSG(n0 >= 20 && n0 == n1, "%s: %d and %d steps", runs[c].what, n0, n1);
+    for (int i = 0; i < n0 && i < n1; i++)
+      CHECK_MSG(l0[i] == l1[i], "%s step %d: %.9g on cpu, %.9g on the test device", runs[c].what,
+                i + 1, l0[i], l1[i]);
+    CHECK_MSG(same_file(save[0], save[1]), "%s: the saved params differ", runs[c].what);
+  }
+  /* one epoch and a checkpoint on the test device, resumed there for a second, against two
+   * epochs on cpu */
+  for (int k = 0; k < 3; k++) {
+    dpc_train_opts o;
+    quiet_opts(&o);
+    o.exec.backend = &dpc_codegen_llvm;
+    o.data = f.data, o.batch = 32, o.seed = 9, o.devices = "cpu:2";
+    o.epochs = 2;
+    o.test_memory = k > 0;
+    if (k == 1) o.checkpoint_path = ckpt, o.steps = 21;
+    if (k == 2) o.resume_path = ckpt;
+    o.log_path = f.logs[k];
+    CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "resume, run %d: %s", k, d.msg);
+  }
+  double full[64], first[64], rest[64];
+  int nf = unit_read_losses(f.logs[0], full, 64), n1 = unit_read_losses(f.logs[1], first, 64),
+      n2 = unit_read_losses(f.logs[2], rest, 64);
+  CHECK_MSG(nf == 42 && n1 == 21 && n2 == 21, "%d, %d + %d steps", nf, n1, n2);
+  for (int i = 0; i < nf && i < n1 + n2; i++) {
+    double x = i < n1 ? first[i] : rest[i - n1];
+    CHECK_MSG(full[i] == x, "resumed on the test device: step %d: %.9g against %.9g", i + 1, x,
+              full[i]);
+  }
+  unlink(save[0]);
+  unlink(save[1]);
+  unlink(ckpt);
+  fixture_close(&f);
+  dpc_diag_free(&d);
+  dpc_graph_free(g);
+}
+
 const unit_test unit_tests[] = {
     {"matches_pytorch", matches_pytorch},
     {"resume_is_bit_identical", resume_is_bit_identical},
@@ -868,6 +957,7 @@ const unit_test unit_tests[] = {
     {"pipeline_matches_accumulation", pipeline_matches_accumulation},
     {"local_sgd", local_sgd},
     {"async_parameter_server", async_parameter_server},
+    {"every_strategy_on_test_memory", every_strategy_on_test_memory},
     {NULL, NULL},
 };
 const unit_fixture unit_fixtures = {setup_tmp, cleanup_tmp};

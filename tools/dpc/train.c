@@ -194,7 +194,8 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
                          .devices = t->o->devices,
                          .timeout_s = t->o->timeout_s,
                          .comm_thread = t->o->comm_thread,
-                         .test_stall_device = t->o->test_stall_device};
+                         .test_stall_device = t->o->test_stall_device,
+                         .test_memory = t->o->test_memory};
   if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
   free(vals);
   dpc_graph_free(g);
@@ -245,43 +246,41 @@ static dpc_status sync_replicas(trainer *t, dpc_diag *d) {
     uint32_t src = dpc_graph_find(g, base);
     if (src == DPC_NONE)
       return dpc_diag_fail(d, DPC_ERR_INTERNAL, "replica value '%s' has no '%s'", name, base);
-    dpc_tensor from = dpc_session_value(r->s, src), to = dpc_session_value(r->s, v);
-    memcpy(to.data, from.data, dpc_tensor_bytes(&to));
+    dpc_status st = dpc_session_copy(r->s, v, r->s, src, d);
+    if (st) return st;
   }
   return DPC_OK;
 }
 
 /* Local SGD: each param becomes the mean of its replicas' copies (summed in double, replica 0
- * first: the same bits every run); optimizer state stays each replica's own. */
+ * first: the same bits every run), by the session's transport; optimizer state stays each
+ * replica's own. */
 static dpc_status average_replicas(trainer *t, dpc_diag *d) {
   const run_t *r = &t->train_full;
   if (!r->parallel) return DPC_OK;
   const dpc_graph *g = r->plan->g;
-  uint32_t R = t->replicas / (t->o->mp > 1 ? t->o->mp : 1);
-  for (uint32_t i = 0; i < g->n_nodes; i++) {
+  uint32_t R = t->replicas / (t->o->mp > 1 ? t->o->mp : 1), groups = 0;
+  uint32_t *ids = malloc(((size_t)g->n_nodes * R + 1) * sizeof *ids);
+  if (!ids) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory averaging replicas");
+  dpc_status st = DPC_OK;
+  for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
     if (g->nodes[i].op != DPC_OP_PARAM) continue;
     uint32_t v = g->nodes[i].out;
     const char *name = dpc_graph_str(g, g->values[v].name);
     char base[256], nm[300];
     if (dpc_replica_of(name, base, sizeof base)) continue; /* a copy: done with its original */
-    dpc_tensor copy[DPC_MAX_DEVICES];                      /* a replica a device */
-    if (R > DPC_MAX_DEVICES)
-      return dpc_diag_fail(d, DPC_ERR_INVALID, "local SGD over %u replicas: at most %u devices", R,
-                           DPC_MAX_DEVICES);
-    for (uint32_t k = 0; k < R; k++) {
+    for (uint32_t k = 0; k < R && !st; k++) {
       snprintf(nm, sizeof nm, "%s" DPC_REPLICA_SUFFIX "%u", name, k);
       uint32_t c = k ? dpc_graph_find(g, nm) : v;
       if (c == DPC_NONE)
-        return dpc_diag_fail(d, DPC_ERR_INTERNAL, "param '%s' has no replica %u", name, k);
-      copy[k] = dpc_session_value(r->s, c);
+        st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "param '%s' has no replica %u", name, k);
+      ids[(size_t)groups * R + k] = c;
     }
-    for (int64_t e = 0; e < dpc_tensor_numel(&copy[0]); e++) {
-      double sum = 0;
-      for (uint32_t k = 0; k < R; k++) sum += dpc_tload(&copy[k], e);
-      for (uint32_t k = 0; k < R; k++) dpc_tstore(&copy[k], e, sum / R);
-    }
+    groups++;
   }
-  return DPC_OK;
+  if (!st) st = dpc_session_average(r->s, ids, groups, R, d);
+  free(ids);
+  return st;
 }
 
 /* The session for a batch of n: the full one, or the one for the partial last batch. */
@@ -531,7 +530,8 @@ static dpc_status open_artifact_runs(trainer *t, dpc_diag *d) {
     dpc_session_opts so = {.training = i == 0,
                            .share = i ? t->train_full.s : NULL,
                            .native = k,
-                           .threads = t->o->threads};
+                           .threads = t->o->threads,
+                           .test_memory = t->o->test_memory};
     dpc_status st = dpc_session_new(p, &so, &r->s, d);
     if (st) return st;
     const dpc_graph *pg = p->g;

@@ -98,6 +98,7 @@ typedef struct dpc_train_opts {
   double timeout_s; /* how long a device waits for another before the step fails (0: 60 s) */
   int comm_thread;  /* dpc_session_opts.comm_thread: 0 auto, 1 always, -1 never */
   uint32_t test_stall_device; /* tests: dpc_session_opts.test_stall_device */
+  bool test_memory;           /* tests: dpc_session_opts.test_memory */
   /* asynchronous data parallel: the devices are workers of a parameter server that applies
    * the mean of every `replicas` gradients it receives; a gradient is applied at most
    * `staleness` updates after the version it was computed on (0: synchronous) */

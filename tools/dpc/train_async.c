@@ -201,16 +201,15 @@ static void *worker_main(void *arg) {
     uint64_t pos = a->next++;
     w->pulled = a->version;
     for (uint32_t k = 0; k < a->n_params; k++) {
-      dpc_tensor from = dpc_session_value(t->train_full.s, a->s_param[k]);
-      dpc_tensor to = dpc_session_value(w->run.s, w->param[k]);
-      memcpy(to.data, from.data, dpc_tensor_bytes(&to));
+      if ((st = dpc_session_copy(w->run.s, w->param[k], t->train_full.s, a->s_param[k], &w->d)))
+        break;
     }
     pthread_mutex_unlock(&a->mu);
 
     uint32_t n;
     const uint64_t *idx = dpc_order_batch(&t->order, a->b, pos, &n);
     dpc_tensor x = dpc_session_input(w->run.s, w->run.x), y = dpc_session_input(w->run.s, w->run.y);
-    st = dpc_dataset_fill(t->train_ds, idx, n, &x, &y, &w->d);
+    if (!st) st = dpc_dataset_fill(t->train_ds, idx, n, &x, &y, &w->d);
     dpc_session_set_step(w->run.s, pos);
     if (!st) st = dpc_session_run(w->run.s, &w->d);
     if (!st && t->o->test_slow_worker == w->id + 1) { /* a test hook: this worker is slow */
@@ -259,7 +258,8 @@ static dpc_status open_single(trainer *t, const dpc_graph *g, const char *dev, b
                               run_t *r, dpc_diag *d) {
   dpc_status st = dpc_plan_single(g, dev, training, &r->plan, d);
   if (!st) st = dpc_train_compile(t, r, d);
-  dpc_session_opts so = {.training = true, .native = r->native, .threads = 1};
+  dpc_session_opts so = {
+      .training = true, .native = r->native, .threads = 1, .test_memory = t->o->test_memory};
   if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
   return st;
 }

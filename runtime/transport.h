@@ -1,0 +1,59 @@
+/*
+ * transport.h — how the devices of a run talk: all-reduce, broadcast, send, receive, barrier and
+ * abort over device buffers, behind a vtable, so that a transport between processes (MPI) can
+ * replace the shared-memory one without touching the session or the trainer.
+ *
+ *   dpc_transport *t;
+ *   dpc_transport_open("shm", 2, devs, names, 60.0, &t, &d);
+ *   // on each rank's thread, with a buffer of its own device:
+ *   t->ops->all_reduce(t, rank, buf, DPC_F32, n, DPC_REDUCE_MEAN, &d);
+ *   dpc_transport_free(t);                       // after every rank has returned
+ *
+ * Every rank makes the same calls in the same order. A rank that waits longer than the timeout,
+ * or whose peer failed (abort), returns an error naming both. Buffers are device handles: a
+ * transport reaches them through the devices' copies only (runtime/device.h).
+ */
+#ifndef DPC_RUNTIME_TRANSPORT_H
+#define DPC_RUNTIME_TRANSPORT_H
+
+#include "runtime/collective.h"
+#include "runtime/device.h"
+
+typedef struct dpc_transport dpc_transport;
+
+typedef struct dpc_transport_ops {
+  const char *kind; /* "shm" */
+  /* buf (n elements of f32 or f64 on rank's device) becomes the sum or mean over the ranks,
+   * summed in rank order: the same bits on every rank and every run. */
+  dpc_status (*all_reduce)(dpc_transport *t, uint32_t rank, void *buf, dpc_dtype dtype, int64_t n,
+                           dpc_reduce op, dpc_diag *d);
+  /* buf takes root's bytes on every rank. */
+  dpc_status (*broadcast)(dpc_transport *t, uint32_t rank, uint32_t root, void *buf, size_t bytes,
+                          dpc_diag *d);
+  /* Rank `rank` hands buf to rank `peer`, which receives it into its own buffer; send returns
+   * once the bytes are taken. */
+  dpc_status (*send)(dpc_transport *t, uint32_t rank, uint32_t peer, const void *buf, size_t bytes,
+                     dpc_diag *d);
+  dpc_status (*recv)(dpc_transport *t, uint32_t rank, uint32_t peer, void *buf, size_t bytes,
+                     dpc_diag *d);
+  /* Returns once every rank has entered. */
+  dpc_status (*barrier)(dpc_transport *t, uint32_t rank, dpc_diag *d);
+  /* `who` failed: every rank waiting, or later entering, a call fails naming it and why. */
+  void (*abort)(dpc_transport *t, const char *who, const char *why);
+  void (*free)(dpc_transport *t);
+} dpc_transport_ops;
+
+struct dpc_transport {
+  const dpc_transport_ops *ops;
+  uint32_t ranks;
+  void *impl;
+};
+
+/* A transport of `kind` ("shm": threads of one process) among ranks >= 1 devices devs[i]
+ * (borrowed; they must outlive it), named names[i] in messages; timeout_s > 0. */
+dpc_status dpc_transport_open(const char *kind, uint32_t ranks, dpc_device *const *devs,
+                              const char *const *names, double timeout_s, dpc_transport **out,
+                              dpc_diag *d);
+void dpc_transport_free(dpc_transport *t);
+
+#endif
