@@ -84,7 +84,7 @@ int cli_strategy_error(const char *cmd, const dpc_strategy_error *e, uint32_t ki
       return cli_usage_error(cmd, "--strategy hybrid needs --mp M, the devices per replica (2+)");
     return cli_usage_error(cmd, "%s needs %s K, the steps between averagings", kf, f);
   case DPC_STRATEGY_EXCLUDES:
-    if (e->kind == DPC_STRATEGY_PIPELINE)
+    if (e->field == DPC_STRATEGY_FIELD_ACCUMULATE && e->kind == DPC_STRATEGY_PIPELINE)
       return cli_usage_error(cmd, "--strategy pipeline splits a batch by --microbatches M; "
                                   "--accumulate does not go with it");
     if (e->field == DPC_STRATEGY_FIELD_PERIOD && e->kind != DPC_STRATEGY_ASYNC)

@@ -123,8 +123,7 @@ static dpc_status parse_text(const dpc_strategy_args *a, settings *s, dpc_strate
       if (errno || end == val || *end || x < 0)
         return v.problem = DPC_STRATEGY_RANGE, v.field = num_fields[k], v.text = NULL, v.lo = 0,
                v.hi = UINT32_MAX,
-               fail(e, v, d, "the %s '%s' is not a whole number", field_meaning[num_fields[k]],
-                    val);
+               fail(e, v, d, "the strategy's %s takes a whole number, not '%s'", kv, val);
       twice = s->num[k] >= 0, s->num[k] = x;
     } else if (!strcmp(kv, "schedule")) {
       twice = s->schedule != DPC_SCHEDULE_NONE;
@@ -159,14 +158,14 @@ static dpc_status check_alone(const settings *s, dpc_strategy_kind kind, dpc_str
   for (size_t i = 0; i < sizeof own / sizeof *own; i++)
     if (s->num[own[i].key] >= 0 && kind != own[i].kind)
       return v.field = num_fields[own[i].key], v.kind = own[i].kind,
-             fail(e, v, d, "the %s apply to the %s strategy only",
+             fail(e, v, d, "the %s setting belongs to the %s strategy alone",
                   field_meaning[num_fields[own[i].key]], kind_names[own[i].kind]);
   if (s->schedule != DPC_SCHEDULE_NONE && kind != DPC_STRATEGY_PIPELINE)
     return v.field = DPC_STRATEGY_FIELD_SCHEDULE, v.kind = DPC_STRATEGY_PIPELINE,
-           fail(e, v, d, "a pipeline schedule applies to the pipeline strategy only");
+           fail(e, v, d, "the pipeline schedule setting belongs to the pipeline strategy alone");
   if (s->placement && kind != DPC_STRATEGY_MODEL)
     return v.field = DPC_STRATEGY_FIELD_PLACEMENT, v.kind = DPC_STRATEGY_MODEL,
-           fail(e, v, d, "a placement method applies to the model strategy only");
+           fail(e, v, d, "the placement method setting belongs to the model strategy alone");
   return DPC_OK;
 }
 
@@ -237,27 +236,35 @@ static dpc_status resolve_kind(const dpc_strategy_args *a, const settings *s, bo
   return DPC_OK;
 }
 
+/* The kinds that need several devices, when the devices are given: said before their numbers,
+ * which would not help on one device. */
+static dpc_status check_spread(const dpc_strategy_args *a, dpc_strategy_kind kind,
+                               dpc_strategy_error *e, dpc_diag *d) {
+  bool replicas = kind == DPC_STRATEGY_ASYNC || kind == DPC_STRATEGY_LOCAL_SGD;
+  bool spread =
+      kind == DPC_STRATEGY_MODEL || kind == DPC_STRATEGY_HYBRID || kind == DPC_STRATEGY_PIPELINE;
+  uint32_t D = a->devices ? a->devices : 1;
+  /* a pipeline without devices takes its own: stages x pipelines */
+  if (!(replicas || spread) || D >= 2 || (kind == DPC_STRATEGY_PIPELINE && !a->devices))
+    return DPC_OK;
+  dpc_strategy_error v = {.problem = DPC_STRATEGY_FEW_DEVICES, .kind = kind, .devices = D};
+  v.field = kind == DPC_STRATEGY_ASYNC       ? DPC_STRATEGY_FIELD_ASYNC
+            : kind == DPC_STRATEGY_LOCAL_SGD ? DPC_STRATEGY_FIELD_PERIOD
+                                             : DPC_STRATEGY_FIELD_KIND;
+  return fail(e, v, d, "the %s strategy %s: it needs 2 or more devices, not %u", kind_names[kind],
+              replicas ? "trains data-parallel replicas on several devices"
+                       : "spreads the model over several devices",
+              D);
+}
+
 /* The kind fitted to `D` devices: the replicas and each one's devices. */
-static dpc_status fit_devices(const dpc_strategy_args *a, const settings *s, bool named,
-                              dpc_strategy *o, dpc_strategy_error *e, dpc_diag *d) {
+static dpc_status fit_devices(const settings *s, dpc_strategy *o, dpc_strategy_error *e,
+                              dpc_diag *d) {
   uint32_t D = o->devices;
   dpc_strategy_error v = {.kind = o->kind, .devices = D};
   if (o->kind == DPC_STRATEGY_SINGLE && D > 1)
     return v.problem = DPC_STRATEGY_MANY_DEVICES, v.field = DPC_STRATEGY_FIELD_KIND,
            fail(e, v, d, "the single strategy takes one device, not %u", D);
-  bool spread = o->kind == DPC_STRATEGY_MODEL || o->kind == DPC_STRATEGY_HYBRID ||
-                (o->kind == DPC_STRATEGY_PIPELINE && a->devices);
-  bool replicas = o->kind == DPC_STRATEGY_ASYNC || o->kind == DPC_STRATEGY_LOCAL_SGD;
-  if ((spread || replicas) && D < 2)
-    return v.problem = DPC_STRATEGY_FEW_DEVICES,
-           v.field = replicas ? o->kind == DPC_STRATEGY_ASYNC ? DPC_STRATEGY_FIELD_ASYNC
-                                                              : DPC_STRATEGY_FIELD_PERIOD
-                              : DPC_STRATEGY_FIELD_KIND,
-           fail(e, v, d, "the %s strategy %s: it needs 2 or more devices, not %u",
-                kind_names[o->kind],
-                replicas ? "trains data-parallel replicas on several devices"
-                         : "spreads the model over several devices",
-                D);
   v.problem = DPC_STRATEGY_DEVICES_SPLIT;
   if (o->kind == DPC_STRATEGY_PIPELINE) {
     int64_t S = s->num[K_STAGES];
@@ -276,7 +283,6 @@ static dpc_status fit_devices(const dpc_strategy_args *a, const settings *s, boo
                 "%u devices per replica do not divide the %u devices into 2 or more "
                 "replicas",
                 o->mp, D);
-  (void)named;
   return DPC_OK;
 }
 
@@ -333,7 +339,7 @@ dpc_status dpc_strategy_parse(const dpc_strategy_args *a, dpc_strategy *out, dpc
     s.placement = a->placement;
   }
   if ((st = resolve_kind(a, &s, named, &kind, e, d)) || (st = check_alone(&s, kind, e, d)) ||
-      (st = check_numbers(&s, kind, e, d)))
+      (st = check_spread(a, kind, e, d)) || (st = check_numbers(&s, kind, e, d)))
     return st;
   dpc_strategy o = {.kind = kind,
                     .schedule = DPC_SCHEDULE_NONE,
@@ -371,7 +377,7 @@ dpc_status dpc_strategy_parse(const dpc_strategy_args *a, dpc_strategy *out, dpc
         kind == DPC_STRATEGY_PIPELINE ? o.mp * (uint32_t)(s.num[K_DP] >= 0 ? s.num[K_DP] : 1) : 1;
   /* data parallel over one device is one device; a strategy not named fits the devices */
   if (kind == DPC_STRATEGY_DATA && o.devices == 1) o.kind = DPC_STRATEGY_SINGLE;
-  if ((st = fit_devices(a, &s, named, &o, e, d))) return st;
+  if ((st = fit_devices(&s, &o, e, d))) return st;
   o.replicas = o.kind == DPC_STRATEGY_MODEL ? 1 : o.devices / o.mp;
   if (o.kind == DPC_STRATEGY_MODEL) o.mp = o.devices;
   if ((st = fit_batch(a, &o, e, d))) return st;
