@@ -9,6 +9,7 @@
  * timeout, and the session refuses to run again.
  */
 #include "runtime/session.h"
+#include "runtime/session_testing.h"
 
 #include "ir/fusion.h"
 #include "runtime/collective.h"
@@ -80,7 +81,7 @@ struct dpc_session {
   char first_msg[512];
   bool broken; /* a run failed: events and collectives are out of step */
   double timeout_s;
-  uint32_t stall; /* dpc_session_opts.test_stall_device */
+  uint32_t stall; /* dpc_session_test_hooks.stall_device */
   /* dpc_session_trace: per device, the recorded step events */
   dpc_trace_event **trace;
   uint32_t *n_trace, trace_cap, trace_runs, trace_run;
@@ -333,7 +334,7 @@ static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_di
     st = dpc_diag_fail(d, DPC_ERR_INVALID, "the plan has %u devices, --devices %s makes %u", n,
                        want, l.n);
   s->timeout_s = o && o->timeout_s > 0 ? o->timeout_s : 60;
-  s->stall = o ? o->test_stall_device : 0;
+  s->stall = o && o->test ? o->test->stall_device : 0;
   s->pools = st ? NULL : calloc(n, sizeof *s->pools);
   s->events = st ? NULL : calloc(plan->n_events ? plan->n_events : 1, sizeof *s->events);
   const char **names = st ? NULL : calloc(n, sizeof *names);

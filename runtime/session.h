@@ -37,9 +37,8 @@ typedef struct dpc_session_opts {
    * run fails with an error naming both. */
   const char *devices;
   double timeout_s;
-  /* A test hook: device k - 1 stalls instead of running its steps (0: none), to check that the
-   * others fail within the timeout instead of hanging. */
-  uint32_t test_stall_device;
+  /* Tests only (runtime/session_testing.h): hooks that make a device misbehave; NULL here. */
+  const struct dpc_session_test_hooks *test;
   /* Collectives on a thread of their own per device, so a gradient's all-reduce overlaps the
    * rest of the backward pass: 0 when the machine has a PU beyond the devices' cores (on the
    * devices' own cores the thread takes turns with the kernels and costs more than it hides:

@@ -13,6 +13,7 @@
 #include "tests/unit/unit.h"
 #include "tools/dpc/driver.h"
 #include "tools/dpc/train.h"
+#include "tools/dpc/train_testing.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -580,7 +581,7 @@ static void stuck_device_fails_in_time(void) {
   quiet_opts(&o);
   o.exec.llvm = true;
   o.data = data, o.epochs = 1, o.batch = 32, o.devices = "cpu:2", o.timeout_s = 1;
-  o.test_stall_device = 2; /* cpu:1 */
+  o.test = &(dpc_train_test_hooks){.stall_device = 2}; /* cpu:1 */
   struct timespec ts0, ts1;
   clock_gettime(CLOCK_MONOTONIC, &ts0);
   CHECK(dpc_train(g, &o, &d) == DPC_ERR_RUNTIME);
@@ -821,7 +822,8 @@ static void async_parameter_server(void) {
   quiet_opts(&o);
   o.exec.llvm = true;
   o.data = data, o.epochs = 2, o.batch = 32, o.seed = 9;
-  o.devices = "cpu:4", o.async = true, o.staleness = 2, o.test_hold_worker = 1;
+  o.devices = "cpu:4", o.async = true, o.staleness = 2;
+  o.test = &(dpc_train_test_hooks){.hold_worker = 1};
   o.log_path = logs[1];
   CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "slow worker: %s", d.msg);
   FILE *log = fopen(logs[1], "r");

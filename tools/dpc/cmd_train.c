@@ -7,6 +7,7 @@
 #include "tools/dpc/interrupt.h"
 #include "tools/dpc/outpath.h"
 #include "tools/dpc/train.h"
+#include "tools/dpc/train_testing.h"
 
 #include <errno.h>
 #include <math.h>
@@ -64,7 +65,9 @@ static const cli_opt train_opts[] = {
     {"staleness", true, false,
      "with --sync async: a gradient is applied at most S updates after its params (default 4; 0: "
      "synchronous)"},
-    {"test-slow-worker", true, false, ""}, /* benchmarks: worker K - 1 sleeps 20 ms a step */
+    /* testing only, for the benchmarks of docs/strategies.md: worker K - 1 sleeps 20 ms a step
+     * (train_testing.h); hidden from --help */
+    {"test-slow-worker", true, false, ""},
     {"local-sgd", true, false,
      "K: data-parallel replicas step on their own gradients, averaging params every K steps"},
     {"accumulate", true, false,
@@ -213,8 +216,10 @@ static bool get_arg(const cli_parsed *p, const char *name, int64_t *out, uint64_
 static int check_strategy(const cli_parsed *p, dpc_train_opts *o, char *pipe_devices, size_t n) {
   dpc_strategy_args a;
   dpc_strategy_args_init(&a);
-  a.text = o->strategy, a.kinds = TRAIN_KINDS, a.schedule = o->pipeline, a.async = o->async;
+  /* by name too: the text form says async or local_sgd where the flags say --sync, --local-sgd */
+  a.text = o->strategy, a.schedule = o->pipeline, a.async = o->async;
   a.shares = o->shares, a.memory_limit = o->device_memory;
+  a.kinds = TRAIN_KINDS | (1u << DPC_STRATEGY_ASYNC) | (1u << DPC_STRATEGY_LOCAL_SGD);
   if (!get_arg(p, "mp", &a.mp, 1) || !get_arg(p, "stages", &a.stages, 2) ||
       !get_arg(p, "microbatches", &a.microbatches, 1) || !get_arg(p, "dp", &a.dp, 1) ||
       !get_arg(p, "accumulate", &a.accumulate, 1) || !get_arg(p, "staleness", &a.staleness, 0) ||
@@ -237,7 +242,13 @@ static int check_strategy(const cli_parsed *p, dpc_train_opts *o, char *pipe_dev
   if (rc) return rc;
   if (s.kind == DPC_STRATEGY_PIPELINE || s.kind == DPC_STRATEGY_HYBRID) o->mp = s.mp;
   o->accumulate = s.microbatches, o->pipeline = s.schedule;
-  if (s.kind == DPC_STRATEGY_ASYNC) o->staleness = s.staleness;
+  /* the options carry the strategy typed: its kind by name, its numbers in their fields */
+  o->strategy = s.kind == DPC_STRATEGY_MODEL || s.kind == DPC_STRATEGY_HYBRID ||
+                        s.kind == DPC_STRATEGY_PIPELINE
+                    ? dpc_strategy_kind_name(s.kind)
+                    : NULL;
+  o->async = s.kind == DPC_STRATEGY_ASYNC;
+  if (o->async) o->staleness = s.staleness;
   if (s.kind == DPC_STRATEGY_LOCAL_SGD) o->local_sgd = s.period;
   if (!o->devices && s.devices > 1) {
     snprintf(pipe_devices, n, "cpu:%u", s.devices);
@@ -328,7 +339,8 @@ int dpc_cmd_train(int argc, char **argv) {
   o.async = sync && !strcmp(sync, "async");
   uint64_t slow = 0;
   if (!get_u64(&p, "test-slow-worker", &slow, 1)) return DPC_EXIT_USAGE;
-  o.test_slow_worker = (uint32_t)(slow > 1024 ? 1024 : slow);
+  dpc_train_test_hooks hooks = {.slow_worker = (uint32_t)(slow > 1024 ? 1024 : slow)};
+  o.test = slow ? &hooks : NULL;
   char pipe_devices[32];
   int vrc = check_strategy(&p, &o, pipe_devices, sizeof pipe_devices);
   if (vrc) return vrc;

@@ -8,7 +8,9 @@
 #include "runtime/artifact.h"
 #include "runtime/data.h"
 #include "runtime/session.h"
+#include "tools/dpc/strategy.h"
 #include "tools/dpc/train.h"
+#include "tools/dpc/train_testing.h"
 
 #include <stdio.h>
 
@@ -25,11 +27,12 @@ typedef struct run_t {
 
 typedef struct trainer {
   const dpc_train_opts *o;
-  uint32_t replicas;  /* devices of --devices (1: one device) */
-  bool placed_auto;   /* --strategy model placed the model with METIS */
-  dpc_graph *model;   /* the model with the command line's optimizer settings */
-  dpc_graph *train_g; /* after the training passes, batch symbolic */
-  dpc_graph *eval_g;  /* after the inference passes; outputs: the model's first, then the loss */
+  uint32_t replicas;     /* devices of --devices (1: one device) */
+  dpc_strategy strategy; /* the options' strategy, typed (one device: single) */
+  bool placed_auto;      /* --strategy model placed the model with METIS */
+  dpc_graph *model;      /* the model with the command line's optimizer settings */
+  dpc_graph *train_g;    /* after the training passes, batch symbolic */
+  dpc_graph *eval_g;     /* after the inference passes; outputs: the model's first, then the loss */
   char x_name[256], y_name[256], loss_name[256];
   uint32_t batch_sym;
   uint32_t *shares;  /* --shares: each replica's samples of a full batch; NULL: even */
