@@ -331,8 +331,8 @@ static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_di
   dpc_status st = dpc_topology_load(NULL, &t, d);
   if (!st) st = dpc_devices_parse(t, want, &l, d);
   if (!st && l.n != n)
-    st = dpc_diag_fail(d, DPC_ERR_INVALID, "the plan has %u devices, --devices %s makes %u", n,
-                       want, l.n);
+    st =
+        dpc_diag_fail(d, DPC_ERR_INVALID, "the plan has %u devices, but %s makes %u", n, want, l.n);
   s->timeout_s = o && o->timeout_s > 0 ? o->timeout_s : 60;
   s->stall = o && o->test ? o->test->stall_device : 0;
   s->pools = st ? NULL : calloc(n, sizeof *s->pools);

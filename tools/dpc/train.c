@@ -59,8 +59,8 @@ static dpc_status pick_inputs(trainer *t, dpc_diag *d) {
     t->batch = (uint32_t)x->shape.d[0];
     if (t->o->batch && t->o->batch != t->batch)
       return dpc_diag_fail(d, DPC_ERR_INVALID,
-                           "%s was compiled for batches of %u, not %u: leave --batch out, or "
-                           "compile again with --batch %u",
+                           "%s was compiled for batches of %u, not %u: train it at its own batch "
+                           "size, or compile it again for batches of %u",
                            t->o->artifact, t->batch, t->o->batch, t->o->batch);
     return DPC_OK;
   }
@@ -97,7 +97,7 @@ static dpc_status apply_overrides(trainer *t, uint64_t total_steps, dpc_diag *d)
   if (!spec)
     return dpc_diag_fail(d, DPC_ERR_INVALID, "unknown optimizer '%s' (sgd, adam, adamw)", name);
   if (!isnan(o->momentum) && strcmp(name, "sgd"))
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "--momentum applies to sgd, and the optimizer is %s",
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "momentum applies to sgd, and the optimizer is %s",
                          name);
   uint32_t old_off = g->obj.attr, old_n = g->obj.n_attr;
   uint32_t mark = dpc_graph_attr_mark(g);
@@ -420,9 +420,9 @@ static dpc_status pick_shares(trainer *t, dpc_diag *d) {
   if (t->replicas < 2 || t->replicas > DPC_BENCH_DEVICES || t->strategy.kind != DPC_STRATEGY_DATA ||
       t->art)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "--shares sizes synchronous data-parallel replicas: --devices cpu:N "
-                         "(2 to %d devices) with --strategy data, without --sync async, "
-                         "--local-sgd or a compiled artifact",
+                         "a split of the batch by shares sizes synchronous data-parallel replicas: "
+                         "2 to %d devices with the data strategy, not asynchronous, not local SGD, "
+                         "not a compiled artifact",
                          DPC_BENCH_DEVICES);
   if (!(t->shares = calloc(t->replicas, sizeof *t->shares)))
     return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
@@ -430,7 +430,7 @@ static dpc_status pick_shares(trainer *t, dpc_diag *d) {
   dpc_status st =
       dpc_driver_parse_shares(o->shares, t->replicas, t->batch, t->shares, &even, &measure, d);
   if (!st && measure) {
-    if (o->on_start) o->on_start(o->user, "measuring the devices for --shares auto");
+    if (o->on_start) o->on_start(o->user, "measuring the devices for automatic shares");
     dpc_bench_opts bo = {.batch = t->batch,
                          .threads = o->threads,
                          .exec = o->exec,
@@ -581,9 +581,8 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
     if ((st = dpc_driver_count_devices(o->devices, &t->replicas, d))) return st;
     if ((st = parse_strategy(t, d))) return st;
     if (t->replicas > 1 && o->artifact)
-      return dpc_diag_fail(
-          d, DPC_ERR_UNSUPPORTED,
-          "a compiled artifact runs on one device; train the .graph with --devices");
+      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                           "a compiled artifact runs on one device; train the .graph on several");
   }
   if (o->artifact) {
     if ((st = open_artifact(t, d))) return st;

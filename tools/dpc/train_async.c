@@ -305,12 +305,12 @@ static dpc_status open_worker(async_state *a, const dpc_graph *wg, uint32_t id, 
 dpc_status dpc_train_async_open(trainer *t, dpc_diag *d) {
   const dpc_train_opts *o = t->o;
   if (t->replicas < 2)
-    return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "--sync async needs several devices (--devices cpu:N)");
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "asynchronous training needs several devices");
   if (t->batch % t->replicas)
-    return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "--sync async: --batch %u does not split evenly over %u workers", t->batch,
-                         t->replicas);
+    return dpc_diag_fail(
+        d, DPC_ERR_INVALID,
+        "asynchronous training: the batch of %u does not split evenly over %u workers", t->batch,
+        t->replicas);
   async_state *a = calloc(1, sizeof *a);
   if (!a) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   t->async = a;
