@@ -88,6 +88,22 @@ contains "$work/err" "^dpc plan: --strategy pipeline splits a batch by --microba
 expect 2 "plan: --dp 65" -- "$dpc" plan "$mlp" --strategy pipeline --stages 2 --dp 65
 contains "$work/err" "^dpc plan: --dp expects a number from 1 to 64, got '65'" "plan names --dp"
 
+# -- the library's messages describe values; only the command line names flags. The ones left
+# name a command to run or the flags of a resumed run, and are listed here to stay few --
+cd "$src" || exit 1
+grep -n '"[^"]*--[a-z]' runtime/*.c runtime/*/*.c partitioner/*.c passes/*.c codegen/*/*.c \
+  ir/*.c frontend/*.c tools/dpc/driver.c tools/dpc/train.c tools/dpc/train_async.c \
+  tools/dpc/train_io.c tools/dpc/bench.c tools/dpc/calibrate.c tools/dpc/strategy.c 2>/dev/null |
+  grep -v '^[^:]*:[0-9]*: *\(/\*\|\*\|//\)' |
+  grep -v -e 'dpc compile --train' -e 'with --cpu for' -e '--epochs' -e '--steps' -e '--init to' \
+    -e 'with --batch %llu' -e '--seed' -e '"--inference"' >"$work/flags_in_library"
+cd - >/dev/null || exit 1
+if [ -s "$work/flags_in_library" ]; then
+  echo "FAIL library messages name flags:"
+  sed 's/^/    /' "$work/flags_in_library"
+  fails=$((fails + 1))
+else echo "ok   library messages name no flags (beyond the listed few)"; fi
+
 # -- test hooks are for tests --
 expect 0 "train --help" -- "$dpc" train --help
 lacks "$work/out" "test-slow-worker" "--help does not offer the test hook"
