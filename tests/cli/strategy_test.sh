@@ -63,7 +63,14 @@ expect 0 "local SGD by its flag" -- "$dpc" train "$mlp" $fast --devices cpu:2 --
   --log "$work/lsgd_flag.jsonl"
 same_losses "$work/lsgd_flag.jsonl" "$work/lsgd_text.jsonl" "local_sgd:period=2 is --local-sgd 2"
 
+expect 0 "bench a pipeline by its text" -- "$dpc" bench "$mlp" --devices cpu:2 \
+  --strategy pipeline:microbatches=2 --steps 1 --warmup 0 --backend ref
+
 # -- refused, the flag named --
+expect 2 "train with a placement" -- "$dpc" train "$mlp" $fast --devices cpu:2 \
+  --strategy model:placement=contiguous
+contains "$work/err" "^dpc train: --strategy: dpc train places a model with METIS" \
+  "train refuses a placement it would not use"
 expect 2 "a setting twice" -- "$dpc" train "$mlp" $fast --strategy pipeline:stages=2 --stages 2
 contains "$work/err" "^dpc train: --strategy: the strategy's stages is given twice" \
   "a setting given twice says which"

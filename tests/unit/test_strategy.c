@@ -61,6 +61,9 @@ static void every_kind(void) {
   CHECK_MSG(parse(&a, &s, &e, msg, sizeof msg) == DPC_OK, "%s", msg);
   CHECK(s.kind == DPC_STRATEGY_PIPELINE && s.devices == 4 && s.replicas == 2 && s.mp == 2);
   CHECK(s.microbatches == 8 && s.schedule == DPC_SCHEDULE_GPIPE);
+  /* what was given, apart from what was defaulted */
+  CHECK(s.given == ((1u << DPC_STRATEGY_FIELD_STAGES) | (1u << DPC_STRATEGY_FIELD_MICROBATCHES) |
+                    (1u << DPC_STRATEGY_FIELD_SCHEDULE)));
   /* asynchronous and local SGD: by their settings (as the command line says) or by name */
   a = args(NULL, 2);
   a.async = true;

@@ -81,9 +81,15 @@ int dpc_cmd_bench(int argc, char **argv) {
   dpc_strategy_args_init(&a);
   a.text = cli_get(bench_opts, NBENCH, &p, "strategy");
   a.kinds = BENCH_KINDS, a.schedule = sched, a.devices = D, a.shares = o.shares_spec;
+  if (!get_u32(&p, "accumulate", &o.accumulate, 1)) return DPC_EXIT_USAGE;
   dpc_strategy_kind named = DPC_STRATEGY_DATA;
-  if (a.text && dpc_strategy_kind_parse(a.text, &named) && named == DPC_STRATEGY_PIPELINE)
+  char kind_name[16];
+  snprintf(kind_name, sizeof kind_name, "%.*s", (int)strcspn(a.text ? a.text : "", ":"),
+           a.text ? a.text : "");
+  if (dpc_strategy_kind_parse(kind_name, &named) && named == DPC_STRATEGY_PIPELINE) {
     a.stages = D;
+    if (cli_get(bench_opts, NBENCH, &p, "accumulate")) a.microbatches = o.accumulate;
+  }
   dpc_strategy s;
   dpc_strategy_error e;
   dpc_diag sd;
@@ -93,11 +99,15 @@ int dpc_cmd_bench(int argc, char **argv) {
             : DPC_EXIT_OK;
   dpc_diag_free(&sd);
   if (src) return src;
+  if (s.given & (1u << DPC_STRATEGY_FIELD_PLACEMENT))
+    return cli_usage_error("bench", "--strategy: dpc bench places a model as dpc train does; the "
+                                    "placement setting is dpc plan's");
   o.model = s.kind == DPC_STRATEGY_MODEL || s.kind == DPC_STRATEGY_PIPELINE;
+  if (s.kind == DPC_STRATEGY_PIPELINE && (s.given & (1u << DPC_STRATEGY_FIELD_MICROBATCHES)))
+    o.accumulate = s.microbatches;
   if (s.kind == DPC_STRATEGY_PIPELINE) o.pipeline = s.schedule;
   if (!get_u32(&p, "batch", &o.batch, 1) || !get_u32(&p, "threads", &o.threads, 1) ||
-      !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0) ||
-      !get_u32(&p, "accumulate", &o.accumulate, 1))
+      !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0))
     return DPC_EXIT_USAGE;
   int rc = cli_exec_opts("bench", bench_opts, NBENCH, &p, &o.exec);
   if (rc) return rc;

@@ -240,6 +240,9 @@ static int check_strategy(const cli_parsed *p, dpc_train_opts *o, char *pipe_dev
   int rc = st ? cli_strategy_error("train", &e, TRAIN_KINDS, o->devices, &d) : DPC_EXIT_OK;
   dpc_diag_free(&d);
   if (rc) return rc;
+  if (s.given & (1u << DPC_STRATEGY_FIELD_PLACEMENT))
+    return cli_usage_error("train", "--strategy: dpc train places a model with METIS; the "
+                                    "placement setting is dpc plan's");
   if (s.kind == DPC_STRATEGY_PIPELINE || s.kind == DPC_STRATEGY_HYBRID) o->mp = s.mp;
   o->accumulate = s.microbatches, o->pipeline = s.schedule;
   /* the options carry the strategy typed: its kind by name, its numbers in their fields */

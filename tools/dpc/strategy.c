@@ -368,6 +368,10 @@ dpc_status dpc_strategy_parse(const dpc_strategy_args *a, dpc_strategy *out, dpc
   } else if (s.num[K_ACC] >= 0) {
     o.microbatches = (uint32_t)s.num[K_ACC];
   }
+  for (int k = 0; k < K_NUMS; k++)
+    if (s.num[k] >= 0) o.given |= 1u << num_fields[k];
+  if (s.schedule != DPC_SCHEDULE_NONE) o.given |= 1u << DPC_STRATEGY_FIELD_SCHEDULE;
+  if (s.placement) o.given |= 1u << DPC_STRATEGY_FIELD_PLACEMENT;
   if (kind == DPC_STRATEGY_HYBRID) o.mp = (uint32_t)s.num[K_MP];
   if (kind == DPC_STRATEGY_ASYNC) o.staleness = s.num[K_STALE] >= 0 ? (uint32_t)s.num[K_STALE] : 4;
   if (kind == DPC_STRATEGY_LOCAL_SGD) o.period = (uint32_t)s.num[K_PERIOD];

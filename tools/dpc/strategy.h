@@ -45,6 +45,7 @@ typedef struct dpc_strategy {
   dpc_placement_method placement; /* model */
   const char *shares;             /* data: "even" (NULL), "auto" or a list, as given */
   uint64_t memory_limit;          /* bytes each device has (0: no limit) */
+  uint32_t given; /* 1u << dpc_strategy_field of each setting given, not defaulted */
 } dpc_strategy;
 
 /* What the caller asks for, before checking. Numbers are -1 when not given. */
