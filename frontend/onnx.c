@@ -674,7 +674,7 @@ static void explain_batch(const char *name, const Onnx__ModelProto *m, const dpc
   dpc_buf b = {0};
   dpc_buf_printf(&b,
                  "%s; the model's inputs have the fixed leading dimension %lld, which dpc "
-                 "takes as the batch and makes symbolic so that --batch and the strategies "
+                 "takes as the batch and makes symbolic so that the batch size and the strategies "
                  "apply, and this node cannot take it symbolic: export the model with a "
                  "dynamic batch (torch.onnx.export(..., dynamic_axes=...))",
                  d->msg ? d->msg : "", (long long)batch);

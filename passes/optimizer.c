@@ -72,7 +72,8 @@ static dpc_status read_cfg(const dpc_graph *g, opt_cfg *c, dpc_diag *d) {
     why = "schedule=step needs step_size >= 1";
   else if ((!strcmp(c->schedule, "cosine") || !strcmp(c->schedule, "linear")) &&
            c->total_steps <= c->warmup)
-    why = "this schedule needs total_steps above warmup (dpc train sets total_steps from --epochs)";
+    why = "this schedule needs total_steps above warmup (a training run sets total_steps from its "
+          "epochs)";
   if (why) return dpc_diag_fail_at(d, DPC_ERR_INVALID, &src, g->obj.loc, "%s: %s", c->name, why);
   return DPC_OK;
 }

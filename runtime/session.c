@@ -9,6 +9,7 @@
  * timeout, and the session refuses to run again.
  */
 #include "runtime/session.h"
+#include "runtime/session_testing.h"
 
 #include "ir/fusion.h"
 #include "runtime/device.h"
@@ -96,7 +97,7 @@ struct dpc_session {
   char first_msg[512];
   bool broken; /* a run failed: events and collectives are out of step */
   double timeout_s;
-  uint32_t stall; /* dpc_session_opts.test_stall_device */
+  uint32_t stall; /* dpc_session_test_hooks.stall_device */
   /* dpc_session_trace: per device, the recorded step events */
   dpc_trace_event **trace;
   uint32_t *n_trace, trace_cap, trace_runs, trace_run;
@@ -395,10 +396,10 @@ static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_di
   dpc_status st = dpc_topology_load(NULL, &t, d);
   if (!st) st = dpc_devices_parse(t, want, &l, d);
   if (!st && l.n != n)
-    st = dpc_diag_fail(d, DPC_ERR_INVALID, "the plan has %u devices, --devices %s makes %u", n,
-                       want, l.n);
+    st =
+        dpc_diag_fail(d, DPC_ERR_INVALID, "the plan has %u devices, but %s makes %u", n, want, l.n);
   s->timeout_s = o && o->timeout_s > 0 ? o->timeout_s : 60;
-  s->stall = o ? o->test_stall_device : 0;
+  s->stall = o && o->test ? o->test->stall_device : 0;
   s->pools = st ? NULL : calloc(n, sizeof *s->pools);
   s->events = st ? NULL : calloc(plan->n_events ? plan->n_events : 1, sizeof *s->events);
   const char **names = st ? NULL : calloc(n, sizeof *names);
@@ -481,7 +482,8 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   for (uint32_t i = 0; i < plan->n_devs; i++) {
     char name[48];
     snprintf(name, sizeof name, "testmem:%u", i);
-    if ((st = dpc_device_open(o && o->test_memory ? name : plan->devs[i].name, &s->devs[i], d)))
+    if ((st = dpc_device_open(o && o->test && o->test->memory ? name : plan->devs[i].name,
+                              &s->devs[i], d)))
       goto fail;
     if ((st = s->devs[i]->ops->alloc(s->devs[i], plan->devs[i].bytes, (void **)&s->mem[i], d)))
       goto fail;

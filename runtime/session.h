@@ -37,18 +37,14 @@ typedef struct dpc_session_opts {
    * run fails with an error naming both. */
   const char *devices;
   double timeout_s;
-  /* A test hook: device k - 1 stalls instead of running its steps (0: none), to check that the
-   * others fail within the timeout instead of hanging. */
-  uint32_t test_stall_device;
+  /* Tests only (runtime/session_testing.h): hooks that make a device misbehave; NULL here. */
+  const struct dpc_session_test_hooks *test;
   /* Collectives on a thread of their own per device, so a gradient's all-reduce overlaps the
    * rest of the backward pass: 0 when the machine has a PU beyond the devices' cores (on the
    * devices' own cores the thread takes turns with the kernels and costs more than it hides:
    * 71-85k against 87k samples/s for fashion_mlp on 2 cores), 1 always, -1 never (the device
    * runs each collective where its step list has it). */
   int comm_thread;
-  /* Tests only: open the plan's devices as "testmem" (runtime/device.h), whose memory the host
-   * cannot address, so that any access around the device's calls fails. */
-  bool test_memory;
 } dpc_session_opts;
 
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,

@@ -149,19 +149,18 @@ dpc_status dpc_devices_parse(const dpc_topology *t, const char *spec, dpc_device
     unsigned long v = strtoul(spec + 4, &end, 10);
     /* up to the most a plan has: plans for machines wider than this one (devices share cores) */
     if (end == spec + 4 || *end || spec[4] == '-' || v < 1 || v > DPC_MAX_DEVICES)
-      return dpc_diag_fail(d, DPC_ERR_INVALID,
-                           "--devices %s: cpu:N takes a number of devices from 1 to %u", spec,
-                           DPC_MAX_DEVICES);
+      return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: cpu:N takes a number of devices from 1 to %u",
+                           spec, DPC_MAX_DEVICES);
     n = (uint32_t)v;
   } else if (!strncmp(spec, "cuda", 4) || !strncmp(spec, "gpu", 3)) {
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                         "--devices %s: this build of dpc has no GPU backend yet; the devices it "
+                         "%s: this build of dpc has no GPU backend yet; the devices it "
                          "runs on are cpu (one device on all cores), cpu:N (N devices sharing the "
                          "cores) and numa (one per NUMA node)",
                          spec);
   } else {
     return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "--devices %s: expected cpu (one device on all cores), cpu:N (N devices "
+                         "%s: expected cpu (one device on all cores), cpu:N (N devices "
                          "sharing the cores) or numa (one per NUMA node)",
                          spec);
   }
@@ -176,7 +175,7 @@ dpc_status dpc_devices_parse(const dpc_topology *t, const char *spec, dpc_device
       uint32_t count = 0;
       while (first + count < t->n_cores && t->cores[first + count].numa == i) count++;
       if (!count)
-        st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "--devices numa: NUMA node %u has no cores", i);
+        st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "numa: NUMA node %u has no cores", i);
       else
         st = add_device(out, t, i, first, count, false, d);
       first += count;

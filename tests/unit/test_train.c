@@ -13,6 +13,7 @@
 #include "tests/unit/unit.h"
 #include "tools/dpc/driver.h"
 #include "tools/dpc/train.h"
+#include "tools/dpc/train_testing.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -580,7 +581,7 @@ static void stuck_device_fails_in_time(void) {
   quiet_opts(&o);
   o.exec.backend = &dpc_codegen_llvm;
   o.data = data, o.epochs = 1, o.batch = 32, o.devices = "cpu:2", o.timeout_s = 1;
-  o.test_stall_device = 2; /* cpu:1 */
+  o.test = &(dpc_train_test_hooks){.stall_device = 2}; /* cpu:1 */
   struct timespec ts0, ts1;
   clock_gettime(CLOCK_MONOTONIC, &ts0);
   CHECK(dpc_train(g, &o, &d) == DPC_ERR_RUNTIME);
@@ -821,7 +822,8 @@ static void async_parameter_server(void) {
   quiet_opts(&o);
   o.exec.backend = &dpc_codegen_llvm;
   o.data = data, o.epochs = 2, o.batch = 32, o.seed = 9;
-  o.devices = "cpu:4", o.async = true, o.staleness = 2, o.test_hold_worker = 1;
+  o.devices = "cpu:4", o.async = true, o.staleness = 2;
+  o.test = &(dpc_train_test_hooks){.hold_worker = 1};
   o.log_path = logs[1];
   CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "slow worker: %s", d.msg);
   FILE *log = fopen(logs[1], "r");
@@ -900,7 +902,7 @@ static void every_strategy_on_test_memory(void) {
       o.devices = runs[c].devices, o.strategy = runs[c].strategy, o.mp = runs[c].mp;
       o.accumulate = runs[c].K, o.pipeline = runs[c].sched, o.local_sgd = runs[c].local_sgd;
       o.async = runs[c].async, o.staleness = 0;
-      o.test_memory = k == 1;
+      o.test = k == 1 ? &(dpc_train_test_hooks){.memory = true} : NULL;
       o.save_path = save[k], o.log_path = f.logs[k];
       CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s on %s: %s", runs[c].what, k ? "testmem" : "cpu",
                 d.msg);
@@ -921,7 +923,7 @@ static void every_strategy_on_test_memory(void) {
     o.exec.backend = &dpc_codegen_llvm;
     o.data = f.data, o.batch = 32, o.seed = 9, o.devices = "cpu:2";
     o.epochs = 2;
-    o.test_memory = k > 0;
+    o.test = k > 0 ? &(dpc_train_test_hooks){.memory = true} : NULL;
     if (k == 1) o.checkpoint_path = ckpt, o.steps = 21;
     if (k == 2) o.resume_path = ckpt;
     o.log_path = f.logs[k];

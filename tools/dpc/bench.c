@@ -154,16 +154,18 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
                          "the model has nothing to minimize: bench its forward pass with "
                          "--inference");
   if (o->batch < 1 || o->steps < 1)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "--batch and --steps must be at least 1");
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the batch size and the number of steps must be at least 1");
   if (o->shares_spec && strcmp(o->shares_spec, "even")) {
     uint32_t D = 1, shares[DPC_BENCH_DEVICES];
     bool even = true, measure = false;
     dpc_status st = o->devices ? dpc_driver_count_devices(o->devices, &D, d) : DPC_OK;
     if (!st && (D < 2 || D > DPC_BENCH_DEVICES || o->model || o->inference))
-      st = dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "--shares sizes data-parallel replicas: training with --devices cpu:N "
-                         "(2 to %d devices) and --strategy data",
-                         DPC_BENCH_DEVICES);
+      st = dpc_diag_fail(
+          d, DPC_ERR_INVALID,
+          "a split of the batch by shares sizes data-parallel replicas: training on 2 "
+          "to %d devices with the data strategy",
+          DPC_BENCH_DEVICES);
     if (!st) st = dpc_driver_parse_shares(o->shares_spec, D, o->batch, shares, &even, &measure, d);
     if (!st && measure) st = dpc_bench_measure_shares(src, o, D, shares, d);
     if (st) return st;
@@ -193,12 +195,11 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   if (!st && o->devices) st = dpc_driver_count_devices(o->devices, &D, d);
   bool dp = D > 1 && !o->model;
   if (!st && dp && !po.training)
-    st = dpc_diag_fail(d, DPC_ERR_INVALID, "--devices %s: data parallel is for training",
-                       o->devices);
+    st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s: data parallel is for training", o->devices);
   if (!st && dp && !o->shares && o->batch % D)
     st = dpc_diag_fail(d, DPC_ERR_INVALID,
-                       "--devices %s: a batch of %u does not split evenly over %u devices (give "
-                       "--shares)",
+                       "%s: a batch of %u does not split evenly over %u devices (give it uneven "
+                       "shares)",
                        o->devices, o->batch, D);
   dpc_driver_strategy ds = {o->model ? 1 : D,
                             o->model ? D : 1,
@@ -270,12 +271,12 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
 dpc_status dpc_bench_measure_shares(const dpc_graph *g, const dpc_bench_opts *o, uint32_t R,
                                     uint32_t *shares, dpc_diag *d) {
   if (R < 2 || R > DPC_BENCH_DEVICES)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "--shares auto measures 2 to %d devices, not %u",
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "automatic shares measure 2 to %d devices, not %u",
                          DPC_BENCH_DEVICES, R);
   uint32_t K = o->accumulate > 1 ? o->accumulate : 1;
   if (!dpc_driver_split_batch(o->batch, R, NULL, K, shares) || o->batch % K)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "--shares auto: a batch of %u cannot give %u devices %u samples each",
+                         "automatic shares: a batch of %u cannot give %u devices %u samples each",
                          o->batch, R, K);
   /* shares in steps of 8 samples where the batch allows: rows the GEMM tiles like, and fewer
    * distinct shapes for the kernel cache to compile */

@@ -164,7 +164,7 @@ int cli_devices(const char *cmd, const char *spec, uint32_t *n) {
   int rc = DPC_EXIT_OK;
   if (dpc_driver_count_devices(spec, n, &d))
     rc = d.status == DPC_ERR_INVALID || d.status == DPC_ERR_UNSUPPORTED
-             ? cli_usage_error(cmd, "%s", d.msg ? d.msg : "bad --devices")
+             ? cli_usage_error(cmd, "--devices %s", d.msg ? d.msg : spec)
              : cli_report(cmd, &d); /* the machine's topology could not be read */
   dpc_diag_free(&d);
   return rc;

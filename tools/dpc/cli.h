@@ -9,6 +9,7 @@
 
 #include "ir/base.h"
 #include "partitioner/partitioner.h"
+#include "tools/dpc/strategy.h"
 
 #define DPC_EXIT_OK    0
 #define DPC_EXIT_ERROR 1
@@ -96,6 +97,11 @@ int cli_devices(const char *cmd, const char *spec, uint32_t *n);
 
 /* --print-after output: the graph after a pass, to stdout (user NULL) or to the FILE* given. */
 void cli_print_dump(void *user, const char *pass, const char *text);
+
+/* A dpc_strategy_parse failure as a usage error naming the flags (exit code); `kinds` are the
+ * strategies the command runs, `devices` the --devices spec the count came from. */
+int cli_strategy_error(const char *cmd, const dpc_strategy_error *e, uint32_t kinds,
+                       const char *devices, const dpc_diag *d);
 
 /* Print a diagnostic for a person (stderr) and return the exit code that goes with it. */
 int cli_report(const char *cmd, const dpc_diag *d);

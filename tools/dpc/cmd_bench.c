@@ -46,6 +46,10 @@ static bool get_u32(const cli_parsed *p, const char *name, uint32_t *out, uint32
   return true;
 }
 
+/* The strategies dpc bench times. */
+#define BENCH_KINDS                                                                                \
+  ((1u << DPC_STRATEGY_DATA) | (1u << DPC_STRATEGY_MODEL) | (1u << DPC_STRATEGY_PIPELINE))
+
 int dpc_cmd_bench(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("bench", bench_opts, NBENCH, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
@@ -66,28 +70,44 @@ int dpc_cmd_bench(int argc, char **argv) {
   o.profile = cli_get(bench_opts, NBENCH, &p, "profile") != NULL;
   o.devices = cli_get(bench_opts, NBENCH, &p, "devices");
   o.shares_spec = cli_get(bench_opts, NBENCH, &p, "shares");
-  const char *strategy = cli_get(bench_opts, NBENCH, &p, "strategy");
-  if (strategy && strcmp(strategy, "data") && strcmp(strategy, "model") &&
-      strcmp(strategy, "pipeline"))
-    return cli_usage_error("bench", "--strategy is data, model or pipeline, not '%s'", strategy);
-  bool pipe = strategy && !strcmp(strategy, "pipeline");
-  o.model = pipe || (strategy && !strcmp(strategy, "model"));
   dpc_pipeline_schedule sched = DPC_SCHEDULE_NONE;
   int src = cli_schedules("bench", bench_opts, NBENCH, &p, NULL, &sched);
   if (src) return src;
-  if (sched != DPC_SCHEDULE_NONE && !pipe)
-    return cli_usage_error("bench", "--pipeline-schedule goes with --strategy pipeline");
-  if (pipe) o.pipeline = sched == DPC_SCHEDULE_GPIPE ? DPC_SCHEDULE_GPIPE : DPC_SCHEDULE_1F1B;
   uint32_t D = 1;
   if (o.devices && (src = cli_devices("bench", o.devices, &D))) return src;
-  if (strategy && strcmp(strategy, "data") && D < 2)
-    return cli_usage_error("bench",
-                           "--strategy %s spreads the model over several devices: give --devices "
-                           "cpu:N with N >= 2",
-                           strategy);
+  /* a pipeline here is the devices as its stages, each share in --accumulate micro-batches
+   * (dpc_bench's own rule; the batch it checks itself) */
+  dpc_strategy_args a;
+  dpc_strategy_args_init(&a);
+  a.text = cli_get(bench_opts, NBENCH, &p, "strategy");
+  a.kinds = BENCH_KINDS, a.schedule = sched, a.devices = D, a.shares = o.shares_spec;
+  if (!get_u32(&p, "accumulate", &o.accumulate, 1)) return DPC_EXIT_USAGE;
+  dpc_strategy_kind named = DPC_STRATEGY_DATA;
+  char kind_name[16];
+  snprintf(kind_name, sizeof kind_name, "%.*s", (int)strcspn(a.text ? a.text : "", ":"),
+           a.text ? a.text : "");
+  if (dpc_strategy_kind_parse(kind_name, &named) && named == DPC_STRATEGY_PIPELINE) {
+    a.stages = D;
+    if (cli_get(bench_opts, NBENCH, &p, "accumulate")) a.microbatches = o.accumulate;
+  }
+  dpc_strategy s;
+  dpc_strategy_error e;
+  dpc_diag sd;
+  dpc_diag_init(&sd);
+  src = dpc_strategy_parse(&a, &s, &e, &sd)
+            ? cli_strategy_error("bench", &e, BENCH_KINDS, o.devices ? o.devices : "cpu", &sd)
+            : DPC_EXIT_OK;
+  dpc_diag_free(&sd);
+  if (src) return src;
+  if (s.given & (1u << DPC_STRATEGY_FIELD_PLACEMENT))
+    return cli_usage_error("bench", "--strategy: dpc bench places a model as dpc train does; the "
+                                    "placement setting is dpc plan's");
+  o.model = s.kind == DPC_STRATEGY_MODEL || s.kind == DPC_STRATEGY_PIPELINE;
+  if (s.kind == DPC_STRATEGY_PIPELINE && (s.given & (1u << DPC_STRATEGY_FIELD_MICROBATCHES)))
+    o.accumulate = s.microbatches;
+  if (s.kind == DPC_STRATEGY_PIPELINE) o.pipeline = s.schedule;
   if (!get_u32(&p, "batch", &o.batch, 1) || !get_u32(&p, "threads", &o.threads, 1) ||
-      !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0) ||
-      !get_u32(&p, "accumulate", &o.accumulate, 1))
+      !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0))
     return DPC_EXIT_USAGE;
   int rc = cli_exec_opts("bench", bench_opts, NBENCH, &p, &o.exec);
   if (rc) return rc;

@@ -110,8 +110,8 @@ int dpc_cmd_devices(int argc, char **argv) {
   if (dpc_topology_load(NULL, &t, &d)) {
     rc = cli_report("devices", &d);
   } else if (dpc_devices_parse(t, spec, &l, &d)) {
-    cli_report("devices", &d);
-    rc = DPC_EXIT_USAGE; /* the command line asked for devices that cannot be */
+    /* the command line asked for devices that cannot be: the flag named */
+    rc = cli_usage_error("devices", "--devices %s", d.msg ? d.msg : spec);
   } else if (calibrate && dpc_calibrate(t, &l, &co, &cal, &d)) {
     rc = cli_report("devices", &d);
   } else if (cli_get(devices_opts, NDEV, &p, "json")) {

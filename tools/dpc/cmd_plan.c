@@ -58,7 +58,8 @@ typedef struct plan_req {
   dpc_pipeline_schedule schedule;
   const dpc_cost_profile *profile; /* --profile: placement simulates with the measured times */
   bool model;
-  const char *spec, *placement;
+  const char *spec;
+  dpc_placement_method placement;
   uint64_t limit;
   dpc_place_report rep; /* out: what automatic placement did */
   bool placed;          /* out: whether it placed */
@@ -73,10 +74,10 @@ static dpc_status make_plan(const dpc_graph *src, plan_req *q, dpc_plan **out, d
   bool model = q->model;
   dpc_status st = DPC_OK;
   q->placed = false;
-  if (model && q->placement && strcmp(q->placement, "metis")) {
+  if (model && q->placement != DPC_PLACEMENT_METIS) {
     dpc_device_names dn;
     dpc_driver_device_names(D, &dn);
-    st = dpc_place_simple(g, batch, dn.ptr, D, !strcmp(q->placement, "contiguous"), d);
+    st = dpc_place_simple(g, batch, dn.ptr, D, q->placement == DPC_PLACEMENT_CONTIGUOUS, d);
   } else if (model) {
     dpc_driver_place_opts po = {q->limit, q->profile, 1, DPC_SCHEDULE_NONE};
     st = dpc_driver_place(g, batch, q->spec, D, &po, &q->placed, &q->rep, d);
@@ -203,6 +204,27 @@ static dpc_status write_json(const char *path, const dpc_plan *p, const dev_summ
   return fclose(f) ? dpc_diag_fail(d, DPC_ERR_IO, "cannot write '%s'", path) : DPC_OK;
 }
 
+/* The strategies dpc plan draws. */
+#define PLAN_KINDS                                                                                 \
+  ((1u << DPC_STRATEGY_SINGLE) | (1u << DPC_STRATEGY_DATA) | (1u << DPC_STRATEGY_MODEL) |          \
+   (1u << DPC_STRATEGY_HYBRID) | (1u << DPC_STRATEGY_PIPELINE))
+
+/* A whole-number option into a strategy argument (-1 when not given); its range is the
+ * strategy's to check. False with a usage error. */
+static bool plan_num(const cli_parsed *p, const char *name, int64_t *out) {
+  const char *v = cli_get(plan_opts, NPLAN, p, name);
+  if (!v) return true;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno || end == v || *end || v[0] == '-' || x > INT64_MAX) {
+    cli_usage_error("plan", "--%s expects a whole number, got '%s'", name, v);
+    return false;
+  }
+  *out = (int64_t)x;
+  return true;
+}
+
 int dpc_cmd_plan(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("plan", plan_opts, NPLAN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
@@ -230,112 +252,46 @@ int dpc_cmd_plan(int argc, char **argv) {
   unsigned long batch = bs ? strtoul(bs, &end, 10) : DPC_DEFAULT_BATCH;
   if (bs && (end == bs || *end || batch < 1 || batch > (1ul << 24)))
     return cli_usage_error("plan", "--batch expects a whole number from 1, got '%s'", bs);
-  if (strategy && strcmp(strategy, "data") && strcmp(strategy, "single") &&
-      strcmp(strategy, "model") && strcmp(strategy, "hybrid") && strcmp(strategy, "pipeline"))
-    return cli_usage_error("plan",
-                           "--strategy %s: dpc plans data, model, hybrid, pipeline or single (one "
-                           "device)",
-                           strategy);
-  const char *mps = cli_get(plan_opts, NPLAN, &p, "mp");
-  char *mend = NULL;
-  unsigned long mp = mps ? strtoul(mps, &mend, 10) : 0;
-  bool hybrid = strategy && !strcmp(strategy, "hybrid");
-  bool pipeline = strategy && !strcmp(strategy, "pipeline");
-  bool model = strategy && !strcmp(strategy, "model");
-  if (hybrid && (!mps || *mend || mp < 2 || mp > DPC_MAX_DEVICES))
-    return cli_usage_error("plan",
-                           "--strategy hybrid needs --mp M, the devices per replica (2 to %u)",
-                           DPC_MAX_DEVICES);
-  if (!hybrid && mps)
-    return cli_usage_error("plan", "--mp goes with --strategy hybrid (a pipeline's devices per "
-                                   "replica are its --stages)");
-  if (!model && cli_get(plan_opts, NPLAN, &p, "placement"))
-    return cli_usage_error("plan", "--placement goes with --strategy model");
-  /* a pipeline: --stages S devices per replica, --dp D replicas, --microbatches M */
   dpc_pipeline_schedule sched = DPC_SCHEDULE_NONE;
   int src = cli_schedules("plan", plan_opts, NPLAN, &p, NULL, &sched);
   if (src) return src;
-  static const char *const pipe_only[] = {"stages", "microbatches", "dp"};
-  for (int i = 0; i < 3 && !pipeline; i++)
-    if (cli_get(plan_opts, NPLAN, &p, pipe_only[i]))
-      return cli_usage_error("plan", "--%s goes with --strategy pipeline", pipe_only[i]);
-  if (!pipeline && sched != DPC_SCHEDULE_NONE)
-    return cli_usage_error("plan", "--pipeline-schedule goes with --strategy pipeline");
-  unsigned long micro = 1, dp = 1;
-  char pipe_spec[32];
-  if (pipeline) {
-    const char *ss = cli_get(plan_opts, NPLAN, &p, "stages");
-    const char *ms = cli_get(plan_opts, NPLAN, &p, "microbatches");
-    const char *ds = cli_get(plan_opts, NPLAN, &p, "dp");
-    char *e1 = NULL, *e2 = NULL, *e3 = NULL;
-    mp = ss ? strtoul(ss, &e1, 10) : 0;
-    micro = ms ? strtoul(ms, &e2, 10) : 4;
-    dp = ds ? strtoul(ds, &e3, 10) : 1;
-    if (!ss || *e1 || mp < 2 || mp > DPC_MAX_DEVICES)
-      return cli_usage_error("plan", "--strategy pipeline needs --stages S, from 2 to %u",
-                             DPC_MAX_DEVICES);
-    if (ms && (*e2 || micro < 1 || micro > 256))
-      return cli_usage_error("plan", "--microbatches expects a number from 1 to 256, got '%s'", ms);
-    if (ds && (*e3 || dp < 1 || dp > DPC_MAX_DEVICES))
-      return cli_usage_error("plan", "--dp expects a number from 1 to %u, got '%s'",
-                             DPC_MAX_DEVICES, ds);
-    if (mp * dp > DPC_MAX_DEVICES)
-      return cli_usage_error(
-          "plan", "--stages %lu x --dp %lu makes %lu devices; dpc plans for at most %u devices", mp,
-          dp, mp * dp, DPC_MAX_DEVICES);
-    if (sched == DPC_SCHEDULE_NONE) sched = DPC_SCHEDULE_1F1B;
-    if (!spec) {
-      snprintf(pipe_spec, sizeof pipe_spec, "cpu:%lu", mp * dp);
-      spec = pipe_spec;
-    }
-    hybrid = true; /* the layout: replicas of mp devices */
-  }
-  const char *placement = cli_get(plan_opts, NPLAN, &p, "placement");
-  if (placement && strcmp(placement, "metis") && strcmp(placement, "contiguous") &&
-      strcmp(placement, "roundrobin"))
-    return cli_usage_error("plan", "--placement is metis, contiguous or roundrobin, not '%s'",
-                           placement);
-  const char *accs = cli_get(plan_opts, NPLAN, &p, "accumulate");
-  char *aend = NULL;
-  unsigned long acc = accs ? strtoul(accs, &aend, 10) : 1;
-  if (accs && (*aend || acc < 1 || acc > 256 || pipeline))
-    return cli_usage_error("plan",
-                           "--accumulate expects a number from 1 to 256, got '%s' (a "
-                           "pipeline takes --microbatches)",
-                           accs);
-  if (pipeline) acc = micro;
+  dpc_strategy_args a;
+  dpc_strategy_args_init(&a);
+  a.text = strategy, a.kinds = PLAN_KINDS, a.schedule = sched, a.batch = batch;
+  a.placement = cli_get(plan_opts, NPLAN, &p, "placement");
+  if (!plan_num(&p, "mp", &a.mp) || !plan_num(&p, "stages", &a.stages) ||
+      !plan_num(&p, "microbatches", &a.microbatches) || !plan_num(&p, "dp", &a.dp) ||
+      !plan_num(&p, "accumulate", &a.accumulate))
+    return DPC_EXIT_USAGE;
   const char *mem = cli_get(plan_opts, NPLAN, &p, "device-memory");
   uint64_t limit = 0;
   if (mem && !dpc_driver_parse_size(mem, &limit))
     return cli_usage_error("plan", "--device-memory expects a size such as 512M or 2G, got '%s'",
                            mem);
-  uint32_t D = 1;
-  int drc = cli_devices("plan", spec ? spec : "cpu", &D);
-  if (drc) return drc;
-  if (strategy && !strcmp(strategy, "single") && D > 1)
-    return cli_usage_error("plan", "--strategy single takes one device, not the %u of --devices %s",
-                           D, spec);
-  if (pipeline && (D % mp || (cli_get(plan_opts, NPLAN, &p, "dp") && D != mp * dp)))
-    return cli_usage_error("plan",
-                           "--stages %lu%s does not fit the %u devices of --devices %s: each "
-                           "pipeline replica takes %lu",
-                           mp, cli_get(plan_opts, NPLAN, &p, "dp") ? " with --dp" : "", D, spec,
-                           mp);
-  if (!pipeline && hybrid && (D % mp || D / mp < 2))
-    return cli_usage_error(
-        "plan", "--mp %lu does not divide the %u devices into 2 or more replicas", mp, D);
-  if (model && D < 2)
-    return cli_usage_error("plan", "--strategy model spreads the model over several devices: give "
-                                   "--devices cpu:N with N >= 2");
-  uint32_t R = model ? 1 : hybrid ? D / (uint32_t)mp : D;
-  if (batch % R)
-    return cli_usage_error("plan",
-                           "--batch %lu does not split evenly over %u data-parallel "
-                           "replicas",
-                           batch, R);
-  if ((batch / R) % acc)
-    return cli_usage_error("plan", "--%s %lu does not divide %lu samples into equal micro-batches",
-                           pipeline ? "microbatches" : "accumulate", acc, batch / R);
+  a.memory_limit = limit;
+  if (spec) {
+    int drc = cli_devices("plan", spec, &a.devices);
+    if (drc) return drc;
+  }
+  dpc_strategy ps;
+  dpc_strategy_error e;
+  dpc_diag sd;
+  dpc_diag_init(&sd);
+  int vrc = dpc_strategy_parse(&a, &ps, &e, &sd)
+                ? cli_strategy_error("plan", &e, PLAN_KINDS, spec ? spec : "cpu", &sd)
+                : DPC_EXIT_OK;
+  dpc_diag_free(&sd);
+  if (vrc) return vrc;
+  char pipe_spec[32];
+  if (!spec && ps.devices > 1) { /* a pipeline's own devices: its stages times its pipelines */
+    snprintf(pipe_spec, sizeof pipe_spec, "cpu:%u", ps.devices);
+    spec = pipe_spec;
+  }
+  uint32_t D = ps.devices;
+  bool model = ps.kind == DPC_STRATEGY_MODEL, pipeline = ps.kind == DPC_STRATEGY_PIPELINE;
+  bool hybrid = pipeline || ps.kind == DPC_STRATEGY_HYBRID; /* the layout: replicas of mp devices */
+  unsigned long mp = ps.mp, micro = ps.microbatches, acc = ps.microbatches;
+  sched = ps.schedule;
   if (cli_check_output_file("plan", "dot", cli_get(plan_opts, NPLAN, &p, "dot")) ||
       cli_check_output_file("plan", "json", cli_get(plan_opts, NPLAN, &p, "json")))
     return DPC_EXIT_ERROR;
@@ -384,7 +340,7 @@ int dpc_cmd_plan(int argc, char **argv) {
                 .profile = prof,
                 .model = model,
                 .spec = spec ? spec : "cpu",
-                .placement = placement,
+                .placement = ps.placement,
                 .limit = limit};
   if (!st) st = make_plan(g, &q, &plan, &d);
   dpc_place_report rep = q.rep;

@@ -7,6 +7,7 @@
 #include "tools/dpc/interrupt.h"
 #include "tools/dpc/outpath.h"
 #include "tools/dpc/train.h"
+#include "tools/dpc/train_testing.h"
 
 #include <errno.h>
 #include <math.h>
@@ -64,7 +65,9 @@ static const cli_opt train_opts[] = {
     {"staleness", true, false,
      "with --sync async: a gradient is applied at most S updates after its params (default 4; 0: "
      "synchronous)"},
-    {"test-slow-worker", true, false, ""}, /* benchmarks: worker K - 1 sleeps 20 ms a step */
+    /* testing only, for the benchmarks of docs/strategies.md: worker K - 1 sleeps 20 ms a step
+     * (train_testing.h); hidden from --help */
+    {"test-slow-worker", true, false, ""},
     {"local-sgd", true, false,
      "K: data-parallel replicas step on their own gradients, averaging params every K steps"},
     {"accumulate", true, false,
@@ -192,99 +195,67 @@ static bool get_double(const cli_parsed *p, const char *name, double *out, doubl
   return true;
 }
 
+/* The strategies dpc train runs: data (one device: single), model, hybrid and pipeline by
+ * --strategy; asynchronous and local SGD by --sync async and --local-sgd. */
+#define TRAIN_KINDS                                                                                \
+  ((1u << DPC_STRATEGY_DATA) | (1u << DPC_STRATEGY_MODEL) | (1u << DPC_STRATEGY_HYBRID) |          \
+   (1u << DPC_STRATEGY_PIPELINE))
+
+/* A number option into a strategy argument (-1 when not given); false with a usage error. */
+static bool get_arg(const cli_parsed *p, const char *name, int64_t *out, uint64_t min) {
+  uint64_t x = 0;
+  if (!get_u64(p, name, &x, min)) return false;
+  if (cli_get(train_opts, NTRAIN, p, name)) *out = x > INT64_MAX ? INT64_MAX : (int64_t)x;
+  return true;
+}
+
 /* --strategy and the options that go with it, checked against --devices before anything is
- * loaded: an option the strategy would ignore, or a count that does not divide, is a usage error
- * (exit 2) naming the option. Sets the pipeline's stages, micro-batches and default devices. */
+ * loaded (dpc_strategy_parse): an option the strategy would ignore, or a count that does not
+ * divide, is a usage error (exit 2) naming the option. Sets the pipeline's stages, micro-batches
+ * and default devices. */
 static int check_strategy(const cli_parsed *p, dpc_train_opts *o, char *pipe_devices, size_t n) {
-  const char *s = o->strategy;
-  bool pipe = s && !strcmp(s, "pipeline"), hybrid = s && !strcmp(s, "hybrid");
-  bool model = s && !strcmp(s, "model");
-  if (s && !pipe && !hybrid && !model && strcmp(s, "data"))
-    return cli_usage_error("train", "--strategy is data, model, hybrid or pipeline, not '%s'", s);
-  static const char *const pipe_only[] = {"stages", "microbatches", "dp"};
-  for (int i = 0; i < 3 && !pipe; i++)
-    if (cli_get(train_opts, NTRAIN, p, pipe_only[i]))
-      return cli_usage_error("train", "--%s goes with --strategy pipeline", pipe_only[i]);
-  if (!pipe && o->pipeline != DPC_SCHEDULE_NONE)
-    return cli_usage_error("train", "--pipeline-schedule goes with --strategy pipeline");
-  if (!hybrid && cli_get(train_opts, NTRAIN, p, "mp"))
-    return cli_usage_error("train", "--mp goes with --strategy hybrid (a pipeline's devices per "
-                                    "replica are its --stages)");
-  uint64_t stages = 0, micro = 4, dp = 1;
-  if (pipe) {
-    if (!get_u64(p, "stages", &stages, 2) || !get_u64(p, "microbatches", &micro, 1) ||
-        !get_u64(p, "dp", &dp, 1))
-      return DPC_EXIT_USAGE;
-    if (!stages || stages > DPC_MAX_DEVICES)
-      return cli_usage_error("train", "--strategy pipeline needs --stages S, from 2 to %u",
-                             DPC_MAX_DEVICES);
-    if (micro > 256 || dp > DPC_MAX_DEVICES)
-      return cli_usage_error("train", "--%s is at most %u", micro > 256 ? "microbatches" : "dp",
-                             micro > 256 ? 256u : DPC_MAX_DEVICES);
-    if (stages * dp > DPC_MAX_DEVICES)
-      return cli_usage_error(
-          "train", "--stages %llu x --dp %llu makes %llu devices; dpc runs at most %u devices",
-          (unsigned long long)stages, (unsigned long long)dp, (unsigned long long)(stages * dp),
-          DPC_MAX_DEVICES);
-    if (cli_get(train_opts, NTRAIN, p, "accumulate"))
-      return cli_usage_error("train", "--strategy pipeline splits a batch by --microbatches M; "
-                                      "--accumulate does not go with it");
-    if (o->pipeline == DPC_SCHEDULE_NONE) o->pipeline = DPC_SCHEDULE_1F1B;
-    o->mp = (uint32_t)stages, o->accumulate = (uint32_t)micro;
-    if (!o->devices) {
-      snprintf(pipe_devices, n, "cpu:%u", (unsigned)(stages * dp));
-      o->devices = pipe_devices;
-    }
+  dpc_strategy_args a;
+  dpc_strategy_args_init(&a);
+  /* by name too: the text form says async or local_sgd where the flags say --sync, --local-sgd */
+  a.text = o->strategy, a.schedule = o->pipeline, a.async = o->async;
+  a.shares = o->shares, a.memory_limit = o->device_memory;
+  a.kinds = TRAIN_KINDS | (1u << DPC_STRATEGY_ASYNC) | (1u << DPC_STRATEGY_LOCAL_SGD);
+  if (!get_arg(p, "mp", &a.mp, 1) || !get_arg(p, "stages", &a.stages, 2) ||
+      !get_arg(p, "microbatches", &a.microbatches, 1) || !get_arg(p, "dp", &a.dp, 1) ||
+      !get_arg(p, "accumulate", &a.accumulate, 1) || !get_arg(p, "staleness", &a.staleness, 0) ||
+      !get_arg(p, "local-sgd", &a.period, 1))
+    return DPC_EXIT_USAGE;
+  if (o->devices) {
+    int rc = cli_devices("train", o->devices, &a.devices);
+    if (rc) return rc;
   }
-  uint32_t D = 1;
-  int rc = o->devices ? cli_devices("train", o->devices, &D) : DPC_EXIT_OK;
-  if (rc) return rc;
-  if ((model || hybrid) && D < 2)
-    return cli_usage_error("train",
-                           "--strategy %s spreads the model over several devices: give "
-                           "--devices cpu:N with N >= 2",
-                           s);
-  if (pipe && D % stages)
-    return cli_usage_error("train",
-                           "--stages %llu does not divide the %u devices of --devices %s (each "
-                           "pipeline replica takes %llu)",
-                           (unsigned long long)stages, D, o->devices, (unsigned long long)stages);
-  if (pipe && cli_get(train_opts, NTRAIN, p, "dp") && D != stages * dp)
-    return cli_usage_error("train",
-                           "--dp %llu pipelines of --stages %llu take %llu devices, but --devices "
-                           "%s makes %u",
-                           (unsigned long long)dp, (unsigned long long)stages,
-                           (unsigned long long)(stages * dp), o->devices, D);
-  if (hybrid && (o->mp < 2 || D % o->mp || D / o->mp < 2))
-    return cli_usage_error("train",
-                           "--strategy hybrid splits the %u devices into data-parallel replicas "
-                           "of --mp devices each: --mp must be at least 2 and divide %u into at "
-                           "least 2 replicas",
-                           D, D);
-  if ((o->async || o->local_sgd) && D < 2)
-    return cli_usage_error("train",
-                           "%s trains data-parallel replicas on several devices: give "
-                           "--devices cpu:N with N >= 2",
-                           o->async ? "--sync async" : "--local-sgd");
-  /* a compiled artifact's batch is its own; uneven --shares split by their own rule */
+  /* a compiled artifact's batch is its own */
   bool own_batch = dpc_driver_is_artifact(p->pos[0]) && !cli_get(train_opts, NTRAIN, p, "batch");
-  bool even = !o->shares || !strcmp(o->shares, "even");
-  uint32_t R = model ? 1 : hybrid || pipe ? D / o->mp : D; /* data-parallel replicas */
-  if (own_batch || !even || o->async) return DPC_EXIT_OK;
-  if (o->batch % R)
-    return cli_usage_error("train",
-                           "--batch %u does not split evenly over %u data-parallel replicas: "
-                           "give a multiple of %u (or --shares)",
-                           o->batch, R, R);
-  uint32_t share = o->batch / R, K = o->accumulate;
-  if (K > 1 && share % K) {
-    char whose[64];
-    if (R > 1)
-      snprintf(whose, sizeof whose, "each replica's %u samples of the batch", share);
-    else
-      snprintf(whose, sizeof whose, "the batch of %u", share);
-    return cli_usage_error("train", "--%s %u does not divide %s into equal micro-batches",
-                           pipe ? "microbatches" : "accumulate", K, whose);
+  a.batch = own_batch ? 0 : o->batch;
+  dpc_strategy s;
+  dpc_strategy_error e;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_status st = dpc_strategy_parse(&a, &s, &e, &d);
+  int rc = st ? cli_strategy_error("train", &e, TRAIN_KINDS, o->devices, &d) : DPC_EXIT_OK;
+  dpc_diag_free(&d);
+  if (rc) return rc;
+  if (s.given & (1u << DPC_STRATEGY_FIELD_PLACEMENT))
+    return cli_usage_error("train", "--strategy: dpc train places a model with METIS; the "
+                                    "placement setting is dpc plan's");
+  if (s.kind == DPC_STRATEGY_PIPELINE || s.kind == DPC_STRATEGY_HYBRID) o->mp = s.mp;
+  o->accumulate = s.microbatches, o->pipeline = s.schedule;
+  /* the options carry the strategy typed: its kind by name, its numbers in their fields */
+  o->strategy = s.kind == DPC_STRATEGY_MODEL || s.kind == DPC_STRATEGY_HYBRID ||
+                        s.kind == DPC_STRATEGY_PIPELINE
+                    ? dpc_strategy_kind_name(s.kind)
+                    : NULL;
+  o->async = s.kind == DPC_STRATEGY_ASYNC;
+  if (o->async) o->staleness = s.staleness;
+  if (s.kind == DPC_STRATEGY_LOCAL_SGD) o->local_sgd = s.period;
+  if (!o->devices && s.devices > 1) {
+    snprintf(pipe_devices, n, "cpu:%u", s.devices);
+    o->devices = pipe_devices;
   }
   return DPC_EXIT_OK;
 }
@@ -365,33 +336,14 @@ int dpc_cmd_train(int argc, char **argv) {
   if (mem && !dpc_driver_parse_size(mem, &o.device_memory))
     return cli_usage_error("train", "--device-memory expects a size such as 512M or 2G, got '%s'",
                            mem);
-  uint64_t mp = 0;
-  if (!get_u64(&p, "mp", &mp, 1)) return DPC_EXIT_USAGE;
-  if (mp > DPC_MAX_DEVICES) /* was cut to 256 without a word */
-    return cli_usage_error("train", "--mp is at most %u devices, not %llu", DPC_MAX_DEVICES,
-                           (unsigned long long)mp);
-  o.mp = (uint32_t)mp;
-  uint64_t accumulate = 1;
-  if (!get_u64(&p, "accumulate", &accumulate, 1)) return DPC_EXIT_USAGE;
-  if (accumulate > 256) return cli_usage_error("train", "--accumulate is at most 256");
-  o.accumulate = (uint32_t)accumulate;
   const char *sync = cli_get(train_opts, NTRAIN, &p, "sync");
   if (sync && strcmp(sync, "sync") && strcmp(sync, "async"))
     return cli_usage_error("train", "--sync is sync or async, not '%s'", sync);
   o.async = sync && !strcmp(sync, "async");
-  uint64_t stale = 4;
-  if (!get_u64(&p, "staleness", &stale, 0)) return DPC_EXIT_USAGE;
-  if (cli_get(train_opts, NTRAIN, &p, "staleness") && !o.async)
-    return cli_usage_error("train", "--staleness goes with --sync async");
-  if (stale > 1000000) return cli_usage_error("train", "--staleness is at most 1000000");
-  o.staleness = (uint32_t)stale;
   uint64_t slow = 0;
   if (!get_u64(&p, "test-slow-worker", &slow, 1)) return DPC_EXIT_USAGE;
-  o.test_slow_worker = (uint32_t)(slow > 1024 ? 1024 : slow);
-  uint64_t local = 0;
-  if (!get_u64(&p, "local-sgd", &local, 1)) return DPC_EXIT_USAGE;
-  if (local > 1000000) return cli_usage_error("train", "--local-sgd is at most 1000000 steps");
-  o.local_sgd = (uint32_t)local;
+  dpc_train_test_hooks hooks = {.slow_worker = (uint32_t)(slow > 1024 ? 1024 : slow)};
+  o.test = slow ? &hooks : NULL;
   char pipe_devices[32];
   int vrc = check_strategy(&p, &o, pipe_devices, sizeof pipe_devices);
   if (vrc) return vrc;

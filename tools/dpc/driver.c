@@ -372,15 +372,15 @@ dpc_status dpc_driver_parse_shares(const char *spec, uint32_t R, uint32_t batch,
     unsigned long v = strtoul(p, &end, 10);
     if (end == p || v == 0 || v > UINT32_MAX || (r + 1 < R ? *end != ',' : *end != '\0'))
       return dpc_diag_fail(d, DPC_ERR_INVALID,
-                           "--shares '%s': give even, auto, or %u positive sample counts "
+                           "the shares '%s': give even, auto, or %u positive sample counts "
                            "separated by commas, one per data-parallel replica",
                            spec, R);
     shares[r] = (uint32_t)v, sum += v, p = end + 1;
   }
   if (sum != batch)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "--shares '%s' adds up to %llu samples, not the batch of %u", spec,
-                         (unsigned long long)sum, batch);
+                         "the list of shares '%s' adds up to %llu samples, not the batch of %u",
+                         spec, (unsigned long long)sum, batch);
   return DPC_OK;
 }
 
@@ -447,7 +447,8 @@ dpc_status dpc_driver_plan_share(dpc_graph *g, int64_t batch, uint32_t share,
   uint32_t K = training && s->accumulate > 1 ? s->accumulate : 1;
   if (share % K)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "--accumulate %u does not divide a share of %u samples", K, share);
+                         "%u accumulated micro-batches do not divide a share of %u samples", K,
+                         share);
   int64_t *vals = calloc(g->n_syms ? g->n_syms : 1, sizeof *vals);
   if (!vals) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   for (uint32_t k = 0; k < g->n_syms; k++) vals[k] = share / K;
@@ -578,7 +579,7 @@ dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, u
   dpc_status st = dpc_topology_load(NULL, &t, d);
   if (!st) st = dpc_devices_parse(t, spec, &l, d);
   if (!st && l.n != n)
-    st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "--devices %s makes %u devices, not %u", spec, l.n, n);
+    st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "%s makes %u devices, not %u", spec, l.n, n);
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, d);
   dpc_device_speed *speed = st ? NULL : calloc(n, sizeof *speed);
   if (!st && !speed) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
@@ -627,11 +628,11 @@ dpc_status dpc_driver_check_memory(const dpc_plan *p, uint64_t limit, dpc_diag *
                          (double)total / mib, p->n_devs, p->n_devs == 1 ? "" : "s",
                          (double)limit / mib, (double)limit * p->n_devs / mib);
   if (worst > limit)
-    return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "%s needs %.1f MiB, more than --device-memory %.1f MiB (the plan needs "
-                         "%.1f MiB in all over %u devices): the placement does not fit",
-                         p->devs[at].name, (double)worst / mib, (double)limit / mib,
-                         (double)total / mib, p->n_devs);
+    return dpc_diag_fail(
+        d, DPC_ERR_INVALID,
+        "%s needs %.1f MiB, more than the device memory of %.1f MiB (the plan needs "
+        "%.1f MiB in all over %u devices): the placement does not fit",
+        p->devs[at].name, (double)worst / mib, (double)limit / mib, (double)total / mib, p->n_devs);
   return DPC_OK;
 }
 
@@ -708,17 +709,17 @@ dpc_status dpc_driver_load_known(const char *path, const dpc_named *known, uint3
 dpc_status dpc_driver_attach_loss(dpc_graph *g, const char *loss, dpc_diag *d) {
   bool sce = !strcmp(loss, "softmax_cross_entropy");
   if (!sce && strcmp(loss, "mse"))
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "--loss is softmax_cross_entropy or mse, not '%s'",
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "the loss '%s' is not softmax_cross_entropy or mse",
                          loss);
   if (g->obj.loss != DPC_NONE)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "the model has its own objective ('minimize'); --loss is for models "
-                         "without one");
+                         "the model has its own objective ('minimize'); an attached loss is for "
+                         "models without one");
   if (!g->n_outputs) return dpc_diag_fail(d, DPC_ERR_INVALID, "the model has no output");
   if (dpc_graph_find(g, "labels") != DPC_NONE)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "the model already has a value named 'labels', the name --loss gives "
-                         "its new input");
+                         "the model already has a value named 'labels', the name an attached loss "
+                         "gives its new input");
   uint32_t out = g->outputs[0];
   const dpc_value *ov = &g->values[out];
   dpc_shape ls = ov->shape;

@@ -5,6 +5,7 @@
 #include "tools/dpc/train.h"
 #include "tools/dpc/train_internal.h"
 
+#include "runtime/session_testing.h"
 #include "runtime/topology.h"
 #include "tools/dpc/bench.h"
 
@@ -58,8 +59,8 @@ static dpc_status pick_inputs(trainer *t, dpc_diag *d) {
     t->batch = (uint32_t)x->shape.d[0];
     if (t->o->batch && t->o->batch != t->batch)
       return dpc_diag_fail(d, DPC_ERR_INVALID,
-                           "%s was compiled for batches of %u, not %u: leave --batch out, or "
-                           "compile again with --batch %u",
+                           "%s was compiled for batches of %u, not %u: train it at its own batch "
+                           "size, or compile it again for batches of %u",
                            t->o->artifact, t->batch, t->o->batch, t->o->batch);
     return DPC_OK;
   }
@@ -96,7 +97,7 @@ static dpc_status apply_overrides(trainer *t, uint64_t total_steps, dpc_diag *d)
   if (!spec)
     return dpc_diag_fail(d, DPC_ERR_INVALID, "unknown optimizer '%s' (sgd, adam, adamw)", name);
   if (!isnan(o->momentum) && strcmp(name, "sgd"))
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "--momentum applies to sgd, and the optimizer is %s",
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "momentum applies to sgd, and the optimizer is %s",
                          name);
   uint32_t old_off = g->obj.attr, old_n = g->obj.n_attr;
   uint32_t mark = dpc_graph_attr_mark(g);
@@ -146,10 +147,11 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   dpc_status st = vals ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   /* data parallel when training on several devices and the batch splits evenly between them */
   uint32_t D = t->replicas; /* devices */
-  bool model = training && D > 1 && t->o->strategy && !strcmp(t->o->strategy, "model");
+  bool model = training && D > 1 && t->strategy.kind == DPC_STRATEGY_MODEL;
   /* a pipeline is hybrid's layout: replicas of mp stages (one replica: mp = D) */
-  bool hybrid = training && D > 1 && t->o->strategy &&
-                (!strcmp(t->o->strategy, "hybrid") || !strcmp(t->o->strategy, "pipeline"));
+  bool hybrid =
+      training && D > 1 &&
+      (t->strategy.kind == DPC_STRATEGY_HYBRID || t->strategy.kind == DPC_STRATEGY_PIPELINE);
   uint32_t mp = hybrid ? t->o->mp : 1, R = D / mp; /* data-parallel replicas */
   bool parallel = training && D > 1 && !model && n % R == 0;
   uint32_t per = parallel ? n / R : n;
@@ -187,6 +189,8 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   r->parallel = parallel;
   if (!st) st = dpc_driver_check_memory(r->plan, t->o->device_memory, d);
   if (!st) st = dpc_train_compile(t, r, d);
+  dpc_session_test_hooks stall = {t->o->test ? t->o->test->stall_device : 0,
+                                  t->o->test && t->o->test->memory};
   dpc_session_opts so = {.training = training,
                          .share = share,
                          .native = r->native,
@@ -194,8 +198,7 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
                          .devices = t->o->devices,
                          .timeout_s = t->o->timeout_s,
                          .comm_thread = t->o->comm_thread,
-                         .test_stall_device = t->o->test_stall_device,
-                         .test_memory = t->o->test_memory};
+                         .test = t->o->test ? &stall : NULL};
   if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
   free(vals);
   dpc_graph_free(g);
@@ -224,7 +227,7 @@ static dpc_status place_replica(trainer *t, dpc_diag *d) {
   char spec[32];
   snprintf(spec, sizeof spec, "cpu:%u", t->o->mp);
   uint32_t replicas = t->replicas / t->o->mp;
-  bool pipe = !strcmp(t->o->strategy, "pipeline");
+  bool pipe = t->strategy.kind == DPC_STRATEGY_PIPELINE;
   dpc_driver_place_opts po = {t->o->device_memory, NULL, pipe ? t->o->accumulate : 1,
                               pipe ? t->o->pipeline : DPC_SCHEDULE_NONE};
   return dpc_driver_place(t->model, t->o->batch / replicas, spec, t->o->mp, &po, &t->placed_auto,
@@ -415,12 +418,12 @@ static void trainer_free(trainer *t) {
 static dpc_status pick_shares(trainer *t, dpc_diag *d) {
   const dpc_train_opts *o = t->o;
   if (!o->shares || !strcmp(o->shares, "even")) return DPC_OK;
-  if (t->replicas < 2 || t->replicas > DPC_BENCH_DEVICES ||
-      (o->strategy && strcmp(o->strategy, "data")) || o->async || o->local_sgd || t->art)
+  if (t->replicas < 2 || t->replicas > DPC_BENCH_DEVICES || t->strategy.kind != DPC_STRATEGY_DATA ||
+      t->art)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "--shares sizes synchronous data-parallel replicas: --devices cpu:N "
-                         "(2 to %d devices) with --strategy data, without --sync async, "
-                         "--local-sgd or a compiled artifact",
+                         "a split of the batch by shares sizes synchronous data-parallel replicas: "
+                         "2 to %d devices with the data strategy, not asynchronous, not local SGD, "
+                         "not a compiled artifact",
                          DPC_BENCH_DEVICES);
   if (!(t->shares = calloc(t->replicas, sizeof *t->shares)))
     return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
@@ -428,7 +431,7 @@ static dpc_status pick_shares(trainer *t, dpc_diag *d) {
   dpc_status st =
       dpc_driver_parse_shares(o->shares, t->replicas, t->batch, t->shares, &even, &measure, d);
   if (!st && measure) {
-    if (o->on_start) o->on_start(o->user, "measuring the devices for --shares auto");
+    if (o->on_start) o->on_start(o->user, "measuring the devices for automatic shares");
     dpc_bench_opts bo = {.batch = t->batch,
                          .threads = o->threads,
                          .exec = o->exec,
@@ -531,7 +534,7 @@ static dpc_status open_artifact_runs(trainer *t, dpc_diag *d) {
                            .share = i ? t->train_full.s : NULL,
                            .native = k,
                            .threads = t->o->threads,
-                           .test_memory = t->o->test_memory};
+                           .test = dpc_train_session_hooks(t)};
     dpc_status st = dpc_session_new(p, &so, &r->s, d);
     if (st) return st;
     const dpc_graph *pg = p->g;
@@ -548,45 +551,40 @@ static dpc_status open_artifact_runs(trainer *t, dpc_diag *d) {
   return DPC_OK;
 }
 
+/* The options' strategy, typed and checked against the devices (dpc_strategy_parse). The
+ * options carry every setting; each kind is given only its own, as it alone reads them. */
+static dpc_status parse_strategy(trainer *t, dpc_diag *d) {
+  const dpc_train_opts *o = t->o;
+  dpc_strategy_args a;
+  dpc_strategy_args_init(&a);
+  a.text = o->strategy, a.async = o->async, a.devices = t->replicas;
+  a.kinds = (1u << DPC_STRATEGY_DATA) | (1u << DPC_STRATEGY_MODEL) | (1u << DPC_STRATEGY_HYBRID) |
+            (1u << DPC_STRATEGY_PIPELINE);
+  a.shares = o->shares, a.memory_limit = o->device_memory;
+  dpc_strategy_kind k = DPC_STRATEGY_DATA;
+  if (o->strategy) (void)dpc_strategy_kind_parse(o->strategy, &k);
+  if (k == DPC_STRATEGY_PIPELINE)
+    a.stages = o->mp, a.microbatches = o->accumulate ? o->accumulate : 1, a.schedule = o->pipeline;
+  else if (o->accumulate > 1)
+    a.accumulate = o->accumulate;
+  if (k == DPC_STRATEGY_HYBRID) a.mp = o->mp;
+  if (o->async) a.staleness = o->staleness;
+  if (o->local_sgd) a.period = o->local_sgd;
+  return dpc_strategy_parse(&a, &t->strategy, NULL, d);
+}
+
 static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   const dpc_train_opts *o = t->o;
   dpc_status st;
   if (o->epochs < 1)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "--epochs and --batch must be at least 1");
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "the number of epochs 0 must be at least 1");
   t->replicas = 1;
   if (o->devices) {
     if ((st = dpc_driver_count_devices(o->devices, &t->replicas, d))) return st;
-    if (o->strategy && strcmp(o->strategy, "data") && strcmp(o->strategy, "model") &&
-        strcmp(o->strategy, "hybrid") && strcmp(o->strategy, "pipeline"))
-      return dpc_diag_fail(d, DPC_ERR_INVALID,
-                           "--strategy %s: this version trains data, model, hybrid or pipeline",
-                           o->strategy);
-    if (o->async && ((o->strategy && strcmp(o->strategy, "data")) || o->local_sgd ||
-                     o->accumulate > 1 || t->replicas < 2))
-      return dpc_diag_fail(d, DPC_ERR_INVALID,
-                           "--sync async trains data-parallel workers (--devices cpu:N, N >= 2) "
-                           "without --strategy, --local-sgd or --accumulate");
-    if (o->local_sgd && o->strategy && strcmp(o->strategy, "data"))
-      return dpc_diag_fail(d, DPC_ERR_INVALID,
-                           "--local-sgd averages data-parallel replicas: it takes --strategy "
-                           "data, not %s",
-                           o->strategy);
-    if (o->strategy && !strcmp(o->strategy, "pipeline") && (o->mp < 2 || t->replicas % o->mp))
-      return dpc_diag_fail(d, DPC_ERR_INVALID,
-                           "--strategy pipeline puts --stages S on S devices per data-parallel "
-                           "replica: S must be at least 2 and divide the %u devices",
-                           t->replicas);
-    if (o->strategy && !strcmp(o->strategy, "hybrid") &&
-        (o->mp < 2 || t->replicas % o->mp || t->replicas / o->mp < 2))
-      return dpc_diag_fail(d, DPC_ERR_INVALID,
-                           "--strategy hybrid splits the %u devices into data-parallel replicas of "
-                           "--mp devices each: --mp must be at least 2 and divide %u into at "
-                           "least 2 replicas",
-                           t->replicas, t->replicas);
+    if ((st = parse_strategy(t, d))) return st;
     if (t->replicas > 1 && o->artifact)
-      return dpc_diag_fail(
-          d, DPC_ERR_UNSUPPORTED,
-          "a compiled artifact runs on one device; train the .graph with --devices");
+      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                           "a compiled artifact runs on one device; train the .graph on several");
   }
   if (o->artifact) {
     if ((st = open_artifact(t, d))) return st;
@@ -597,7 +595,7 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
                            "'minimize loss with sgd(lr=0.05, momentum=0.9)'",
                            src->src_name ? src->src_name : "the model");
     if (o->batch < 1)
-      return dpc_diag_fail(d, DPC_ERR_INVALID, "--epochs and --batch must be at least 1");
+      return dpc_diag_fail(d, DPC_ERR_INVALID, "the batch size 0 must be at least 1");
     if (!(t->model = dpc_graph_clone(src))) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
     snprintf(t->loss_name, sizeof t->loss_name, "%s",
              src->values[src->obj.loss].name != DPC_NONE
@@ -643,14 +641,15 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   if (o->resume_path && (st = dpc_train_peek_checkpoint(t, d))) return st;
   if (t->art) {
     if ((st = open_artifact_runs(t, d))) return st;
-  } else if (t->replicas > 1 && o->strategy && !strcmp(o->strategy, "model") &&
+  } else if (t->replicas > 1 && t->strategy.kind == DPC_STRATEGY_MODEL &&
              (st = dpc_driver_place(
                   t->model, o->batch, o->devices, t->replicas,
                   &(dpc_driver_place_opts){o->device_memory, NULL, 1, DPC_SCHEDULE_NONE},
                   &t->placed_auto, NULL, d))) {
     return st;
-  } else if (t->replicas > 1 && o->strategy &&
-             (!strcmp(o->strategy, "hybrid") || !strcmp(o->strategy, "pipeline")) &&
+  } else if (t->replicas > 1 &&
+             (t->strategy.kind == DPC_STRATEGY_HYBRID ||
+              t->strategy.kind == DPC_STRATEGY_PIPELINE) &&
              (st = place_replica(t, d))) {
     return st;
   } else if ((st = compile_graph(t, d))) {

@@ -97,15 +97,13 @@ typedef struct dpc_train_opts {
   uint64_t device_memory;
   double timeout_s; /* how long a device waits for another before the step fails (0: 60 s) */
   int comm_thread;  /* dpc_session_opts.comm_thread: 0 auto, 1 always, -1 never */
-  uint32_t test_stall_device; /* tests: dpc_session_opts.test_stall_device */
-  bool test_memory;           /* tests: dpc_session_opts.test_memory */
   /* asynchronous data parallel: the devices are workers of a parameter server that applies
    * the mean of every `replicas` gradients it receives; a gradient is applied at most
    * `staleness` updates after the version it was computed on (0: synchronous) */
   bool async;
   uint32_t staleness;
-  uint32_t test_slow_worker; /* tests: worker k - 1 sleeps 20 ms a step (0: none) */
-  uint32_t test_hold_worker; /* tests: worker k - 1 pushes as late as the staleness allows */
+  /* Tests only (tools/dpc/train_testing.h): hooks that slow or stall a device; NULL here. */
+  const struct dpc_train_test_hooks *test;
   /* Stop early once *cancel is non-zero (set by a signal handler, or by another thread): the
    * step under way finishes (every device's part, every micro-batch; asynchronous workers finish
    * the gradient they compute, and one that no update can take any more is dropped), a checkpoint

@@ -212,11 +212,12 @@ static void *worker_main(void *arg) {
     if (!st) st = dpc_dataset_fill(t->train_ds, idx, n, &x, &y, &w->d);
     dpc_session_set_step(w->run.s, pos);
     if (!st) st = dpc_session_run(w->run.s, &w->d);
-    if (!st && t->o->test_slow_worker == w->id + 1) { /* a test hook: this worker is slow */
+    if (!st && t->o->test &&
+        t->o->test->slow_worker == w->id + 1) { /* a test hook: this worker is slow */
       struct timespec ts = {0, 20 * 1000000L};
       nanosleep(&ts, NULL);
     }
-    if (!st && t->o->test_hold_worker == w->id + 1) hold_back(a, w);
+    if (!st && t->o->test && t->o->test->hold_worker == w->id + 1) hold_back(a, w);
 
     pthread_mutex_lock(&a->mu);
     if (st) {
@@ -259,7 +260,7 @@ static dpc_status open_single(trainer *t, const dpc_graph *g, const char *dev, b
   dpc_status st = dpc_plan_single(g, dev, training, &r->plan, d);
   if (!st) st = dpc_train_compile(t, r, d);
   dpc_session_opts so = {
-      .training = true, .native = r->native, .threads = 1, .test_memory = t->o->test_memory};
+      .training = true, .native = r->native, .threads = 1, .test = dpc_train_session_hooks(t)};
   if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
   return st;
 }
@@ -304,12 +305,12 @@ static dpc_status open_worker(async_state *a, const dpc_graph *wg, uint32_t id, 
 dpc_status dpc_train_async_open(trainer *t, dpc_diag *d) {
   const dpc_train_opts *o = t->o;
   if (t->replicas < 2)
-    return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "--sync async needs several devices (--devices cpu:N)");
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "asynchronous training needs several devices");
   if (t->batch % t->replicas)
-    return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "--sync async: --batch %u does not split evenly over %u workers", t->batch,
-                         t->replicas);
+    return dpc_diag_fail(
+        d, DPC_ERR_INVALID,
+        "asynchronous training: the batch of %u does not split evenly over %u workers", t->batch,
+        t->replicas);
   async_state *a = calloc(1, sizeof *a);
   if (!a) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   t->async = a;

@@ -8,7 +8,10 @@
 #include "runtime/artifact.h"
 #include "runtime/data.h"
 #include "runtime/session.h"
+#include "runtime/session_testing.h"
+#include "tools/dpc/strategy.h"
 #include "tools/dpc/train.h"
+#include "tools/dpc/train_testing.h"
 
 #include <stdio.h>
 
@@ -25,11 +28,12 @@ typedef struct run_t {
 
 typedef struct trainer {
   const dpc_train_opts *o;
-  uint32_t replicas;  /* devices of --devices (1: one device) */
-  bool placed_auto;   /* --strategy model placed the model with METIS */
-  dpc_graph *model;   /* the model with the command line's optimizer settings */
-  dpc_graph *train_g; /* after the training passes, batch symbolic */
-  dpc_graph *eval_g;  /* after the inference passes; outputs: the model's first, then the loss */
+  uint32_t replicas;     /* devices of --devices (1: one device) */
+  dpc_strategy strategy; /* the options' strategy, typed (one device: single) */
+  bool placed_auto;      /* --strategy model placed the model with METIS */
+  dpc_graph *model;      /* the model with the command line's optimizer settings */
+  dpc_graph *train_g;    /* after the training passes, batch symbolic */
+  dpc_graph *eval_g;     /* after the inference passes; outputs: the model's first, then the loss */
   char x_name[256], y_name[256], loss_name[256];
   uint32_t batch_sym;
   uint32_t *shares;  /* --shares: each replica's samples of a full batch; NULL: even */
@@ -44,8 +48,16 @@ typedef struct trainer {
   bool resumed;
   bool replicas_loaded; /* local SGD: the checkpoint held every replica's own values */
   FILE *log;
-  struct async_state *async; /* --sync async: the workers and the server's bookkeeping */
+  struct async_state *async;            /* --sync async: the workers and the server's bookkeeping */
+  dpc_session_test_hooks session_hooks; /* what dpc_train_session_hooks hands the sessions */
 } trainer;
+
+/* The test hooks a session of this run takes (NULL in production, where opts.test is NULL). */
+static inline const dpc_session_test_hooks *dpc_train_session_hooks(trainer *t) {
+  if (!t->o->test) return NULL;
+  t->session_hooks = (dpc_session_test_hooks){t->o->test->stall_device, t->o->test->memory};
+  return &t->session_hooks;
+}
 
 /* Whether the run was asked to stop (dpc_train_opts.cancel). */
 static inline bool dpc_train_cancelled(const trainer *t) {
