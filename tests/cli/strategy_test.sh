@@ -99,8 +99,8 @@ contains "$work/err" "^dpc plan: --dp expects a number from 1 to 256, got '257'"
 # name a command to run or the flags of a resumed run, and are listed here to stay few --
 cd "$src" || exit 1
 grep -n '"[^"]*--[a-z]' runtime/*.c runtime/*/*.c partitioner/*.c passes/*.c codegen/*/*.c \
-  ir/*.c frontend/*.c tools/dpc/driver.c tools/dpc/train.c tools/dpc/train_async.c \
-  tools/dpc/train_io.c tools/dpc/bench.c tools/dpc/calibrate.c tools/dpc/strategy.c 2>/dev/null |
+  ir/*.c frontend/*.c driver/driver.c driver/train.c driver/train_async.c \
+  driver/train_io.c driver/bench.c driver/calibrate.c driver/strategy.c 2>/dev/null |
   grep -v '^[^:]*:[0-9]*: *\(/\*\|\*\|//\)' |
   grep -v -e 'dpc compile --train' -e 'with --cpu for' -e '--epochs' -e '--steps' -e '--init to' \
     -e 'with --batch %llu' -e '--seed' -e '"--inference"' >"$work/flags_in_library"

@@ -12,7 +12,7 @@
  * expect_NAME.npy with no output NAME, or an expected file of another dtype than its output.
  */
 #include "runtime/npy.h"
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 
 #include <dirent.h>
 #include <math.h>

@@ -19,8 +19,8 @@
 #include "runtime/rng.h"
 #include "runtime/session.h"
 #include "tests/unit/unit.h"
-#include "tools/dpc/driver.h"
-#include "tools/dpc/train.h"
+#include "driver/driver.h"
+#include "driver/train.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>

@@ -7,7 +7,7 @@
 #include "partitioner/cost.h"
 #include "partitioner/partitioner.h"
 #include "passes/pass.h"
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 #include "unit.h"
 
 #include <stdlib.h>

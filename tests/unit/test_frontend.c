@@ -8,7 +8,7 @@
 #include "frontend/onnx.h"
 #include "ir/print.h"
 #include "tests/unit/unit.h"
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 
 #include <stdlib.h>
 #include <time.h>

@@ -5,7 +5,7 @@
 #include "frontend/frontend.h"
 #include "partitioner/partitioner.h"
 #include "passes/pass.h"
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 #include "unit.h"
 
 #include <math.h>

@@ -8,7 +8,7 @@
 #include "runtime/rng.h"
 #include "runtime/session.h"
 #include "tests/unit/unit.h"
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 
 #include <stdlib.h>
 #include <unistd.h>

@@ -10,8 +10,8 @@
 #include "ir/fusion.h"
 #include "partitioner/partitioner.h"
 #include "passes/pass.h"
-#include "tools/dpc/calibrate.h"
-#include "tools/dpc/driver.h"
+#include "driver/calibrate.h"
+#include "driver/driver.h"
 #include "unit.h"
 
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * every combination it refuses, with the setting it blames and the message it gives.
  */
 #include "tests/unit/unit.h"
-#include "tools/dpc/strategy.h"
+#include "driver/strategy.h"
 
 /* Parse `a`; on success *s holds the strategy, on failure *e and msg the reason. */
 static dpc_status parse(const dpc_strategy_args *a, dpc_strategy *s, dpc_strategy_error *e,

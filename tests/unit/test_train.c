@@ -11,9 +11,9 @@
 #include "passes/pass.h"
 #include "runtime/safetensors.h"
 #include "tests/unit/unit.h"
-#include "tools/dpc/driver.h"
-#include "tools/dpc/train.h"
-#include "tools/dpc/train_testing.h"
+#include "driver/driver.h"
+#include "driver/train.h"
+#include "driver/train_testing.h"
 
 #include <dirent.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * cli.c — option parsing and error reporting for the dpc command.
  */
 #include "tools/dpc/cli.h"
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 
 #include "ir/base.h"
 #include "partitioner/partitioner.h"
-#include "tools/dpc/strategy.h"
+#include "driver/strategy.h"
 
 #define DPC_EXIT_OK    0
 #define DPC_EXIT_ERROR 1

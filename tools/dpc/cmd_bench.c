@@ -1,7 +1,7 @@
 /*
- * cmd_bench.c — `dpc bench`: the median step time and samples/s of a model (tools/dpc/bench.c).
+ * cmd_bench.c — `dpc bench`: the median step time and samples/s of a model (driver/bench.c).
  */
-#include "tools/dpc/bench.h"
+#include "driver/bench.h"
 #include "tools/dpc/cli.h"
 
 #include <errno.h>

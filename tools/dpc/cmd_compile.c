@@ -6,7 +6,7 @@
 #include "codegen/cpu/cpu.h"
 #include "partitioner/partitioner.h"
 #include "tools/dpc/cli.h"
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 #include "tools/dpc/outpath.h"
 
 #include <errno.h>

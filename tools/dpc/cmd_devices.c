@@ -1,8 +1,8 @@
 /*
  * cmd_devices.c — `dpc devices`: the machine as dpc sees it, the devices a --devices spec makes
- * of it, and how fast each computes and copies (tools/dpc/calibrate.h).
+ * of it, and how fast each computes and copies (driver/calibrate.h).
  */
-#include "tools/dpc/calibrate.h"
+#include "driver/calibrate.h"
 #include "tools/dpc/cli.h"
 
 #include <stdio.h>

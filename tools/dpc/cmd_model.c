@@ -6,7 +6,7 @@
 #include "partitioner/partitioner.h"
 #include "passes/pass.h"
 #include "tools/dpc/cli.h"
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 #include "tools/dpc/outpath.h"
 
 #include <stdio.h>

@@ -5,7 +5,7 @@
  */
 #include "frontend/onnx.h"
 #include "tools/dpc/cli.h"
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 
 #include <dirent.h>
 #include <math.h>

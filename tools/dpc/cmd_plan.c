@@ -5,10 +5,10 @@
 #include "partitioner/cost.h"
 #include "partitioner/partitioner.h"
 #include "passes/pass.h"
-#include "tools/dpc/bench.h"
-#include "tools/dpc/calibrate.h"
+#include "driver/bench.h"
+#include "driver/calibrate.h"
 #include "tools/dpc/cli.h"
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 #include "tools/dpc/outpath.h"
 
 #include "codegen/cpu/cpu.h"

@@ -1,13 +1,13 @@
 /*
  * cmd_train.c — `dpc train`: options, and progress for a person (a bar on a terminal, a line per
- * epoch otherwise). The training itself is tools/dpc/train.c.
+ * epoch otherwise). The training itself is driver/train.c.
  */
 #include "tools/dpc/cli.h"
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 #include "tools/dpc/interrupt.h"
 #include "tools/dpc/outpath.h"
-#include "tools/dpc/train.h"
-#include "tools/dpc/train_testing.h"
+#include "driver/train.h"
+#include "driver/train_testing.h"
 
 #include <errno.h>
 #include <math.h>

@@ -13,7 +13,7 @@
 
 #include "ir/graph.h"
 #include "passes/pass.h"
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 
 #include <signal.h>
 
@@ -102,7 +102,7 @@ typedef struct dpc_train_opts {
    * `staleness` updates after the version it was computed on (0: synchronous) */
   bool async;
   uint32_t staleness;
-  /* Tests only (tools/dpc/train_testing.h): hooks that slow or stall a device; NULL here. */
+  /* Tests only (driver/train_testing.h): hooks that slow or stall a device; NULL here. */
   const struct dpc_train_test_hooks *test;
   /* Stop early once *cancel is non-zero (set by a signal handler, or by another thread): the
    * step under way finishes (every device's part, every micro-batch; asynchronous workers finish

@@ -1,9 +1,9 @@
 /*
  * driver.c — load, bind, plan and run: the path shared by `dpc run` and the op tests.
  */
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 
-#include "tools/dpc/calibrate.h"
+#include "driver/calibrate.h"
 #include "codegen/cpu/cpu.h"
 #include "frontend/frontend.h"
 #include "frontend/onnx.h"

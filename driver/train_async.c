@@ -19,7 +19,7 @@
  * from each worker, all computed on the same params: synchronous training). Past S, a slow
  * worker holds the others back; below it, they go on without it.
  */
-#include "tools/dpc/train_internal.h"
+#include "driver/train_internal.h"
 
 #include "codegen/cpu/cpu.h"
 #include "partitioner/partitioner.h"

@@ -1,7 +1,7 @@
 /*
  * calibrate.c — device speed and copy bandwidth, measured and cached (see calibrate.h).
  */
-#include "tools/dpc/calibrate.h"
+#include "driver/calibrate.h"
 
 #include "codegen/cache.h"
 #include "codegen/cpu/cpu.h"

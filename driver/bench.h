@@ -10,7 +10,7 @@
 #define DPC_TOOLS_BENCH_H
 
 #include "partitioner/cost.h"
-#include "tools/dpc/driver.h"
+#include "driver/driver.h"
 
 typedef struct dpc_bench_opts {
   uint32_t batch;      /* every symbolic dimension takes this size */

@@ -9,9 +9,9 @@
 #include "runtime/data.h"
 #include "runtime/session.h"
 #include "runtime/session_testing.h"
-#include "tools/dpc/strategy.h"
-#include "tools/dpc/train.h"
-#include "tools/dpc/train_testing.h"
+#include "driver/strategy.h"
+#include "driver/train.h"
+#include "driver/train_testing.h"
 
 #include <stdio.h>
 

@@ -3,7 +3,7 @@
  * and the batch, in the order a person fixes them (the kind, what goes with it, the numbers,
  * then whether they fit the devices and the batch).
  */
-#include "tools/dpc/strategy.h"
+#include "driver/strategy.h"
 
 #include <errno.h>
 #include <stdarg.h>

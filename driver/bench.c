@@ -1,15 +1,15 @@
 /*
  * bench.c — timing a model's step (see bench.h).
  */
-#include "tools/dpc/bench.h"
+#include "driver/bench.h"
 
 #include "partitioner/cost.h"
-#include "tools/dpc/calibrate.h"
+#include "driver/calibrate.h"
 
 #include "partitioner/partitioner.h"
 #include "runtime/rng.h"
 #include "runtime/session.h"
-#include "tools/dpc/train.h"
+#include "driver/train.h"
 
 #include <stdio.h>
 #include <stdlib.h>

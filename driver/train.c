@@ -2,12 +2,12 @@
  * train.c — the training loop (see train.h): compile, plan per batch size, run, evaluate,
  * checkpoint. Checkpoint and parameter files are in train_io.c.
  */
-#include "tools/dpc/train.h"
-#include "tools/dpc/train_internal.h"
+#include "driver/train.h"
+#include "driver/train_internal.h"
 
 #include "runtime/session_testing.h"
 #include "runtime/topology.h"
-#include "tools/dpc/bench.h"
+#include "driver/bench.h"
 
 #include "partitioner/partitioner.h"
 #include "runtime/data.h"

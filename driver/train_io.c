@@ -7,7 +7,7 @@
  * under "dpc.*" keys.
  */
 #include "runtime/safetensors.h"
-#include "tools/dpc/train_internal.h"
+#include "driver/train_internal.h"
 
 #include "partitioner/partitioner.h"
 
