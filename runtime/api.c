@@ -1,9 +1,10 @@
 /*
  * api.c — the public embedding API (include/dpc/dpc.h) on top of artifacts and sessions.
  *
- * A model is an opened artifact; a runner is a session on one of its plans, plus the caller's
- * bound buffers: inputs are copied in before each run and outputs copied out after it, so the
- * session keeps its planned memory and the caller keeps its own.
+ * A model is an opened artifact, read-only once loaded (its runners may run on many threads);
+ * a runner is a session on one of its plans, plus the caller's bound buffers. A bound buffer
+ * becomes the value's memory where the session allows it (dpc_session_place); otherwise inputs
+ * are copied in before each run and outputs copied out after it.
  */
 #include "runtime/artifact.h"
 #include "runtime/session.h"
@@ -26,6 +27,7 @@ typedef struct binding {
   uint32_t value;
   void *data;
   bool output;
+  bool in_place; /* the session's value lives in data: nothing to copy */
 } binding;
 
 struct dpc_runner {
@@ -36,6 +38,9 @@ struct dpc_runner {
   uint32_t counts[3];
   binding *binds;
   uint32_t n_binds;
+  dpc_log_fn log;
+  void *log_user;
+  const int *cancel;
   char err[1024];
 };
 
@@ -96,42 +101,74 @@ static dpc_status list_roles(dpc_runner *r) {
   return DPC_OK;
 }
 
-DPC_API dpc_status dpc_runner_new(dpc_model *m, dpc_mode mode, const dpc_runner *share,
-                                  unsigned threads, dpc_runner **out, char *err, size_t err_len) {
+static const char *const plan_roles[] = {"infer", "train", "eval"};
+
+/* The fields of o that fit in its size, the rest zero (older callers). */
+static dpc_status read_opts(const dpc_runner_opts *o, dpc_runner_opts *out, dpc_diag *d) {
+  memset(out, 0, sizeof *out);
+  if (!o) return DPC_OK;
+  if (o->size < offsetof(dpc_runner_opts, mode) + sizeof o->mode)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the runner options' size is %zu: set it to sizeof(dpc_runner_opts)",
+                         o->size);
+  memcpy(out, o, o->size < sizeof *out ? o->size : sizeof *out);
+  out->size = sizeof *out;
+  if ((unsigned)out->mode > DPC_MODE_EVAL)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "no runner mode %d", (int)out->mode);
+  return DPC_OK;
+}
+
+DPC_API dpc_status dpc_runner_open(dpc_model *m, const dpc_runner_opts *opts, dpc_runner **out,
+                                   char *err, size_t err_len) {
   *out = NULL;
   dpc_diag d;
   dpc_diag_init(&d);
+  dpc_runner_opts o;
+  dpc_status st = read_opts(opts, &o, &d);
   const dpc_native_kernel *k = NULL;
-  const char *role = mode == DPC_MODE_TRAIN ? "train" : "infer";
-  const dpc_plan *p = dpc_artifact_plan(m->a, role, &k);
-  dpc_runner *r = calloc(1, sizeof *r);
-  dpc_status st = DPC_OK;
-  if (!r)
+  const char *role = st ? "" : plan_roles[o.mode];
+  const dpc_plan *p = st ? NULL : dpc_artifact_plan(m->a, role, &k);
+  dpc_runner *r = st ? NULL : calloc(1, sizeof *r);
+  if (st)
+    ;
+  else if (!r)
     st = dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
   else if (!p)
     st = dpc_diag_fail(&d, DPC_ERR_INVALID, "the model has no %s plan%s", role,
-                       mode == DPC_MODE_TRAIN ? " (compile it with dpc compile --train)" : "");
-  else if (share && share->m != m)
+                       o.mode != DPC_MODE_INFER ? " (compile it with dpc compile --train)" : "");
+  else if (o.share && o.share->m != m)
     st = dpc_diag_fail(&d, DPC_ERR_INVALID,
                        "a runner can share params only with a runner of the same model");
   if (!st) {
     r->m = m;
     r->plan = p;
-    dpc_session_opts so = {.training = mode == DPC_MODE_TRAIN,
+    r->log = o.log;
+    r->log_user = o.log_user;
+    r->cancel = o.cancel;
+    dpc_session_opts so = {.training = o.mode == DPC_MODE_TRAIN,
                            .native = k,
-                           .threads = threads,
-                           .share = share ? share->s : NULL};
+                           .threads = o.threads,
+                           .devices = o.devices,
+                           .share = o.share ? o.share->s : NULL};
     st = dpc_session_new(p, &so, &r->s, &d);
   }
+  if (!st) dpc_session_set_step(r->s, o.step);
   if (!st && list_roles(r)) st = dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
   if (st) {
     put_err(err, err_len, &d);
+    if (o.log) o.log(o.log_user, d.msg ? d.msg : dpc_status_name(st));
     dpc_runner_free(r);
   } else {
     *out = r;
   }
   dpc_diag_free(&d);
   return st;
+}
+
+DPC_API dpc_status dpc_runner_new(dpc_model *m, dpc_mode mode, const dpc_runner *share,
+                                  unsigned threads, dpc_runner **out, char *err, size_t err_len) {
+  dpc_runner_opts o = {sizeof o, .mode = mode, .share = share, .threads = threads};
+  return dpc_runner_open(m, &o, out, err, err_len);
 }
 
 DPC_API void dpc_runner_free(dpc_runner *r) {
@@ -152,6 +189,7 @@ static dpc_status fail(dpc_runner *r, dpc_status st, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(r->err, sizeof r->err, fmt, ap);
   va_end(ap);
+  if (r->log) r->log(r->log_user, r->err);
   return st;
 }
 
@@ -162,9 +200,11 @@ DPC_API unsigned dpc_runner_count(const dpc_runner *r, dpc_role role) {
 DPC_API dpc_status dpc_runner_info(const dpc_runner *r, dpc_role role, unsigned i,
                                    dpc_tensor_info *info) {
   if ((unsigned)role >= 3 || i >= r->counts[role]) return DPC_ERR_INVALID;
+  if (info->size < sizeof *info) return DPC_ERR_INVALID; /* set size; no older struct had it */
   const dpc_graph *g = r->plan->g;
   const dpc_value *v = &g->values[r->lists[role][i]];
   memset(info, 0, sizeof *info);
+  info->size = sizeof *info;
   info->name = dpc_graph_str(g, v->name);
   info->elem = (dpc_elem)v->dtype;
   info->rank = v->shape.rank;
@@ -192,6 +232,14 @@ DPC_API dpc_status dpc_runner_bind(dpc_runner *r, const char *name, void *data, 
   uint32_t found = DPC_NONE;
   for (uint32_t i = 0; i < r->n_binds; i++)
     if (!strcmp(dpc_graph_str(g, g->values[r->binds[i].value].name), name)) found = i;
+  if (found != DPC_NONE && r->binds[found].in_place) {
+    dpc_diag d;
+    dpc_diag_init(&d);
+    dpc_status pst = dpc_session_place(r->s, r->binds[found].value, NULL, &d);
+    dpc_diag_free(&d);
+    if (pst) return fail(r, DPC_ERR_INTERNAL, "cannot unbind '%s'", name);
+    r->binds[found].in_place = false;
+  }
   if (!data) {
     if (found != DPC_NONE) r->binds[found] = r->binds[--r->n_binds];
     return DPC_OK;
@@ -209,12 +257,39 @@ DPC_API dpc_status dpc_runner_bind(dpc_runner *r, const char *name, void *data, 
     r->binds = nb;
     found = r->n_binds++;
   }
-  r->binds[found] = (binding){v, data, !input};
+  dpc_diag d;
+  dpc_diag_init(&d);
+  bool in_place = !dpc_session_place(r->s, v, data, &d);
+  if (!in_place && r->log) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "'%s' is copied at every run: %s", name, d.msg ? d.msg : "");
+    r->log(r->log_user, msg);
+  }
+  dpc_diag_free(&d);
+  r->binds[found] = (binding){v, data, !input, in_place};
   return DPC_OK;
+}
+
+DPC_API int dpc_runner_in_place(const dpc_runner *r, const char *name) {
+  const dpc_graph *g = r->plan->g;
+  for (uint32_t i = 0; i < r->n_binds; i++)
+    if (!strcmp(dpc_graph_str(g, g->values[r->binds[i].value].name), name))
+      return r->binds[i].in_place;
+  return 0;
+}
+
+DPC_API uint64_t dpc_runner_step(const dpc_runner *r) {
+  return dpc_session_steps(r->s);
+}
+
+DPC_API void dpc_runner_set_step(dpc_runner *r, uint64_t step) {
+  dpc_session_set_step(r->s, step);
 }
 
 DPC_API dpc_status dpc_runner_run(dpc_runner *r) {
   const dpc_graph *g = r->plan->g;
+  if (r->cancel && __atomic_load_n(r->cancel, __ATOMIC_ACQUIRE))
+    return fail(r, DPC_ERR_RUNTIME, "cancelled: the cancel flag was set before the run");
   for (uint32_t i = 0; i < r->counts[DPC_ROLE_INPUT]; i++) {
     uint32_t v = r->lists[DPC_ROLE_INPUT][i];
     const binding *b = NULL;
@@ -223,17 +298,21 @@ DPC_API dpc_status dpc_runner_run(dpc_runner *r) {
     if (!b)
       return fail(r, DPC_ERR_INVALID, "input '%s' is not bound",
                   dpc_graph_str(g, g->values[v].name));
+    if (b->in_place) continue;
     dpc_tensor t = dpc_session_input(r->s, v);
     memcpy(t.data, b->data, dpc_tensor_bytes(&t));
   }
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_status st = dpc_session_run(r->s, &d);
-  if (st) snprintf(r->err, sizeof r->err, "%s", d.msg ? d.msg : dpc_status_name(st));
+  if (st) {
+    snprintf(r->err, sizeof r->err, "%s", d.msg ? d.msg : dpc_status_name(st));
+    if (r->log) r->log(r->log_user, r->err);
+  }
   dpc_diag_free(&d);
   if (st) return st;
   for (uint32_t k = 0; k < r->n_binds; k++) {
-    if (!r->binds[k].output) continue;
+    if (!r->binds[k].output || r->binds[k].in_place) continue;
     dpc_tensor t = dpc_session_value(r->s, r->binds[k].value);
     memcpy(r->binds[k].data, t.data, dpc_tensor_bytes(&t));
   }

@@ -42,6 +42,41 @@ for app in "$work/cmake/train_embed" "$work/train_embed_pc"; do
     fail "$app did not learn the task"
 done
 
+# Serving: inference on the caller's own buffers with no copy, the same outputs as `dpc run`,
+# one model shared by two threads' runners, a cancel flag.
+"$prefix/bin/dpc" compile "$src/examples/fashion_mlp.graph" --batch 8 -o "$work/infer8.dpx" >/dev/null
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Werror -pthread -o "$work/infer_embed_pc" "$src/examples/embed/infer_embed.c" \
+  $(pkg-config --cflags --libs dpc) -Wl,-rpath,"$libdir"
+# check_serve APP MODEL.dpx DIR [APP OPTIONS]: every check of infer_embed holds, and its output
+# for the first batch is dpc run's, byte for byte
+check_serve() {
+  app=$1 model=$2 dir=$3
+  shift 3
+  mkdir -p "$dir"
+  "$app" "$model" "$dir" "$@" >"$dir/out.txt" 2>"$dir/err.txt" ||
+    { cat "$dir/out.txt" "$dir/err.txt"; fail "$app $model failed"; }
+  cat "$dir/out.txt"
+  grep -q '^two threads: the same outputs as one thread$' "$dir/out.txt" || fail "threads differ"
+  grep -q '^copied buffers: the same outputs$' "$dir/out.txt" || fail "copies differ"
+  grep -q '^cancel: refused (cancelled' "$dir/out.txt" || fail "a cancelled runner ran"
+  grep -q "cancelled: cancelled" "$dir/err.txt" || fail "the log callback missed the cancel"
+  "$prefix/bin/dpc" run "$model" --input x="$dir/x.npy" --output-dir "$dir/run" >/dev/null
+  n=$(wc -c <"$dir/out.raw")
+  [ "$n" -gt 0 ] || fail "no output"
+  tail -c "$n" "$dir/run/logits.npy" | cmp -s - "$dir/out.raw" ||
+    fail "$model: the runner's output differs from dpc run's"
+}
+for app in "$work/cmake/infer_embed" "$work/infer_embed_pc"; do
+  if ldd "$app" | grep -qi llvm; then fail "$app links LLVM"; fi
+  check_serve "$app" "$work/infer8.dpx" "$work/serve1"
+  grep -q '^in place: x yes, logits yes$' "$work/serve1/out.txt" || fail "aligned buffers were copied"
+  grep -q "^no copy: the runner's output is the caller's buffer$" "$work/serve1/out.txt" ||
+    fail "the in-place output is a copy"
+  grep -q "'x' is copied at every run: the buffer for 'x' is not 64-byte aligned" \
+    "$work/serve1/err.txt" || fail "the log callback did not say why a buffer is copied"
+done
+
 # Errors come back as messages, not crashes.
 if "$work/cmake/train_embed" "$work/missing.dpx" 2>"$work/err.txt"; then fail "a missing file loaded"; fi
 grep -q "missing.dpx" "$work/err.txt" || fail "the error does not name the file: $(cat "$work/err.txt")"
