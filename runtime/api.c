@@ -44,6 +44,8 @@ struct dpc_runner {
   char err[1024];
 };
 
+static size_t gather(const dpc_runner *r, uint32_t v, void *dst);
+
 static void put_err(char *err, size_t n, const dpc_diag *d) {
   if (err && n) snprintf(err, n, "%s", d->msg ? d->msg : dpc_status_name(d->status));
 }
@@ -209,8 +211,43 @@ DPC_API dpc_status dpc_runner_info(const dpc_runner *r, dpc_role role, unsigned 
   info->elem = (dpc_elem)v->dtype;
   info->rank = v->shape.rank;
   for (unsigned k = 0; k < v->shape.rank; k++) info->dims[k] = v->shape.d[k];
-  info->bytes = (size_t)dpc_shape_numel(&v->shape) * dpc_dtype_size(v->dtype);
+  info->bytes = gather(r, r->lists[role][i], NULL);
+  if (v->shape.rank && info->bytes != (size_t)dpc_shape_numel(&v->shape) * dpc_dtype_size(v->dtype))
+    info->dims[0] = (int64_t)(info->bytes / ((size_t)dpc_shape_numel(&v->shape) /
+                                             (size_t)v->shape.d[0] * dpc_dtype_size(v->dtype)));
   return DPC_OK;
+}
+
+/* Value v with its data-parallel replicas' copies ("name.replica1", ...) in replica order: a
+ * batch output of an artifact compiled for several devices is each replica's rows, which the
+ * caller sees as one tensor of the whole batch. A scalar (the loss, all-reduced) stays one. */
+static uint32_t replicas_of(const dpc_runner *r, uint32_t v, uint32_t *ids, uint32_t max) {
+  const dpc_graph *g = r->plan->g;
+  ids[0] = v;
+  bool output = false;
+  for (uint32_t i = 0; i < g->n_outputs; i++) output |= g->outputs[i] == v;
+  if (!output || r->plan->n_devs < 2 || g->values[v].shape.rank == 0) return 1;
+  uint32_t n = 1;
+  char name[512];
+  for (; n < max; n++) {
+    snprintf(name, sizeof name, "%s.replica%u", dpc_graph_str(g, g->values[v].name), n);
+    if ((ids[n] = dpc_graph_find(g, name)) == DPC_NONE) break;
+  }
+  return n;
+}
+
+/* The bytes of value v as the caller sees it (all replicas' rows); copied into dst unless NULL.
+ */
+static size_t gather(const dpc_runner *r, uint32_t v, void *dst) {
+  uint32_t ids[256];
+  uint32_t n = replicas_of(r, v, ids, 256);
+  size_t at = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    dpc_tensor t = dpc_session_value(r->s, ids[k]);
+    if (dst) memcpy((unsigned char *)dst + at, t.data, dpc_tensor_bytes(&t));
+    at += dpc_tensor_bytes(&t);
+  }
+  return at;
 }
 
 /* The named value and its session memory, checking the caller's byte count. */
@@ -219,9 +256,9 @@ static dpc_status lookup(dpc_runner *r, const char *name, size_t bytes, uint32_t
   *v = dpc_graph_find(r->plan->g, name);
   if (*v == DPC_NONE) return fail(r, DPC_ERR_INVALID, "the model has no value named '%s'", name);
   *t = dpc_session_value(r->s, *v);
-  if (bytes != dpc_tensor_bytes(t))
-    return fail(r, DPC_ERR_SHAPE, "'%s' holds %zu bytes, the buffer given %zu", name,
-                dpc_tensor_bytes(t), bytes);
+  size_t want = gather(r, *v, NULL);
+  if (bytes != want)
+    return fail(r, DPC_ERR_SHAPE, "'%s' holds %zu bytes, the buffer given %zu", name, want, bytes);
   return DPC_OK;
 }
 
@@ -313,8 +350,7 @@ DPC_API dpc_status dpc_runner_run(dpc_runner *r) {
   if (st) return st;
   for (uint32_t k = 0; k < r->n_binds; k++) {
     if (!r->binds[k].output || r->binds[k].in_place) continue;
-    dpc_tensor t = dpc_session_value(r->s, r->binds[k].value);
-    memcpy(r->binds[k].data, t.data, dpc_tensor_bytes(&t));
+    gather(r, r->binds[k].value, r->binds[k].data);
   }
   r->err[0] = 0;
   return DPC_OK;
@@ -325,7 +361,7 @@ DPC_API dpc_status dpc_runner_read(dpc_runner *r, const char *name, void *data, 
   dpc_tensor t;
   dpc_status st = lookup(r, name, bytes, &v, &t);
   if (st) return st;
-  memcpy(data, t.data, bytes);
+  gather(r, v, data);
   return DPC_OK;
 }
 
