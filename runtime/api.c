@@ -41,10 +41,12 @@ struct dpc_runner {
   dpc_log_fn log;
   void *log_user;
   const int *cancel;
+  int64_t batch, rows; /* the plan's batch; the caller's rows (a partial batch when fewer) */
   char err[1024];
 };
 
-static size_t gather(const dpc_runner *r, uint32_t v, void *dst);
+static size_t gather(const dpc_runner *r, uint32_t v, void *dst, size_t limit);
+static size_t caller_bytes(const dpc_runner *r, uint32_t v);
 
 static void put_err(char *err, size_t n, const dpc_diag *d) {
   if (err && n) snprintf(err, n, "%s", d->msg ? d->msg : dpc_status_name(d->status));
@@ -105,6 +107,15 @@ static dpc_status list_roles(dpc_runner *r) {
 
 static const char *const plan_roles[] = {"infer", "train", "eval"};
 
+/* The rows of a plan's batch: its first batched input's leading dimension (0: none). */
+static int64_t plan_batch(const dpc_plan *p) {
+  const dpc_graph *g = p->g;
+  for (uint32_t i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == DPC_OP_INPUT && g->values[g->nodes[i].out].shape.rank)
+      return g->values[g->nodes[i].out].shape.d[0];
+  return 0;
+}
+
 /* The fields of o that fit in its size, the rest zero (older callers). */
 static dpc_status read_opts(const dpc_runner_opts *o, dpc_runner_opts *out, dpc_diag *d) {
   memset(out, 0, sizeof *out);
@@ -130,6 +141,17 @@ DPC_API dpc_status dpc_runner_open(dpc_model *m, const dpc_runner_opts *opts, dp
   const dpc_native_kernel *k = NULL;
   const char *role = st ? "" : plan_roles[o.mode];
   const dpc_plan *p = st ? NULL : dpc_artifact_plan(m->a, role, &k);
+  int64_t batch = p ? plan_batch(p) : 0;
+  /* a partial batch: the smallest plan of the mode made for at least o.rows */
+  for (uint32_t i = 0; p && o.rows && o.rows < (uint64_t)batch && dpc_artifact_role(m->a, i); i++) {
+    const char *ri = dpc_artifact_role(m->a, i);
+    size_t n = strlen(role);
+    const dpc_native_kernel *ki;
+    const dpc_plan *pi =
+        !strncmp(ri, role, n) && ri[n] == '@' ? dpc_artifact_plan(m->a, ri, &ki) : NULL;
+    int64_t bi = pi ? plan_batch(pi) : 0;
+    if (pi && bi >= (int64_t)o.rows && bi < batch) p = pi, k = ki, batch = bi;
+  }
   dpc_runner *r = st ? NULL : calloc(1, sizeof *r);
   if (st)
     ;
@@ -141,16 +163,21 @@ DPC_API dpc_status dpc_runner_open(dpc_model *m, const dpc_runner_opts *opts, dp
   else if (o.share && o.share->m != m)
     st = dpc_diag_fail(&d, DPC_ERR_INVALID,
                        "a runner can share params only with a runner of the same model");
+  else if (o.rows > (uint64_t)batch)
+    st = dpc_diag_fail(&d, DPC_ERR_SHAPE, "a batch of %llu rows is more than the %s plan's %lld",
+                       (unsigned long long)o.rows, role, (long long)batch);
   if (!st) {
     r->m = m;
     r->plan = p;
+    r->batch = batch;
+    r->rows = o.rows ? (int64_t)o.rows : batch;
     r->log = o.log;
     r->log_user = o.log_user;
     r->cancel = o.cancel;
     dpc_session_opts so = {.training = o.mode == DPC_MODE_TRAIN,
                            .native = k,
                            .threads = o.threads,
-                           .devices = o.devices,
+                           .devices = p->n_devs > 1 ? o.devices : NULL,
                            .share = o.share ? o.share->s : NULL};
     st = dpc_session_new(p, &so, &r->s, &d);
   }
@@ -211,7 +238,7 @@ DPC_API dpc_status dpc_runner_info(const dpc_runner *r, dpc_role role, unsigned 
   info->elem = (dpc_elem)v->dtype;
   info->rank = v->shape.rank;
   for (unsigned k = 0; k < v->shape.rank; k++) info->dims[k] = v->shape.d[k];
-  info->bytes = gather(r, r->lists[role][i], NULL);
+  info->bytes = caller_bytes(r, r->lists[role][i]);
   if (v->shape.rank && info->bytes != (size_t)dpc_shape_numel(&v->shape) * dpc_dtype_size(v->dtype))
     info->dims[0] = (int64_t)(info->bytes / ((size_t)dpc_shape_numel(&v->shape) /
                                              (size_t)v->shape.d[0] * dpc_dtype_size(v->dtype)));
@@ -238,16 +265,35 @@ static uint32_t replicas_of(const dpc_runner *r, uint32_t v, uint32_t *ids, uint
 
 /* The bytes of value v as the caller sees it (all replicas' rows); copied into dst unless NULL.
  */
-static size_t gather(const dpc_runner *r, uint32_t v, void *dst) {
+static size_t gather(const dpc_runner *r, uint32_t v, void *dst, size_t limit) {
   uint32_t ids[256];
   uint32_t n = replicas_of(r, v, ids, 256);
   size_t at = 0;
   for (uint32_t k = 0; k < n; k++) {
     dpc_tensor t = dpc_session_value(r->s, ids[k]);
-    if (dst) memcpy((unsigned char *)dst + at, t.data, dpc_tensor_bytes(&t));
-    at += dpc_tensor_bytes(&t);
+    size_t b = dpc_tensor_bytes(&t);
+    if (dst && at < limit)
+      memcpy((unsigned char *)dst + at, t.data, b < limit - at ? b : limit - at);
+    at += b;
   }
   return at;
+}
+
+/* Whether v is an input or an output whose rows are the batch's (a partial batch cuts them). */
+static bool batched(const dpc_runner *r, uint32_t v) {
+  const dpc_graph *g = r->plan->g;
+  if (r->rows >= r->batch || !g->values[v].shape.rank) return false;
+  bool io = g->nodes[g->values[v].node].op == DPC_OP_INPUT;
+  for (uint32_t i = 0; i < g->n_outputs; i++) io |= g->outputs[i] == v;
+  size_t full = gather(r, v, NULL, 0), row = full / (size_t)g->values[v].shape.d[0];
+  return io && row && full / row == (size_t)r->batch;
+}
+
+/* The bytes of v as the caller holds them: the whole batch (every replica's rows), or the
+ * partial batch's rows. */
+static size_t caller_bytes(const dpc_runner *r, uint32_t v) {
+  size_t full = gather(r, v, NULL, 0);
+  return batched(r, v) ? full / (size_t)r->batch * (size_t)r->rows : full;
 }
 
 /* The named value and its session memory, checking the caller's byte count. */
@@ -256,7 +302,7 @@ static dpc_status lookup(dpc_runner *r, const char *name, size_t bytes, uint32_t
   *v = dpc_graph_find(r->plan->g, name);
   if (*v == DPC_NONE) return fail(r, DPC_ERR_INVALID, "the model has no value named '%s'", name);
   *t = dpc_session_value(r->s, *v);
-  size_t want = gather(r, *v, NULL);
+  size_t want = caller_bytes(r, *v);
   if (bytes != want)
     return fail(r, DPC_ERR_SHAPE, "'%s' holds %zu bytes, the buffer given %zu", name, want, bytes);
   return DPC_OK;
@@ -296,7 +342,11 @@ DPC_API dpc_status dpc_runner_bind(dpc_runner *r, const char *name, void *data, 
   }
   dpc_diag d;
   dpc_diag_init(&d);
-  bool in_place = !dpc_session_place(r->s, v, data, &d);
+  bool in_place = !batched(r, v)
+                      ? !dpc_session_place(r->s, v, data, &d)
+                      : !dpc_diag_fail(&d, DPC_ERR_UNSUPPORTED,
+                                       "a partial batch of %lld rows runs on the plan for %lld",
+                                       (long long)r->rows, (long long)r->batch);
   if (!in_place && r->log) {
     char msg[512];
     snprintf(msg, sizeof msg, "'%s' is copied at every run: %s", name, d.msg ? d.msg : "");
@@ -337,7 +387,9 @@ DPC_API dpc_status dpc_runner_run(dpc_runner *r) {
                   dpc_graph_str(g, g->values[v].name));
     if (b->in_place) continue;
     dpc_tensor t = dpc_session_input(r->s, v);
-    memcpy(t.data, b->data, dpc_tensor_bytes(&t));
+    size_t cb = caller_bytes(r, v);
+    memcpy(t.data, b->data, cb);
+    memset((unsigned char *)t.data + cb, 0, dpc_tensor_bytes(&t) - cb);
   }
   dpc_diag d;
   dpc_diag_init(&d);
@@ -350,7 +402,7 @@ DPC_API dpc_status dpc_runner_run(dpc_runner *r) {
   if (st) return st;
   for (uint32_t k = 0; k < r->n_binds; k++) {
     if (!r->binds[k].output || r->binds[k].in_place) continue;
-    gather(r, r->binds[k].value, r->binds[k].data);
+    gather(r, r->binds[k].value, r->binds[k].data, caller_bytes(r, r->binds[k].value));
   }
   r->err[0] = 0;
   return DPC_OK;
@@ -361,7 +413,7 @@ DPC_API dpc_status dpc_runner_read(dpc_runner *r, const char *name, void *data, 
   dpc_tensor t;
   dpc_status st = lookup(r, name, bytes, &v, &t);
   if (st) return st;
-  gather(r, v, data);
+  gather(r, v, data, bytes);
   return DPC_OK;
 }
 

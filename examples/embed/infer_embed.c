@@ -50,8 +50,8 @@ static void log_line(void *user, const char *msg) {
 static dpc_status open_runner(const app *a, const char *who, const int *cancel, dpc_runner **r,
                               char *err, size_t n) {
   dpc_runner_opts o = {
-      sizeof o,        .mode = DPC_MODE_INFER,  .threads = 1,    .devices = a->devices,
-      .log = log_line, .log_user = (void *)who, .cancel = cancel};
+      sizeof o,        .mode = DPC_MODE_INFER,  .threads = 1,     .devices = a->devices,
+      .log = log_line, .log_user = (void *)who, .cancel = cancel, .rows = a->rows};
   return dpc_runner_open(a->m, &o, r, err, n);
 }
 
@@ -134,10 +134,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   app a = {0};
-  long long rows = 0;
   for (int i = 3; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--devices")) a.devices = argv[i + 1];
-    if (!strcmp(argv[i], "--rows")) rows = atoll(argv[i + 1]);
+    if (!strcmp(argv[i], "--rows")) a.rows = strtoull(argv[i + 1], NULL, 10);
   }
   char err[512] = "";
   dpc_runner *r = NULL, *copy = NULL, *cancelled = NULL;
@@ -150,11 +149,9 @@ int main(int argc, char **argv) {
     snprintf(err, sizeof err, "the model needs an input f32[B, D] and an output f32[B, C]");
     goto fail;
   }
-  a.rows = rows > 0 && rows < a.x.dims[0] ? rows : a.x.dims[0];
-  printf("model %s: %s[%lld, %lld] -> %s[%lld, %lld], %lld rows (libdpcrt %d.%d.%d)\n",
-         dpc_model_name(a.m), a.x.name, (long long)a.x.dims[0], (long long)a.x.dims[1], a.y.name,
-         (long long)a.y.dims[0], (long long)a.y.dims[1], (long long)a.rows, dpc_version_major(),
-         dpc_version_minor(), dpc_version_patch());
+  printf("model %s: %s[%lld, %lld] -> %s[%lld, %lld] (libdpcrt %d.%d.%d)\n", dpc_model_name(a.m),
+         a.x.name, (long long)a.x.dims[0], (long long)a.x.dims[1], a.y.name, (long long)a.y.dims[0],
+         (long long)a.y.dims[1], dpc_version_major(), dpc_version_minor(), dpc_version_patch());
 
   /* One thread, on 64-byte aligned buffers: the runner uses them as the model's memory. */
   x = alloc64(a.x.bytes), y = alloc64(a.y.bytes);

@@ -150,6 +150,12 @@ typedef struct dpc_runner_opts {
   uint64_t step;     /* the step counter to start from: dropout masks are a function of
                         the model's compiled seed and the step, so a resumed run
                         continues a training run's masks exactly */
+  uint64_t rows;     /* 0: the plan's batch. Else a partial batch of this many rows: the
+                        runner takes the smallest plan of the mode made for at least that
+                        many (dpc compile --batch-sizes 1,8), pads the inputs' other rows
+                        with zeros and gives the outputs' first rows. Batch inputs and
+                        outputs then have `rows` rows (dpc_runner_info says so) and are
+                        copied unless rows is the plan's own batch. */
 } dpc_runner_opts;
 
 /* A runner for one of the model's plans, as o says (NULL: an inference runner, defaults). */

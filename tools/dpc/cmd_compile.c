@@ -22,6 +22,9 @@ static const cli_opt compile_opts[] = {
      "the batch size the plans are made for (default 64 with --train, as dpc train; else 1, "
      "an inference artifact serving one request at a time)"},
     {"dim", true, true, "NAME=VALUE: the size of another symbolic dimension"},
+    {"batch-sizes", true, false,
+     "more inference plans for smaller batches, e.g. 1,4 (an application runs a partial batch "
+     "on the smallest that fits, without recompiling)"},
     {"devices", true, false,
      "data parallel over these devices, e.g. cpu:2 (the batch split equally; default one)"},
     {"train", false, false, "also compile the training step and an evaluation plan"},
@@ -135,7 +138,10 @@ int dpc_cmd_compile(int argc, char **argv) {
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
   dpc_codegen *cg = NULL;
-  dpc_plan *plans[3] = {NULL, NULL, NULL};
+  /* infer, train, eval, then one inference plan per --batch-sizes entry */
+  enum { MAX_PLANS = 16 };
+  dpc_plan *plans[MAX_PLANS] = {NULL};
+  char roles[MAX_PLANS][16];
   int64_t *vals = NULL;
   int rc = DPC_EXIT_OK;
   dpc_exec_opts x = {0};
@@ -209,7 +215,7 @@ int dpc_cmd_compile(int argc, char **argv) {
                          replicas, batch);
     goto done;
   }
-  dpc_aot_plan aot[3];
+  dpc_aot_plan aot[MAX_PLANS];
   uint32_t n = 0;
   if (make_plan(g, false, false, vals, batch, replicas, verify, &plans[0], &d)) goto report;
   aot[n++] = (dpc_aot_plan){"infer", plans[0]};
@@ -219,6 +225,28 @@ int dpc_cmd_compile(int argc, char **argv) {
       goto report;
     aot[n++] = (dpc_aot_plan){"train", plans[1]};
     aot[n++] = (dpc_aot_plan){"eval", plans[2]};
+  }
+  /* smaller batches: single-device plans named infer@ROWS (runtime/api.c picks among them) */
+  const char *sizes = cli_get(compile_opts, NCOMPILE, &p, "batch-sizes");
+  for (const char *at = sizes; at && *at;) {
+    long long k = strtoll(at, &end, 10);
+    if (end == at || (*end && *end != ',') || k < 1 || k >= batch || n + 1 >= MAX_PLANS) {
+      rc = cli_usage_error("compile",
+                           "--batch-sizes expects a list of at most %d sizes from 1 to below "
+                           "--batch %lld, got '%s'",
+                           MAX_PLANS - 4, batch, sizes);
+      goto done;
+    }
+    at = *end ? end + 1 : end;
+    int64_t *bv = calloc(g->n_syms ? g->n_syms : 1, sizeof *bv);
+    for (uint32_t q = 0; bv && q < g->n_syms; q++) bv[q] = vals[q] == batch ? k : vals[q];
+    dpc_status bst = bv ? make_plan(g, false, false, bv, k, 1, verify, &plans[n], &d)
+                        : dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
+    free(bv);
+    if (bst) goto report;
+    snprintf(roles[n], sizeof roles[n], "infer@%lld", k);
+    aot[n] = (dpc_aot_plan){roles[n], plans[n]};
+    n++;
   }
   x.cpu.stop = &compile_stop;
   struct sigaction old[2];
@@ -236,7 +264,7 @@ int dpc_cmd_compile(int argc, char **argv) {
 report:
   rc = cli_report("compile", &d);
 done:
-  for (int i = 0; i < 3; i++) dpc_plan_free(plans[i]);
+  for (int i = 0; i < MAX_PLANS; i++) dpc_plan_free(plans[i]);
   dpc_codegen_free(cg);
   free(vals);
   dpc_graph_free(g);
