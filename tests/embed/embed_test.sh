@@ -42,6 +42,13 @@ for app in "$work/cmake/train_embed" "$work/train_embed_pc"; do
     fail "$app did not learn the task"
 done
 
+# The runner options: sizes checked, the evaluation plan, the step counter, the log callback.
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Werror -o "$work/api_opts" "$src/tests/embed/api_opts.c" \
+  $(pkg-config --cflags --libs dpc) -lm -Wl,-rpath,"$libdir"
+"$work/api_opts" "$work/mlp.dpx" >"$work/opts.txt" 2>&1 || { cat "$work/opts.txt"; fail "api_opts"; }
+cat "$work/opts.txt"
+
 # Serving: inference on the caller's own buffers with no copy, the same outputs as `dpc run`,
 # one model shared by two threads' runners, a cancel flag.
 "$prefix/bin/dpc" compile "$src/examples/fashion_mlp.graph" --batch 8 -o "$work/infer8.dpx" >/dev/null
