@@ -46,8 +46,13 @@ done
 # shellcheck disable=SC2046
 cc -std=c11 -Wall -Werror -o "$work/api_opts" "$src/tests/embed/api_opts.c" \
   $(pkg-config --cflags --libs dpc) -lm -Wl,-rpath,"$libdir"
-"$work/api_opts" "$work/mlp.dpx" >"$work/opts.txt" 2>&1 || { cat "$work/opts.txt"; fail "api_opts"; }
-cat "$work/opts.txt"
+for devices in 1 2; do
+  "$prefix/bin/dpc" compile "$src/examples/fashion_mlp.graph" --train --batch 32 --total-steps 300 \
+    --devices cpu:$devices -o "$work/opts$devices.dpx" >/dev/null
+  "$work/api_opts" "$work/opts$devices.dpx" >"$work/opts.txt" 2>&1 ||
+    { cat "$work/opts.txt"; fail "api_opts on $devices devices"; }
+  cat "$work/opts.txt"
+done
 
 # Serving: inference on the caller's own buffers with no copy, the same outputs as `dpc run`,
 # one model shared by two threads' runners, a cancel flag.

@@ -26,7 +26,8 @@ static const cli_opt compile_opts[] = {
      "more inference plans for smaller batches, e.g. 1,4 (an application runs a partial batch "
      "on the smallest that fits, without recompiling)"},
     {"devices", true, false,
-     "data parallel over these devices, e.g. cpu:2 (the batch split equally; default one)"},
+     "data parallel over these devices, e.g. cpu:2 (the batch split equally; default one; the "
+     "evaluation plan stays on one)"},
     {"train", false, false, "also compile the training step and an evaluation plan"},
     {"total-steps", true, false, "with --train: the horizon of a cosine or linear schedule"},
     {"cpu", true, false,
@@ -91,6 +92,22 @@ static dpc_status make_plan(const dpc_graph *src, bool training, bool eval, cons
   return st;
 }
 
+/* --batch-sizes: "1,4", each from 1 to below the batch, at most max of them. */
+static bool parse_sizes(const char *list, long long batch, long long *ks, uint32_t max,
+                        uint32_t *n) {
+  *n = 0;
+  const char *at = list;
+  do {
+    char *end;
+    long long k = strtoll(at, &end, 10);
+    if (end == at || (*end && *end != ',') || k < 1 || k >= batch || *n == max) return false;
+    ks[(*n)++] = k;
+    at = *end ? end + 1 : end;
+    if (*end && !*at) return false; /* a trailing comma */
+  } while (*at);
+  return true;
+}
+
 /* The objective's schedule when it needs a horizon the model does not give (cosine, linear);
  * NULL when it needs none or has one. */
 static const char *schedule_without_horizon(const dpc_graph *g) {
@@ -139,7 +156,7 @@ int dpc_cmd_compile(int argc, char **argv) {
   dpc_graph *g = NULL;
   dpc_codegen *cg = NULL;
   /* infer, train, eval, then one inference plan per --batch-sizes entry */
-  enum { MAX_PLANS = 16 };
+  enum { MAX_SIZES = 12, MAX_PLANS = 3 + MAX_SIZES };
   dpc_plan *plans[MAX_PLANS] = {NULL};
   char roles[MAX_PLANS][16];
   int64_t *vals = NULL;
@@ -206,6 +223,16 @@ int dpc_cmd_compile(int argc, char **argv) {
     }
   }
   bool verify = cli_get(compile_opts, NCOMPILE, &p, "verify-each") != NULL;
+  const char *size_list = cli_get(compile_opts, NCOMPILE, &p, "batch-sizes");
+  long long sizes[MAX_SIZES];
+  uint32_t n_sizes = 0;
+  if (size_list && !parse_sizes(size_list, batch, sizes, MAX_SIZES, &n_sizes)) {
+    rc = cli_usage_error("compile",
+                         "--batch-sizes expects a list of at most %d sizes from 1 to below "
+                         "--batch %lld, got '%s'",
+                         MAX_SIZES, batch, size_list);
+    goto done;
+  }
   const char *devs = cli_get(compile_opts, NCOMPILE, &p, "devices");
   uint32_t replicas = 1;
   if (devs && dpc_driver_count_devices(devs, &replicas, &d)) goto report;
@@ -221,23 +248,15 @@ int dpc_cmd_compile(int argc, char **argv) {
   aot[n++] = (dpc_aot_plan){"infer", plans[0]};
   if (train) {
     if (make_plan(g, true, false, vals, batch, replicas, verify, &plans[1], &d) ||
-        make_plan(g, false, true, vals, batch, replicas, verify, &plans[2], &d))
+        /* on one device: a data-parallel forward pass leaves each replica's loss its own */
+        make_plan(g, false, true, vals, batch, 1, verify, &plans[2], &d))
       goto report;
     aot[n++] = (dpc_aot_plan){"train", plans[1]};
     aot[n++] = (dpc_aot_plan){"eval", plans[2]};
   }
   /* smaller batches: single-device plans named infer@ROWS (runtime/api.c picks among them) */
-  const char *sizes = cli_get(compile_opts, NCOMPILE, &p, "batch-sizes");
-  for (const char *at = sizes; at && *at;) {
-    long long k = strtoll(at, &end, 10);
-    if (end == at || (*end && *end != ',') || k < 1 || k >= batch || n + 1 >= MAX_PLANS) {
-      rc = cli_usage_error("compile",
-                           "--batch-sizes expects a list of at most %d sizes from 1 to below "
-                           "--batch %lld, got '%s'",
-                           MAX_PLANS - 4, batch, sizes);
-      goto done;
-    }
-    at = *end ? end + 1 : end;
+  for (uint32_t i = 0; i < n_sizes; i++) {
+    long long k = sizes[i];
     int64_t *bv = calloc(g->n_syms ? g->n_syms : 1, sizeof *bv);
     for (uint32_t q = 0; bv && q < g->n_syms; q++) bv[q] = vals[q] == batch ? k : vals[q];
     dpc_status bst = bv ? make_plan(g, false, false, bv, k, 1, verify, &plans[n], &d)
