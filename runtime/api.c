@@ -163,6 +163,11 @@ DPC_API dpc_status dpc_runner_open(dpc_model *m, const dpc_runner_opts *opts, dp
   else if (o.share && o.share->m != m)
     st = dpc_diag_fail(&d, DPC_ERR_INVALID,
                        "a runner can share params only with a runner of the same model");
+  else if (o.rows && o.rows < (uint64_t)batch && o.mode != DPC_MODE_INFER)
+    st = dpc_diag_fail(&d, DPC_ERR_UNSUPPORTED,
+                       "a %s plan runs whole batches of %lld rows, not %llu: padding rows would "
+                       "count in its loss",
+                       role, (long long)batch, (unsigned long long)o.rows);
   else if (o.rows > (uint64_t)batch)
     st = dpc_diag_fail(&d, DPC_ERR_SHAPE, "a batch of %llu rows is more than the %s plan's %lld",
                        (unsigned long long)o.rows, role, (long long)batch);

@@ -791,7 +791,9 @@ dpc_status dpc_session_place(dpc_session *s, uint32_t value, void *data, dpc_dia
   if (data && (uintptr_t)data % DPC_SLOT_ALIGN)
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "the buffer for '%s' is not %d-byte aligned", name,
                          DPC_SLOT_ALIGN);
-  if (s->shared[value] || sl->bytes == 0)
+  /* a param or state may be another session's through `share`: it keeps its own memory */
+  if (s->shared[value] || sl->bytes == 0 ||
+      dpc_op_has(g->nodes[g->values[value].node].op, DPC_OPF_PERSIST))
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "'%s' has no memory of its own", name);
   for (uint32_t u = 0; u < g->n_values; u++) {
     const dpc_slot *o = &plan->slots[u];

@@ -141,18 +141,20 @@ typedef struct dpc_runner_opts {
                               uses (it must outlive this one) */
   unsigned threads;        /* threads per run: 0 for one per core (ignored on several devices,
                               where each device runs on its own cores) */
-  const char *devices;     /* the devices of an artifact compiled for several, as `dpc run
+  const char *devices;     /* the devices of an artifact compiled for several, as `dpc train
                               --devices` takes them ("cpu:2"); NULL: cpu:N for its N */
   dpc_log_fn log;          /* NULL: messages are only kept for dpc_runner_error */
   void *log_user;
-  const int *cancel; /* NULL, or a flag (set from any thread) read before every run: while
-                        it is nonzero, runs fail with DPC_ERR_RUNTIME, "cancelled" */
+  const int *cancel; /* NULL, or a flag read (atomically) before every run: while it is
+                        nonzero, runs fail with DPC_ERR_RUNTIME, "cancelled: ...". Set it
+                        from any thread with an atomic store, e.g. __atomic_store_n */
   uint64_t step;     /* the step counter to start from: dropout masks are a function of
                         the model's compiled seed and the step, so a resumed run
                         continues a training run's masks exactly */
   uint64_t rows;     /* 0: the plan's batch. Else a partial batch of this many rows: the
                         runner takes the smallest plan of the mode made for at least that
-                        many (dpc compile --batch-sizes 1,8), pads the inputs' other rows
+                        many (dpc compile --batch-sizes 1,8; inference only: a train or eval
+                        plan refuses a partial batch), pads the inputs' other rows
                         with zeros and gives the outputs' first rows. Batch inputs and
                         outputs then have `rows` rows (dpc_runner_info says so) and are
                         copied unless rows is the plan's own batch. */

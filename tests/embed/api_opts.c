@@ -98,6 +98,10 @@ int main(int argc, char **argv) {
         "a batch over the plan's was taken");
   CHECK(logged == before_log + 1, "the failure did not reach the log callback");
   printf("rows over the batch: refused (%s), logged\n", err);
+  dpc_runner_opts op = {sizeof op, .mode = DPC_MODE_TRAIN, .rows = (uint64_t)batch - 1};
+  CHECK(dpc_runner_open(m, &op, &big, err, sizeof err) == DPC_ERR_UNSUPPORTED && !big,
+        "a training step took a padded batch");
+  printf("a partial batch for the training step: refused (%s)\n", err);
 
   dpc_runner_free(eval);
   dpc_runner_free(train);
