@@ -1,9 +1,10 @@
 /*
  * api.c — the public embedding API (include/dpc/dpc.h) on top of artifacts and sessions.
  *
- * A model is an opened artifact; a runner is a session on one of its plans, plus the caller's
- * bound buffers: inputs are copied in before each run and outputs copied out after it, so the
- * session keeps its planned memory and the caller keeps its own.
+ * A model is an opened artifact, read-only once loaded (its runners may run on many threads);
+ * a runner is a session on one of its plans, plus the caller's bound buffers. A bound buffer
+ * becomes the value's memory where the session allows it (dpc_session_place); otherwise inputs
+ * are copied in before each run and outputs copied out after it.
  */
 #include "runtime/artifact.h"
 #include "runtime/session.h"
@@ -26,6 +27,7 @@ typedef struct binding {
   uint32_t value;
   void *data;
   bool output;
+  bool in_place; /* the session's value lives in data: nothing to copy */
 } binding;
 
 struct dpc_runner {
@@ -36,8 +38,15 @@ struct dpc_runner {
   uint32_t counts[3];
   binding *binds;
   uint32_t n_binds;
+  dpc_log_fn log;
+  void *log_user;
+  const int *cancel;
+  int64_t batch, rows; /* the plan's batch; the caller's rows (a partial batch when fewer) */
   char err[1024];
 };
+
+static size_t gather(const dpc_runner *r, uint32_t v, void *dst, size_t limit);
+static size_t caller_bytes(const dpc_runner *r, uint32_t v);
 
 static void put_err(char *err, size_t n, const dpc_diag *d) {
   if (err && n) snprintf(err, n, "%s", d->msg ? d->msg : dpc_status_name(d->status));
@@ -96,42 +105,104 @@ static dpc_status list_roles(dpc_runner *r) {
   return DPC_OK;
 }
 
-DPC_API dpc_status dpc_runner_new(dpc_model *m, dpc_mode mode, const dpc_runner *share,
-                                  unsigned threads, dpc_runner **out, char *err, size_t err_len) {
+static const char *const plan_roles[] = {"infer", "train", "eval"};
+
+/* The rows of a plan's batch: its first batched input's leading dimension (0: none). */
+static int64_t plan_batch(const dpc_plan *p) {
+  const dpc_graph *g = p->g;
+  for (uint32_t i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == DPC_OP_INPUT && g->values[g->nodes[i].out].shape.rank)
+      return g->values[g->nodes[i].out].shape.d[0];
+  return 0;
+}
+
+/* The fields of o that fit in its size, the rest zero (older callers). */
+static dpc_status read_opts(const dpc_runner_opts *o, dpc_runner_opts *out, dpc_diag *d) {
+  memset(out, 0, sizeof *out);
+  if (!o) return DPC_OK;
+  if (o->size < offsetof(dpc_runner_opts, mode) + sizeof o->mode)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the runner options' size is %zu: set it to sizeof(dpc_runner_opts)",
+                         o->size);
+  memcpy(out, o, o->size < sizeof *out ? o->size : sizeof *out);
+  out->size = sizeof *out;
+  if ((unsigned)out->mode > DPC_MODE_EVAL)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "no runner mode %d", (int)out->mode);
+  return DPC_OK;
+}
+
+DPC_API dpc_status dpc_runner_open(dpc_model *m, const dpc_runner_opts *opts, dpc_runner **out,
+                                   char *err, size_t err_len) {
   *out = NULL;
   dpc_diag d;
   dpc_diag_init(&d);
+  dpc_runner_opts o;
+  dpc_status st = read_opts(opts, &o, &d);
   const dpc_native_kernel *k = NULL;
-  const char *role = mode == DPC_MODE_TRAIN ? "train" : "infer";
-  const dpc_plan *p = dpc_artifact_plan(m->a, role, &k);
-  dpc_runner *r = calloc(1, sizeof *r);
-  dpc_status st = DPC_OK;
-  if (!r)
+  const char *role = st ? "" : plan_roles[o.mode];
+  const dpc_plan *p = st ? NULL : dpc_artifact_plan(m->a, role, &k);
+  int64_t batch = p ? plan_batch(p) : 0;
+  /* a partial batch: the smallest plan of the mode made for at least o.rows */
+  for (uint32_t i = 0; p && o.rows && o.rows < (uint64_t)batch && dpc_artifact_role(m->a, i); i++) {
+    const char *ri = dpc_artifact_role(m->a, i);
+    size_t n = strlen(role);
+    const dpc_native_kernel *ki;
+    const dpc_plan *pi =
+        !strncmp(ri, role, n) && ri[n] == '@' ? dpc_artifact_plan(m->a, ri, &ki) : NULL;
+    int64_t bi = pi ? plan_batch(pi) : 0;
+    if (pi && bi >= (int64_t)o.rows && bi < batch) p = pi, k = ki, batch = bi;
+  }
+  dpc_runner *r = st ? NULL : calloc(1, sizeof *r);
+  if (st)
+    ;
+  else if (!r)
     st = dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
   else if (!p)
     st = dpc_diag_fail(&d, DPC_ERR_INVALID, "the model has no %s plan%s", role,
-                       mode == DPC_MODE_TRAIN ? " (compile it with dpc compile --train)" : "");
-  else if (share && share->m != m)
+                       o.mode != DPC_MODE_INFER ? " (compile it with dpc compile --train)" : "");
+  else if (o.share && o.share->m != m)
     st = dpc_diag_fail(&d, DPC_ERR_INVALID,
                        "a runner can share params only with a runner of the same model");
+  else if (o.rows && o.rows < (uint64_t)batch && o.mode != DPC_MODE_INFER)
+    st = dpc_diag_fail(&d, DPC_ERR_UNSUPPORTED,
+                       "a %s plan runs whole batches of %lld rows, not %llu: padding rows would "
+                       "count in its loss",
+                       role, (long long)batch, (unsigned long long)o.rows);
+  else if (o.rows > (uint64_t)batch)
+    st = dpc_diag_fail(&d, DPC_ERR_SHAPE, "a batch of %llu rows is more than the %s plan's %lld",
+                       (unsigned long long)o.rows, role, (long long)batch);
   if (!st) {
     r->m = m;
     r->plan = p;
-    dpc_session_opts so = {.training = mode == DPC_MODE_TRAIN,
+    r->batch = batch;
+    r->rows = o.rows ? (int64_t)o.rows : batch;
+    r->log = o.log;
+    r->log_user = o.log_user;
+    r->cancel = o.cancel;
+    dpc_session_opts so = {.training = o.mode == DPC_MODE_TRAIN,
                            .native = k,
-                           .threads = threads,
-                           .share = share ? share->s : NULL};
+                           .threads = o.threads,
+                           .devices = p->n_devs > 1 ? o.devices : NULL,
+                           .share = o.share ? o.share->s : NULL};
     st = dpc_session_new(p, &so, &r->s, &d);
   }
+  if (!st) dpc_session_set_step(r->s, o.step);
   if (!st && list_roles(r)) st = dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
   if (st) {
     put_err(err, err_len, &d);
+    if (o.log) o.log(o.log_user, d.msg ? d.msg : dpc_status_name(st));
     dpc_runner_free(r);
   } else {
     *out = r;
   }
   dpc_diag_free(&d);
   return st;
+}
+
+DPC_API dpc_status dpc_runner_new(dpc_model *m, dpc_mode mode, const dpc_runner *share,
+                                  unsigned threads, dpc_runner **out, char *err, size_t err_len) {
+  dpc_runner_opts o = {sizeof o, .mode = mode, .share = share, .threads = threads};
+  return dpc_runner_open(m, &o, out, err, err_len);
 }
 
 DPC_API void dpc_runner_free(dpc_runner *r) {
@@ -152,6 +223,7 @@ static dpc_status fail(dpc_runner *r, dpc_status st, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(r->err, sizeof r->err, fmt, ap);
   va_end(ap);
+  if (r->log) r->log(r->log_user, r->err);
   return st;
 }
 
@@ -165,15 +237,71 @@ _Static_assert(DPC_MAX_RANK <= DPC_TENSOR_MAX_RANK, "dpc_tensor_info.dims is sma
 DPC_API dpc_status dpc_runner_info(const dpc_runner *r, dpc_role role, unsigned i,
                                    dpc_tensor_info *info) {
   if ((unsigned)role >= 3 || i >= r->counts[role]) return DPC_ERR_INVALID;
+  if (info->size < sizeof *info) return DPC_ERR_INVALID; /* set size; no older struct had it */
   const dpc_graph *g = r->plan->g;
   const dpc_value *v = &g->values[r->lists[role][i]];
   memset(info, 0, sizeof *info);
+  info->size = sizeof *info;
   info->name = dpc_graph_str(g, v->name);
   info->elem = (dpc_elem)v->dtype;
   info->rank = v->shape.rank;
   for (unsigned k = 0; k < v->shape.rank; k++) info->dims[k] = v->shape.d[k];
-  info->bytes = (size_t)dpc_shape_numel(&v->shape) * dpc_dtype_size(v->dtype);
+  info->bytes = caller_bytes(r, r->lists[role][i]);
+  if (v->shape.rank && info->bytes != (size_t)dpc_shape_numel(&v->shape) * dpc_dtype_size(v->dtype))
+    info->dims[0] = (int64_t)(info->bytes / ((size_t)dpc_shape_numel(&v->shape) /
+                                             (size_t)v->shape.d[0] * dpc_dtype_size(v->dtype)));
   return DPC_OK;
+}
+
+/* Value v with its data-parallel replicas' copies ("name.replica1", ...) in replica order: a
+ * batch output of an artifact compiled for several devices is each replica's rows, which the
+ * caller sees as one tensor of the whole batch. A scalar (the loss, all-reduced) stays one. */
+static uint32_t replicas_of(const dpc_runner *r, uint32_t v, uint32_t *ids, uint32_t max) {
+  const dpc_graph *g = r->plan->g;
+  ids[0] = v;
+  bool output = false;
+  for (uint32_t i = 0; i < g->n_outputs; i++) output |= g->outputs[i] == v;
+  if (!output || r->plan->n_devs < 2 || g->values[v].shape.rank == 0) return 1;
+  uint32_t n = 1;
+  char name[512];
+  for (; n < max; n++) {
+    snprintf(name, sizeof name, "%s.replica%u", dpc_graph_str(g, g->values[v].name), n);
+    if ((ids[n] = dpc_graph_find(g, name)) == DPC_NONE) break;
+  }
+  return n;
+}
+
+/* The bytes of value v as the caller sees it (all replicas' rows); copied into dst unless NULL.
+ */
+static size_t gather(const dpc_runner *r, uint32_t v, void *dst, size_t limit) {
+  uint32_t ids[256];
+  uint32_t n = replicas_of(r, v, ids, 256);
+  size_t at = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    dpc_tensor t = dpc_session_value(r->s, ids[k]);
+    size_t b = dpc_tensor_bytes(&t);
+    if (dst && at < limit)
+      memcpy((unsigned char *)dst + at, t.data, b < limit - at ? b : limit - at);
+    at += b;
+  }
+  return at;
+}
+
+/* Whether v is an input or an output whose rows are the batch's (a partial batch cuts them). */
+static bool batched(const dpc_runner *r, uint32_t v) {
+  const dpc_graph *g = r->plan->g;
+  if (r->rows >= r->batch || !g->values[v].shape.rank) return false;
+  bool io = g->nodes[g->values[v].node].op == DPC_OP_INPUT;
+  for (uint32_t i = 0; i < g->n_outputs; i++) io |= g->outputs[i] == v;
+  size_t full = gather(r, v, NULL, 0), row = full / (size_t)g->values[v].shape.d[0];
+  return io && row && full / row == (size_t)r->batch;
+}
+
+/* The bytes of v as the caller holds them: the whole batch (every replica's rows), or the
+ * partial batch's rows. */
+static size_t caller_bytes(const dpc_runner *r, uint32_t v) {
+  size_t full = gather(r, v, NULL, 0);
+  return batched(r, v) ? full / (size_t)r->batch * (size_t)r->rows : full;
 }
 
 /* The named value and its session memory, checking the caller's byte count. */
@@ -182,9 +310,9 @@ static dpc_status lookup(dpc_runner *r, const char *name, size_t bytes, uint32_t
   *v = dpc_graph_find(r->plan->g, name);
   if (*v == DPC_NONE) return fail(r, DPC_ERR_INVALID, "the model has no value named '%s'", name);
   *t = dpc_session_value(r->s, *v);
-  if (bytes != dpc_tensor_bytes(t))
-    return fail(r, DPC_ERR_SHAPE, "'%s' holds %zu bytes, the buffer given %zu", name,
-                dpc_tensor_bytes(t), bytes);
+  size_t want = caller_bytes(r, *v);
+  if (bytes != want)
+    return fail(r, DPC_ERR_SHAPE, "'%s' holds %zu bytes, the buffer given %zu", name, want, bytes);
   return DPC_OK;
 }
 
@@ -195,6 +323,14 @@ DPC_API dpc_status dpc_runner_bind(dpc_runner *r, const char *name, void *data, 
   uint32_t found = DPC_NONE;
   for (uint32_t i = 0; i < r->n_binds; i++)
     if (!strcmp(dpc_graph_str(g, g->values[r->binds[i].value].name), name)) found = i;
+  if (found != DPC_NONE && r->binds[found].in_place) {
+    dpc_diag d;
+    dpc_diag_init(&d);
+    dpc_status pst = dpc_session_place(r->s, r->binds[found].value, NULL, &d);
+    dpc_diag_free(&d);
+    if (pst) return fail(r, DPC_ERR_INTERNAL, "cannot unbind '%s'", name);
+    r->binds[found].in_place = false;
+  }
   if (!data) {
     if (found != DPC_NONE) r->binds[found] = r->binds[--r->n_binds];
     return DPC_OK;
@@ -212,12 +348,43 @@ DPC_API dpc_status dpc_runner_bind(dpc_runner *r, const char *name, void *data, 
     r->binds = nb;
     found = r->n_binds++;
   }
-  r->binds[found] = (binding){v, data, !input};
+  dpc_diag d;
+  dpc_diag_init(&d);
+  bool in_place = !batched(r, v)
+                      ? !dpc_session_place(r->s, v, data, &d)
+                      : !dpc_diag_fail(&d, DPC_ERR_UNSUPPORTED,
+                                       "a partial batch of %lld rows runs on the plan for %lld",
+                                       (long long)r->rows, (long long)r->batch);
+  if (!in_place && r->log) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "'%s' is copied at every run: %s", name, d.msg ? d.msg : "");
+    r->log(r->log_user, msg);
+  }
+  dpc_diag_free(&d);
+  r->binds[found] = (binding){v, data, !input, in_place};
   return DPC_OK;
+}
+
+DPC_API int dpc_runner_in_place(const dpc_runner *r, const char *name) {
+  const dpc_graph *g = r->plan->g;
+  for (uint32_t i = 0; i < r->n_binds; i++)
+    if (!strcmp(dpc_graph_str(g, g->values[r->binds[i].value].name), name))
+      return r->binds[i].in_place;
+  return 0;
+}
+
+DPC_API uint64_t dpc_runner_step(const dpc_runner *r) {
+  return dpc_session_steps(r->s);
+}
+
+DPC_API void dpc_runner_set_step(dpc_runner *r, uint64_t step) {
+  dpc_session_set_step(r->s, step);
 }
 
 DPC_API dpc_status dpc_runner_run(dpc_runner *r) {
   const dpc_graph *g = r->plan->g;
+  if (r->cancel && __atomic_load_n(r->cancel, __ATOMIC_ACQUIRE))
+    return fail(r, DPC_ERR_RUNTIME, "cancelled: the cancel flag was set before the run");
   for (uint32_t i = 0; i < r->counts[DPC_ROLE_INPUT]; i++) {
     uint32_t v = r->lists[DPC_ROLE_INPUT][i];
     const binding *b = NULL;
@@ -226,19 +393,25 @@ DPC_API dpc_status dpc_runner_run(dpc_runner *r) {
     if (!b)
       return fail(r, DPC_ERR_INVALID, "input '%s' is not bound",
                   dpc_graph_str(g, g->values[v].name));
+    if (b->in_place) continue;
+    dpc_tensor t = dpc_session_input(r->s, v);
+    size_t cb = caller_bytes(r, v);
+    memcpy(t.data, b->data, cb);
+    memset((unsigned char *)t.data + cb, 0, dpc_tensor_bytes(&t) - cb);
   }
   dpc_diag d;
   dpc_diag_init(&d);
-  dpc_status st = DPC_OK;
-  /* inputs and outputs cross to and from the device through its copies */
-  for (uint32_t k = 0; k < r->n_binds && !st; k++)
-    if (!r->binds[k].output) st = dpc_session_write(r->s, r->binds[k].value, r->binds[k].data, &d);
-  if (!st) st = dpc_session_run(r->s, &d);
-  for (uint32_t k = 0; k < r->n_binds && !st; k++)
-    if (r->binds[k].output) st = dpc_session_read(r->s, r->binds[k].value, r->binds[k].data, &d);
-  if (st) snprintf(r->err, sizeof r->err, "%s", d.msg ? d.msg : dpc_status_name(st));
+  dpc_status st = dpc_session_run(r->s, &d);
+  if (st) {
+    snprintf(r->err, sizeof r->err, "%s", d.msg ? d.msg : dpc_status_name(st));
+    if (r->log) r->log(r->log_user, r->err);
+  }
   dpc_diag_free(&d);
   if (st) return st;
+  for (uint32_t k = 0; k < r->n_binds; k++) {
+    if (!r->binds[k].output || r->binds[k].in_place) continue;
+    gather(r, r->binds[k].value, r->binds[k].data, caller_bytes(r, r->binds[k].value));
+  }
   r->err[0] = 0;
   return DPC_OK;
 }
@@ -248,12 +421,8 @@ DPC_API dpc_status dpc_runner_read(dpc_runner *r, const char *name, void *data, 
   dpc_tensor t;
   dpc_status st = lookup(r, name, bytes, &v, &t);
   if (st) return st;
-  dpc_diag d;
-  dpc_diag_init(&d);
-  st = dpc_session_read(r->s, v, data, &d);
-  if (st) snprintf(r->err, sizeof r->err, "%s", d.msg ? d.msg : dpc_status_name(st));
-  dpc_diag_free(&d);
-  return st;
+  gather(r, v, data, bytes);
+  return DPC_OK;
 }
 
 DPC_API dpc_status dpc_runner_write(dpc_runner *r, const char *name, const void *data,

@@ -199,3 +199,7 @@ const dpc_plan *dpc_artifact_plan(const dpc_artifact *a, const char *role,
 const char *dpc_artifact_target(const dpc_artifact *a) {
   return a->target;
 }
+
+const char *dpc_artifact_role(const dpc_artifact *a, uint32_t i) {
+  return i < a->n ? a->plans[i].role : NULL;
+}

@@ -34,6 +34,8 @@ void dpc_artifact_close(dpc_artifact *a);
  * graph), or NULL. */
 const dpc_plan *dpc_artifact_plan(const dpc_artifact *a, const char *role,
                                   const dpc_native_kernel **kernels);
+/* The role of plan i ("infer", "infer@4", ...), NULL past the last. */
+const char *dpc_artifact_role(const dpc_artifact *a, uint32_t i);
 /* What it was compiled for: "triple cpu features". */
 const char *dpc_artifact_target(const dpc_artifact *a);
 

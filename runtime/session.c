@@ -1031,3 +1031,46 @@ dpc_tensor dpc_session_input(dpc_session *s, uint32_t value) {
   t.data = host_of(s, value);
   return t;
 }
+
+/* Every argument pointer to value v's memory moves with it: a slot no other value overlaps is
+ * only ever reached through v's own pointers, all equal to its start. */
+dpc_status dpc_session_place(dpc_session *s, uint32_t value, void *data, dpc_diag *d) {
+  const dpc_plan *plan = s->plan;
+  const dpc_graph *g = plan->g;
+  if (value >= g->n_values) return dpc_diag_fail(d, DPC_ERR_INVALID, "no value %u", value);
+  const dpc_slot *sl = &plan->slots[value];
+  const char *name =
+      g->values[value].name != DPC_NONE ? dpc_graph_str(g, g->values[value].name) : "a value";
+  if (plan->n_devs != 1)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "'%s' is split over %u devices", name,
+                         plan->n_devs);
+  if (s->shadow[sl->device])
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                         "'%s' lives in device memory the host cannot address", name);
+  if (data && (uintptr_t)data % DPC_SLOT_ALIGN)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "the buffer for '%s' is not %d-byte aligned", name,
+                         DPC_SLOT_ALIGN);
+  /* a param or state may be another session's through `share`: it keeps its own memory */
+  if (s->shared[value] || sl->bytes == 0 ||
+      dpc_op_has(g->nodes[g->values[value].node].op, DPC_OPF_PERSIST))
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "'%s' has no memory of its own", name);
+  for (uint32_t u = 0; u < g->n_values; u++) {
+    const dpc_slot *o = &plan->slots[u];
+    if (u != value && o->bytes && o->device == sl->device && o->offset < sl->offset + sl->bytes &&
+        sl->offset < o->offset + o->bytes)
+      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "'%s' shares its memory with other values",
+                           name);
+  }
+  void *old = s->tensors[value].data;
+  void *now = data ? data : s->mem[sl->device] + sl->offset;
+  uint32_t total = 0;
+  for (uint32_t i = 0; i < g->n_nodes; i++) total += g->nodes[i].n_in + g->nodes[i].n_out;
+  for (uint32_t k = 0; k < total; k++) {
+    if (s->targs[k].data == old) s->targs[k].data = now;
+    if (s->tptrs[k] == old) s->tptrs[k] = now;
+    if (s->gptrs[k] == old) s->gptrs[k] = now;
+  }
+  s->tensors[value].data = now;
+  if (data && g->nodes[g->values[value].node].op == DPC_OP_INPUT) s->given[value] = true;
+  return DPC_OK;
+}

@@ -59,6 +59,12 @@ dpc_status dpc_session_set(dpc_session *s, const char *name, const dpc_tensor *t
  * memory the host can address (the cpu) it is the device memory itself, with no copy; otherwise
  * a host copy that the next run uploads through the device. */
 dpc_tensor dpc_session_input(dpc_session *s, uint32_t value);
+/* Let input or output `value` live in caller memory instead of its planned slot, so runs read
+ * or write `data` directly (no copy); an input placed counts as given. DPC_ERR_UNSUPPORTED (and
+ * nothing changed) where the plan does not allow it: several devices, data not aligned to
+ * DPC_SLOT_ALIGN, or a slot that another value also uses (memory reuse, in-place ops, views).
+ * data NULL puts the value back in its slot. Not while a run is in progress. */
+dpc_status dpc_session_place(dpc_session *s, uint32_t value, void *data, dpc_diag *d);
 /* Run every step once. Fails if an input was never set. */
 dpc_status dpc_session_run(dpc_session *s, dpc_diag *d);
 /* A host view of any named value's current contents, to read (change a value with

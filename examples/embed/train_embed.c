@@ -48,6 +48,7 @@ static void fill(task *t, float *x, int32_t *y) {
 static int find(const dpc_runner *r, dpc_role role, dpc_elem e, unsigned rank,
                 dpc_tensor_info *out) {
   for (unsigned i = 0; i < dpc_runner_count(r, role); i++) {
+    out->size = sizeof *out;
     dpc_runner_info(r, role, i, out);
     if (out->elem == e && out->rank == rank) return 0;
   }

@@ -9,9 +9,10 @@
  *   char err[256];
  *   dpc_model *m;
  *   if (dpc_model_load("model.dpx", &m, err, sizeof err)) { fprintf(stderr, "%s\n", err); ... }
+ *   dpc_runner_opts o = {sizeof o, .mode = DPC_MODE_INFER, .threads = 1};
  *   dpc_runner *r;
- *   if (dpc_runner_new(m, DPC_MODE_INFER, NULL, 0, &r, err, sizeof err)) { ... }
- *   float x[32 * 784], logits[32 * 10];
+ *   if (dpc_runner_open(m, &o, &r, err, sizeof err)) { ... }
+ *   _Alignas(64) float x[32 * 784], logits[32 * 10];
  *   dpc_runner_bind(r, "x", x, sizeof x);            // inputs are read at each run
  *   dpc_runner_bind(r, "logits", logits, sizeof logits); // outputs are written at each run
  *   if (dpc_runner_run(r)) fprintf(stderr, "%s\n", dpc_runner_error(r));
@@ -22,8 +23,21 @@
  * "loss" with dpc_runner_read). Runners made with `share` use the other runner's params and
  * state, so an inference runner sees what a training runner learnt. Functions return a
  * dpc_status (0 is success); the message is in the `err` buffer given at creation, or
- * dpc_runner_error. Nothing here is global: any number of models and runners may coexist, and
- * different runners may run on different threads.
+ * dpc_runner_error. Nothing here is global: any number of models and runners may coexist.
+ *
+ * Threads: a loaded model is never changed after dpc_model_load, so any number of runners on
+ * one model may run at the same time from different threads, each with its own buffers. One
+ * runner is used by one thread at a time (runners made with `share` count as one: they use
+ * the same params).
+ *
+ * Compatibility (this API is 0.x): a struct whose first field is `size` is extensible: the
+ * caller sets size to sizeof the struct it was compiled with (`dpc_runner_opts o = {sizeof o}`)
+ * and zero-initializes the rest; the library reads or writes only the fields that fit in size,
+ * and zero means "the default" for every field added later. New fields go at the end, and new
+ * functions are added, so within a minor version callers keep working. A minor version before
+ * 1.0 may still change an existing declaration; this is said here with the version. 0.2 added
+ * `size` to dpc_tensor_info (set it before dpc_runner_info), dpc_runner_opts and
+ * dpc_runner_open, DPC_MODE_EVAL, in-place binding, dpc_runner_set_step and dpc_runner_step.
  */
 #ifndef DPC_DPC_H
 #define DPC_DPC_H
@@ -42,9 +56,9 @@ extern "C" {
 #endif
 
 #define DPC_VERSION_MAJOR  0
-#define DPC_VERSION_MINOR  1
+#define DPC_VERSION_MINOR  2
 #define DPC_VERSION_PATCH  0
-#define DPC_VERSION_STRING "0.1.0"
+#define DPC_VERSION_STRING "0.2.0"
 
 /* Every dpc function that can fail returns one of these. DPC_OK is zero so `if (st)` reads as
  * "if it failed". */
@@ -76,7 +90,8 @@ typedef struct dpc_runner dpc_runner; /* one of its plans, ready to run */
 
 typedef enum dpc_mode {
   DPC_MODE_INFER, /* the forward pass */
-  DPC_MODE_TRAIN  /* one optimizer step per run (artifacts compiled with --train) */
+  DPC_MODE_TRAIN, /* one optimizer step per run (artifacts compiled with --train) */
+  DPC_MODE_EVAL /* the forward pass with the loss as an output (artifacts compiled with --train) */
 } dpc_mode;
 
 /* Element types, as the .graph language names them. */
@@ -101,6 +116,7 @@ typedef enum dpc_role {
 #define DPC_TENSOR_MAX_RANK 8
 
 typedef struct dpc_tensor_info {
+  size_t size;      /* set by the caller: sizeof(dpc_tensor_info) */
   const char *name; /* valid while the runner lives */
   dpc_elem elem;
   unsigned rank;                     /* at most DPC_TENSOR_MAX_RANK */
@@ -116,24 +132,70 @@ DPC_API const char *dpc_model_name(const dpc_model *m);
 /* Whether the artifact holds a training step (compiled with --train). */
 DPC_API int dpc_model_can_train(const dpc_model *m);
 
-/* A runner for one of the model's plans. share: NULL, or a runner of the same model whose params
- * and state this one uses (it must outlive this one). threads: 0 for one per core. */
+/* Messages the runtime would otherwise drop (a binding that falls back to copying, a failed or
+ * cancelled run), with the runner's `log_user`. Called on the thread that called the runner; the
+ * message is valid during the call only. The library never prints. */
+typedef void (*dpc_log_fn)(void *user, const char *msg);
+
+/* How to make a runner. Zero-initialize it and set size (see Compatibility above). */
+typedef struct dpc_runner_opts {
+  size_t size;             /* sizeof(dpc_runner_opts) */
+  dpc_mode mode;           /* which plan: infer (default), train, or eval */
+  const dpc_runner *share; /* NULL, or a runner of the same model whose params and state this one
+                              uses (it must outlive this one) */
+  unsigned threads;        /* threads per run: 0 for one per core (ignored on several devices,
+                              where each device runs on its own cores) */
+  const char *devices;     /* the devices of an artifact compiled for several, as `dpc train
+                              --devices` takes them ("cpu:2"); NULL: cpu:N for its N */
+  dpc_log_fn log;          /* NULL: messages are only kept for dpc_runner_error */
+  void *log_user;
+  const int *cancel; /* NULL, or a flag read (atomically) before every run: while it is
+                        nonzero, runs fail with DPC_ERR_RUNTIME, "cancelled: ...". Set it
+                        from any thread with an atomic store, e.g. __atomic_store_n */
+  uint64_t step;     /* the step counter to start from: dropout masks are a function of
+                        the model's compiled seed and the step, so a resumed run
+                        continues a training run's masks exactly */
+  uint64_t rows;     /* 0: the plan's batch. Else a partial batch of this many rows: the
+                        runner takes the smallest plan of the mode made for at least that
+                        many (dpc compile --batch-sizes 1,8; inference only: a train or eval
+                        plan refuses a partial batch), pads the inputs' other rows
+                        with zeros and gives the outputs' first rows. Batch inputs and
+                        outputs then have `rows` rows (dpc_runner_info says so) and are
+                        copied unless rows is the plan's own batch. */
+} dpc_runner_opts;
+
+/* A runner for one of the model's plans, as o says (NULL: an inference runner, defaults). */
+DPC_API dpc_status dpc_runner_open(dpc_model *m, const dpc_runner_opts *o, dpc_runner **out,
+                                   char *err, size_t err_len);
+/* The same with the 0.1 arguments: dpc_runner_open with mode, share and threads set. */
 DPC_API dpc_status dpc_runner_new(dpc_model *m, dpc_mode mode, const dpc_runner *share,
                                   unsigned threads, dpc_runner **out, char *err, size_t err_len);
 DPC_API void dpc_runner_free(dpc_runner *r);
 /* The message of the runner's last failure ("" if none). */
 DPC_API const char *dpc_runner_error(const dpc_runner *r);
 
-/* The tensors of a role, by index. */
+/* The tensors of a role, by index. dpc_runner_info needs info->size set (DPC_ERR_INVALID if it is
+ * smaller than the 0.2 struct) and fills what fits in it. */
 DPC_API unsigned dpc_runner_count(const dpc_runner *r, dpc_role role);
 DPC_API dpc_status dpc_runner_info(const dpc_runner *r, dpc_role role, unsigned i,
                                    dpc_tensor_info *info);
 
 /* Bind a caller-owned buffer (exactly the tensor's bytes) to an input or an output. Inputs are
- * read at every run and outputs written at every run until unbound (data NULL). */
+ * read at every run and outputs written at every run until unbound (data NULL); the buffer must
+ * stay valid until then. Where it can, the runner uses the buffer itself as the value's memory,
+ * with no copy: the plan reads the input from it and writes the output into it during the run
+ * (so the caller must not touch it while a run is in progress). That needs a buffer aligned to
+ * 64 bytes, a model on one device, and a value whose memory the plan gives no other value;
+ * otherwise the input is copied in before each run and the output out after it (and the log
+ * callback says why). dpc_runner_in_place tells which. */
 DPC_API dpc_status dpc_runner_bind(dpc_runner *r, const char *name, void *data, size_t bytes);
+/* 1 if the bound value `name` uses the caller's buffer with no copy, 0 if not (or not bound). */
+DPC_API int dpc_runner_in_place(const dpc_runner *r, const char *name);
 /* Run the plan once: an inference, or one training step. Every input must be bound. */
 DPC_API dpc_status dpc_runner_run(dpc_runner *r);
+/* The step counter: runs completed (plus the step it was opened with or last set to). */
+DPC_API uint64_t dpc_runner_step(const dpc_runner *r);
+DPC_API void dpc_runner_set_step(dpc_runner *r, uint64_t step);
 /* Copy any named value (a param, state, an output, the loss) out, or a param or state in. */
 DPC_API dpc_status dpc_runner_read(dpc_runner *r, const char *name, void *data, size_t bytes);
 DPC_API dpc_status dpc_runner_write(dpc_runner *r, const char *name, const void *data,

@@ -22,6 +22,12 @@ static const cli_opt compile_opts[] = {
      "the batch size the plans are made for (default 64 with --train, as dpc train; else 1, "
      "an inference artifact serving one request at a time)"},
     {"dim", true, true, "NAME=VALUE: the size of another symbolic dimension"},
+    {"batch-sizes", true, false,
+     "more inference plans for smaller batches, e.g. 1,4 (an application runs a partial batch "
+     "on the smallest that fits, without recompiling)"},
+    {"devices", true, false,
+     "data parallel over these devices, e.g. cpu:2 (the batch split equally; default one; the "
+     "evaluation plan stays on one)"},
     {"train", false, false, "also compile the training step and an evaluation plan"},
     {"total-steps", true, false, "with --train: the horizon of a cosine or linear schedule"},
     {"cpu", true, false,
@@ -61,18 +67,45 @@ static void release_stop(const struct sigaction *old) {
   if (compile_stop) raise(compile_stop);
 }
 
-/* A copy of g through the pipeline, every symbol bound, planned on one device. */
+/* A copy of g through the pipeline, every symbol bound, planned on one device, or data parallel
+ * over `replicas` (each replica's symbols at vals / replicas where vals is the batch). */
 static dpc_status make_plan(const dpc_graph *src, bool training, bool eval, const int64_t *vals,
-                            bool verify, dpc_plan **out, dpc_diag *d) {
+                            int64_t batch, uint32_t replicas, bool verify, dpc_plan **out,
+                            dpc_diag *d) {
   dpc_graph *g = dpc_graph_clone(src);
   if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_pass_opts po = {.training = training, .verify_each = verify, .fuse = dpc_cpu_fusion()};
   dpc_status st = eval ? dpc_graph_add_output(g, g->obj.loss, d) : DPC_OK;
   if (!st) st = dpc_passes_run(g, &po, d);
-  if (!st) st = dpc_graph_bind(g, vals, d);
-  if (!st) st = dpc_plan_single(g, "cpu:0", training, out, d);
+  int64_t *per = calloc(g->n_syms ? g->n_syms : 1, sizeof *per);
+  if (!per && !st) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t k = 0; per && k < g->n_syms; k++)
+    per[k] = vals[k] == batch ? batch / replicas : vals[k];
+  if (!st) st = dpc_graph_bind(g, per, d);
+  if (!st && replicas > 1)
+    st = dpc_driver_plan(g, batch, &(dpc_driver_strategy){.replicas = replicas, .mp = 1}, training,
+                         out, d);
+  else if (!st)
+    st = dpc_plan_single(g, "cpu:0", training, out, d);
+  free(per);
   dpc_graph_free(g);
   return st;
+}
+
+/* --batch-sizes: "1,4", each from 1 to below the batch, at most max of them. */
+static bool parse_sizes(const char *list, long long batch, long long *ks, uint32_t max,
+                        uint32_t *n) {
+  *n = 0;
+  const char *at = list;
+  do {
+    char *end;
+    long long k = strtoll(at, &end, 10);
+    if (end == at || (*end && *end != ',') || k < 1 || k >= batch || *n == max) return false;
+    ks[(*n)++] = k;
+    at = *end ? end + 1 : end;
+    if (*end && !*at) return false; /* a trailing comma */
+  } while (*at);
+  return true;
 }
 
 /* The objective's schedule when it needs a horizon the model does not give (cosine, linear);
@@ -122,7 +155,10 @@ int dpc_cmd_compile(int argc, char **argv) {
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
   dpc_codegen *cg = NULL;
-  dpc_plan *plans[3] = {NULL, NULL, NULL};
+  /* infer, train, eval, then one inference plan per --batch-sizes entry */
+  enum { MAX_SIZES = 12, MAX_PLANS = 3 + MAX_SIZES };
+  dpc_plan *plans[MAX_PLANS] = {NULL};
+  char roles[MAX_PLANS][16];
   int64_t *vals = NULL;
   int rc = DPC_EXIT_OK;
   dpc_exec_opts x = {0};
@@ -187,16 +223,49 @@ int dpc_cmd_compile(int argc, char **argv) {
     }
   }
   bool verify = cli_get(compile_opts, NCOMPILE, &p, "verify-each") != NULL;
-  dpc_aot_plan aot[3];
+  const char *size_list = cli_get(compile_opts, NCOMPILE, &p, "batch-sizes");
+  long long sizes[MAX_SIZES];
+  uint32_t n_sizes = 0;
+  if (size_list && !parse_sizes(size_list, batch, sizes, MAX_SIZES, &n_sizes)) {
+    rc = cli_usage_error("compile",
+                         "--batch-sizes expects a list of at most %d sizes from 1 to below "
+                         "--batch %lld, got '%s'",
+                         MAX_SIZES, batch, size_list);
+    goto done;
+  }
+  const char *devs = cli_get(compile_opts, NCOMPILE, &p, "devices");
+  uint32_t replicas = 1;
+  if (devs && dpc_driver_count_devices(devs, &replicas, &d)) goto report;
+  if (replicas < 1 || batch % replicas) {
+    rc = cli_usage_error("compile",
+                         "--devices %s makes %u devices, which do not divide --batch %lld", devs,
+                         replicas, batch);
+    goto done;
+  }
+  dpc_aot_plan aot[MAX_PLANS];
   uint32_t n = 0;
-  if (make_plan(g, false, false, vals, verify, &plans[0], &d)) goto report;
+  if (make_plan(g, false, false, vals, batch, replicas, verify, &plans[0], &d)) goto report;
   aot[n++] = (dpc_aot_plan){"infer", plans[0]};
   if (train) {
-    if (make_plan(g, true, false, vals, verify, &plans[1], &d) ||
-        make_plan(g, false, true, vals, verify, &plans[2], &d))
+    if (make_plan(g, true, false, vals, batch, replicas, verify, &plans[1], &d) ||
+        /* on one device: a data-parallel forward pass leaves each replica's loss its own */
+        make_plan(g, false, true, vals, batch, 1, verify, &plans[2], &d))
       goto report;
     aot[n++] = (dpc_aot_plan){"train", plans[1]};
     aot[n++] = (dpc_aot_plan){"eval", plans[2]};
+  }
+  /* smaller batches: single-device plans named infer@ROWS (runtime/api.c picks among them) */
+  for (uint32_t i = 0; i < n_sizes; i++) {
+    long long k = sizes[i];
+    int64_t *bv = calloc(g->n_syms ? g->n_syms : 1, sizeof *bv);
+    for (uint32_t q = 0; bv && q < g->n_syms; q++) bv[q] = vals[q] == batch ? k : vals[q];
+    dpc_status bst = bv ? make_plan(g, false, false, bv, k, 1, verify, &plans[n], &d)
+                        : dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
+    free(bv);
+    if (bst) goto report;
+    snprintf(roles[n], sizeof roles[n], "infer@%lld", k);
+    aot[n] = (dpc_aot_plan){roles[n], plans[n]};
+    n++;
   }
   x.cpu.stop = &compile_stop;
   struct sigaction old[2];
@@ -206,14 +275,15 @@ int dpc_cmd_compile(int argc, char **argv) {
   if (failed && compile_stop) cli_report("compile", &d);
   release_stop(old);
   if (failed) goto report;
-  printf("%s: %s for %s, batch %lld%s\n", outp,
+  printf("%s: %s for %s, batch %lld%s%s%s\n", outp,
          g->name != DPC_NONE ? dpc_graph_str(g, g->name) : "model", dpc_codegen_target(cg), batch,
+         replicas > 1 ? ", data parallel over " : "", replicas > 1 ? devs : "",
          train ? ", with training" : "");
   goto done;
 report:
   rc = cli_report("compile", &d);
 done:
-  for (int i = 0; i < 3; i++) dpc_plan_free(plans[i]);
+  for (int i = 0; i < MAX_PLANS; i++) dpc_plan_free(plans[i]);
   dpc_codegen_free(cg);
   free(vals);
   dpc_graph_free(g);
