@@ -2,7 +2,7 @@
 # ThreadSanitizer over the embedding API: libdpcrt built alone with -fsanitize=thread (no LLVM in
 # it), examples/embed/infer_embed.c built against it, run on a one-device, a two-device and a
 # partial-batch artifact (two threads with their own runners on one loaded model in each). Any
-# report fails. Slow on a small machine (it builds the runtime), so not part of the ctest suite:
+# report fails. It builds the runtime of its own (about 30 s on 2 cores); ctest runs it as embed.tsan:
 #   tests/embed/tsan_embed.sh SOURCE_DIR WORK_DIR DPC   (DPC: a built dpc, for dpc compile)
 set -eu
 src=$1 work=$2 dpc=$3
