@@ -7,6 +7,7 @@
  * tensor straight into its own buffer with pread, so a checkpoint is never held twice in memory.
  */
 #include "runtime/safetensors.h"
+#include "ir/path.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -668,49 +669,9 @@ static bool write_all(int fd, const void *buf, size_t n) {
   return true;
 }
 
-/* The folder holding path ("." for a bare name), into buf. */
-static void dir_of(const char *path, char *buf, size_t cap) {
-  const char *slash = strrchr(path, '/');
-  if (!slash)
-    snprintf(buf, cap, ".");
-  else if (slash == path)
-    snprintf(buf, cap, "/");
-  else
-    snprintf(buf, cap, "%.*s", (int)(slash - path), path);
-}
-
-/* Make the rename itself durable: a rename lives in the folder, not in the file. */
-static int sync_dir(const char *path) {
-  char dir[4096];
-  dir_of(path, dir, sizeof dir);
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  int rc = fsync(fd);
-  /* Some file systems cannot sync a folder; the data itself is synced already. */
-  if (rc && (errno == EINVAL || errno == ENOTSUP)) rc = 0;
-  int e = errno;
-  close(fd);
-  errno = e;
-  return rc;
-}
-
-/* The pid in NAME when it is BASE ".tmp." digits, else 0. */
-static pid_t temp_pid(const char *name, const char *base) {
-  size_t bl = strlen(base);
-  if (strncmp(name, base, bl) || strncmp(name + bl, ".tmp.", 5)) return 0;
-  const char *p = name + bl + 5;
-  long v = 0;
-  if (!*p) return 0;
-  for (; *p; p++) {
-    if (*p < '0' || *p > '9' || v > INT_MAX / 10) return 0;
-    v = v * 10 + (*p - '0');
-  }
-  return v > 0 && v <= INT_MAX ? (pid_t)v : 0;
-}
-
 dpc_status dpc_safetensors_clean(const char *path, dpc_diag *d) {
   char dir[4096];
-  dir_of(path, dir, sizeof dir);
+  dpc_path_dir(path, dir, sizeof dir);
   const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
   DIR *dp = opendir(dir);
   if (!dp)
@@ -719,7 +680,7 @@ dpc_status dpc_safetensors_clean(const char *path, dpc_diag *d) {
   dpc_status st = DPC_OK;
   struct dirent *e;
   while ((e = readdir(dp))) {
-    pid_t pid = temp_pid(e->d_name, base);
+    pid_t pid = dpc_path_temp_pid(e->d_name, base, NULL);
     /* Only a writer that is gone: a live one (ours included) is still using its file. kill with
      * signal 0 only asks whether the process exists; pid > 0 keeps it to one process. */
     if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;
@@ -766,7 +727,7 @@ static dpc_status write_file(const char *path, const dpc_st_tensor *t, uint32_t 
     unlink(tmp);
     return dpc_diag_fail(d, DPC_ERR_IO, "cannot write '%s': %s", path, strerror(e));
   }
-  if (sync_dir(path))
+  if (dpc_path_sync_dir(path))
     return dpc_diag_fail(d, DPC_ERR_IO, "wrote '%s' but could not sync its folder: %s", path,
                          strerror(errno));
   /* Best effort: leftovers of killed writers waste disk but harm nothing. */

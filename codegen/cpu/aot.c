@@ -19,6 +19,7 @@
  */
 #include "codegen/cpu/backend.h"
 #include "codegen/cpu/cg.h"
+#include "ir/path.h"
 #include "ir/seal.h"
 #include "ir/serialize.h"
 
@@ -88,44 +89,22 @@ static dpc_status link_shared(const dpc_cpu_backend *b, const char *obj, const c
 
 /* Make a rename durable: it lives in the folder, not in the file. */
 static dpc_status sync_dir(const char *path, dpc_diag *d) {
-  const char *slash = strrchr(path, '/');
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
-           slash ? path : ".");
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int rc = fd < 0 ? -1 : fsync(fd);
-  /* Some file systems cannot sync a folder; the file itself is synced already. */
-  if (rc && (errno == EINVAL || errno == ENOTSUP)) rc = 0;
-  int e = errno;
-  if (fd >= 0) close(fd);
-  if (rc)
+  if (dpc_path_sync_dir(path))
     return dpc_diag_fail(d, DPC_ERR_IO, "wrote '%s' but could not sync its folder: %s", path,
-                         strerror(e));
+                         strerror(errno));
   return DPC_OK;
-}
-
-/* The pid in NAME when it is BASE ".tmp." digits, optionally ".o" (a compile's temporaries),
- * else 0. */
-static pid_t temp_pid(const char *name, const char *base) {
-  size_t bl = strlen(base);
-  if (strncmp(name, base, bl) || strncmp(name + bl, ".tmp.", 5)) return 0;
-  const char *p = name + bl + 5;
-  long v = 0;
-  for (; *p >= '0' && *p <= '9' && v < INT_MAX / 10; p++) v = v * 10 + (*p - '0');
-  return (!*p || !strcmp(p, ".o")) && v > 0 ? (pid_t)v : 0;
 }
 
 /* Best effort: remove what compiles of PATH that were killed (SIGKILL, a power cut) left. */
 static void remove_leftovers(const char *path) {
   const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
   char dir[4096];
-  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
-           slash ? path : ".");
+  dpc_path_dir(path, dir, sizeof dir);
   DIR *dp = opendir(dir);
   if (!dp) return;
   struct dirent *e;
   while ((e = readdir(dp))) {
-    pid_t pid = temp_pid(e->d_name, base);
+    pid_t pid = dpc_path_temp_pid(e->d_name, base, ".o");
     /* only a writer that is gone: kill with signal 0 asks whether the process exists */
     if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;
     char full[4096 + 256];

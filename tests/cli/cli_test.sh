@@ -9,28 +9,8 @@ src=$3
 work=$4
 fails=0
 rm -rf "$work" && mkdir -p "$work"
+. "$(dirname "$0")/lib.sh"
 
-expect() { # expect STATUS DESCRIPTION -- command...
-  want=$1
-  what=$2
-  shift 3
-  "$@" >"$work/out" 2>"$work/err"
-  got=$?
-  if [ "$got" -ne "$want" ]; then
-    echo "FAIL $what: exit $got, expected $want"
-    sed 's/^/    /' "$work/out" "$work/err" | head -20
-    fails=$((fails + 1))
-  else
-    echo "ok   $what"
-  fi
-}
-contains() { # contains FILE TEXT DESCRIPTION
-  if grep -q -- "$2" "$1"; then echo "ok   $3"; else
-    echo "FAIL $3: '$2' not in output:"
-    sed 's/^/    /' "$1" | head -20
-    fails=$((fails + 1))
-  fi
-}
 
 expect 2 "no arguments is a usage error" -- "$dpc"
 expect 0 "dpc --help" -- "$dpc" --help

@@ -8,31 +8,11 @@ src=$2
 work=$3
 fails=0
 rm -rf "$work" && mkdir -p "$work"
+. "$(dirname "$0")/lib.sh"
 # calibrations of this run's own, not the user's cache
 DPC_CACHE_DIR=$work/cache
 export DPC_CACHE_DIR
 
-expect() { # expect STATUS DESCRIPTION -- command...
-  want=$1
-  what=$2
-  shift 3
-  "$@" >"$work/out" 2>"$work/err"
-  got=$?
-  if [ "$got" -ne "$want" ]; then
-    echo "FAIL $what: exit $got, expected $want"
-    sed 's/^/    /' "$work/out" "$work/err" | head -20
-    fails=$((fails + 1))
-  else
-    echo "ok   $what"
-  fi
-}
-contains() { # contains FILE TEXT DESCRIPTION
-  if grep -q -- "$2" "$1"; then echo "ok   $3"; else
-    echo "FAIL $3: '$2' not in output:"
-    sed 's/^/    /' "$1" | head -20
-    fails=$((fails + 1))
-  fi
-}
 lines() { # lines FILE PATTERN COUNT DESCRIPTION: exactly COUNT lines match
   matched=$(grep -c -- "$2" "$1")
   if [ "$matched" -eq "$3" ]; then echo "ok   $4"; else

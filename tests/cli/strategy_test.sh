@@ -9,36 +9,9 @@ src=$2
 work=$3
 fails=0
 rm -rf "$work" && mkdir -p "$work"
+. "$(dirname "$0")/lib.sh"
 mlp="$src/examples/fashion_mlp.graph"
 
-expect() { # expect STATUS DESCRIPTION -- command...
-  want=$1
-  what=$2
-  shift 3
-  "$@" >"$work/out" 2>"$work/err"
-  got=$?
-  if [ "$got" -ne "$want" ]; then
-    echo "FAIL $what: exit $got, expected $want"
-    sed 's/^/    /' "$work/out" "$work/err" | head -20
-    fails=$((fails + 1))
-  else
-    echo "ok   $what"
-  fi
-}
-contains() { # contains FILE TEXT DESCRIPTION
-  if grep -q -- "$2" "$1"; then echo "ok   $3"; else
-    echo "FAIL $3: '$2' not in output:"
-    sed 's/^/    /' "$1" | head -20
-    fails=$((fails + 1))
-  fi
-}
-lacks() { # lacks FILE TEXT DESCRIPTION
-  if grep -q -- "$2" "$1"; then
-    echo "FAIL $3: '$2' in output:"
-    sed 's/^/    /' "$1" | head -20
-    fails=$((fails + 1))
-  else echo "ok   $3"; fi
-}
 # same_losses A B DESCRIPTION: the step logs' losses, byte for byte
 same_losses() {
   grep -o '"loss": [^,}]*' "$1" >"$work/a.loss"

@@ -5,6 +5,7 @@
  */
 #include "tools/dpc/outpath.h"
 #include "tools/dpc/cli.h"
+#include "ir/path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,17 +42,6 @@ static bool dir_takes_file(const char *dir, char *why, size_t cap) {
   return true;
 }
 
-/* The folder holding path ("." for a bare name). */
-static void parent_of(const char *path, char *buf, size_t cap) {
-  const char *slash = strrchr(path, '/');
-  if (!slash)
-    snprintf(buf, cap, ".");
-  else if (slash == path)
-    snprintf(buf, cap, "/");
-  else
-    snprintf(buf, cap, "%.*s", (int)(slash - path), path);
-}
-
 static int refuse(const char *cmd, const char *opt, const char *path, const char *why) {
   fprintf(stderr, "dpc %s: cannot write --%s '%s': %s\n", cmd, opt, path, why);
   return DPC_EXIT_ERROR;
@@ -66,7 +56,7 @@ int cli_check_output_file(const char *cmd, const char *opt, const char *path) {
   struct stat sb;
   if (!stat(path, &sb) && S_ISDIR(sb.st_mode))
     return refuse(cmd, opt, path, "that is a folder, not a file");
-  parent_of(path, dir, sizeof dir);
+  dpc_path_dir(path, dir, sizeof dir);
   if (!dir_takes_file(dir, why, sizeof why)) return refuse(cmd, opt, path, why);
   /* an existing file is replaced or appended to: it must be writable */
   if (!stat(path, &sb) && access(path, W_OK)) {
@@ -90,7 +80,7 @@ int cli_check_output_dir(const char *cmd, const char *opt, const char *path) {
   snprintf(dir, sizeof dir, "%s", path);
   for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) dir[n - 1] = 0;
   char parent[4096];
-  parent_of(dir, parent, sizeof parent);
+  dpc_path_dir(dir, parent, sizeof parent);
   if (!dir_takes_file(parent, why, sizeof why)) return refuse(cmd, opt, path, why);
   return 0;
 }

@@ -1,0 +1,34 @@
+# Shared by the command-line test scripts (sourced after they set $work and fails=0): each check
+# prints "ok   WHAT" or "FAIL WHAT" with what it saw, and counts failures in $fails.
+
+expect() { # expect STATUS DESCRIPTION -- command...: the command's exit status; its output in
+  # $work/out and $work/err
+  want=$1
+  what=$2
+  shift 3
+  "$@" >"$work/out" 2>"$work/err"
+  got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL $what: exit $got, expected $want"
+    sed 's/^/    /' "$work/out" "$work/err" | head -20
+    fails=$((fails + 1))
+  else
+    echo "ok   $what"
+  fi
+}
+contains() { # contains FILE TEXT DESCRIPTION: a line of FILE matches TEXT (grep)
+  if grep -q -- "$2" "$1"; then echo "ok   $3"; else
+    echo "FAIL $3: '$2' not in output:"
+    sed 's/^/    /' "$1" | head -20
+    fails=$((fails + 1))
+  fi
+}
+lacks() { # lacks FILE TEXT DESCRIPTION: no line of FILE matches TEXT
+  if grep -q -- "$2" "$1"; then
+    echo "FAIL $3: '$2' in output:"
+    grep -- "$2" "$1" | sed 's/^/    /' | head -5
+    fails=$((fails + 1))
+  else
+    echo "ok   $3"
+  fi
+}
