@@ -31,7 +31,7 @@ static dpc_status cpu_copy(dpc_device *dev, dpc_copy_kind kind, void *dst, const
                            size_t bytes, dpc_device *peer, dpc_diag *d) {
   (void)dev, (void)kind, (void)peer, (void)d;
   /* a view written back onto itself (a host-visible value read, changed, then set) */
-  if (dst != src) memcpy(dst, src, bytes);
+  if (bytes && dst != src) memcpy(dst, src, bytes);
   return DPC_OK;
 }
 

@@ -51,7 +51,7 @@ static dpc_status tm_copy(dpc_device *dev, dpc_copy_kind kind, void *dst, const 
                          tagged(src) ? "device" : "host");
   void *to = untag(dst);
   const void *from = untag(src);
-  if (to != from) memcpy(to, from, bytes);
+  if (bytes && to != from) memcpy(to, from, bytes);
   return DPC_OK;
 }
 

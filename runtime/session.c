@@ -244,6 +244,7 @@ static dpc_status fill_sources(dpc_session *s, dpc_diag *d) {
     if (!source && n->op != DPC_OP_CONSTANT) continue;
     dpc_tensor t = s->tensors[n->out];
     size_t bytes = dpc_tensor_bytes(&t);
+    if (!bytes) continue; /* an empty tensor: nothing to fill or copy */
     if (bytes > cap) {
       free(host);
       cap = bytes;
