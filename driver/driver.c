@@ -110,6 +110,29 @@ static dpc_status bind_symbols(const dpc_graph *g, const dpc_named *feeds, uint3
   return st;
 }
 
+/* Copy every output of a session's plan out as named tensors. */
+static dpc_status collect_outputs(const dpc_plan *plan, const dpc_session *s, dpc_named **outs,
+                                  uint32_t *n_outs, dpc_diag *d) {
+  const dpc_graph *pg = plan->g;
+  *n_outs = 0;
+  *outs = calloc(pg->n_outputs ? pg->n_outputs : 1, sizeof **outs);
+  if (!*outs) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t i = 0; i < pg->n_outputs; i++) {
+    char name[128];
+    dpc_graph_value_label(pg, pg->outputs[i], name, sizeof name);
+    dpc_tensor t = dpc_session_value(s, pg->outputs[i]);
+    size_t bytes = dpc_tensor_bytes(&t);
+    dpc_named *o = &(*outs)[i];
+    o->name = dpc_strdup(name);
+    o->t = t;
+    o->t.data = malloc(bytes ? bytes : 1);
+    *n_outs = i + 1;
+    if (!o->name || !o->t.data) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    memcpy(o->t.data, t.data, bytes);
+  }
+  return DPC_OK;
+}
+
 dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const dpc_exec_opts *x,
                             const dpc_named *feeds, uint32_t n_feeds, bool training,
                             dpc_named **outs, uint32_t *n_outs, dpc_diag *d) {
@@ -157,31 +180,10 @@ dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const
     st = dpc_session_set(s, feeds[j].name, &feeds[j].t, d);
   }
   if (!st) st = dpc_session_run(s, d);
-  if (!st) {
-    const dpc_graph *pg = plan->g;
-    *outs = calloc(pg->n_outputs ? pg->n_outputs : 1, sizeof **outs);
-    if (!*outs) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-    for (uint32_t i = 0; !st && i < pg->n_outputs; i++) {
-      char name[128];
-      dpc_graph_value_label(pg, pg->outputs[i], name, sizeof name);
-      dpc_tensor t = dpc_session_value(s, pg->outputs[i]);
-      size_t bytes = dpc_tensor_bytes(&t);
-      dpc_named *o2 = &(*outs)[i];
-      o2->name = dpc_strdup(name);
-      o2->t = t;
-      o2->t.data = malloc(bytes ? bytes : 1);
-      *n_outs = i + 1;
-      if (!o2->name || !o2->t.data) {
-        st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-        break;
-      }
-      memcpy(o2->t.data, t.data, bytes);
-    }
-    if (st) {
-      dpc_named_free(*outs, *n_outs);
-      *outs = NULL;
-      *n_outs = 0;
-    }
+  if (!st && (st = collect_outputs(plan, s, outs, n_outs, d))) {
+    dpc_named_free(*outs, *n_outs);
+    *outs = NULL;
+    *n_outs = 0;
   }
   dpc_session_free(s);
   dpc_codegen_free(cg);
@@ -224,28 +226,6 @@ dpc_status dpc_driver_describe_artifact(const char *path, char *out, size_t n, d
     if (dpc_artifact_plan(a, roles[i], NULL) && k < n)
       k += (size_t)snprintf(out + k, n - k, " %s", roles[i]);
   dpc_artifact_close(a);
-  return DPC_OK;
-}
-
-/* Copy every output of a session's plan out as named tensors. */
-static dpc_status collect_outputs(const dpc_plan *plan, const dpc_session *s, dpc_named **outs,
-                                  uint32_t *n_outs, dpc_diag *d) {
-  const dpc_graph *pg = plan->g;
-  *outs = calloc(pg->n_outputs ? pg->n_outputs : 1, sizeof **outs);
-  if (!*outs) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  for (uint32_t i = 0; i < pg->n_outputs; i++) {
-    char name[128];
-    dpc_graph_value_label(pg, pg->outputs[i], name, sizeof name);
-    dpc_tensor t = dpc_session_value(s, pg->outputs[i]);
-    size_t bytes = dpc_tensor_bytes(&t);
-    dpc_named *o = &(*outs)[i];
-    o->name = dpc_strdup(name);
-    o->t = t;
-    o->t.data = malloc(bytes ? bytes : 1);
-    *n_outs = i + 1;
-    if (!o->name || !o->t.data) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-    memcpy(o->t.data, t.data, bytes);
-  }
   return DPC_OK;
 }
 
