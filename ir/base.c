@@ -58,6 +58,7 @@ void dpc_diag_clear(dpc_diag *d) {
   free(d->msg);
   free(d->file);
   free(d->excerpt);
+  free(d->rendered);
   dpc_diag_init(d);
 }
 

@@ -10,7 +10,7 @@
 #ifndef DPC_IR_BASE_H
 #define DPC_IR_BASE_H
 
-#include <dpc/dpc.h>
+#include <dpc/compiler.h>
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -19,10 +19,7 @@
 
 #define DPC_NONE UINT32_MAX
 
-/* The most devices one plan spans, and a --devices spec makes: every per-device table that is
- * not sized from the device count (a placement report, the device names) holds this many, and
- * whatever is asked beyond it is an error that names it. Planning for this many is seconds. */
-#define DPC_MAX_DEVICES 256u
+/* DPC_MAX_DEVICES, the most devices one plan spans, is public: dpc/compiler.h. */
 
 #if defined(__GNUC__) || defined(__clang__)
 #define DPC_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -61,6 +58,7 @@ typedef struct dpc_diag {
   dpc_loc loc;    /* line 0 when unknown */
   char *excerpt;  /* the source line, cut to a window around the column; may be NULL */
   uint32_t caret; /* byte offset of the caret within excerpt */
+  char *rendered; /* dpc_message_text's copy of dpc_diag_render, kept until the next change */
 } dpc_diag;
 
 void dpc_diag_init(dpc_diag *d);

@@ -10,6 +10,7 @@
 #define DPC_PARTITIONER_PARTITIONER_H
 
 #include "ir/plan.h"
+#include <dpc/compiler.h>
 #include "partitioner/cost.h"
 
 /* Plan g (whose shapes must all be concrete) to run on one device. The plan takes a copy of g.
@@ -155,11 +156,6 @@ dpc_status dpc_copy_node(dpc_graph *dst, const dpc_graph *src, uint32_t i, const
 dpc_status dpc_accumulate_graph(const dpc_graph *micro, uint32_t K, dpc_graph **out, dpc_diag *d);
 
 /* Pipeline schedules (partitioner/pipeline.c). */
-typedef enum dpc_pipeline_schedule {
-  DPC_SCHEDULE_NONE,  /* the graph's order: micro-batch after micro-batch */
-  DPC_SCHEDULE_GPIPE, /* every forward, then every backward */
-  DPC_SCHEDULE_1F1B   /* warm-up forwards, then one forward and one backward in turn */
-} dpc_pipeline_schedule;
 
 /* Reorder each device's steps of plan p (of a micro-batched graph: dpc_accumulate_graph, then
  * placed in S stages) into the schedule's order for its stage stage_of_device[dev], for M

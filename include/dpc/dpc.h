@@ -56,9 +56,9 @@ extern "C" {
 #endif
 
 #define DPC_VERSION_MAJOR  0
-#define DPC_VERSION_MINOR  2
+#define DPC_VERSION_MINOR  3
 #define DPC_VERSION_PATCH  0
-#define DPC_VERSION_STRING "0.2.0"
+#define DPC_VERSION_STRING "0.3.0"
 
 /* Every dpc function that can fail returns one of these. DPC_OK is zero so `if (st)` reads as
  * "if it failed". */

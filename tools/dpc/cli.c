@@ -2,7 +2,8 @@
  * cli.c — option parsing and error reporting for the dpc command.
  */
 #include "tools/dpc/cli.h"
-#include "driver/driver.h"
+
+#include <stdarg.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,14 +160,15 @@ int cli_schedules(const char *cmd, const cli_opt *opts, int nopts, const cli_par
 }
 
 int cli_devices(const char *cmd, const char *spec, uint32_t *n) {
-  dpc_diag d;
-  dpc_diag_init(&d);
+  dpc_message *m = dpc_message_new();
   int rc = DPC_EXIT_OK;
-  if (dpc_driver_count_devices(spec, n, &d))
-    rc = d.status == DPC_ERR_INVALID || d.status == DPC_ERR_UNSUPPORTED
-             ? cli_usage_error(cmd, "--devices %s", d.msg ? d.msg : spec)
-             : cli_report(cmd, &d); /* the machine's topology could not be read */
-  dpc_diag_free(&d);
+  if (dpc_devices_count(spec, n, m)) {
+    dpc_status st = dpc_message_status(m);
+    rc = st == DPC_ERR_INVALID || st == DPC_ERR_UNSUPPORTED
+             ? cli_usage_error(cmd, "--devices %s", m ? dpc_message_brief(m) : spec)
+             : cli_report(cmd, m); /* the machine's topology could not be read */
+  }
+  dpc_message_free(m);
   return rc;
 }
 
@@ -175,20 +177,18 @@ static void dump_llvm(void *user, const char *what, const char *text) {
   fprintf(stderr, "; ---- %s ----\n%s\n", what, text);
 }
 
-int cli_exec_opts(const char *cmd, const cli_opt *opts, int nopts, const cli_parsed *p,
-                  dpc_exec_opts *x) {
-  const char *b = cli_get(opts, nopts, p, "backend");
-  memset(x, 0, sizeof *x);
+int cli_build_opts(const char *cmd, const cli_opt *opts, int nopts, const cli_parsed *p,
+                   dpc_build_opts *b) {
+  memset(b, 0, sizeof *b);
+  b->size = sizeof *b;
+  b->backend = cli_get(opts, nopts, p, "backend");
   /* the library's table decides which names exist */
-  dpc_diag d;
-  dpc_diag_init(&d);
-  if (dpc_codegen_backend_find(b ? b : "llvm", &x->backend, &d)) {
-    int rc = cli_usage_error(cmd, "--backend: %s", d.msg);
-    dpc_diag_free(&d);
-    return rc;
-  }
-  dpc_diag_free(&d);
-  if (cli_get(opts, nopts, p, "dump-llvm")) x->cpu.dump = dump_llvm;
+  if (b->backend && !dpc_backend_exists(b->backend))
+    return cli_usage_error(cmd, "--backend: no codegen backend '%s' (llvm, ref)", b->backend);
+  if (cli_get(opts, nopts, p, "dump-llvm")) b->on_llvm = dump_llvm;
+  b->verify_each = cli_get(opts, nopts, p, "verify-each") != NULL;
+  b->print_after = cli_get(opts, nopts, p, "print-after");
+  if (b->print_after) b->on_dump = cli_print_dump;
   return DPC_EXIT_OK;
 }
 
@@ -198,12 +198,12 @@ void cli_print_dump(void *user, const char *pass, const char *text) {
   fflush(f);
 }
 
-int cli_report(const char *cmd, const dpc_diag *d) {
-  char *m = dpc_diag_render(d);
-  if (!d->file) fprintf(stderr, "dpc %s: ", cmd);
-  fputs(m ? m : "error (and out of memory describing it)\n", stderr);
-  free(m);
-  return d->status == DPC_ERR_INTERNAL ? 3 : DPC_EXIT_ERROR;
+int cli_report(const char *cmd, dpc_message *m) {
+  const char *text = dpc_message_text(m);
+  /* a message that names its file starts with it; others get the command's name */
+  if (!dpc_message_file(m)) fprintf(stderr, "dpc %s: ", cmd);
+  fprintf(stderr, "%s\n", text);
+  return dpc_message_status(m) == DPC_ERR_INTERNAL ? 3 : DPC_EXIT_ERROR;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {

@@ -7,9 +7,16 @@
 #ifndef DPC_TOOLS_CLI_H
 #define DPC_TOOLS_CLI_H
 
-#include "ir/base.h"
-#include "partitioner/partitioner.h"
-#include "driver/strategy.h"
+#include <dpc/plan.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CLI_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CLI_PRINTF(f, a)
+#endif
 
 #define DPC_EXIT_OK    0
 #define DPC_EXIT_ERROR 1
@@ -79,11 +86,11 @@ int cli_count(const cli_opt *opts, int nopts, const cli_parsed *p, const char *n
 const char *cli_value(const cli_opt *opts, int nopts, const cli_parsed *p, const char *name, int i);
 void cli_print_options(const cli_opt *opts, int nopts);
 
-struct dpc_exec_opts;
-/* --backend and --dump-llvm into exec options; a usage error (exit code) when --backend is
- * neither llvm nor ref. */
-int cli_exec_opts(const char *cmd, const cli_opt *opts, int nopts, const cli_parsed *p,
-                  struct dpc_exec_opts *x);
+/* --backend, --dump-llvm, --verify-each and --print-after (those of them the command has) into
+ * build options (size set; dumps of the graph to stdout, of LLVM IR to stderr); a usage error
+ * (exit code) when --backend names no backend. */
+int cli_build_opts(const char *cmd, const cli_opt *opts, int nopts, const cli_parsed *p,
+                   dpc_build_opts *b);
 
 /* The schedules a command line asks for: --lr-schedule (NULL unless lr is non-NULL: a command
  * that takes none refuses one), --pipeline-schedule (DPC_SCHEDULE_NONE when not given) and the
@@ -101,11 +108,11 @@ void cli_print_dump(void *user, const char *pass, const char *text);
 /* A dpc_strategy_parse failure as a usage error naming the flags (exit code); `kinds` are the
  * strategies the command runs, `devices` the --devices spec the count came from. */
 int cli_strategy_error(const char *cmd, const dpc_strategy_error *e, uint32_t kinds,
-                       const char *devices, const dpc_diag *d);
+                       const char *devices, dpc_message *m);
 
 /* Print a diagnostic for a person (stderr) and return the exit code that goes with it. */
-int cli_report(const char *cmd, const dpc_diag *d);
-int cli_usage_error(const char *cmd, const char *fmt, ...) DPC_PRINTF(2, 3);
+int cli_report(const char *cmd, dpc_message *m);
+int cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 
 int dpc_cmd_check(int argc, char **argv);
 int dpc_cmd_devices(int argc, char **argv);

@@ -39,7 +39,7 @@ static void kind_flag(dpc_strategy_kind k, char *buf, size_t n) {
 }
 
 int cli_strategy_error(const char *cmd, const dpc_strategy_error *e, uint32_t kinds,
-                       const char *devices, const dpc_diag *d) {
+                       const char *devices, dpc_message *d) {
   const char *f = flag(e->field);
   unsigned long long v = e->value;
   char kf[64];
@@ -157,5 +157,5 @@ int cli_strategy_error(const char *cmd, const dpc_strategy_error *e, uint32_t ki
   case DPC_STRATEGY_OK: break;
   }
   /* the text form: the library's words, after the flag that carried the text */
-  return cli_usage_error(cmd, "--strategy: %s", d->msg ? d->msg : "invalid");
+  return cli_usage_error(cmd, "--strategy: %s", dpc_message_status(d) ? dpc_message_brief(d) : "invalid");
 }

@@ -3,6 +3,7 @@
  */
 #include "driver/bench.h"
 #include "tools/dpc/cli.h"
+#include "tools/dpc/cli_legacy.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -6,6 +6,7 @@
 #include "codegen/cpu/cpu.h"
 #include "partitioner/partitioner.h"
 #include "tools/dpc/cli.h"
+#include "tools/dpc/cli_legacy.h"
 #include "driver/driver.h"
 #include "tools/dpc/outpath.h"
 

@@ -5,6 +5,7 @@
  */
 #include "frontend/onnx.h"
 #include "tools/dpc/cli.h"
+#include "tools/dpc/cli_legacy.h"
 #include "driver/driver.h"
 
 #include <dirent.h>

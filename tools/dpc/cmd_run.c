@@ -4,6 +4,7 @@
 #include "frontend/onnx.h"
 #include "runtime/npy.h"
 #include "tools/dpc/cli.h"
+#include "tools/dpc/cli_legacy.h"
 #include "driver/driver.h"
 #include "tools/dpc/outpath.h"
 

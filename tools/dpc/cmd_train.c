@@ -3,6 +3,7 @@
  * epoch otherwise). The training itself is driver/train.c.
  */
 #include "tools/dpc/cli.h"
+#include "tools/dpc/cli_legacy.h"
 #include "driver/driver.h"
 #include "tools/dpc/interrupt.h"
 #include "tools/dpc/outpath.h"

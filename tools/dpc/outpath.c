@@ -5,7 +5,6 @@
  */
 #include "tools/dpc/outpath.h"
 #include "tools/dpc/cli.h"
-#include "ir/path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,7 +55,7 @@ int cli_check_output_file(const char *cmd, const char *opt, const char *path) {
   struct stat sb;
   if (!stat(path, &sb) && S_ISDIR(sb.st_mode))
     return refuse(cmd, opt, path, "that is a folder, not a file");
-  dpc_path_dir(path, dir, sizeof dir);
+  dpc_path_folder(path, dir, sizeof dir);
   if (!dir_takes_file(dir, why, sizeof why)) return refuse(cmd, opt, path, why);
   /* an existing file is replaced or appended to: it must be writable */
   if (!stat(path, &sb) && access(path, W_OK)) {
@@ -80,7 +79,7 @@ int cli_check_output_dir(const char *cmd, const char *opt, const char *path) {
   snprintf(dir, sizeof dir, "%s", path);
   for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) dir[n - 1] = 0;
   char parent[4096];
-  dpc_path_dir(dir, parent, sizeof parent);
+  dpc_path_folder(dir, parent, sizeof parent);
   if (!dir_takes_file(parent, why, sizeof why)) return refuse(cmd, opt, path, why);
   return 0;
 }
