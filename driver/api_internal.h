@@ -15,12 +15,12 @@ struct dpc_net {
 };
 
 /* A public option struct's field, when the caller's struct (of `size` bytes) reaches it. */
-#define DPC_API_HAS(o, field) ((o) && (o)->size >= offsetof(__typeof__(*(o)), field) + sizeof((o)->field))
+#define DPC_API_HAS(o, field)                                                                      \
+  ((o) && (o)->size >= offsetof(__typeof__(*(o)), field) + sizeof((o)->field))
 
 /* The build options as the driver takes them: the backend found by name (an error naming the
  * backends when there is none), pass options for dumps and verification. b may be NULL. */
-dpc_status dpc_api_build(const dpc_build_opts *b, dpc_exec_opts *x, dpc_pass_opts *po,
-                         dpc_diag *d);
+dpc_status dpc_api_build(const dpc_build_opts *b, dpc_exec_opts *x, dpc_pass_opts *po, dpc_diag *d);
 
 /* Public arrays <-> named tensors. dpc_api_named borrows the arrays' memory (free only the
  * returned array itself); dpc_api_arrays takes the tensors' memory over and frees v. */

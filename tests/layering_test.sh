@@ -7,9 +7,10 @@
 #   layering_test.sh SOURCE_DIR
 #
 # There are no exceptions: the frontend's tensor type and codegen's kernel calling convention
-# now live in ir/ (ir/tensor.h, ir/native.h). The driver (driver/: load, plan, compile, train)
-# may use every module below it but never the command line; tools/dpc is not checked yet: its
-# commands still reach below the driver for the graph, plan and printer types.
+# live in ir/ (ir/tensor.h, ir/native.h). The driver (driver/: load, plan, compile, train) may
+# use every module below it but never the command line. The command line (tools/dpc) is a
+# client of the public headers like any application: its files include tools/dpc/ headers,
+# <dpc/...> and headers of the C library and POSIX, nothing else.
 src=$1
 fails=0
 checked=0
@@ -88,6 +89,28 @@ if [ -n "$env" ]; then
   fail "ir/ reads the environment (settings come in as arguments):"
   printf '%s\n' "$env" | sed 's/^/    /'
 fi
+
+# tools/dpc: every include is its own header, a public <dpc/...> header, or the C library's.
+libc='assert.h ctype.h errno.h fcntl.h float.h inttypes.h limits.h math.h signal.h stdarg.h
+stdbool.h stddef.h stdint.h stdio.h stdlib.h string.h strings.h time.h unistd.h sys/stat.h
+sys/types.h sys/time.h sys/wait.h dirent.h'
+tools_hits=$(cd "$src" && grep -rnE '^[[:space:]]*#[[:space:]]*include' --include='*.c' \
+  --include='*.h' tools/dpc)
+[ -n "$tools_hits" ] || fail "tools/dpc: no includes found"
+while IFS= read -r hit; do
+  [ -n "$hit" ] || continue
+  file=${hit%%:*}
+  header=$(printf '%s\n' "$hit" | sed -E 's/^[^:]*:[0-9]+:[[:space:]]*#[[:space:]]*include[[:space:]]*["<]([^">]+)[">].*/\1/')
+  checked=$((checked + 1))
+  case $header in
+  tools/dpc/*.h | dpc/*.h) continue ;;
+  esac
+  ok=0
+  for h in $libc; do [ "$header" = "$h" ] && ok=1; done
+  [ $ok -eq 1 ] || fail "$file includes $header: the command line uses only the public <dpc/...> headers and the C library"
+done <<EOF
+$tools_hits
+EOF
 
 # A scan that matched nothing would pass without checking anything.
 if [ "$checked" -lt 100 ]; then

@@ -109,7 +109,7 @@ typedef struct dpc_build_opts {
                           (the reference kernels, nothing compiled); NULL: "llvm" */
   /* NULL, or called with each generated LLVM module's text, before and after optimisation */
   void (*on_llvm)(void *user, const char *what, const char *text);
-  bool verify_each;    /* the verifier after every pass */
+  bool verify_each;        /* the verifier after every pass */
   const char *print_after; /* pass names, comma-separated, or "all": each graph after that pass
                               goes to on_dump */
   void (*on_dump)(void *user, const char *pass, const char *text);
@@ -174,14 +174,13 @@ DPC_COMPILER_API dpc_status dpc_artifact_infer(const char *path, const dpc_array
                                                unsigned n_feeds, bool training, dpc_array **outs,
                                                unsigned *n_outs, dpc_message *m);
 
-
 /* ---- passes and printing ------------------------------------------------------------------ */
 
 typedef enum dpc_print_form {
-  DPC_PRINT_TEXT,     /* the .graph language (parses back to the same graph) */
-  DPC_PRINT_BRIEF,    /* one line per node, shapes only */
-  DPC_PRINT_DOT,      /* Graphviz: named values and fused kernels */
-  DPC_PRINT_DOT_FULL  /* Graphviz: every node, constants and unnamed values too */
+  DPC_PRINT_TEXT,    /* the .graph language (parses back to the same graph) */
+  DPC_PRINT_BRIEF,   /* one line per node, shapes only */
+  DPC_PRINT_DOT,     /* Graphviz: named values and fused kernels */
+  DPC_PRINT_DOT_FULL /* Graphviz: every node, constants and unnamed values too */
 } dpc_print_form;
 
 /* The model as text in the form asked for (malloc'd, the caller frees it with free()), after the
@@ -202,14 +201,14 @@ DPC_COMPILER_API const char *dpc_op_summary_at(unsigned i);
 
 typedef struct dpc_compile_opts {
   size_t size;
-  dpc_build_opts build;       /* build.size 0: the defaults */
-  uint32_t batch;             /* 0: 64 with train (as the trainer), else 1 */
+  dpc_build_opts build;        /* build.size 0: the defaults */
+  uint32_t batch;              /* 0: 64 with train (as the trainer), else 1 */
   const uint32_t *batch_sizes; /* more inference plans for smaller batches (e.g. {1, 4}) */
   unsigned n_batch_sizes;
   const char *const *dims; /* "NAME=VALUE" sizes of other symbolic dimensions */
   unsigned n_dims;
-  const char *devices; /* data parallel over these devices ("cpu:2"); NULL: one */
-  bool train;          /* also the training step and an evaluation plan */
+  const char *devices;  /* data parallel over these devices ("cpu:2"); NULL: one */
+  bool train;           /* also the training step and an evaluation plan */
   uint64_t total_steps; /* with train: the horizon of a cosine or linear schedule (0: none) */
   const char *cpu;      /* target CPU; NULL: this machine's */
   const char *features; /* target features ("+avx2,+fma"); NULL: the CPU's */

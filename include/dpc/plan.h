@@ -121,8 +121,8 @@ DPC_COMPILER_API bool dpc_strategy_kind_parse(const char *name, dpc_strategy_kin
 DPC_COMPILER_API const char *dpc_strategy_kind_name(dpc_strategy_kind k);
 /* Parse and check a strategy: the one place a strategy's text, settings, device count and batch
  * are checked together. On failure *e (may be NULL) says what and d has the message. */
-DPC_COMPILER_API dpc_status dpc_strategy_parse(const dpc_strategy_args *a, dpc_strategy *out, dpc_strategy_error *e,
-                              dpc_message *m);
+DPC_COMPILER_API dpc_status dpc_strategy_parse(const dpc_strategy_args *a, dpc_strategy *out,
+                                               dpc_strategy_error *e, dpc_message *m);
 
 /* ---- devices ----------------------------------------------------------------------------- */
 

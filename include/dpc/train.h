@@ -82,13 +82,13 @@ typedef struct dpc_trainer_opts {
   const dpc_data_source *train_source; /* instead of data: the caller's samples */
   const dpc_data_source *test_source;  /* instead of test_data (NULL: no evaluation when
                                           train_source is set) */
-  uint64_t epochs;     /* 1 or more */
-  uint64_t steps;      /* stop after this many steps in all; 0: no limit */
-  uint32_t batch;      /* the global batch of one optimizer step */
-  uint64_t seed;       /* data order */
-  bool seed_given;     /* resuming a checkpoint of another seed is then an error */
+  uint64_t epochs;                     /* 1 or more */
+  uint64_t steps;                      /* stop after this many steps in all; 0: no limit */
+  uint32_t batch;                      /* the global batch of one optimizer step */
+  uint64_t seed;                       /* data order */
+  bool seed_given;                     /* resuming a checkpoint of another seed is then an error */
   bool shuffle;
-  const char *optimizer; /* "sgd", "adam", "adamw"; NULL: the model's */
+  const char *optimizer;             /* "sgd", "adam", "adamw"; NULL: the model's */
   double lr, momentum, weight_decay; /* NAN: the model's */
   const char *lr_schedule;           /* constant, step, cosine, linear; NULL: the model's */
   const char *init_path;             /* safetensors of initial params */
@@ -114,7 +114,8 @@ typedef struct dpc_trainer_opts {
   double timeout_s;       /* how long a device waits for another before the step fails (0: 60) */
   /* Stop early once *cancel is non-zero (a signal handler or another thread sets it): the step
    * under way finishes, a checkpoint goes to checkpoint_path, else to stop_checkpoint_path,
-   * else nowhere, on_stop says where, and dpc_trainer_run returns DPC_OK without writing save_path. */
+   * else nowhere, on_stop says where, and dpc_trainer_run returns DPC_OK without writing save_path.
+   */
   const volatile int *cancel;
   const char *stop_checkpoint_path;
   void (*on_start)(void *user, const char *what); /* what is being trained, and how */
@@ -132,7 +133,7 @@ DPC_COMPILER_API void dpc_trainer_defaults(dpc_trainer_opts *o);
 
 /* Train the net (not modified; NULL with o->artifact). */
 DPC_COMPILER_API dpc_status dpc_trainer_run(const dpc_net *n, const dpc_trainer_opts *o,
-                                      dpc_message *m);
+                                            dpc_message *m);
 
 #ifdef __cplusplus
 }

@@ -157,5 +157,6 @@ int cli_strategy_error(const char *cmd, const dpc_strategy_error *e, uint32_t ki
   case DPC_STRATEGY_OK: break;
   }
   /* the text form: the library's words, after the flag that carried the text */
-  return cli_usage_error(cmd, "--strategy: %s", dpc_message_status(d) ? dpc_message_brief(d) : "invalid");
+  return cli_usage_error(cmd, "--strategy: %s",
+                         dpc_message_status(d) ? dpc_message_brief(d) : "invalid");
 }

@@ -1,0 +1,109 @@
+"""The Python module against the command line: fashion_mlp's forward pass equals `dpc run`, 20
+training steps equal `dpc train`'s losses, training from NumPy arrays (a data source) equals
+training from the same arrays as .npy files, and an artifact compiled from Python runs through
+libdpcrt to the same outputs.
+
+    DPC_LIB_DIR=BUILD/driver:BUILD/runtime python3 dpc_test.py SOURCE_DIR BUILD/tools/dpc/dpc WORK
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+src, dpc_bin, work = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, os.path.join(src, "python"))
+import dpc  # noqa: E402
+
+os.makedirs(work, exist_ok=True)
+graph = os.path.join(src, "examples", "fashion_mlp.graph")
+fails = 0
+
+
+def check(ok, what):
+    global fails
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        fails += 1
+
+
+def close(a, b, rel=1e-6):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return a.shape == b.shape and bool(np.all(np.abs(a - b) <= rel * np.maximum(np.abs(b), 1e-30)))
+
+
+def dpc_cli(*args):
+    r = subprocess.run([dpc_bin] + list(args), capture_output=True, text=True)
+    if r.returncode:
+        sys.exit("dpc %s failed (%d): %s" % (" ".join(args), r.returncode, r.stderr))
+    return r.stdout
+
+
+def log_losses(path):
+    out = []
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            if "loss" in rec and "step" in rec and "epoch_end" not in rec:
+                out.append((rec["step"], rec["loss"]))
+    return out
+
+
+check(dpc.version().startswith("0."), "version %s" % dpc.version())
+
+# forward: the same input through the module and through dpc run
+rng = np.random.default_rng(7)
+x = rng.random((8, 784), dtype=np.float32)
+np.save(os.path.join(work, "x.npy"), x)
+outdir = os.path.join(work, "run_out")
+dpc_cli("run", graph, "--input", "x=" + os.path.join(work, "x.npy"), "--output-dir", outdir)
+net = dpc.load(graph)
+got = net.run({"x": x})
+check(set(got) == {n[:-4] for n in os.listdir(outdir)}, "outputs named as dpc run's: %s" %
+      sorted(got))
+for name, value in got.items():
+    want = np.load(os.path.join(outdir, name + ".npy"))
+    check(close(value, want), "forward '%s' %s equals dpc run's" % (name, value.shape))
+
+# 20 training steps, data parallel over two devices, against dpc train's step log
+logp = os.path.join(work, "train.jsonl")
+dpc_cli("train", graph, "--steps", "20", "--devices", "cpu:2", "--log", logp, "--quiet")
+want = log_losses(logp)
+losses = net.train(steps=20, devices="cpu:2")
+check(len(losses) == 20 and len(want) == 20, "20 steps each (%d, %d)" % (len(losses), len(want)))
+check(all(a[0] == b[0] for a, b in zip(losses, want)), "the same step numbers")
+check(close([l for _, l in losses], [l for _, l in want]),
+      "20 losses equal dpc train's within 1e-6 (first %.6f, last %.6f)" %
+      (losses[0][1], losses[-1][1]))
+
+# a data source: NumPy arrays in memory against the same arrays as .npy files
+xs = rng.random((640, 784), dtype=np.float32)
+ys = rng.integers(0, 10, 640).astype(np.int64)
+np.save(os.path.join(work, "xs.npy"), xs)
+np.save(os.path.join(work, "ys.npy"), ys)
+logp = os.path.join(work, "npy.jsonl")
+dpc_cli("train", graph, "--steps", "8", "--batch", "32", "--log", logp, "--quiet", "--data",
+        os.path.join(work, "xs.npy") + "," + os.path.join(work, "ys.npy"))
+want = log_losses(logp)
+losses = dpc.load(graph).train(steps=8, batch=32, data=(xs, ys))
+check(close([l for _, l in losses], [l for _, l in want]),
+      "training from arrays equals training from the same .npy files (8 steps)")
+
+# compile from Python, run through libdpcrt
+dpx = os.path.join(work, "mlp.dpx")
+net.compile(dpx, batch=8)
+with dpc.Artifact(dpx) as a:
+    out = a.run({"x": x})
+for name, value in out.items():
+    check(close(value, got[name], 1e-5), "artifact '%s' equals the JIT's forward pass" % name)
+
+# errors carry the library's message
+try:
+    dpc.load(os.path.join(work, "missing.graph"))
+    check(False, "a missing model raises dpc.Error")
+except dpc.Error as e:
+    check("missing.graph" in str(e), "a missing model raises dpc.Error naming it: %s" % e)
+
+print("%d failed" % fails)
+sys.exit(1 if fails else 0)
