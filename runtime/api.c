@@ -187,6 +187,7 @@ DPC_API dpc_status dpc_runner_open(dpc_model *m, const dpc_runner_opts *opts, dp
     st = dpc_session_new(p, &so, &r->s, &d);
   }
   if (!st) dpc_session_set_step(r->s, o.step);
+  if (!st) dpc_session_set_seed(r->s, o.seed);
   if (!st && list_roles(r)) st = dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
   if (st) {
     put_err(err, err_len, &d);
@@ -379,6 +380,10 @@ DPC_API uint64_t dpc_runner_step(const dpc_runner *r) {
 
 DPC_API void dpc_runner_set_step(dpc_runner *r, uint64_t step) {
   dpc_session_set_step(r->s, step);
+}
+
+DPC_API void dpc_runner_set_seed(dpc_runner *r, uint64_t seed) {
+  dpc_session_set_seed(r->s, seed);
 }
 
 DPC_API dpc_status dpc_runner_run(dpc_runner *r) {

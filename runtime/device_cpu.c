@@ -41,9 +41,9 @@ dpc_status dpc_device_cpu_launch(dpc_device *dev, const dpc_launch *l, int32_t *
   if (l->native.kind != DPC_KERNEL_HOST)
     return l->fn(l->a, d); /* the session admits host code only */
   const dpc_run_info *r = l->run;
-  *bad = l->pool
-             ? dpc_pool_run(l->pool, l->native.fn, l->args, l->native.total, r->step, r->training)
-             : l->native.fn(l->args, 0, l->native.total, r->step, r->training);
+  *bad = l->pool ? dpc_pool_run(l->pool, l->native.fn, l->args, l->native.total,
+                                dpc_run_kernel_step(r), r->training)
+                 : l->native.fn(l->args, 0, l->native.total, dpc_run_kernel_step(r), r->training);
   return DPC_OK;
 }
 

@@ -15,7 +15,14 @@
 typedef struct dpc_run_info {
   bool training; /* dropout drops, batch_norm uses batch statistics */
   uint64_t step; /* counts runs of a session from 0; seeds dropout masks */
+  uint64_t salt; /* 0, or the run seed mixed (dpc_session_set_seed): kernels see step ^ salt */
 } dpc_run_info;
+
+/* The step counter as kernels see it: dropout masks are a function of the node's seed and this,
+ * so a run seed changes every mask while the session's own counter (events) stays the step. */
+static inline uint64_t dpc_run_kernel_step(const dpc_run_info *r) {
+  return r->step ^ r->salt;
+}
 
 typedef struct dpc_kernel_args {
   const dpc_graph *g;

@@ -17,6 +17,7 @@
 #include "runtime/init.h"
 #include "runtime/overlap.h"
 #include "runtime/pool.h"
+#include "runtime/rng.h"
 #include "runtime/topology.h"
 #include "runtime/transport.h"
 
@@ -1022,6 +1023,10 @@ uint64_t dpc_session_steps(const dpc_session *s) {
 
 void dpc_session_set_step(dpc_session *s, uint64_t step) {
   s->run.step = step;
+}
+
+void dpc_session_set_seed(dpc_session *s, uint64_t seed) {
+  s->run.salt = seed ? dpc_mix64(seed ^ 0x5eed5a17ull) : 0;
 }
 
 dpc_tensor dpc_session_input(dpc_session *s, uint32_t value) {

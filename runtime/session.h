@@ -91,6 +91,9 @@ dpc_status dpc_session_copy(dpc_session *dst, uint32_t dst_value, const dpc_sess
 uint64_t dpc_session_steps(const dpc_session *s);
 /* Set the step counter (it seeds dropout masks): to resume a run, or to repeat a step exactly. */
 void dpc_session_set_step(dpc_session *s, uint64_t step);
+/* A run seed mixed into every dropout mask, beside the model's own seeds and the step (0: none,
+ * the masks the model's seeds alone give). */
+void dpc_session_set_seed(dpc_session *s, uint64_t seed);
 /* Time every step of the plan from now on (on) or no longer (off; the times are dropped). Costs
  * two clock reads a step: for `dpc bench --profile`, not for production runs. */
 dpc_status dpc_session_profile(dpc_session *s, bool on, dpc_diag *d);

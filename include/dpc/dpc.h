@@ -37,7 +37,8 @@
  * functions are added, so within a minor version callers keep working. A minor version before
  * 1.0 may still change an existing declaration; this is said here with the version. 0.2 added
  * `size` to dpc_tensor_info (set it before dpc_runner_info), dpc_runner_opts and
- * dpc_runner_open, DPC_MODE_EVAL, in-place binding, dpc_runner_set_step and dpc_runner_step.
+ * dpc_runner_open, DPC_MODE_EVAL, in-place binding, dpc_runner_set_step and dpc_runner_step;
+ * 0.3 added dpc_runner_opts.seed and dpc_runner_set_seed (and libdpc, dpc/compiler.h).
  */
 #ifndef DPC_DPC_H
 #define DPC_DPC_H
@@ -162,6 +163,9 @@ typedef struct dpc_runner_opts {
                         with zeros and gives the outputs' first rows. Batch inputs and
                         outputs then have `rows` rows (dpc_runner_info says so) and are
                         copied unless rows is the plan's own batch. */
+  uint64_t seed;     /* 0: dropout masks come from the model's compiled seeds and the step.
+                        Else this seed is mixed into every mask too, so runs with different
+                        seeds drop differently and runs with the same seed alike (0.3) */
 } dpc_runner_opts;
 
 /* A runner for one of the model's plans, as o says (NULL: an inference runner, defaults). */
@@ -196,6 +200,8 @@ DPC_API dpc_status dpc_runner_run(dpc_runner *r);
 /* The step counter: runs completed (plus the step it was opened with or last set to). */
 DPC_API uint64_t dpc_runner_step(const dpc_runner *r);
 DPC_API void dpc_runner_set_step(dpc_runner *r, uint64_t step);
+/* The run seed (dpc_runner_opts.seed) from the next run on; 0: the model's seeds alone. */
+DPC_API void dpc_runner_set_seed(dpc_runner *r, uint64_t seed);
 /* Copy any named value (a param, state, an output, the loss) out, or a param or state in. */
 DPC_API dpc_status dpc_runner_read(dpc_runner *r, const char *name, void *data, size_t bytes);
 DPC_API dpc_status dpc_runner_write(dpc_runner *r, const char *name, const void *data,

@@ -340,7 +340,8 @@ dpc_status dpc_ref_dropout(const dpc_kernel_args *a, dpc_diag *d) {
   }
   /* The mask is a pure function of (seed, step, element), so every backend drops the same
    * elements and the gradient can recompute it instead of storing it. */
-  uint64_t stream = dpc_rng_dropout_seed((uint64_t)dpc_attrs_int(at, "seed"), a->run->step);
+  uint64_t stream =
+      dpc_rng_dropout_seed((uint64_t)dpc_attrs_int(at, "seed"), dpc_run_kernel_step(a->run));
   double keep_p = 1.0 - p;
   uint64_t offset = (uint64_t)dpc_attrs_int(at, "offset");
   for (int64_t i = 0; i < n; i++) {

@@ -54,6 +54,15 @@ for devices in 1 2; do
   cat "$work/opts.txt"
 done
 
+# The run seed: dropout masks change with it and repeat with the same one.
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Werror -o "$work/api_seed" "$src/tests/embed/api_seed.c" \
+  $(pkg-config --cflags --libs dpc) -Wl,-rpath,"$libdir"
+"$prefix/bin/dpc" compile "$src/tests/embed/dropout.graph" -o "$work/dropout.dpx" >/dev/null
+"$work/api_seed" "$work/dropout.dpx" >"$work/seed.txt" 2>&1 ||
+  { cat "$work/seed.txt"; fail "api_seed"; }
+cat "$work/seed.txt"
+
 # Serving: inference on the caller's own buffers with no copy, the same outputs as `dpc run`,
 # one model shared by two threads' runners, a cancel flag.
 "$prefix/bin/dpc" compile "$src/examples/fashion_mlp.graph" --batch 8 -o "$work/infer8.dpx" >/dev/null
