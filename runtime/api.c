@@ -273,16 +273,19 @@ static uint32_t replicas_of(const dpc_runner *r, uint32_t v, uint32_t *ids, uint
 }
 
 /* The bytes of value v as the caller sees it (all replicas' rows); copied into dst unless NULL.
- */
+ * Sizes come from the plan's types, so sizing reads no device memory. */
 static size_t gather(const dpc_runner *r, uint32_t v, void *dst, size_t limit) {
-  uint32_t ids[256];
-  uint32_t n = replicas_of(r, v, ids, 256);
+  const dpc_graph *g = r->plan->g;
+  uint32_t ids[DPC_MAX_DEVICES];
+  uint32_t n = replicas_of(r, v, ids, DPC_MAX_DEVICES);
   size_t at = 0;
   for (uint32_t k = 0; k < n; k++) {
-    dpc_tensor t = dpc_session_value(r->s, ids[k]);
-    size_t b = dpc_tensor_bytes(&t);
-    if (dst && at < limit)
+    const dpc_value *val = &g->values[ids[k]];
+    size_t b = (size_t)dpc_shape_numel(&val->shape) * dpc_dtype_size(val->dtype);
+    if (dst && at < limit) {
+      dpc_tensor t = dpc_session_value(r->s, ids[k]);
       memcpy((unsigned char *)dst + at, t.data, b < limit - at ? b : limit - at);
+    }
     at += b;
   }
   return at;
