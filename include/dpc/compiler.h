@@ -222,6 +222,13 @@ typedef struct dpc_compile_opts {
 DPC_COMPILER_API dpc_status dpc_net_compile(const dpc_net *n, const dpc_compile_opts *o,
                                             const char *path, dpc_message *m);
 
+/* ---- build options checked alone --------------------------------------------------------- */
+
+/* Check build options before any model is loaded, so a front end can refuse a bad option before
+ * that work: the backend exists (else DPC_ERR_INVALID, the message naming the known ones) and
+ * print_after names passes. b may be NULL (the defaults, which are fine). */
+DPC_COMPILER_API dpc_status dpc_build_opts_check(const dpc_build_opts *b, dpc_message *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -132,6 +132,201 @@ DPC_COMPILER_API dpc_status dpc_devices_count(const char *spec, uint32_t *n, dpc
 /* A size in bytes: "512M", "2G", "1500000" (K, M, G are powers of 1024). False when malformed. */
 DPC_COMPILER_API bool dpc_parse_size(const char *text, uint64_t *out);
 
+/* ---- the machine and its calibration (what `dpc devices` shows) ------------------------- */
+
+typedef struct dpc_devices_opts {
+  size_t size;
+  bool no_calibrate;     /* list the devices without measuring them */
+  bool refresh;          /* measure again even when cached figures exist */
+  const char *cache_dir; /* where the figures are cached: NULL for $DPC_CACHE_DIR or
+                            ~/.cache/dpc */
+} dpc_devices_opts;
+
+/* One device a spec makes of this machine. */
+typedef struct dpc_device_info {
+  char name[32];    /* "cpu:0" */
+  uint32_t numa;    /* the NUMA node of its first core */
+  uint32_t n_cores; /* the cores its threads run on */
+  uint32_t *pus;    /* n_cores: the OS index of each core's processing unit (owned) */
+  bool shared;      /* shares its cores with another device (more devices than cores) */
+} dpc_device_info;
+
+/* The machine, the devices of a spec and, unless not asked for, their measured speeds. */
+typedef struct dpc_devices_report {
+  char machine[160];    /* hwloc's summary: "1 package, 1 NUMA node, 2 cores, 2 PUs" */
+  char cpu_model[96];   /* "" when hwloc has none */
+  uint64_t l1d, l2, l3; /* the first core's cache sizes in bytes (0: absent or unknown) */
+  uint32_t n;           /* devices */
+  dpc_device_info *devices;
+  bool calibrated;       /* the figures below are there */
+  double *gflops;        /* n: GFLOP/s of dpc's GEMM on each device's cores */
+  double *copy_gbs;      /* n x n, row = source device: GB/s of a copy between devices' memory; 0
+                            where not measured (past 8 devices only to itself and the next) */
+  char when[40];         /* UTC time of the measurement */
+  bool from_cache;       /* read from the cache rather than measured now */
+  char cache_path[1024]; /* the cache file read or written, "" when there is none */
+} dpc_devices_report;
+
+/* The devices `spec` ("cpu", "cpu:N", "numa"; NULL: "cpu") makes of this machine, measured
+ * unless o->no_calibrate (measuring takes a second or two, reading the cache nothing). A wrong
+ * spec is DPC_ERR_INVALID or DPC_ERR_UNSUPPORTED with why; *out is NULL on failure. o may be
+ * NULL. Free with dpc_devices_report_free. */
+DPC_COMPILER_API dpc_status dpc_devices_describe(const char *spec, const dpc_devices_opts *o,
+                                                 dpc_devices_report **out, dpc_message *m);
+DPC_COMPILER_API void dpc_devices_report_free(dpc_devices_report *r);
+
+/* ---- plans: a training step over devices and its predicted figures (`dpc plan`) ---------- */
+
+typedef struct dpc_plan_opts {
+  size_t size;
+  uint32_t batch;      /* samples per step (0: 64) */
+  const char *devices; /* "cpu", "cpu:N" or "numa"; NULL: "cpu", or "cpu:N" for a strategy of
+                          N > 1 devices of its own (a pipeline's stages x pipelines) */
+  /* the strategy, from dpc_strategy_parse for these devices and this batch (single, data, model,
+   * hybrid or pipeline); NULL: data parallel over the devices (single on one) */
+  const dpc_strategy *strategy;
+  uint64_t memory_limit; /* bytes each device has; the plan must fit (0: the strategy's) */
+  bool profile;          /* time the model's kernels on one core first, correcting the cost model */
+  bool measure;          /* then run the plan, 30 timed steps (single, data and model strategies) */
+  const char *dot_path;  /* NULL, or write the plan there as Graphviz: a cluster per device, a
+                            node per fused kernel or named value, bytes on edges between devices */
+  bool dot_full;         /* the dot file draws every node of the step graph instead */
+  const char *json_path; /* NULL, or write the per-device figures there as JSON */
+} dpc_plan_opts;
+
+/* One device's share of the step, as the cost model with this machine's calibration predicts. */
+typedef struct dpc_plan_report_device {
+  char name[32];
+  uint32_t kernels, collectives;
+  double compute_ms, comm_ms; /* per step */
+  uint64_t memory_bytes;      /* what the plan holds on it */
+  double comm_bytes;          /* sent and received per step */
+  /* a pipeline (dpc_plan_report.stages > 0): its stage, the most bytes of activations it keeps
+   * alive at once, and its order of forward and backward micro-batches ("F0 F1 B0 F2 ...", at
+   * most 40 of them; "" when it runs none) */
+  uint32_t stage;
+  uint64_t live_peak_bytes;
+  char order[512];
+} dpc_plan_report_device;
+
+/* An op kind the profile found far from the cost model: its kernels' time per step. */
+typedef struct dpc_plan_profile_op {
+  char op[32];
+  double measured_ms, predicted_ms;
+} dpc_plan_profile_op;
+
+typedef struct dpc_plan_report {
+  /* with opts.profile: the kernels timed, and the (at most) three op kinds furthest from the
+   * cost model, furthest first */
+  bool profiled;
+  uint32_t profile_kernels;
+  dpc_plan_profile_op furthest[3];
+  uint32_t n_furthest;
+
+  /* the plan; n_devices is 0 when it failed before the plan was made */
+  dpc_strategy_kind kind; /* what was planned */
+  char devices_spec[64];  /* the devices it was planned on ("cpu:2") */
+  uint32_t batch;
+  uint32_t n_devices;
+  dpc_plan_report_device *devices;
+  double step_ms;       /* predicted for one step */
+  double samples_per_s; /* batch / step */
+  double bytes_moved;   /* between devices per step */
+
+  /* a pipeline: stages, micro-batches, schedule and the share of the devices' time idle, as
+   * predicted and as (S-1)/(M+S-1) gives for balanced stages, in percent (stages 0: none) */
+  uint32_t stages, microbatches;
+  dpc_pipeline_schedule schedule;
+  double bubble_pct, balanced_bubble_pct;
+
+  /* whether METIS placed the model (model, hybrid and pipeline strategies), and what it kept */
+  bool placed;
+  bool order_kept;      /* values flow one way between devices (else the model's own placement
+                           keeps a cycle) */
+  uint32_t chain_moves; /* nodes moved to keep chains on one device */
+
+  /* where the plan needs more memory than this machine's NUMA nodes have: a sentence each (the
+   * plan is still made: it may be for a bigger machine) */
+  char **warnings;
+  uint32_t n_warnings;
+
+  /* with opts.measure: the median of the measured steps, and the prediction's error against
+   * it in percent of it */
+  bool measured;
+  double measured_ms, error_pct;
+} dpc_plan_report;
+
+/* Plan the training step of model n over devices and predict its figures (cost model with the
+ * devices' calibration, dpc_devices_describe), writing the dot and JSON files asked for. The
+ * model must have a loss (dpc_net_trainable). On success *out has the report. On failure *out is
+ * NULL, or holds what was done before it (the profile; the whole plan when writing a file or
+ * measuring failed), to be shown with the message. Free with dpc_plan_report_free. */
+DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *n, const dpc_plan_opts *o,
+                                         dpc_plan_report **out, dpc_message *m);
+DPC_COMPILER_API void dpc_plan_report_free(dpc_plan_report *r);
+
+/* ---- benchmarks: a training step (or forward pass) timed on synthetic data (`dpc bench`) - */
+
+typedef struct dpc_benchmark_opts {
+  size_t size;
+  dpc_build_opts build; /* backend, LLVM dumps, cache (build.size 0: the defaults) */
+  uint32_t batch;       /* samples per step, every symbolic dimension (0: 64) */
+  uint32_t threads;     /* for compiled kernels (0: one per core) */
+  bool inference;       /* time the forward pass instead of the training step */
+  uint32_t warmup;      /* untimed steps first (0: none) */
+  uint32_t steps;       /* timed steps (0: 50) */
+  bool profile;         /* then as many steps again with each kernel timed (dpc_benchmark_result
+                           top and the totals) */
+  const char *devices;  /* NULL or "cpu": one device; "cpu:N" / "numa": training over them */
+  /* with several devices: data parallel (NULL), model (the graph's own placement, else
+   * METIS's) or pipeline (the devices as its stages, accumulate micro-batches), from
+   * dpc_strategy_parse; a placement method is not taken (a benchmark places as training does) */
+  const dpc_strategy *strategy;
+  uint32_t accumulate; /* training: each device's share in this many micro-batches (0, 1: whole);
+                          a pipeline strategy's own micro-batches, when given, win */
+  const char *shares;  /* data parallel: "even" (NULL), "auto" (measured) or a list "144,112"
+                          (NULL: the strategy's) */
+} dpc_benchmark_opts;
+
+/* One kernel of the profile: what it computes and its time per step. */
+typedef struct dpc_benchmark_kernel {
+  char what[200];      /* "h1 = relu(matmul(x, w1) + b1): matmul + add + relu" */
+  double ms;           /* per step, mean over the profiled steps */
+  double predicted_ms; /* the cost model's figure with this machine's calibration */
+} dpc_benchmark_kernel;
+
+#define DPC_BENCHMARK_TOP 24
+
+typedef struct dpc_benchmark_result {
+  char backend[16];              /* the backend that ran: "llvm" or "ref" */
+  char target[160];              /* what the kernels were compiled for, or "reference" */
+  double compile_s;              /* passes, plan, the JIT and the session (its memory touched) */
+  double jit_s;                  /* of which generating and compiling kernels with LLVM */
+  uint32_t kernels;              /* compiled */
+  uint32_t disk_hits;            /* read from the disk cache instead */
+  double median_s, min_s, p90_s; /* per step */
+  double samples_per_s;          /* batch / median */
+  /* with opts.profile: the slowest kernels, slowest first, the kernels in all, the whole
+   * step's profiled time and the cost model's prediction of it, and the calibrated speed the
+   * prediction used */
+  dpc_benchmark_kernel top[DPC_BENCHMARK_TOP];
+  uint32_t n_top, n_kernels;
+  double profiled_ms, predicted_ms;
+  double gflops, mem_gbs;
+  /* several devices: each one's time computing (not waiting) in the median step, and the
+   * replicas' shares of the batch (data parallel) */
+  double busy_ms[DPC_MAX_DEVICES];
+  uint32_t shares[DPC_MAX_DEVICES];
+  uint32_t n_devices, n_shares;
+} dpc_benchmark_result;
+
+/* Time model n's training step (or forward pass) as training compiles it, on synthetic data
+ * filled once: warm-up steps, then each timed step; the median is the figure to quote. *out is
+ * NULL on failure; free with dpc_benchmark_result_free. */
+DPC_COMPILER_API dpc_status dpc_net_benchmark(const dpc_net *n, const dpc_benchmark_opts *o,
+                                              dpc_benchmark_result **out, dpc_message *m);
+DPC_COMPILER_API void dpc_benchmark_result_free(dpc_benchmark_result *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,9 +1,8 @@
 /*
- * cmd_bench.c — `dpc bench`: the median step time and samples/s of a model (driver/bench.c).
+ * cmd_bench.c — `dpc bench`: the median step time and samples/s of a model (dpc_net_benchmark,
+ * <dpc/plan.h>).
  */
-#include "driver/bench.h"
 #include "tools/dpc/cli.h"
-#include "tools/dpc/cli_legacy.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -47,6 +46,27 @@ static bool get_u32(const cli_parsed *p, const char *name, uint32_t *out, uint32
   return true;
 }
 
+/* The model with its inputs' leading dimension as the batch, and the note when an ONNX export
+ * keeps the batch it was exported with; that note comes even when attaching --loss then fails
+ * (the model is loaded again without it, on that failure only). */
+static dpc_status load_model(const char *path, const char *loss, dpc_net **net, dpc_message *m) {
+  dpc_load_opts lo = {sizeof lo, .batched = true, .loss = loss};
+  dpc_status st = dpc_net_load(path, &lo, net, m);
+  dpc_net *plain = NULL;
+  dpc_message *pm = st && loss ? dpc_message_new() : NULL;
+  lo.loss = NULL;
+  if (pm && dpc_net_load(path, &lo, &plain, pm)) plain = NULL;
+  const dpc_net *shown = st ? plain : *net;
+  if (shown && dpc_net_fixed_batch(shown))
+    fprintf(stderr,
+            "dpc bench: note: %s; until then it runs at the shapes it was exported with, whatever "
+            "--batch says\n",
+            dpc_net_fixed_batch(shown));
+  dpc_net_free(plain);
+  dpc_message_free(pm);
+  return st;
+}
+
 /* The strategies dpc bench times. */
 #define BENCH_KINDS                                                                                \
   ((1u << DPC_STRATEGY_DATA) | (1u << DPC_STRATEGY_MODEL) | (1u << DPC_STRATEGY_PIPELINE))
@@ -66,22 +86,22 @@ int dpc_cmd_bench(int argc, char **argv) {
     return DPC_EXIT_OK;
   }
   if (p.npos != 1) return cli_usage_error("bench", "expects one model file (see dpc bench --help)");
-  dpc_bench_opts o = {.batch = DPC_DEFAULT_BATCH, .warmup = 5, .steps = 50};
+  dpc_benchmark_opts o = {sizeof o, .batch = DPC_DEFAULT_BATCH, .warmup = 5, .steps = 50};
   o.inference = cli_get(bench_opts, NBENCH, &p, "inference") != NULL;
   o.profile = cli_get(bench_opts, NBENCH, &p, "profile") != NULL;
   o.devices = cli_get(bench_opts, NBENCH, &p, "devices");
-  o.shares_spec = cli_get(bench_opts, NBENCH, &p, "shares");
+  o.shares = cli_get(bench_opts, NBENCH, &p, "shares");
   dpc_pipeline_schedule sched = DPC_SCHEDULE_NONE;
   int src = cli_schedules("bench", bench_opts, NBENCH, &p, NULL, &sched);
   if (src) return src;
   uint32_t D = 1;
   if (o.devices && (src = cli_devices("bench", o.devices, &D))) return src;
   /* a pipeline here is the devices as its stages, each share in --accumulate micro-batches
-   * (dpc_bench's own rule; the batch it checks itself) */
+   * (the benchmark's own rule; the batch it checks itself) */
   dpc_strategy_args a;
   dpc_strategy_args_init(&a);
   a.text = cli_get(bench_opts, NBENCH, &p, "strategy");
-  a.kinds = BENCH_KINDS, a.schedule = sched, a.devices = D, a.shares = o.shares_spec;
+  a.kinds = BENCH_KINDS, a.schedule = sched, a.devices = D, a.shares = o.shares;
   if (!get_u32(&p, "accumulate", &o.accumulate, 1)) return DPC_EXIT_USAGE;
   dpc_strategy_kind named = DPC_STRATEGY_DATA;
   char kind_name[16];
@@ -93,86 +113,81 @@ int dpc_cmd_bench(int argc, char **argv) {
   }
   dpc_strategy s;
   dpc_strategy_error e;
-  dpc_diag sd;
-  dpc_diag_init(&sd);
-  src = dpc_strategy_parse(&a, &s, &e, &sd)
-            ? cli_strategy_error("bench", &e, BENCH_KINDS, o.devices ? o.devices : "cpu", &sd)
+  dpc_message *sm = dpc_message_new();
+  src = dpc_strategy_parse(&a, &s, &e, sm)
+            ? cli_strategy_error("bench", &e, BENCH_KINDS, o.devices ? o.devices : "cpu", sm)
             : DPC_EXIT_OK;
-  dpc_diag_free(&sd);
+  dpc_message_free(sm);
   if (src) return src;
   if (s.given & (1u << DPC_STRATEGY_FIELD_PLACEMENT))
     return cli_usage_error("bench", "--strategy: dpc bench places a model as dpc train does; the "
                                     "placement setting is dpc plan's");
-  o.model = s.kind == DPC_STRATEGY_MODEL || s.kind == DPC_STRATEGY_PIPELINE;
-  if (s.kind == DPC_STRATEGY_PIPELINE && (s.given & (1u << DPC_STRATEGY_FIELD_MICROBATCHES)))
-    o.accumulate = s.microbatches;
-  if (s.kind == DPC_STRATEGY_PIPELINE) o.pipeline = s.schedule;
+  o.strategy = &s;
   if (!get_u32(&p, "batch", &o.batch, 1) || !get_u32(&p, "threads", &o.threads, 1) ||
       !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0))
     return DPC_EXIT_USAGE;
-  int rc = cli_exec_opts("bench", bench_opts, NBENCH, &p, &o.exec);
-  if (rc) return rc;
-  dpc_diag d;
-  dpc_diag_init(&d);
-  dpc_graph *g = NULL;
-  dpc_bench_result r;
+  dpc_message *m = dpc_message_new();
+  /* an unknown backend named as the library names it, with the ones it knows */
+  dpc_build_opts bb = {sizeof bb, .backend = cli_get(bench_opts, NBENCH, &p, "backend")};
+  int rc = dpc_build_opts_check(&bb, m)
+               ? cli_usage_error("bench", "--backend: %s", dpc_message_brief(m))
+               : cli_build_opts("bench", bench_opts, NBENCH, &p, &o.build);
+  if (rc) {
+    dpc_message_free(m);
+    return rc;
+  }
+  dpc_net *net = NULL;
+  dpc_benchmark_result *r = NULL;
   const char *loss = cli_get(bench_opts, NBENCH, &p, "loss");
-  char *fixed = NULL;
-  dpc_status st = dpc_driver_load_batched(p.pos[0], &g, &fixed, &d);
-  if (fixed)
-    fprintf(stderr,
-            "dpc bench: note: %s; until then it runs at the shapes it was exported with, whatever "
-            "--batch says\n",
-            fixed);
-  free(fixed);
-  if (st || (loss && dpc_driver_attach_loss(g, loss, &d)) || dpc_bench(g, &o, &r, &d)) {
-    rc = cli_report("bench", &d);
-  } else {
-    const char *name = g->name != DPC_NONE ? dpc_graph_str(g, g->name) : p.pos[0];
+  if (load_model(p.pos[0], loss, &net, m) || dpc_net_benchmark(net, &o, &r, m))
+    rc = cli_report("bench", m);
+  if (r) {
+    const char *name = dpc_net_name(net);
     const char *what = o.inference ? "inference" : "training";
     if (cli_get(bench_opts, NBENCH, &p, "json")) {
       printf("{\"model\": \"%s\", \"mode\": \"%s\", \"batch\": %u, \"threads\": %u, "
              "\"backend\": \"%s\", \"target\": \"%s\", \"compile_s\": %.4f, \"jit_s\": %.4f, "
              "\"kernels\": %u, \"disk_hits\": %u, "
              "\"median_ms\": %.4f, \"min_ms\": %.4f, \"p90_ms\": %.4f, \"samples_per_s\": %.1f}\n",
-             name, what, o.batch, o.threads, o.exec.backend ? o.exec.backend->name : "ref",
-             r.target, r.compile_s, r.jit_s, r.kernels, r.disk_hits, r.median_s * 1e3,
-             r.min_s * 1e3, r.p90_s * 1e3, r.samples_per_s);
+             name, what, o.batch, o.threads, r->backend, r->target, r->compile_s, r->jit_s,
+             r->kernels, r->disk_hits, r->median_s * 1e3, r->min_s * 1e3, r->p90_s * 1e3,
+             r->samples_per_s);
     } else {
       char th[32];
       if (o.threads)
         snprintf(th, sizeof th, "%u thread%s", o.threads, o.threads == 1 ? "" : "s");
       else
         snprintf(th, sizeof th, "a thread per core");
-      printf("%s, %s step, batch %u, %s, %s\n", name, what, o.batch, th, r.target);
-      printf("  compile: %.3f s, of which the JIT %.3f s for %u kernels", r.compile_s, r.jit_s,
-             r.kernels);
-      if (r.disk_hits) printf(" (%u more from the disk cache)", r.disk_hits);
+      printf("%s, %s step, batch %u, %s, %s\n", name, what, o.batch, th, r->target);
+      printf("  compile: %.3f s, of which the JIT %.3f s for %u kernels", r->compile_s, r->jit_s,
+             r->kernels);
+      if (r->disk_hits) printf(" (%u more from the disk cache)", r->disk_hits);
       printf("\n");
       printf("  step:    median %.3f ms, fastest %.3f ms, 90th percentile %.3f ms (%u steps)\n",
-             r.median_s * 1e3, r.min_s * 1e3, r.p90_s * 1e3, o.steps);
-      printf("  %.0f samples/s\n", r.samples_per_s);
-      if (r.n_shares) {
+             r->median_s * 1e3, r->min_s * 1e3, r->p90_s * 1e3, o.steps);
+      printf("  %.0f samples/s\n", r->samples_per_s);
+      if (r->n_shares) {
         printf("  shares:  ");
-        for (uint32_t k = 0; k < r.n_shares; k++) printf("%s%u", k ? "," : "", r.shares[k]);
+        for (uint32_t k = 0; k < r->n_shares; k++) printf("%s%u", k ? "," : "", r->shares[k]);
         printf(" samples; computing per step:");
-        for (uint32_t k = 0; k < r.n_devices; k++) printf(" cpu:%u %.3f ms", k, r.busy_ms[k]);
+        for (uint32_t k = 0; k < r->n_devices; k++) printf(" cpu:%u %.3f ms", k, r->busy_ms[k]);
         printf("\n");
       }
       if (o.profile) {
         printf("  profile: %u kernels, %.3f ms a step in all (mean of %u more steps); the cost "
                "model predicts %.3f ms\n"
                "  (calibrated: %.0f GFLOP/s, %.1f GB/s; dpc devices). The slowest:\n",
-               r.n_kernels, r.profiled_ms, o.steps, r.predicted_ms, r.gflops, r.mem_gbs);
+               r->n_kernels, r->profiled_ms, o.steps, r->predicted_ms, r->gflops, r->mem_gbs);
         printf("  %8s %6s %9s  %s\n", "measured", "share", "predicted", "kernel");
-        for (uint32_t i = 0; i < r.n_top; i++)
-          printf("  %5.3f ms %5.1f%% %6.3f ms  %s\n", r.top[i].ms,
-                 r.profiled_ms > 0 ? 100 * r.top[i].ms / r.profiled_ms : 0, r.top[i].predicted_ms,
-                 r.top[i].what);
+        for (uint32_t i = 0; i < r->n_top; i++)
+          printf("  %5.3f ms %5.1f%% %6.3f ms  %s\n", r->top[i].ms,
+                 r->profiled_ms > 0 ? 100 * r->top[i].ms / r->profiled_ms : 0,
+                 r->top[i].predicted_ms, r->top[i].what);
       }
     }
   }
-  dpc_graph_free(g);
-  dpc_diag_free(&d);
+  dpc_benchmark_result_free(r);
+  dpc_net_free(net);
+  dpc_message_free(m);
   return rc;
 }

@@ -1,8 +1,7 @@
 /*
  * cmd_devices.c — `dpc devices`: the machine as dpc sees it, the devices a --devices spec makes
- * of it, and how fast each computes and copies (driver/calibrate.h).
+ * of it, and how fast each computes and copies (dpc_devices_describe, <dpc/plan.h>).
  */
-#include "driver/calibrate.h"
 #include "tools/dpc/cli.h"
 
 #include <stdio.h>
@@ -24,40 +23,41 @@ static void print_size(const char *what, uint64_t bytes) {
     printf(", %s %llu KiB", what, (unsigned long long)(bytes >> 10));
 }
 
-static void print_json(const dpc_topology *t, const dpc_device_list *l, const dpc_calibration *c) {
-  printf("{\"machine\": \"%s\", \"cpu\": \"%s\", \"devices\": [", t->description, t->cpu_model);
-  for (uint32_t i = 0; i < l->n; i++) {
-    const dpc_device_spec *s = &l->devs[i];
+static void print_json(const dpc_devices_report *r) {
+  printf("{\"machine\": \"%s\", \"cpu\": \"%s\", \"devices\": [", r->machine, r->cpu_model);
+  for (uint32_t i = 0; i < r->n; i++) {
+    const dpc_device_info *s = &r->devices[i];
     printf("%s{\"name\": \"%s\", \"numa\": %u, \"pus\": [", i ? ", " : "", s->name, s->numa);
     for (uint32_t k = 0; k < s->n_cores; k++) printf("%s%u", k ? ", " : "", s->pus[k]);
     printf("]");
-    if (c) {
-      printf(", \"gemm_gflops\": %.1f, \"copy_gbs\": [", c->gflops[i]);
-      for (uint32_t j = 0; j < l->n; j++)
-        printf("%s%.2f", j ? ", " : "", c->copy_gbs[(size_t)i * l->n + j]);
+    if (r->calibrated) {
+      printf(", \"gemm_gflops\": %.1f, \"copy_gbs\": [", r->gflops[i]);
+      for (uint32_t j = 0; j < r->n; j++)
+        printf("%s%.2f", j ? ", " : "", r->copy_gbs[(size_t)i * r->n + j]);
       printf("]");
     }
     printf("}");
   }
   printf("]");
-  if (c) printf(", \"calibrated\": \"%s\"", c->when);
+  if (r->calibrated) printf(", \"calibrated\": \"%s\"", r->when);
   printf("}\n");
 }
 
-static void print_table(const dpc_topology *t, const dpc_device_list *l, const dpc_calibration *c) {
-  printf("machine: %s", t->description);
-  print_size("L1d", t->l1d);
-  print_size("L2", t->l2);
-  print_size("L3", t->l3);
-  printf("%s%s\n", t->cpu_model[0] ? "; " : "", t->cpu_model);
+static void print_table(const dpc_devices_report *r) {
+  bool c = r->calibrated;
+  printf("machine: %s", r->machine);
+  print_size("L1d", r->l1d);
+  print_size("L2", r->l2);
+  print_size("L3", r->l3);
+  printf("%s%s\n", r->cpu_model[0] ? "; " : "", r->cpu_model);
   printf("%-8s %5s  %-12s %4s", "device", "cores", "PUs", "NUMA");
   if (c) {
     printf("  %11s  copy GB/s to:", "GEMM GF/s");
-    for (uint32_t j = 0; j < l->n && j < 8; j++) printf(" %7s", l->devs[j].name);
+    for (uint32_t j = 0; j < r->n && j < 8; j++) printf(" %7s", r->devices[j].name);
   }
   printf("\n");
-  for (uint32_t i = 0; i < l->n; i++) {
-    const dpc_device_spec *s = &l->devs[i];
+  for (uint32_t i = 0; i < r->n; i++) {
+    const dpc_device_info *s = &r->devices[i];
     char pus[64] = "";
     size_t k = 0;
     for (uint32_t p = 0; p < s->n_cores && k < sizeof pus - 8; p++)
@@ -65,9 +65,9 @@ static void print_table(const dpc_topology *t, const dpc_device_list *l, const d
     if (k >= sizeof pus - 8) snprintf(pus + k, sizeof pus - k, ",...");
     printf("%-8s %5u  %-12s %4u", s->name, s->n_cores, pus, s->numa);
     if (c) {
-      printf("  %11.1f  %13s", c->gflops[i], "");
-      for (uint32_t j = 0; j < l->n && j < 8; j++) {
-        double v = c->copy_gbs[(size_t)i * l->n + j];
+      printf("  %11.1f  %13s", r->gflops[i], "");
+      for (uint32_t j = 0; j < r->n && j < 8; j++) {
+        double v = r->copy_gbs[(size_t)i * r->n + j];
         if (v > 0)
           printf(" %7.1f", v);
         else
@@ -77,8 +77,8 @@ static void print_table(const dpc_topology *t, const dpc_device_list *l, const d
     printf("%s\n", s->shared ? "  (shares its core)" : "");
   }
   if (c)
-    printf("calibrated %s%s%s\n", c->when,
-           c->from_cache ? ", read from " : (c->path[0] ? ", saved to " : ""), c->path);
+    printf("calibrated %s%s%s\n", r->when,
+           r->from_cache ? ", read from " : (r->cache_path[0] ? ", saved to " : ""), r->cache_path);
 }
 
 int dpc_cmd_devices(int argc, char **argv) {
@@ -99,29 +99,22 @@ int dpc_cmd_devices(int argc, char **argv) {
   if (p.npos != 0) return cli_usage_error("devices", "takes no file (see dpc devices --help)");
   const char *spec = cli_get(devices_opts, NDEV, &p, "devices");
   if (!spec) spec = "cpu";
-  dpc_diag d;
-  dpc_diag_init(&d);
-  dpc_topology *t = NULL;
-  dpc_device_list l = {0};
-  dpc_calibration cal = {0};
-  bool calibrate = !cli_get(devices_opts, NDEV, &p, "no-calibrate");
-  dpc_calibrate_opts co = {.refresh = cli_get(devices_opts, NDEV, &p, "recalibrate") != NULL};
-  int rc = DPC_EXIT_OK;
-  if (dpc_topology_load(NULL, &t, &d)) {
-    rc = cli_report("devices", &d);
-  } else if (dpc_devices_parse(t, spec, &l, &d)) {
-    /* the command line asked for devices that cannot be: the flag named */
-    rc = cli_usage_error("devices", "--devices %s", d.msg ? d.msg : spec);
-  } else if (calibrate && dpc_calibrate(t, &l, &co, &cal, &d)) {
-    rc = cli_report("devices", &d);
-  } else if (cli_get(devices_opts, NDEV, &p, "json")) {
-    print_json(t, &l, calibrate ? &cal : NULL);
-  } else {
-    print_table(t, &l, calibrate ? &cal : NULL);
-  }
-  dpc_calibration_free(&cal);
-  dpc_device_list_free(&l);
-  dpc_topology_free(t);
-  dpc_diag_free(&d);
+  /* the command line asked for devices that cannot be: the flag named */
+  uint32_t n = 0;
+  int rc = cli_devices("devices", spec, &n);
+  if (rc) return rc;
+  dpc_devices_opts o = {sizeof o};
+  o.no_calibrate = cli_get(devices_opts, NDEV, &p, "no-calibrate") != NULL;
+  o.refresh = cli_get(devices_opts, NDEV, &p, "recalibrate") != NULL;
+  dpc_message *m = dpc_message_new();
+  dpc_devices_report *r = NULL;
+  if (dpc_devices_describe(spec, &o, &r, m))
+    rc = cli_report("devices", m);
+  else if (cli_get(devices_opts, NDEV, &p, "json"))
+    print_json(r);
+  else
+    print_table(r);
+  dpc_devices_report_free(r);
+  dpc_message_free(m);
   return rc;
 }

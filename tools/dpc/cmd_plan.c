@@ -1,24 +1,15 @@
 /*
  * cmd_plan.c — `dpc plan`: how a model's training step is spread over devices, what each device
- * does, how long the cost model says it takes, and what moves between them.
+ * does, how long the cost model says it takes, and what moves between them (dpc_net_plan,
+ * <dpc/plan.h>): the flags in, the report out.
  */
-#include "partitioner/cost.h"
-#include "partitioner/partitioner.h"
-#include "passes/pass.h"
-#include "driver/bench.h"
-#include "driver/calibrate.h"
 #include "tools/dpc/cli.h"
-#include "driver/driver.h"
 #include "tools/dpc/outpath.h"
 
-#include "codegen/cpu/cpu.h"
-
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static const cli_opt plan_opts[] = {
     CLI_OPT_LOSS,
@@ -50,158 +41,82 @@ static const cli_opt plan_opts[] = {
 };
 #define NPLAN (int)(sizeof plan_opts / sizeof *plan_opts)
 
-typedef dpc_sim_device dev_summary;
-
-/* What make_plan works from and gives back. */
-typedef struct plan_req {
-  uint32_t batch, D, mp, accumulate;
-  dpc_pipeline_schedule schedule;
-  const dpc_cost_profile *profile; /* --profile: placement simulates with the measured times */
-  bool model;
-  const char *spec;
-  dpc_placement_method placement;
-  uint64_t limit;
-  dpc_place_report rep; /* out: what automatic placement did */
-  bool placed;          /* out: whether it placed */
-  dpc_graph *placed_g;  /* out: the model as placed, before the training passes */
-} plan_req;
-
-/* The plan of the training step: bound at the replica batch, replicated when D > 1. */
-static dpc_status make_plan(const dpc_graph *src, plan_req *q, dpc_plan **out, dpc_diag *d) {
-  dpc_graph *g = dpc_graph_clone(src);
-  if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  uint32_t D = q->D, mp = q->mp, batch = q->batch;
-  bool model = q->model;
-  dpc_status st = DPC_OK;
-  q->placed = false;
-  if (model && q->placement != DPC_PLACEMENT_METIS) {
-    dpc_device_names dn;
-    dpc_driver_device_names(D, &dn);
-    st = dpc_place_simple(g, batch, dn.ptr, D, q->placement == DPC_PLACEMENT_CONTIGUOUS, d);
-  } else if (model) {
-    dpc_driver_place_opts po = {q->limit, q->profile, 1, DPC_SCHEDULE_NONE};
-    st = dpc_driver_place(g, batch, q->spec, D, &po, &q->placed, &q->rep, d);
-  } else if (mp > 1) { /* hybrid: one replica placed over its mp devices */
-    char rspec[32];
-    snprintf(rspec, sizeof rspec, "cpu:%u", mp);
-    dpc_driver_place_opts po = {q->limit, q->profile, q->accumulate, q->schedule};
-    st = dpc_driver_place(g, batch / (D / mp), rspec, mp, &po, &q->placed, &q->rep, d);
-  }
-  if (!st && !(q->placed_g = dpc_graph_clone(g)))
-    st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  uint32_t R = D / (mp > 1 ? mp : 1); /* data-parallel replicas */
-  dpc_pass_opts po = {.training = true, .fuse = dpc_cpu_fusion()};
-  if (!st) st = dpc_driver_default_horizon(g, d);
-  if (!st) st = dpc_passes_run(g, &po, d);
-  dpc_driver_strategy ds = {model ? 1 : R, model ? D : mp, q->accumulate, q->schedule, false};
-  if (!st) st = dpc_driver_plan_share(g, batch, model ? batch : batch / R, &ds, true, out, d);
-  dpc_graph_free(g);
+/* The model with its inputs' leading dimension as the batch, and the note when an ONNX export
+ * keeps the batch it was exported with; that note comes even when attaching --loss then fails
+ * (the model is loaded again without it, on that failure only). */
+static dpc_status load_model(const char *path, const char *loss, dpc_net **net, dpc_message *m) {
+  dpc_load_opts lo = {sizeof lo, .batched = true, .loss = loss};
+  dpc_status st = dpc_net_load(path, &lo, net, m);
+  dpc_net *plain = NULL;
+  dpc_message *pm = st && loss ? dpc_message_new() : NULL;
+  lo.loss = NULL;
+  if (pm && dpc_net_load(path, &lo, &plain, pm)) plain = NULL;
+  const dpc_net *shown = st ? plain : *net;
+  if (shown && dpc_net_fixed_batch(shown))
+    fprintf(stderr,
+            "dpc plan: note: %s; until then it runs at the shapes it was exported with, whatever "
+            "--batch says\n",
+            dpc_net_fixed_batch(shown));
+  dpc_net_free(plain);
+  dpc_message_free(pm);
   return st;
 }
 
 /* The op kinds whose kernels the profile found furthest from the cost model, in ms a step. */
-static void print_profile(const dpc_cost_profile *pr, uint32_t kernels) {
-  printf("profile: %u kernels timed on one core; the cost model corrected by their times", kernels);
-  bool shown[DPC_OP_COUNT] = {false};
-  for (int n = 0; n < 3; n++) {
-    int worst = -1;
-    for (int k = 0; k < DPC_OP_COUNT; k++)
-      if (!shown[k] && pr->op_pred_ms[k] > 0 &&
-          (worst < 0 ||
-           fabs(pr->op_ms[k] - pr->op_pred_ms[k]) > fabs(pr->op_ms[worst] - pr->op_pred_ms[worst])))
-        worst = k;
-    if (worst < 0) break;
-    shown[worst] = true;
-    printf("%s %s %.2f ms for %.2f predicted", n ? "," : " (furthest:", dpc_op_name((dpc_op)worst),
-           pr->op_ms[worst], pr->op_pred_ms[worst]);
-  }
+static void print_profile(const dpc_plan_report *r) {
+  printf("profile: %u kernels timed on one core; the cost model corrected by their times",
+         r->profile_kernels);
+  for (uint32_t n = 0; n < r->n_furthest; n++)
+    printf("%s %s %.2f ms for %.2f predicted", n ? "," : " (furthest:", r->furthest[n].op,
+           r->furthest[n].measured_ms, r->furthest[n].predicted_ms);
   printf(")\n");
 }
 
 /* A pipeline's stages, each device's order as a line of F<k> / B<k>, the bubble the simulator
  * predicts (and what balanced stages would give) and each device's live activation peak. */
-static void print_pipeline(const dpc_plan *p, const dpc_sim_device *sum, double step, uint32_t S,
-                           uint32_t M, dpc_pipeline_schedule kind) {
-  uint32_t *stage = calloc(p->n_devs, sizeof *stage);
-  if (!stage || !dpc_pipeline_stages(p, S, stage)) {
-    free(stage);
-    return;
-  }
-  double busy = 0;
-  for (uint32_t i = 0; i < p->n_devs; i++) busy += sum[i].compute_s + sum[i].comm_s;
-  double bubble = step > 0 ? 1 - busy / (p->n_devs * step) : 0;
+static void print_pipeline(const dpc_plan_report *r) {
   printf("pipeline: %u stages, %u micro-batches, %s; predicted bubble %.1f%% of the devices' "
          "time (balanced stages: (S-1)/(M+S-1) = %.1f%%)\n",
-         S, M, kind == DPC_SCHEDULE_GPIPE ? "GPipe" : "1F1B", bubble * 100,
-         100.0 * (S - 1) / (M + S - 1));
-  for (uint32_t i = 0; i < p->n_devs; i++) {
-    printf("  %-7s stage %u, live activations at most %6.2f MB:", p->devs[i].name, stage[i],
-           (double)dpc_pipeline_live_peak(p, i) / 1e6);
-    int last_phase = -1, last_mb = -1, shown = 0;
-    for (uint32_t j = 0; j < p->devs[i].n_steps && shown < 40; j++) {
-      const dpc_step *st = &p->devs[i].steps[j];
-      if (st->kind != DPC_STEP_KERNEL) continue;
-      const dpc_node *n = &p->g->nodes[st->node];
-      if (n->phase != DPC_PHASE_FORWARD && n->phase != DPC_PHASE_BACKWARD) continue;
-      if (n->phase == last_phase && n->mb == last_mb) continue;
-      last_phase = n->phase, last_mb = n->mb, shown++;
-      printf(" %c%u", n->phase == DPC_PHASE_FORWARD ? 'F' : 'B', n->mb);
-    }
-    printf("\n");
-  }
-  free(stage);
-}
-
-/* What the plan puts on each NUMA node's devices against the node's memory: a plan too big for
- * this machine is still shown (a plan may be for a bigger one), with a warning naming both. */
-static void warn_memory(const dpc_plan *plan, const dpc_topology *t, const dpc_device_list *l) {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  uint32_t nodes = t->n_numa ? t->n_numa : 1;
-  double phys = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
-  for (uint32_t node = 0; node < nodes; node++) {
-    /* hwloc's node sizes can be short of the memory inside VMs: the larger of the two */
-    double have = t->numa_memory ? (double)t->numa_memory[node] : 0;
-    if (phys / nodes > have) have = phys / nodes;
-    double need = 0, most = 0;
-    uint32_t on = 0, at = 0;
-    for (uint32_t k = 0; k < l->n && k < plan->n_devs; k++) {
-      if (l->devs[k].numa != node) continue;
-      double b = (double)plan->devs[k].bytes;
-      need += b, on++;
-      if (b > most) most = b, at = k;
-    }
-    if (!on || have <= 0 || need <= have) continue;
-    if (on == 1)
-      fprintf(stderr,
-              "dpc plan: warning: %s is predicted to need %.1f MB a step, more than the %.1f MB "
-              "of memory it has here (NUMA node %u): the plan would not run on this machine\n",
-              plan->devs[at].name, need / 1e6, have / 1e6, node);
-    else
-      fprintf(stderr,
-              "dpc plan: warning: the %u devices on NUMA node %u are predicted to need %.1f MB a "
-              "step together (%s the most, %.1f MB), more than the node's %.1f MB of memory: the "
-              "plan would not run on this machine\n",
-              on, node, need / 1e6, plan->devs[at].name, most / 1e6, have / 1e6);
+         r->stages, r->microbatches, r->schedule == DPC_SCHEDULE_GPIPE ? "GPipe" : "1F1B",
+         r->bubble_pct, r->balanced_bubble_pct);
+  for (uint32_t i = 0; i < r->n_devices; i++) {
+    const dpc_plan_report_device *v = &r->devices[i];
+    printf("  %-7s stage %u, live activations at most %6.2f MB:", v->name, v->stage,
+           (double)v->live_peak_bytes / 1e6);
+    printf("%s%s\n", v->order[0] ? " " : "", v->order);
   }
 }
 
-static dpc_status write_json(const char *path, const dpc_plan *p, const dev_summary *s,
-                             double step_s, dpc_diag *d) {
-  FILE *f = fopen(path, "w");
-  if (!f) return dpc_diag_fail(d, DPC_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-  double comm = 0;
-  fprintf(f, "{\"devices\": [");
-  for (uint32_t i = 0; i < p->n_devs; i++) {
-    fprintf(f,
-            "%s{\"name\": \"%s\", \"kernels\": %u, \"collectives\": %u, \"compute_ms\": %.4f, "
-            "\"comm_ms\": %.4f, \"memory_bytes\": %llu, \"comm_bytes\": %.0f}",
-            i ? ", " : "", p->devs[i].name, s[i].kernels, s[i].comms, s[i].compute_s * 1e3,
-            s[i].comm_s * 1e3, (unsigned long long)p->devs[i].bytes, s[i].comm_bytes);
-    comm += s[i].comm_bytes;
+/* The plan: what each device does and the predicted step, then a pipeline's schedule, this
+ * machine's memory warnings and what placement did. */
+static void print_plan(const dpc_plan_report *r, const char *name) {
+  uint32_t D = r->n_devices;
+  if (D > 1)
+    printf("%s, training step, batch %u, %s on %u devices (%s)\n", name, r->batch,
+           r->kind == DPC_STRATEGY_MODEL      ? "model parallel"
+           : r->kind == DPC_STRATEGY_PIPELINE ? "pipeline"
+           : r->kind == DPC_STRATEGY_HYBRID ? "hybrid (data parallel over model-parallel replicas)"
+                                            : "data parallel",
+           D, r->devices_spec);
+  else
+    printf("%s, training step, batch %u, on one device (%s)\n", name, r->batch, r->devices_spec);
+  printf("%-8s %8s %12s %12s %10s %10s %12s\n", "device", "kernels", "collectives", "compute ms",
+         "comm ms", "memory MB", "comm MB/step");
+  for (uint32_t i = 0; i < D; i++) {
+    const dpc_plan_report_device *v = &r->devices[i];
+    printf("%-8s %8u %12u %12.3f %10.3f %10.1f %12.2f\n", v->name, v->kernels, v->collectives,
+           v->compute_ms, v->comm_ms, (double)v->memory_bytes / 1e6, v->comm_bytes / 1e6);
   }
-  fprintf(f, "], \"predicted_step_ms\": %.4f, \"comm_bytes_per_step\": %.0f}\n", step_s * 1e3,
-          comm);
-  return fclose(f) ? dpc_diag_fail(d, DPC_ERR_IO, "cannot write '%s'", path) : DPC_OK;
+  printf("predicted step %.3f ms (%.0f samples/s); %.2f MB moved between devices per step\n",
+         r->step_ms, r->samples_per_s, r->bytes_moved / 1e6);
+  if (r->stages) print_pipeline(r);
+  for (uint32_t i = 0; i < r->n_warnings; i++)
+    fprintf(stderr, "dpc plan: warning: %s\n", r->warnings[i]);
+  if (r->placed)
+    printf("placement: METIS (the best of its cuts by predicted step), %s; %u chain move%s\n",
+           r->order_kept ? "values flow one way between devices"
+                         : "the model's own placement keeps a cycle between devices",
+           r->chain_moves, r->chain_moves == 1 ? "" : "s");
 }
 
 /* The strategies dpc plan draws. */
@@ -265,7 +180,7 @@ int dpc_cmd_plan(int argc, char **argv) {
     return DPC_EXIT_USAGE;
   const char *mem = cli_get(plan_opts, NPLAN, &p, "device-memory");
   uint64_t limit = 0;
-  if (mem && !dpc_driver_parse_size(mem, &limit))
+  if (mem && !dpc_parse_size(mem, &limit))
     return cli_usage_error("plan", "--device-memory expects a size such as 512M or 2G, got '%s'",
                            mem);
   a.memory_limit = limit;
@@ -275,177 +190,46 @@ int dpc_cmd_plan(int argc, char **argv) {
   }
   dpc_strategy ps;
   dpc_strategy_error e;
-  dpc_diag sd;
-  dpc_diag_init(&sd);
-  int vrc = dpc_strategy_parse(&a, &ps, &e, &sd)
-                ? cli_strategy_error("plan", &e, PLAN_KINDS, spec ? spec : "cpu", &sd)
+  dpc_message *sm = dpc_message_new();
+  int vrc = dpc_strategy_parse(&a, &ps, &e, sm)
+                ? cli_strategy_error("plan", &e, PLAN_KINDS, spec ? spec : "cpu", sm)
                 : DPC_EXIT_OK;
-  dpc_diag_free(&sd);
+  dpc_message_free(sm);
   if (vrc) return vrc;
-  char pipe_spec[32];
-  if (!spec && ps.devices > 1) { /* a pipeline's own devices: its stages times its pipelines */
-    snprintf(pipe_spec, sizeof pipe_spec, "cpu:%u", ps.devices);
-    spec = pipe_spec;
-  }
-  uint32_t D = ps.devices;
-  bool model = ps.kind == DPC_STRATEGY_MODEL, pipeline = ps.kind == DPC_STRATEGY_PIPELINE;
-  bool hybrid = pipeline || ps.kind == DPC_STRATEGY_HYBRID; /* the layout: replicas of mp devices */
-  unsigned long mp = ps.mp, micro = ps.microbatches, acc = ps.microbatches;
-  sched = ps.schedule;
-  if (cli_check_output_file("plan", "dot", cli_get(plan_opts, NPLAN, &p, "dot")) ||
-      cli_check_output_file("plan", "json", cli_get(plan_opts, NPLAN, &p, "json")))
-    return DPC_EXIT_ERROR;
-  dpc_diag d;
-  dpc_diag_init(&d);
-  dpc_graph *g = NULL;
-  dpc_topology *t = NULL;
-  dpc_device_list l = {0};
-  dpc_calibration cal = {0};
-  dpc_plan *plan = NULL;
-  dpc_node_cost *cost = NULL;
-  dev_summary *sum = NULL;
-  int rc = DPC_EXIT_OK;
-  char *fixed = NULL;
-  dpc_status st = dpc_driver_load_batched(p.pos[0], &g, &fixed, &d);
-  if (fixed)
-    fprintf(stderr,
-            "dpc plan: note: %s; until then it runs at the shapes it was exported with, whatever "
-            "--batch says\n",
-            fixed);
-  free(fixed);
-  const char *loss = cli_get(plan_opts, NPLAN, &p, "loss");
-  if (!st && loss) st = dpc_driver_attach_loss(g, loss, &d);
-  if (!st && g->obj.loss == DPC_NONE)
-    st = dpc_diag_fail(&d, DPC_ERR_INVALID, "%s has nothing to minimize: plans are of training",
-                       p.pos[0]);
-  if (!st) st = dpc_topology_load(NULL, &t, &d);
-  if (!st) st = dpc_devices_parse(t, spec ? spec : "cpu", &l, &d);
-  if (!st && l.n != D)
-    st = dpc_diag_fail(&d, DPC_ERR_INTERNAL, "--devices %s made %u devices, then %u", spec, D, l.n);
-  if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, &d);
-  /* --profile: the cost model corrected per op kind by timing this model's kernels */
-  dpc_cost_profile *prof = NULL;
-  if (!st && cli_get(plan_opts, NPLAN, &p, "profile")) {
-    uint32_t nk = 0;
-    prof = calloc(1, sizeof *prof);
-    st = prof ? dpc_bench_cost_profile(g, (uint32_t)batch, prof, &nk, &d)
-              : dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
-    if (!st) print_profile(prof, nk);
-  }
-  plan_req q = {.batch = (uint32_t)batch,
-                .D = D,
-                .mp = hybrid ? (uint32_t)mp : 1,
-                .accumulate = (uint32_t)acc,
-                .schedule = sched,
-                .profile = prof,
-                .model = model,
-                .spec = spec ? spec : "cpu",
-                .placement = ps.placement,
-                .limit = limit};
-  if (!st) st = make_plan(g, &q, &plan, &d);
-  dpc_place_report rep = q.rep;
-  bool placed = q.placed;
-  if (!st) st = dpc_driver_check_memory(plan, limit, &d);
-  if (!st) {
-    cost = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *cost);
-    sum = calloc(D, sizeof *sum);
-    st = cost && sum ? dpc_cost_graph(plan->g, cost, &d)
-                     : dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
-  }
-  if (st) {
-    rc = cli_report("plan", &d);
-    goto done;
-  }
-  dpc_device_speed *speed = calloc(D, sizeof *speed);
-  for (uint32_t i = 0; speed && i < D; i++)
-    speed[i] = (dpc_device_speed){cal.gflops[i], cal.copy_gbs[(size_t)i * cal.n + i], prof};
-  double step = speed ? dpc_simulate_step(plan, cost, speed, sum) : 0, comm = 0;
-  free(speed);
-  for (uint32_t i = 0; i < D; i++) comm += sum[i].comm_bytes;
-  const char *name = g->name != DPC_NONE ? dpc_graph_str(g, g->name) : p.pos[0];
-  if (D > 1)
-    printf("%s, training step, batch %lu, %s on %u devices (%s)\n", name, batch,
-           model      ? "model parallel"
-           : pipeline ? "pipeline"
-           : hybrid   ? "hybrid (data parallel over model-parallel replicas)"
-                      : "data parallel",
-           D, spec);
-  else
-    printf("%s, training step, batch %lu, on one device (%s)\n", name, batch, spec ? spec : "cpu");
-  printf("%-8s %8s %12s %12s %10s %10s %12s\n", "device", "kernels", "collectives", "compute ms",
-         "comm ms", "memory MB", "comm MB/step");
-  for (uint32_t i = 0; i < D; i++)
-    printf("%-8s %8u %12u %12.3f %10.3f %10.1f %12.2f\n", plan->devs[i].name, sum[i].kernels,
-           sum[i].comms, sum[i].compute_s * 1e3, sum[i].comm_s * 1e3,
-           (double)plan->devs[i].bytes / 1e6, sum[i].comm_bytes / 1e6);
-  printf("predicted step %.3f ms (%.0f samples/s); %.2f MB moved between devices per step\n",
-         step * 1e3, step > 0 ? (double)batch / step : 0, comm / 1e6);
-  if (pipeline) print_pipeline(plan, sum, step, (uint32_t)mp, (uint32_t)micro, sched);
-  warn_memory(plan, t, &l);
-  if (placed)
-    printf("placement: METIS (the best of its cuts by predicted step), %s; %u chain move%s\n",
-           rep.order_kept ? "values flow one way between devices"
-                          : "the model's own placement keeps a cycle between devices",
-           rep.chain_moves, rep.chain_moves == 1 ? "" : "s");
   const char *dot = cli_get(plan_opts, NPLAN, &p, "dot");
-  if (dot) {
-    dpc_buf b = {0};
-    FILE *f = fopen(dot, "w");
-    /* each kernel's predicted time on its own device */
-    double *ms = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *ms);
-    for (uint32_t i = 0; ms && i < D; i++) {
-      dpc_device_speed sp = {cal.gflops[i], cal.copy_gbs[(size_t)i * cal.n + i], prof};
-      for (uint32_t j = 0; j < plan->devs[i].n_steps; j++) {
-        const dpc_step *s = &plan->devs[i].steps[j];
-        if (s->kind == DPC_STEP_KERNEL)
-          ms[s->node] = dpc_cost_kernel_seconds(plan->g, cost, s->node, &sp) * 1e3;
-      }
-    }
-    bool full = cli_get(plan_opts, NPLAN, &p, "dot-full") != NULL;
-    if (!f || (full ? dpc_dot_graph_full(plan->g, ms, &b) : dpc_dot_graph_costs(plan->g, ms, &b))) {
-      dpc_diag_fail(&d, DPC_ERR_IO, "cannot write '%s'", dot);
-      rc = cli_report("plan", &d);
-    } else {
-      fwrite(b.data, 1, b.len, f);
-    }
-    if (f) fclose(f);
-    free(ms);
-    dpc_buf_free(&b);
-  }
   const char *json = cli_get(plan_opts, NPLAN, &p, "json");
-  if (!rc && json && write_json(json, plan, sum, step, &d)) rc = cli_report("plan", &d);
-  if (!rc && cli_get(plan_opts, NPLAN, &p, "measure")) {
-    if (hybrid) {
-      rc = cli_usage_error("plan", "--measure runs data, model and single plans; not hybrid yet");
-    } else {
-      dpc_bench_opts bo = {.batch = (uint32_t)batch,
-                           .warmup = 5,
-                           .steps = 30,
-                           .devices = D > 1 ? spec : NULL,
-                           .model = model};
-      dpc_bench_result *br = calloc(1, sizeof *br);
-      st = !br ? dpc_diag_fail(&d, DPC_ERR_NOMEM, "oom")
-               : dpc_codegen_backend_find("llvm", &bo.exec.backend, &d);
-      if (!st) st = dpc_bench(q.placed_g, &bo, br, &d);
-      if (st)
-        rc = cli_report("plan", &d);
-      else
-        printf("measured step %.3f ms (median of 30): the prediction is %+.0f%% of it\n",
-               br->median_s * 1e3, (step - br->median_s) / br->median_s * 100);
-      free(br);
-    }
-  }
-done:
-  if (prof) dpc_cost_profile_free(prof);
-  free(prof);
-  dpc_graph_free(q.placed_g);
-  free(sum);
-  free(cost);
-  dpc_plan_free(plan);
-  dpc_calibration_free(&cal);
-  dpc_device_list_free(&l);
-  dpc_topology_free(t);
-  dpc_graph_free(g);
-  dpc_diag_free(&d);
+  if (cli_check_output_file("plan", "dot", dot) || cli_check_output_file("plan", "json", json))
+    return DPC_EXIT_ERROR;
+  /* the layout of replicas of mp devices: --measure does not run it yet */
+  bool hybrid = ps.kind == DPC_STRATEGY_PIPELINE || ps.kind == DPC_STRATEGY_HYBRID;
+  bool measure = cli_get(plan_opts, NPLAN, &p, "measure") != NULL;
+  dpc_plan_opts o = {sizeof o,
+                     .batch = (uint32_t)batch,
+                     .devices = spec,
+                     .strategy = &ps,
+                     .memory_limit = limit,
+                     .profile = cli_get(plan_opts, NPLAN, &p, "profile") != NULL,
+                     .measure = measure && !hybrid,
+                     .dot_path = dot,
+                     .dot_full = cli_get(plan_opts, NPLAN, &p, "dot-full") != NULL,
+                     .json_path = json};
+  dpc_message *m = dpc_message_new();
+  dpc_net *net = NULL;
+  dpc_plan_report *r = NULL;
+  int rc = DPC_EXIT_OK;
+  dpc_status st = load_model(p.pos[0], cli_get(plan_opts, NPLAN, &p, "loss"), &net, m);
+  if (!st) st = dpc_net_plan(net, &o, &r, m);
+  if (r && r->profiled) print_profile(r);
+  if (r && r->n_devices) print_plan(r, dpc_net_name(net));
+  if (st)
+    rc = cli_report("plan", m);
+  else if (measure && hybrid)
+    rc = cli_usage_error("plan", "--measure runs data, model and single plans; not hybrid yet");
+  else if (r->measured)
+    printf("measured step %.3f ms (median of 30): the prediction is %+.0f%% of it\n",
+           r->measured_ms, r->error_pct);
+  dpc_plan_report_free(r);
+  dpc_net_free(net);
+  dpc_message_free(m);
   return rc;
 }
