@@ -182,9 +182,16 @@ int cli_build_opts(const char *cmd, const cli_opt *opts, int nopts, const cli_pa
   memset(b, 0, sizeof *b);
   b->size = sizeof *b;
   b->backend = cli_get(opts, nopts, p, "backend");
-  /* the library's table decides which names exist */
-  if (b->backend && !dpc_backend_exists(b->backend))
-    return cli_usage_error(cmd, "--backend: no codegen backend '%s' (llvm, ref)", b->backend);
+  /* the library's table decides which names exist, and words the failure */
+  if (b->backend) {
+    dpc_build_opts only = {sizeof only, .backend = b->backend};
+    dpc_message *m = dpc_message_new();
+    int rc = dpc_build_opts_check(&only, m)
+                 ? cli_usage_error(cmd, "--backend: %s", dpc_message_brief(m))
+                 : DPC_EXIT_OK;
+    dpc_message_free(m);
+    if (rc) return rc;
+  }
   if (cli_get(opts, nopts, p, "dump-llvm")) b->on_llvm = dump_llvm;
   b->verify_each = cli_get(opts, nopts, p, "verify-each") != NULL;
   b->print_after = cli_get(opts, nopts, p, "print-after");
