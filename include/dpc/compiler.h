@@ -164,7 +164,8 @@ DPC_COMPILER_API dpc_status dpc_artifact_describe(const char *path, char *out, s
 /* Run a model once on the inputs given (its params and state may be given too, to override
  * them), after the inference passes (`training`: dropout and batch_norm in training mode), and
  * return every output, named (dpc_arrays_free). Symbols such as the batch are bound from the
- * inputs' shapes. b may be NULL (the reference kernels). */
+ * inputs' shapes; data for inputs only the loss needs (labels) may be left out. b may be NULL:
+ * the defaults of dpc_build_opts (the "llvm" backend). */
 DPC_COMPILER_API dpc_status dpc_net_infer(const dpc_net *n, const dpc_build_opts *b,
                                           const dpc_array *feeds, unsigned n_feeds, bool training,
                                           dpc_array **outs, unsigned *n_outs, dpc_message *m);
@@ -174,30 +175,119 @@ DPC_COMPILER_API dpc_status dpc_artifact_infer(const char *path, const dpc_array
                                                unsigned n_feeds, bool training, dpc_array **outs,
                                                unsigned *n_outs, dpc_message *m);
 
-/* ---- passes and printing ------------------------------------------------------------------ */
+/* An element type's name as dpc writes it in shapes and messages: "f32", "i64", "bool", ... */
+DPC_COMPILER_API const char *dpc_elem_name(dpc_elem e);
+/* Element i (row-major, below the array's element count) of an array as a double, whatever its
+ * element type. */
+DPC_COMPILER_API double dpc_array_value(const dpc_array *v, size_t i);
+
+/* ONNX test data (the layout of ONNX's backend tests: a folder of input_0.pb, input_1.pb, ...,
+ * each an ONNX TensorProto). The tensors of DIR/input_N.pb, in order from 0 until a number is
+ * missing, each named as its file says (dpc_arrays_free; *n 0 when there are none). Give them to
+ * dpc_net_load as known values (dpc_load_opts.known), then name them with dpc_net_name_inputs. */
+DPC_COMPILER_API dpc_status dpc_onnx_inputs_load(const char *dir, dpc_array **out, unsigned *n,
+                                                 dpc_message *m);
+/* Name v[k] after the model's k-th input, as positional data (ONNX test data) is matched. v must
+ * be arrays the library returned (each name is freed and replaced). An error when there are more
+ * arrays than the model has inputs. */
+DPC_COMPILER_API dpc_status dpc_net_name_inputs(const dpc_net *n, dpc_array *v, unsigned count,
+                                                dpc_message *m);
+/* Write a value as an ONNX TensorProto file at `path` (the tensor named as v is). */
+DPC_COMPILER_API dpc_status dpc_onnx_tensor_save(const char *path, const dpc_array *v,
+                                                 dpc_message *m);
+
+/* ---- looking at models: checking, printing, the op table --------------------------------- */
+
+/* What a loaded model holds, as counted by dpc_net_summarize. The caller sets size to sizeof
+ * the struct; fields past it are left alone (new fields are only added at the end). */
+typedef struct dpc_net_summary {
+  size_t size;
+  const char *name; /* the model's own name; NULL when it has none. Valid while the net lives */
+  uint32_t nodes;   /* nodes of the graph as loaded, sources included */
+  uint32_t inputs;  /* input statements */
+  uint32_t params;  /* param statements */
+  int64_t weights;  /* elements of every param together */
+  bool trainable;   /* it has something to minimize (dpc_net_trainable) */
+} dpc_net_summary;
+
+DPC_COMPILER_API void dpc_net_summarize(const dpc_net *n, dpc_net_summary *out);
 
 typedef enum dpc_print_form {
   DPC_PRINT_TEXT,    /* the .graph language (parses back to the same graph) */
-  DPC_PRINT_BRIEF,   /* one line per node, shapes only */
+  DPC_PRINT_BRIEF,   /* the .graph language, large constants and imported weights shortened to
+                        their first values (does not parse back) */
   DPC_PRINT_DOT,     /* Graphviz: named values and fused kernels */
   DPC_PRINT_DOT_FULL /* Graphviz: every node, constants and unnamed values too */
 } dpc_print_form;
 
-/* The model as text in the form asked for (malloc'd, the caller frees it with free()), after the
- * passes when b asks for dumps or `training` is set (the training pipeline), else as loaded. */
+/* The model as text in the form asked for (malloc'd, the caller frees it with free()).
+ * When b asks for dumps (print_after) or for verify_each, the passes run first on a copy of the
+ * model (the training pipeline when `training`, else the inference one; kernels grouped as b's
+ * backend compiles them): with print_after the dumps given to b->on_dump are the output and
+ * *text is NULL; with verify_each alone *text is the model after the passes. Otherwise *text is
+ * the model as loaded and `training` does nothing. */
 DPC_COMPILER_API dpc_status dpc_net_print(const dpc_net *n, dpc_print_form form, bool training,
                                           const dpc_build_opts *b, char **text, dpc_message *m);
-/* Run the pipeline (inference, or training) on a copy of the model to check it: shapes, the
- * gradients' construction, the verifier. */
+/* Run one pipeline on a copy of the model to check it: the inference pipeline, or with
+ * `training` the training one (the gradients' construction, the optimizer; a cosine or linear
+ * schedule without a length gets a stand-in). Shapes and the verifier; kernels are not grouped
+ * (the check is of the model, not of a backend). From b: verify_each, print_after and on_dump
+ * (the backend is not used). Training a model with nothing to minimize is an error
+ * (DPC_ERR_INVALID). A caller checking a model the way `dpc check` does runs the inference
+ * pipeline, then the training one when the model is trainable. */
 DPC_COMPILER_API dpc_status dpc_net_check(const dpc_net *n, bool training, const dpc_build_opts *b,
                                           dpc_message *m);
 
-/* The op table: how many ops, and each one's name and a line about it. */
+/* The op table of the .graph language: the ops a model's expressions use (the statements input,
+ * param and state are not ops here; constant is), in the table's order. */
+typedef struct dpc_op_entry {
+  size_t size;         /* set by the caller to sizeof the struct */
+  const char *name;    /* "matmul" */
+  const char *inputs;  /* the operands, comma-separated ("a, b") */
+  const char *outputs; /* the results ("y") */
+  const char *attrs;   /* attributes as name:kind, =default when optional, ? when optional
+                          without a default; "" when it has none */
+} dpc_op_entry;
+
+/* How many ops the table has. */
 DPC_COMPILER_API unsigned dpc_op_count(void);
+/* Op i's name, or NULL past the end. */
 DPC_COMPILER_API const char *dpc_op_name_at(unsigned i);
-DPC_COMPILER_API const char *dpc_op_summary_at(unsigned i);
+/* Op i into *out (strings static); false past the end. */
+DPC_COMPILER_API bool dpc_op_at(unsigned i, dpc_op_entry *out);
 
 /* ---- compiling to an artifact ----------------------------------------------------------- */
+
+/* The most extra batch sizes (dpc_compile_opts.batch_sizes) one artifact takes. */
+#define DPC_COMPILE_MAX_BATCH_SIZES 12u
+/* The largest batch an artifact is compiled for. */
+#define DPC_COMPILE_MAX_BATCH (1u << 24)
+
+/* Which setting a failed compile was refused for (dpc_compile_info.problem), so a front end can
+ * name its own spelling of it. */
+typedef enum dpc_compile_problem {
+  DPC_COMPILE_FINE,       /* the settings were not the problem (or it succeeded) */
+  DPC_COMPILE_BAD_BATCH,  /* batch above DPC_COMPILE_MAX_BATCH, or batch_sizes[index] not from 1
+                             to below the batch, or more than DPC_COMPILE_MAX_BATCH_SIZES */
+  DPC_COMPILE_BAD_DIM,    /* dims[index] is not NAME=VALUE (VALUE >= 0) for a dimension of the
+                             model */
+  DPC_COMPILE_NO_LOSS,    /* train, and the model has nothing to minimize */
+  DPC_COMPILE_NO_HORIZON, /* train, and the model's `schedule` needs total_steps */
+  DPC_COMPILE_SPLIT       /* the `replicas` devices do not divide the batch */
+} dpc_compile_problem;
+
+/* What dpc_net_compile did, or why it refused (given through dpc_compile_opts.info). The caller
+ * sets size; fields past it are left alone. */
+typedef struct dpc_compile_info {
+  size_t size;
+  char target[512];            /* what the code was compiled for (a CPU and its features) */
+  uint32_t batch;              /* the batch of the plans (the default applied) */
+  uint32_t replicas;           /* the devices the batch is split over (1: one device) */
+  uint32_t n_plans;            /* plans in the artifact */
+  dpc_compile_problem problem; /* on failure: the setting refused, or DPC_COMPILE_FINE */
+  unsigned index;              /* BAD_DIM, BAD_BATCH: which dims / batch_sizes entry */
+  char schedule[32];           /* NO_HORIZON: the learning-rate schedule ("cosine") */
+} dpc_compile_info;
 
 typedef struct dpc_compile_opts {
   size_t size;
@@ -212,13 +302,20 @@ typedef struct dpc_compile_opts {
   uint64_t total_steps; /* with train: the horizon of a cosine or linear schedule (0: none) */
   const char *cpu;      /* target CPU; NULL: this machine's */
   const char *features; /* target features ("+avx2,+fma"); NULL: the CPU's */
-  /* Checked between phases: once *cancel is non-zero the compile stops, removes what it wrote
-   * and fails with "cancelled". NULL: never. */
+  /* Checked between phases, and while the linker runs: once *cancel is non-zero the compile
+   * stops (a running linker is sent SIGTERM), removes what it wrote and fails with
+   * DPC_ERR_RUNTIME, "interrupted: 'PATH' was not written". A signal handler may set it: a
+   * signal caught without SA_RESTART also wakes the wait for the linker. NULL: never. */
   const volatile int *cancel;
+  dpc_compile_info *info; /* NULL, or told what was compiled or which setting was refused */
 } dpc_compile_opts;
 
 /* Compile the model into an artifact at `path`, written whole or not at all (a temporary file
- * renamed into place). */
+ * renamed into place): an inference plan at the batch (data parallel over `devices`), with train
+ * a training plan at the same batch and an evaluation plan on one device, and an inference plan
+ * on one device for each of batch_sizes. Symbols the dims do not give take the batch. Settings
+ * that cannot work are DPC_ERR_INVALID and say which in o->info (a problem counting the devices
+ * is the device spec's own error). */
 DPC_COMPILER_API dpc_status dpc_net_compile(const dpc_net *n, const dpc_compile_opts *o,
                                             const char *path, dpc_message *m);
 
@@ -228,6 +325,52 @@ DPC_COMPILER_API dpc_status dpc_net_compile(const dpc_net *n, const dpc_compile_
  * that work: the backend exists (else DPC_ERR_INVALID, the message naming the known ones) and
  * print_after names passes. b may be NULL (the defaults, which are fine). */
 DPC_COMPILER_API dpc_status dpc_build_opts_check(const dpc_build_opts *b, dpc_message *m);
+
+/* ---- ONNX conformance: ONNX's backend tests run and compared --------------------------- */
+
+/* The ONNX ops dpc imports, comma-separated, for help texts. */
+DPC_COMPILER_API const char *dpc_onnx_ops(void);
+
+typedef enum dpc_onnx_verdict {
+  DPC_ONNX_PASS, /* every output of every data set within the tolerances */
+  DPC_ONNX_FAIL, /* an output differs, or the model or its data is wrong */
+  DPC_ONNX_SKIP  /* the model uses something dpc does not support (named in why) */
+} dpc_onnx_verdict;
+
+/* One test's result, given to dpc_onnx_test_opts.on_case; valid during the call. */
+typedef struct dpc_onnx_case {
+  const char *dir;          /* the test's folder: the folder given, or FOLDER/NAME */
+  dpc_onnx_verdict verdict; /* with fail_on_skip, a skip is reported as a failure */
+  const char *why;          /* "" on a pass, else one line: why it failed or was skipped */
+  bool unsupported_op;      /* skipped for an ONNX op dpc does not import (else for an element
+                               type or a form of an op it does not support) */
+} dpc_onnx_case;
+
+typedef struct dpc_onnx_test_opts {
+  size_t size;
+  dpc_build_opts build; /* the backend the models run on; build.size 0: the defaults */
+  /* Outputs match when |got - expected| <= atol + rtol * |expected| (NaN matches NaN, an
+   * infinity only itself). NULL: 1e-3 and 1e-7, as ONNX's backend tests. */
+  const double *rtol, *atol;
+  bool fail_on_skip; /* count a test that would be skipped as failed (a suite dpc must run whole) */
+  void (*on_case)(void *user, const dpc_onnx_case *c); /* NULL, or called after each test */
+  void *user;
+} dpc_onnx_test_opts;
+
+/* Tests counted, added to by each dpc_onnx_test_run (the caller zeroes it, sets size). */
+typedef struct dpc_onnx_totals {
+  size_t size;
+  unsigned passed, failed, skipped;
+  unsigned skipped_op; /* of the skipped: for an ONNX op dpc does not import */
+} dpc_onnx_totals;
+
+/* Run ONNX backend tests: `dir` itself when it holds model.onnx, else each folder in it that
+ * does, in name order. A test is a model.onnx and test_data_set_N folders of input_N.pb and
+ * output_N.pb; each data set's inputs are imported as known values, run, and every output
+ * compared. Each test's verdict goes to on_case and is counted in *totals (may be NULL). A dir
+ * that is not a folder, or that holds no test, is DPC_ERR_INVALID (before any test runs). */
+DPC_COMPILER_API dpc_status dpc_onnx_test_run(const char *dir, const dpc_onnx_test_opts *o,
+                                              dpc_onnx_totals *totals, dpc_message *m);
 
 #ifdef __cplusplus
 }

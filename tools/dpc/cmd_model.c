@@ -1,12 +1,7 @@
 /*
  * cmd_model.c — `dpc check`, `dpc print` and `dpc ops`: looking at models without running them.
  */
-#include "frontend/frontend.h"
-#include "ir/print.h"
-#include "partitioner/partitioner.h"
-#include "passes/pass.h"
 #include "tools/dpc/cli.h"
-#include "driver/driver.h"
 #include "tools/dpc/outpath.h"
 
 #include <stdio.h>
@@ -34,71 +29,55 @@ int dpc_cmd_check(int argc, char **argv) {
     return DPC_EXIT_OK;
   }
   if (p.npos != 1) return cli_usage_error("check", "expects one model file (see dpc check --help)");
-  dpc_diag d;
-  dpc_diag_init(&d);
-  dpc_graph *g = NULL;
+  dpc_message *m = dpc_message_new();
+  dpc_net *net = NULL;
   int rc = DPC_EXIT_OK;
-  if (dpc_driver_is_artifact(p.pos[0])) {
+  bool quiet = cli_get(check_opts, NCHECK, &p, "quiet") != NULL;
+  if (dpc_path_is_artifact(p.pos[0])) {
     /* an artifact is checked whole: its checksum, its plans, its kernels */
     char what[1400];
-    if (dpc_driver_describe_artifact(p.pos[0], what, sizeof what, &d))
-      rc = cli_report("check", &d);
-    else if (!cli_get(check_opts, NCHECK, &p, "quiet"))
+    if (dpc_artifact_describe(p.pos[0], what, sizeof what, m))
+      rc = cli_report("check", m);
+    else if (!quiet)
       printf("%s: ok: %s\n", p.pos[0], what);
     goto done;
   }
-  dpc_pass_opts po = {.verify_each = cli_get(check_opts, NCHECK, &p, "verify-each") != NULL,
-                      .print_after = cli_get(check_opts, NCHECK, &p, "print-after"),
-                      .dump = cli_print_dump};
-  if (dpc_passes_check_names(po.print_after, &d) || dpc_driver_load(p.pos[0], &g, &d)) {
-    rc = cli_report("check", &d);
+  dpc_build_opts b;
+  if ((rc = cli_build_opts("check", check_opts, NCHECK, &p, &b))) goto done;
+  if (dpc_build_opts_check(&b, m) || dpc_net_load(p.pos[0], NULL, &net, m)) {
+    rc = cli_report("check", m);
     goto done;
   }
   /* Check the pipelines the model will go through: inference always, training when it has an
    * objective (or --train asks). */
-  bool train = g->obj.loss != DPC_NONE || cli_get(check_opts, NCHECK, &p, "train");
-  for (int pass = 0; pass < (train ? 2 : 1); pass++) {
-    dpc_graph *c = dpc_graph_clone(g);
-    if (!c) {
-      dpc_diag_fail(&d, DPC_ERR_NOMEM, "out of memory");
-      rc = cli_report("check", &d);
-      goto done;
-    }
-    po.training = pass == 1;
-    if (po.training && g->obj.loss == DPC_NONE) {
-      dpc_diag_fail(&d, DPC_ERR_INVALID,
-                    "%s: --train needs the model to say what to minimize "
-                    "(minimize LOSS with sgd(lr=0.1))",
-                    p.pos[0]);
-      dpc_graph_free(c);
-      rc = cli_report("check", &d);
-      goto done;
-    }
-    dpc_status st = po.training ? dpc_driver_default_horizon(c, &d) : DPC_OK;
-    if (!st) st = dpc_passes_run(c, &po, &d);
-    dpc_graph_free(c);
-    if (st) {
-      rc = cli_report("check", &d);
-      goto done;
-    }
+  bool trainable = dpc_net_trainable(net);
+  bool train = trainable || cli_get(check_opts, NCHECK, &p, "train");
+  if (dpc_net_check(net, false, &b, m)) {
+    rc = cli_report("check", m);
+    goto done;
   }
-  if (!cli_get(check_opts, NCHECK, &p, "quiet")) {
-    uint32_t nparams = 0, ninputs = 0;
-    int64_t weights = 0;
-    for (uint32_t i = 0; i < g->n_nodes; i++) {
-      if (g->nodes[i].op == DPC_OP_INPUT) ninputs++;
-      if (g->nodes[i].op == DPC_OP_PARAM) {
-        nparams++;
-        weights += dpc_shape_numel(&g->values[g->nodes[i].out].shape);
-      }
-    }
+  if (train && !trainable) {
+    fprintf(stderr,
+            "dpc check: error: %s: --train needs the model to say what to minimize (minimize "
+            "LOSS with sgd(lr=0.1))\n",
+            p.pos[0]);
+    rc = DPC_EXIT_ERROR;
+    goto done;
+  }
+  if (train && dpc_net_check(net, true, &b, m)) {
+    rc = cli_report("check", m);
+    goto done;
+  }
+  if (!quiet) {
+    dpc_net_summary s = {sizeof s};
+    dpc_net_summarize(net, &s);
     printf("%s: ok: model %s, %u nodes, %u inputs, %u params (%lld weights)%s\n", p.pos[0],
-           g->name != DPC_NONE ? dpc_graph_str(g, g->name) : "(unnamed)", g->n_nodes, ninputs,
-           nparams, (long long)weights, g->obj.loss != DPC_NONE ? ", trainable" : "");
+           s.name ? s.name : "(unnamed)", s.nodes, s.inputs, s.params, (long long)s.weights,
+           s.trainable ? ", trainable" : "");
   }
 done:
-  dpc_graph_free(g);
-  dpc_diag_free(&d);
+  dpc_net_free(net);
+  dpc_message_free(m);
   return rc;
 }
 
@@ -132,53 +111,42 @@ int dpc_cmd_print(int argc, char **argv) {
   if (p.npos != 1) return cli_usage_error("print", "expects one model file (see dpc print --help)");
   if (cli_check_output_file("print", "output", cli_get(print_opts, NPRINT, &p, "output")))
     return DPC_EXIT_ERROR;
-  dpc_diag d;
-  dpc_diag_init(&d);
-  dpc_graph *g = NULL;
-  dpc_buf b = {0};
+  dpc_message *m = dpc_message_new();
+  dpc_net *net = NULL;
+  char *text = NULL;
   int rc = DPC_EXIT_OK;
-  const char *after = cli_get(print_opts, NPRINT, &p, "print-after");
-  if (dpc_passes_check_names(after, &d) || dpc_driver_load(p.pos[0], &g, &d)) {
-    rc = cli_report("print", &d);
+  dpc_build_opts b;
+  if ((rc = cli_build_opts("print", print_opts, NPRINT, &p, &b))) goto done;
+  if (dpc_build_opts_check(&b, m) || dpc_net_load(p.pos[0], NULL, &net, m)) {
+    rc = cli_report("print", m);
     goto done;
   }
-  if (after || cli_get(print_opts, NPRINT, &p, "verify-each")) {
-    dpc_pass_opts po = {.training = cli_get(print_opts, NPRINT, &p, "train") != NULL,
-                        .verify_each = cli_get(print_opts, NPRINT, &p, "verify-each") != NULL,
-                        .print_after = after,
-                        .fuse = dpc_cpu_fusion(), /* as the default backend compiles it */
-                        .dump = cli_print_dump};
-    if ((po.training && dpc_driver_default_horizon(g, &d)) || dpc_passes_run(g, &po, &d)) {
-      rc = cli_report("print", &d);
-      goto done;
-    }
-    if (after) goto done; /* the dumps were the output */
-  }
-  dpc_status st = cli_get(print_opts, NPRINT, &p, "dot-full") ? dpc_dot_graph_full(g, NULL, &b)
-                  : cli_get(print_opts, NPRINT, &p, "dot")    ? dpc_dot_graph(g, &b)
-                  : cli_get(print_opts, NPRINT, &p, "brief")  ? dpc_print_graph_brief(g, 4, &b)
-                                                              : dpc_print_graph(g, &b);
-  if (st) {
-    dpc_diag_fail(&d, st, "out of memory printing the model");
-    rc = cli_report("print", &d);
+  dpc_print_form form = cli_get(print_opts, NPRINT, &p, "dot-full") ? DPC_PRINT_DOT_FULL
+                        : cli_get(print_opts, NPRINT, &p, "dot")    ? DPC_PRINT_DOT
+                        : cli_get(print_opts, NPRINT, &p, "brief")  ? DPC_PRINT_BRIEF
+                                                                    : DPC_PRINT_TEXT;
+  bool train = cli_get(print_opts, NPRINT, &p, "train") != NULL;
+  if (dpc_net_print(net, form, train, &b, &text, m)) {
+    rc = cli_report("print", m);
     goto done;
   }
+  if (!text) goto done; /* the --print-after dumps were the output */
   const char *outp = cli_get(print_opts, NPRINT, &p, "output");
   FILE *f = outp ? fopen(outp, "w") : stdout;
   if (!f) {
-    dpc_diag_fail(&d, DPC_ERR_IO, "cannot create '%s'", outp);
-    rc = cli_report("print", &d);
+    fprintf(stderr, "dpc print: error: cannot create '%s'\n", outp);
+    rc = DPC_EXIT_ERROR;
     goto done;
   }
-  fputs(b.data ? b.data : "", f);
+  fputs(text, f);
   if (outp && fclose(f)) {
-    dpc_diag_fail(&d, DPC_ERR_IO, "cannot write '%s'", outp);
-    rc = cli_report("print", &d);
+    fprintf(stderr, "dpc print: error: cannot write '%s'\n", outp);
+    rc = DPC_EXIT_ERROR;
   }
 done:
-  dpc_buf_free(&b);
-  dpc_graph_free(g);
-  dpc_diag_free(&d);
+  free(text);
+  dpc_net_free(net);
+  dpc_message_free(m);
   return rc;
 }
 
@@ -190,11 +158,11 @@ int dpc_cmd_ops(int argc, char **argv) {
            "attributes\n(name:kind, =default when optional, ? when optional without default).\n");
     return p.help ? DPC_EXIT_OK : DPC_EXIT_USAGE;
   }
-  for (int i = 0; i < DPC_OP_COUNT; i++) {
-    const dpc_op_info *o = dpc_op_get((dpc_op)i);
-    if ((o->flags & DPC_OPF_SOURCE) && i != DPC_OP_CONSTANT) continue;
-    printf("%-22s (%s) -> %s", o->name, o->inputs, o->outputs);
-    if (o->attrs[0]) printf("   %s", o->attrs);
+  for (unsigned i = 0; i < dpc_op_count(); i++) {
+    dpc_op_entry o = {sizeof o};
+    if (!dpc_op_at(i, &o)) break;
+    printf("%-22s (%s) -> %s", o.name, o.inputs, o.outputs);
+    if (o.attrs[0]) printf("   %s", o.attrs);
     printf("\n");
   }
   printf("\nAliases: embedding(table, ids) = gather(table, ids, axis=0)\n"

@@ -1,11 +1,7 @@
 /*
  * cmd_run.c — `dpc run`: a model's forward pass on .npy data, outputs written as .npy.
  */
-#include "frontend/onnx.h"
-#include "runtime/npy.h"
 #include "tools/dpc/cli.h"
-#include "tools/dpc/cli_legacy.h"
-#include "driver/driver.h"
 #include "tools/dpc/outpath.h"
 
 #include <errno.h>
@@ -32,24 +28,48 @@ static const cli_opt run_opts[] = {
 };
 #define NRUN (int)(sizeof run_opts / sizeof *run_opts)
 
-/* Load NAME=PATH pairs into feeds. */
-static int load_feeds(cli_parsed *p, const char *opt, dpc_named *feeds, uint32_t *n, dpc_diag *d) {
+/* Load NAME=PATH pairs into feeds (names and data malloc'd). */
+static int load_feeds(cli_parsed *p, const char *opt, dpc_array *feeds, unsigned *n,
+                      dpc_message *m) {
   for (int i = 0; i < cli_count(run_opts, NRUN, p, opt); i++) {
     const char *arg = cli_value(run_opts, NRUN, p, opt, i);
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg || !eq[1])
       return cli_usage_error("run", "--%s expects NAME=FILE.npy, got '%s'", opt, arg);
-    dpc_named *f = &feeds[(*n)++];
-    f->name = malloc((size_t)(eq - arg) + 1);
-    if (!f->name) return cli_usage_error("run", "out of memory");
-    memcpy(f->name, arg, (size_t)(eq - arg));
-    f->name[eq - arg] = 0;
-    for (uint32_t k = 0; k + 1 < *n; k++)
-      if (!strcmp(feeds[k].name, f->name))
-        return cli_usage_error("run", "'%s' is given twice", f->name);
-    if (dpc_npy_read(eq + 1, &f->t, d)) return cli_report("run", d);
+    char *name = malloc((size_t)(eq - arg) + 1);
+    if (!name) return cli_usage_error("run", "out of memory");
+    memcpy(name, arg, (size_t)(eq - arg));
+    name[eq - arg] = 0;
+    dpc_array *f = &feeds[(*n)++];
+    f->name = name;
+    for (unsigned k = 0; k + 1 < *n; k++)
+      if (!strcmp(feeds[k].name, name)) return cli_usage_error("run", "'%s' is given twice", name);
+    const char *keep = f->name;
+    if (dpc_npy_load(eq + 1, f, m)) {
+      f->name = keep;
+      return cli_report("run", m);
+    }
+    free((char *)f->name); /* the file's base name: the option's name stands */
+    f->name = keep;
   }
   return DPC_EXIT_OK;
+}
+
+/* DIR/NAME into buf without doubling the slashes DIR ends with; false when it does not fit. */
+static bool join_path(char *buf, size_t n, const char *dir, const char *name) {
+  size_t len = strlen(dir);
+  while (len > 1 && dir[len - 1] == '/') len--;
+  const char *sep = len == 1 && dir[0] == '/' ? "" : "/";
+  int w = snprintf(buf, n, "%.*s%s%s", (int)len, dir, sep, name);
+  return w >= 0 && (size_t)w < n;
+}
+
+/* A shape as "2, 10". */
+static void format_shape(const dpc_array *v, char *out, size_t n) {
+  size_t k = 0;
+  out[0] = 0;
+  for (unsigned j = 0; j < v->rank && k < n; j++)
+    k += (size_t)snprintf(out + k, n - k, "%s%lld", j ? ", " : "", (long long)v->dims[j]);
 }
 
 int dpc_cmd_run(int argc, char **argv) {
@@ -74,102 +94,94 @@ int dpc_cmd_run(int argc, char **argv) {
   if (cli_check_output_dir("run", "output-dir", cli_get(run_opts, NRUN, &p, "output-dir")) ||
       cli_check_output_dir("run", "outputs", cli_get(run_opts, NRUN, &p, "outputs")))
     return DPC_EXIT_ERROR;
-  dpc_diag d;
-  dpc_diag_init(&d);
-  dpc_graph *g = NULL;
-  dpc_named feeds[2 * CLI_MAX_VALUES] = {{0}};
-  uint32_t nfeeds = 0, nouts = 0;
-  dpc_named *outs = NULL;
+  dpc_message *m = dpc_message_new();
+  dpc_net *net = NULL;
+  dpc_array feeds[2 * CLI_MAX_VALUES] = {{0}};
+  unsigned nfeeds = 0, nouts = 0, npb = 0;
+  dpc_array *outs = NULL, *pb = NULL;
   int rc;
-  dpc_pass_opts po = {.verify_each = cli_get(run_opts, NRUN, &p, "verify-each") != NULL,
-                      .print_after = cli_get(run_opts, NRUN, &p, "print-after"),
-                      .dump = cli_print_dump,
-                      .user = stderr};
-  if ((rc = load_feeds(&p, "input", feeds, &nfeeds, &d)) ||
-      (rc = load_feeds(&p, "param", feeds, &nfeeds, &d)))
+  if ((rc = load_feeds(&p, "input", feeds, &nfeeds, m)) ||
+      (rc = load_feeds(&p, "param", feeds, &nfeeds, m)))
     goto done;
-  dpc_exec_opts x = {0};
-  if ((rc = cli_exec_opts("run", run_opts, NRUN, &p, &x))) goto done;
+  dpc_build_opts b;
+  if ((rc = cli_build_opts("run", run_opts, NRUN, &p, &b))) goto done;
+  b.user = stderr; /* --print-after goes to stderr: stdout has the outputs */
   bool tm = cli_get(run_opts, NRUN, &p, "training-mode") != NULL;
   const char *pb_in = cli_get(run_opts, NRUN, &p, "inputs");
-  dpc_named *pb = NULL;
-  uint32_t npb = 0;
   if (pb_in && nfeeds) {
     rc = cli_usage_error("run", "give inputs with --inputs or with --input, not both");
     goto done;
   }
-  if (pb_in && dpc_driver_onnx_inputs(pb_in, &pb, &npb, &d)) {
-    rc = cli_report("run", &d);
+  if (pb_in && dpc_onnx_inputs_load(pb_in, &pb, &npb, m)) {
+    rc = cli_report("run", m);
     goto done;
   }
-  if (dpc_driver_is_artifact(p.pos[0])
-          ? dpc_driver_infer_artifact(p.pos[0], feeds, nfeeds, tm, &outs, &nouts, &d)
-          : (dpc_driver_load_known(p.pos[0], pb, npb, &g, &d) ||
-             (pb && dpc_driver_onnx_name_feeds(g, pb, npb, &d)) ||
-             dpc_driver_infer(g, &po, &x, pb ? pb : feeds, pb ? npb : nfeeds, tm, &outs, &nouts,
-                              &d))) {
-    dpc_named_free(pb, npb);
-    rc = cli_report("run", &d);
+  if (dpc_path_is_artifact(p.pos[0])
+          ? dpc_artifact_infer(p.pos[0], feeds, nfeeds, tm, &outs, &nouts, m)
+          : (dpc_net_load(p.pos[0],
+                          &(dpc_load_opts){sizeof(dpc_load_opts), .known = pb, .n_known = npb},
+                          &net, m) ||
+             (pb && dpc_net_name_inputs(net, pb, npb, m)) ||
+             dpc_net_infer(net, &b, pb ? pb : feeds, pb ? npb : nfeeds, tm, &outs, &nouts, m))) {
+    rc = cli_report("run", m);
     goto done;
   }
-  dpc_named_free(pb, npb);
   const char *pb_out = cli_get(run_opts, NRUN, &p, "outputs");
   if (pb_out && mkdir(pb_out, 0777) && errno != EEXIST) {
-    dpc_diag_fail(&d, DPC_ERR_IO, "cannot create directory '%s': %s", pb_out, strerror(errno));
-    rc = cli_report("run", &d);
+    fprintf(stderr, "dpc run: error: cannot create directory '%s': %s\n", pb_out, strerror(errno));
+    rc = DPC_EXIT_ERROR;
     goto done;
   }
-  for (uint32_t i = 0; pb_out && i < nouts; i++) {
+  for (unsigned i = 0; pb_out && i < nouts; i++) {
     char path[4200], name[32];
     snprintf(name, sizeof name, "output_%u.pb", i);
-    if (!dpc_driver_join_path(path, sizeof path, pb_out, name)) {
+    if (!join_path(path, sizeof path, pb_out, name)) {
       rc = cli_usage_error("run", "--outputs %s: the path is too long", pb_out);
       goto done;
     }
-    if (dpc_onnx_tensor_write(path, outs[i].name, &outs[i].t, &d)) {
-      rc = cli_report("run", &d);
+    if (dpc_onnx_tensor_save(path, &outs[i], m)) {
+      rc = cli_report("run", m);
       goto done;
     }
   }
   const char *dir = cli_get(run_opts, NRUN, &p, "output-dir");
   if (dir && mkdir(dir, 0777) && errno != EEXIST) {
-    dpc_diag_fail(&d, DPC_ERR_IO, "cannot create directory '%s': %s", dir, strerror(errno));
-    rc = cli_report("run", &d);
+    fprintf(stderr, "dpc run: error: cannot create directory '%s': %s\n", dir, strerror(errno));
+    rc = DPC_EXIT_ERROR;
     goto done;
   }
-  for (uint32_t i = 0; i < nouts; i++) {
-    char shape[160] = "";
-    size_t k = 0;
-    for (uint32_t j = 0; j < outs[i].t.shape.rank; j++)
-      k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%lld", j ? ", " : "",
-                            (long long)outs[i].t.shape.d[j]);
+  for (unsigned i = 0; i < nouts; i++) {
+    char shape[160];
+    format_shape(&outs[i], shape, sizeof shape);
     if (dir) {
       char path[4096], file[1024];
       snprintf(file, sizeof file, "%s.npy", outs[i].name);
-      if (!dpc_driver_join_path(path, sizeof path, dir, file)) {
+      if (!join_path(path, sizeof path, dir, file)) {
         rc = cli_usage_error("run", "--output-dir %s: the path is too long", dir);
         goto done;
       }
-      if (dpc_npy_write(path, &outs[i].t, &d)) {
-        rc = cli_report("run", &d);
+      if (dpc_npy_save(path, &outs[i], m)) {
+        rc = cli_report("run", m);
         goto done;
       }
-      printf("%s: %s[%s] -> %s\n", outs[i].name, dpc_dtype_name(outs[i].t.dtype), shape, path);
+      printf("%s: %s[%s] -> %s\n", outs[i].name, dpc_elem_name(outs[i].elem), shape, path);
     } else {
       double sum = 0;
-      int64_t n = dpc_tensor_numel(&outs[i].t);
-      for (int64_t j = 0; j < n; j++) sum += dpc_tload(&outs[i].t, j);
-      printf("%s: %s[%s] sum %.9g\n", outs[i].name, dpc_dtype_name(outs[i].t.dtype), shape, sum);
+      size_t n = 1;
+      for (unsigned j = 0; j < outs[i].rank; j++) n *= (size_t)outs[i].dims[j];
+      for (size_t j = 0; j < n; j++) sum += dpc_array_value(&outs[i], j);
+      printf("%s: %s[%s] sum %.9g\n", outs[i].name, dpc_elem_name(outs[i].elem), shape, sum);
     }
   }
   rc = DPC_EXIT_OK;
 done:
-  for (uint32_t i = 0; i < nfeeds; i++) {
-    free(feeds[i].name);
-    free(feeds[i].t.data);
+  for (unsigned i = 0; i < nfeeds; i++) {
+    free((char *)feeds[i].name);
+    free(feeds[i].data);
   }
-  dpc_named_free(outs, nouts);
-  dpc_graph_free(g);
-  dpc_diag_free(&d);
+  dpc_arrays_free(pb, npb);
+  dpc_arrays_free(outs, nouts);
+  dpc_net_free(net);
+  dpc_message_free(m);
   return rc;
 }

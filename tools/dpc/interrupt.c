@@ -11,10 +11,18 @@
 /* The accepted exception to "no global mutable state": a signal handler can reach nothing else.
  * The message is built before the handler is installed, so the handler only reads it. */
 static volatile sig_atomic_t stop_signal;
+static cli_interrupt_mode stop_mode;
 static char stop_message[160];
 static size_t stop_message_len;
+static const int stop_sigs[2] = {SIGINT, SIGTERM};
+static struct sigaction stop_old[2];
+static bool stop_caught;
 
 static void on_signal(int sig) {
+  if (stop_mode == CLI_INTERRUPT_CLEANUP) {
+    stop_signal = sig; /* the work stops and cleans up; release raises it again */
+    return;
+  }
   if (stop_signal) _exit(128 + sig); /* the second: no checkpoint, no cleanup */
   stop_signal = sig;
   /* write(2) is async-signal-safe; stdio is not */
@@ -22,7 +30,8 @@ static void on_signal(int sig) {
   (void)put;
 }
 
-void cli_interrupt_catch(const char *cmd, bool tty) {
+void cli_interrupt_catch_mode(const char *cmd, bool tty, cli_interrupt_mode mode) {
+  stop_mode = mode;
   snprintf(stop_message, sizeof stop_message,
            "%sdpc %s: stopping after the step under way (a second Ctrl-C or SIGTERM stops at "
            "once, losing it)\n",
@@ -32,10 +41,26 @@ void cli_interrupt_catch(const char *cmd, bool tty) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  /* blocking calls in the workers resume after the handler rather than fail with EINTR */
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  /* STEP: blocking calls in the workers resume after the handler rather than fail with EINTR;
+   * CLEANUP: they fail with EINTR, so a wait for the linker wakes */
+  sa.sa_flags = mode == CLI_INTERRUPT_STEP ? SA_RESTART : 0;
+  for (int i = 0; i < 2; i++) {
+    sigaction(stop_sigs[i], NULL, &stop_old[i]);
+    if (mode == CLI_INTERRUPT_CLEANUP && stop_old[i].sa_handler == SIG_IGN) continue;
+    sigaction(stop_sigs[i], &sa, NULL);
+  }
+  stop_caught = true;
+}
+
+void cli_interrupt_catch(const char *cmd, bool tty) {
+  cli_interrupt_catch_mode(cmd, tty, CLI_INTERRUPT_STEP);
+}
+
+void cli_interrupt_release(void) {
+  if (!stop_caught) return;
+  for (int i = 0; i < 2; i++) sigaction(stop_sigs[i], &stop_old[i], NULL);
+  stop_caught = false;
+  if (stop_signal) raise(stop_signal);
 }
 
 const volatile sig_atomic_t *cli_interrupt_flag(void) {
