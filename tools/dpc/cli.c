@@ -184,7 +184,8 @@ int cli_build_opts(const char *cmd, const cli_opt *opts, int nopts, const cli_pa
   b->backend = cli_get(opts, nopts, p, "backend");
   /* the library's table decides which names exist */
   if (b->backend && !dpc_backend_exists(b->backend))
-    return cli_usage_error(cmd, "--backend: no codegen backend '%s' (llvm, ref)", b->backend);
+    return cli_usage_error(cmd, "--backend: no codegen backend is called '%s' (known: ref, llvm)",
+                           b->backend);
   if (cli_get(opts, nopts, p, "dump-llvm")) b->on_llvm = dump_llvm;
   b->verify_each = cli_get(opts, nopts, p, "verify-each") != NULL;
   b->print_after = cli_get(opts, nopts, p, "print-after");
