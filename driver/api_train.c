@@ -47,12 +47,12 @@ static dpc_status map_source(const dpc_data_source *s, const char *what, dpc_dat
                          "the %s data source's size is %zu, less than the %zu it needs: set it to "
                          "sizeof(dpc_data_source)",
                          what, s->size, sizeof *s);
-  const char *name = s->name && *s->name ? s->name : what;
   if (s->rank > DPC_MAX_RANK || s->rank > DPC_TENSOR_MAX_RANK)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: its samples have %u dimensions, more than %d",
-                         name, s->rank, DPC_MAX_RANK);
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the %s data source '%s': its samples have %u dimensions, more than %d",
+                         what, s->name ? s->name : "", s->rank, DPC_MAX_RANK);
   memset(out, 0, sizeof *out);
-  out->name = name;
+  out->name = s->name;
   out->samples = s->samples;
   out->sample.rank = s->rank;
   for (unsigned k = 0; k < s->rank; k++) out->sample.d[k] = s->dims[k];

@@ -303,8 +303,11 @@ dpc_status dpc_dataset_open(const char *spec, dpc_split split, dpc_dataset **out
 
 dpc_status dpc_dataset_from_source(const dpc_dataset_source *src, dpc_dataset **out, dpc_diag *d) {
   *out = NULL;
-  const char *name = src->name && *src->name ? src->name : "the data source";
-  char s1[160];
+  char name[300], s1[160];
+  if (src->name && *src->name)
+    snprintf(name, sizeof name, "data source '%s'", src->name);
+  else
+    snprintf(name, sizeof name, "the data source");
   if (!src->fill)
     return dpc_diag_fail(d, DPC_ERR_INVALID, "%s has no function to fill batches with", name);
   if (src->samples == 0) return dpc_diag_fail(d, DPC_ERR_INVALID, "%s holds no samples", name);

@@ -77,8 +77,8 @@ typedef struct dpc_dataset_source {
   void *user;
 } dpc_dataset_source;
 
-/* Wrap a source (copied; its user data must outlive the dataset). An error says which of its
- * counts is wrong. */
+/* Wrap a source (copied; its user data must outlive the dataset), named "data source 'NAME'" in
+ * messages. An error says which of its counts is wrong. */
 dpc_status dpc_dataset_from_source(const dpc_dataset_source *src, dpc_dataset **out, dpc_diag *d);
 
 /* ---- visiting order ----------------------------------------------------------------------- */
