@@ -189,8 +189,6 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   r->parallel = parallel;
   if (!st) st = dpc_driver_check_memory(r->plan, t->o->device_memory, d);
   if (!st) st = dpc_train_compile(t, r, d);
-  dpc_session_test_hooks stall = {t->o->test ? t->o->test->stall_device : 0,
-                                  t->o->test && t->o->test->memory};
   dpc_session_opts so = {.training = training,
                          .share = share,
                          .native = r->native,
@@ -198,7 +196,7 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
                          .devices = t->o->devices,
                          .timeout_s = t->o->timeout_s,
                          .comm_thread = t->o->comm_thread,
-                         .test = t->o->test ? &stall : NULL};
+                         .test = dpc_train_session_hooks(t)};
   if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
   free(vals);
   dpc_graph_free(g);
@@ -606,12 +604,17 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   if ((st = pick_inputs(t, d))) return st;
   if (o->on_start) o->on_start(o->user, "opening the data");
   const char *spec = o->data ? o->data : "fashion-mnist";
-  if ((st = dpc_dataset_open(spec, DPC_SPLIT_TRAIN, &t->train_ds, d))) return st;
+  if ((st = o->train_source ? dpc_dataset_from_source(o->train_source, &t->train_ds, d)
+                            : dpc_dataset_open(spec, DPC_SPLIT_TRAIN, &t->train_ds, d)))
+    return st;
   if ((st = check_data(t, t->train_ds, d))) return st;
-  /* test data: given, or the test split of a named dataset or folder (not of an npy pair) */
+  /* test data: given, or the test split of a named dataset or folder (not of an npy pair, not
+   * of a caller's source) */
   bool npy_pair = strchr(spec, ',') != NULL;
-  if (o->test_data || !npy_pair) {
-    if ((st = dpc_dataset_open(o->test_data ? o->test_data : spec, DPC_SPLIT_TEST, &t->test_ds, d)))
+  if (o->test_source || (!o->train_source && (o->test_data || !npy_pair))) {
+    if ((st = o->test_source ? dpc_dataset_from_source(o->test_source, &t->test_ds, d)
+                             : dpc_dataset_open(o->test_data ? o->test_data : spec, DPC_SPLIT_TEST,
+                                                &t->test_ds, d)))
       return st;
     if ((st = check_data(t, t->test_ds, d))) return st;
     if (t->art && dpc_dataset_size(t->test_ds) < t->batch) {
@@ -719,9 +722,15 @@ static void note_resume(const trainer *t) {
 }
 
 dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d) {
+  return dpc_train_hooked(src, o, NULL, d);
+}
+
+dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
+                            const dpc_train_test_hooks *hooks, dpc_diag *d) {
   trainer t;
   memset(&t, 0, sizeof t);
   t.o = o;
+  t.test = hooks;
   dpc_status st = setup(&t, src, d);
   if (!st) note_resume(&t);
   bool stopped = false; /* asked to stop: checked between steps, never inside one */

@@ -13,38 +13,11 @@
 
 #include "ir/graph.h"
 #include "passes/pass.h"
+#include "runtime/data.h"
 #include "driver/driver.h"
 
-#include <signal.h>
-
-typedef struct dpc_train_step {
-  uint64_t step;           /* steps done, this one included */
-  uint64_t epoch;          /* 0-based */
-  uint64_t batch, batches; /* position in the epoch, 1-based, and batches per epoch */
-  double loss, lr;
-  double samples_per_s; /* over this step */
-  uint32_t batch_size;
-} dpc_train_step;
-
-typedef struct dpc_train_epoch {
-  uint64_t epoch; /* 0-based, the epoch just finished */
-  uint64_t step;
-  double train_loss; /* mean over the epoch's steps, weighted by batch size */
-  double seconds;    /* wall time of the epoch's training steps */
-  double samples_per_s;
-  bool evaluated; /* false when there is no test data */
-  double test_loss, test_accuracy;
-  uint64_t test_samples;
-  uint64_t max_staleness; /* --sync async: the stalest gradient applied so far (updates behind) */
-} dpc_train_epoch;
-
-/* Where a run stopped on request (dpc_train_opts.cancel). */
-typedef struct dpc_train_stop {
-  uint64_t step;           /* steps done */
-  uint64_t epoch;          /* 0-based epoch of the next step */
-  uint64_t batch, batches; /* batches of that epoch done, and batches per epoch */
-  const char *checkpoint;  /* where the checkpoint went; NULL: none was written */
-} dpc_train_stop;
+/* dpc_train_step, dpc_train_epoch and dpc_train_stop: the public API's, reported as they are */
+#include <dpc/train.h>
 
 typedef struct dpc_train_opts {
   /* A compiled artifact (dpc compile --train) to train instead of a graph: its plans and
@@ -53,11 +26,14 @@ typedef struct dpc_train_opts {
   const char *artifact;
   const char *data;      /* --data; NULL means fashion-mnist */
   const char *test_data; /* --test-data; NULL: the test split of --data when it has one */
-  uint64_t epochs;       /* >= 1 */
-  uint64_t steps;        /* stop after this many steps in all; 0: no limit */
-  uint32_t batch;        /* global batch of one optimizer step */
-  uint64_t seed;         /* data order */
-  bool seed_given;       /* --seed was given: resuming a checkpoint of another seed is an error */
+  /* the caller's samples instead of data and test_data (NULL: none; no test source, no
+   * evaluation when train_source is set) */
+  const dpc_dataset_source *train_source, *test_source;
+  uint64_t epochs; /* >= 1 */
+  uint64_t steps;  /* stop after this many steps in all; 0: no limit */
+  uint32_t batch;  /* global batch of one optimizer step */
+  uint64_t seed;   /* data order */
+  bool seed_given; /* --seed was given: resuming a checkpoint of another seed is an error */
   bool shuffle;
   const char *optimizer; /* overrides of the model's objective; NULL / NAN when not given */
   double lr, momentum, weight_decay;
@@ -102,14 +78,12 @@ typedef struct dpc_train_opts {
    * `staleness` updates after the version it was computed on (0: synchronous) */
   bool async;
   uint32_t staleness;
-  /* Tests only (driver/train_testing.h): hooks that slow or stall a device; NULL here. */
-  const struct dpc_train_test_hooks *test;
   /* Stop early once *cancel is non-zero (set by a signal handler, or by another thread): the
    * step under way finishes (every device's part, every micro-batch; asynchronous workers finish
    * the gradient they compute, and one that no update can take any more is dropped), a checkpoint
    * goes to checkpoint_path, else to stop_checkpoint_path, else nowhere, on_stop says where,
    * and dpc_train returns DPC_OK without writing save_path. NULL: never. */
-  const volatile sig_atomic_t *cancel;
+  const volatile int *cancel;
   const char *stop_checkpoint_path;
   void (*on_stop)(void *user, const dpc_train_stop *s);
   void (*on_start)(void *user, const char *what);
@@ -123,7 +97,9 @@ typedef struct dpc_train_opts {
 /* Fill in the defaults: fashion-mnist, 1 epoch, batch 64, seed 0, shuffle, no overrides. */
 void dpc_train_defaults(dpc_train_opts *o);
 
-/* Train model g (a parsed, verified graph; not modified). */
+/* Train model g (a parsed, verified graph; not modified; NULL with o->artifact). libdpc's
+ * dpc_trainer_run (driver/api_train.c) maps its public options onto these; tests reach the
+ * hooks of driver/train_testing.h through dpc_train_hooked. */
 dpc_status dpc_train(const dpc_graph *g, const dpc_train_opts *o, dpc_diag *d);
 
 #endif

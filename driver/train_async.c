@@ -212,12 +212,12 @@ static void *worker_main(void *arg) {
     if (!st) st = dpc_dataset_fill(t->train_ds, idx, n, &x, &y, &w->d);
     dpc_session_set_step(w->run.s, pos);
     if (!st) st = dpc_session_run(w->run.s, &w->d);
-    if (!st && t->o->test &&
-        t->o->test->slow_worker == w->id + 1) { /* a test hook: this worker is slow */
+    if (!st && t->test &&
+        t->test->slow_worker == w->id + 1) { /* a test hook: this worker is slow */
       struct timespec ts = {0, 20 * 1000000L};
       nanosleep(&ts, NULL);
     }
-    if (!st && t->o->test && t->o->test->hold_worker == w->id + 1) hold_back(a, w);
+    if (!st && t->test && t->test->hold_worker == w->id + 1) hold_back(a, w);
 
     pthread_mutex_lock(&a->mu);
     if (st) {

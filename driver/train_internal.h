@@ -50,12 +50,13 @@ typedef struct trainer {
   FILE *log;
   struct async_state *async;            /* --sync async: the workers and the server's bookkeeping */
   dpc_session_test_hooks session_hooks; /* what dpc_train_session_hooks hands the sessions */
+  const dpc_train_test_hooks *test;     /* NULL but in tests (dpc_train_hooked) */
 } trainer;
 
-/* The test hooks a session of this run takes (NULL in production, where opts.test is NULL). */
+/* The test hooks a session of this run takes (NULL in production, where t->test is NULL). */
 static inline const dpc_session_test_hooks *dpc_train_session_hooks(trainer *t) {
-  if (!t->o->test) return NULL;
-  t->session_hooks = (dpc_session_test_hooks){t->o->test->stall_device, t->o->test->memory};
+  if (!t->test) return NULL;
+  t->session_hooks = (dpc_session_test_hooks){t->test->stall_device, t->test->memory};
   return &t->session_hooks;
 }
 

@@ -1,9 +1,13 @@
 /*
  * train_testing.h — hooks that slow or stall part of a training run on purpose, for tests and
- * the benchmarks of asynchronous training only. dpc_train_opts.test is NULL in production.
+ * the benchmarks of asynchronous training only. Production code calls dpc_train, which has none;
+ * tests call dpc_train_hooked, and the command line's test build (dpc-testing) reaches it through
+ * include/dpc/testing.h.
  */
 #ifndef DPC_TOOLS_TRAIN_TESTING_H
 #define DPC_TOOLS_TRAIN_TESTING_H
+
+#include "driver/train.h"
 
 #include <stdint.h>
 
@@ -13,5 +17,9 @@ typedef struct dpc_train_test_hooks {
   uint32_t hold_worker;  /* asynchronous worker k - 1 pushes as late as the staleness allows */
   bool memory;           /* dpc_session_test_hooks.memory: every device is a "testmem" one */
 } dpc_train_test_hooks;
+
+/* dpc_train with test hooks (NULL: none, which is dpc_train). */
+dpc_status dpc_train_hooked(const dpc_graph *g, const dpc_train_opts *o,
+                            const dpc_train_test_hooks *hooks, dpc_diag *d);
 
 #endif

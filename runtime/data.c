@@ -28,6 +28,9 @@ struct dpc_dataset {
   dpc_tensor floats;
   int32_t *labels; /* checked to be in [0, INT32_MAX) at open */
   void *owned;     /* the inflated IDX image file, or the npy u8 pixels */
+  /* a caller's samples (dpc_dataset_from_source): filled batch by batch, none held here */
+  bool from_source;
+  dpc_dataset_source src;
 };
 
 static char *fmt_shape(char buf[160], const dpc_shape *s) {
@@ -296,6 +299,86 @@ dpc_status dpc_dataset_open(const char *spec, dpc_split split, dpc_dataset **out
   return DPC_OK;
 }
 
+/* ---- a caller's samples ------------------------------------------------------------------ */
+
+dpc_status dpc_dataset_from_source(const dpc_dataset_source *src, dpc_dataset **out, dpc_diag *d) {
+  *out = NULL;
+  char name[300], s1[160];
+  if (src->name && *src->name)
+    snprintf(name, sizeof name, "data source '%s'", src->name);
+  else
+    snprintf(name, sizeof name, "the data source");
+  if (!src->fill)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s has no function to fill batches with", name);
+  if (src->samples == 0) return dpc_diag_fail(d, DPC_ERR_INVALID, "%s holds no samples", name);
+  if (src->sample.rank > DPC_MAX_RANK)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: its samples have %u dimensions, more than %d",
+                         name, src->sample.rank, DPC_MAX_RANK);
+  for (uint32_t k = 0; k < src->sample.rank; k++)
+    if (src->sample.d[k] < 1)
+      return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: its sample shape %s has an empty dimension",
+                           name, fmt_shape(s1, &src->sample));
+  if (src->classes < 1)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "%s has %lld classes: its labels need at least one (classes is 1 + the "
+                         "largest label)",
+                         name, (long long)src->classes);
+  dpc_dataset *ds = calloc(1, sizeof *ds);
+  if (!ds || !(ds->name = dpc_strdup(name))) {
+    free(ds);
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening %s", name);
+  }
+  ds->from_source = true;
+  ds->src = *src;
+  ds->src.name = ds->name;
+  ds->n = src->samples;
+  ds->sample = src->sample;
+  ds->sample_numel = dpc_shape_numel(&ds->sample);
+  ds->classes = src->classes;
+  *out = ds;
+  return DPC_OK;
+}
+
+/* Batch idx[0..n) from the caller: rows straight into an f32 x, else through a float buffer
+ * converted as dpc_tstore does; labels through an int64 buffer, checked against the classes. */
+static dpc_status fill_from_source(const dpc_dataset *ds, const uint64_t *idx, uint32_t n,
+                                   dpc_tensor *x, dpc_tensor *y, dpc_diag *d) {
+  int64_t per = ds->sample_numel, total = per * (int64_t)n;
+  bool direct = x && x->dtype == DPC_F32;
+  float *xs = direct ? x->data : malloc((size_t)(total ? total : 1) * sizeof *xs);
+  int64_t *ys = malloc((size_t)(n ? n : 1) * sizeof *ys);
+  dpc_status st = DPC_OK;
+  if (!xs || !ys) {
+    st = dpc_diag_fail(d, DPC_ERR_NOMEM, "%s: out of memory for a batch of %u", ds->name, n);
+    goto done;
+  }
+  char err[512] = "";
+  int rc = ds->src.fill(ds->src.user, idx, n, xs, ys, err, sizeof err);
+  err[sizeof err - 1] = 0;
+  if (rc) {
+    st = err[0] ? dpc_diag_fail(d, DPC_ERR_IO, "%s: %s", ds->name, err)
+                : dpc_diag_fail(d, DPC_ERR_IO, "%s failed to fill a batch of %u samples (%d)",
+                                ds->name, n, rc);
+    goto done;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    if (ys[i] < 0 || ys[i] >= ds->classes) {
+      st = dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "%s: sample %llu has the label %lld, outside its %lld classes (0 to %lld)",
+                         ds->name, (unsigned long long)idx[i], (long long)ys[i],
+                         (long long)ds->classes, (long long)ds->classes - 1);
+      goto done;
+    }
+  if (x && !direct)
+    for (int64_t j = 0; j < total; j++) dpc_tstore(x, j, xs[j]);
+  if (y)
+    for (uint32_t i = 0; i < n; i++) dpc_tstore_i64(y, i, ys[i]);
+done:
+  if (!direct) free(xs);
+  free(ys);
+  return st;
+}
+
 uint64_t dpc_dataset_size(const dpc_dataset *ds) {
   return ds->n;
 }
@@ -353,6 +436,7 @@ dpc_status dpc_dataset_fill(const dpc_dataset *ds, const uint64_t *idx, uint32_t
           d, DPC_ERR_INVALID,
           "%s: sample index %llu is out of range: it holds %llu samples (0 to %llu)", ds->name,
           (unsigned long long)idx[i], (unsigned long long)ds->n, (unsigned long long)ds->n - 1);
+  if (ds->from_source) return fill_from_source(ds, idx, n, x, y, d);
   if (x && ds->pixels) {
     if (x->dtype == DPC_F32) { /* the common case, kept free of per-element dtype switches */
       for (uint32_t i = 0; i < n; i++)

@@ -62,6 +62,25 @@ const char *dpc_dataset_name(const dpc_dataset *ds); /* for messages and logs */
 dpc_status dpc_dataset_fill(const dpc_dataset *ds, const uint64_t *idx, uint32_t n, dpc_tensor *x,
                             dpc_tensor *y, dpc_diag *d);
 
+/* A dataset whose samples come from a caller (libdpc's dpc_data_source, include/dpc/train.h):
+ * `fill` copies samples idx[0..n) as float rows of the sample shape's element count into x and
+ * their labels into y; non-zero fails the batch, with the message written into err. Labels are
+ * checked to lie in [0, classes). The trainer fills batches through dpc_dataset_fill whatever the
+ * dataset's form, converting to the input and label tensors' dtypes. */
+typedef struct dpc_dataset_source {
+  const char *name; /* NULL: "the data source" */
+  uint64_t samples;
+  dpc_shape sample;
+  int64_t classes;
+  int (*fill)(void *user, const uint64_t *idx, uint32_t n, float *x, int64_t *y, char *err,
+              size_t err_len);
+  void *user;
+} dpc_dataset_source;
+
+/* Wrap a source (copied; its user data must outlive the dataset), named "data source 'NAME'" in
+ * messages. An error says which of its counts is wrong. */
+dpc_status dpc_dataset_from_source(const dpc_dataset_source *src, dpc_dataset **out, dpc_diag *d);
+
 /* ---- visiting order ----------------------------------------------------------------------- */
 
 /* The order samples are visited in. With shuffle on, epoch e's order is a Fisher-Yates shuffle

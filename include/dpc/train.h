@@ -131,7 +131,10 @@ typedef struct dpc_trainer_opts {
  * optimizer settings, the llvm backend. */
 DPC_COMPILER_API void dpc_trainer_defaults(dpc_trainer_opts *o);
 
-/* Train the net (not modified; NULL with o->artifact). */
+/* Train the net (not modified; NULL with o->artifact). o NULL: the defaults. The options are
+ * checked first (a failure says which value is wrong, in words, never a flag); a net that kept
+ * the fixed batch it was exported with (dpc_net_fixed_batch) is refused with that reason, as it
+ * trains at no batch of the trainer's choosing. Returns DPC_OK also when stopped by o->cancel. */
 DPC_COMPILER_API dpc_status dpc_trainer_run(const dpc_net *n, const dpc_trainer_opts *o,
                                             dpc_message *m);
 

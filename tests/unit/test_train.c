@@ -581,10 +581,10 @@ static void stuck_device_fails_in_time(void) {
   quiet_opts(&o);
   o.exec.backend = &dpc_codegen_llvm;
   o.data = data, o.epochs = 1, o.batch = 32, o.devices = "cpu:2", o.timeout_s = 1;
-  o.test = &(dpc_train_test_hooks){.stall_device = 2}; /* cpu:1 */
+  const dpc_train_test_hooks *hooks = &(dpc_train_test_hooks){.stall_device = 2}; /* cpu:1 */
   struct timespec ts0, ts1;
   clock_gettime(CLOCK_MONOTONIC, &ts0);
-  CHECK(dpc_train(g, &o, &d) == DPC_ERR_RUNTIME);
+  CHECK(dpc_train_hooked(g, &o, hooks, &d) == DPC_ERR_RUNTIME);
   clock_gettime(CLOCK_MONOTONIC, &ts1);
   double took = (double)(ts1.tv_sec - ts0.tv_sec) + (double)(ts1.tv_nsec - ts0.tv_nsec) * 1e-9;
   CHECK_MSG(strstr(d.msg, "cpu:0 waited") && strstr(d.msg, "for cpu:1") &&
@@ -823,9 +823,9 @@ static void async_parameter_server(void) {
   o.exec.backend = &dpc_codegen_llvm;
   o.data = data, o.epochs = 2, o.batch = 32, o.seed = 9;
   o.devices = "cpu:4", o.async = true, o.staleness = 2;
-  o.test = &(dpc_train_test_hooks){.hold_worker = 1};
+  const dpc_train_test_hooks *hooks = &(dpc_train_test_hooks){.hold_worker = 1};
   o.log_path = logs[1];
-  CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "slow worker: %s", d.msg);
+  CHECK_MSG(dpc_train_hooked(g, &o, hooks, &d) == DPC_OK, "slow worker: %s", d.msg);
   FILE *log = fopen(logs[1], "r");
   char line[4096];
   unsigned per_worker[4] = {0}, worst = 0, steps = 0, slow_at_bound = 0;
@@ -902,10 +902,10 @@ static void every_strategy_on_test_memory(void) {
       o.devices = runs[c].devices, o.strategy = runs[c].strategy, o.mp = runs[c].mp;
       o.accumulate = runs[c].K, o.pipeline = runs[c].sched, o.local_sgd = runs[c].local_sgd;
       o.async = runs[c].async, o.staleness = 0;
-      o.test = k == 1 ? &(dpc_train_test_hooks){.memory = true} : NULL;
+      const dpc_train_test_hooks *hooks = k == 1 ? &(dpc_train_test_hooks){.memory = true} : NULL;
       o.save_path = save[k], o.log_path = f.logs[k];
-      CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "%s on %s: %s", runs[c].what, k ? "testmem" : "cpu",
-                d.msg);
+      CHECK_MSG(dpc_train_hooked(g, &o, hooks, &d) == DPC_OK, "%s on %s: %s", runs[c].what,
+                k ? "testmem" : "cpu", d.msg);
     }
     double l0[32], l1[32];
     int n0 = unit_read_losses(f.logs[0], l0, 32), n1 = unit_read_losses(f.logs[1], l1, 32);
@@ -923,11 +923,11 @@ static void every_strategy_on_test_memory(void) {
     o.exec.backend = &dpc_codegen_llvm;
     o.data = f.data, o.batch = 32, o.seed = 9, o.devices = "cpu:2";
     o.epochs = 2;
-    o.test = k > 0 ? &(dpc_train_test_hooks){.memory = true} : NULL;
+    const dpc_train_test_hooks *hooks = k > 0 ? &(dpc_train_test_hooks){.memory = true} : NULL;
     if (k == 1) o.checkpoint_path = ckpt, o.steps = 21;
     if (k == 2) o.resume_path = ckpt;
     o.log_path = f.logs[k];
-    CHECK_MSG(dpc_train(g, &o, &d) == DPC_OK, "resume, run %d: %s", k, d.msg);
+    CHECK_MSG(dpc_train_hooked(g, &o, hooks, &d) == DPC_OK, "resume, run %d: %s", k, d.msg);
   }
   double full[64], first[64], rest[64];
   int nf = unit_read_losses(f.logs[0], full, 64), n1 = unit_read_losses(f.logs[1], first, 64),

@@ -1,14 +1,20 @@
 /*
- * cmd_train.c — `dpc train`: options, and progress for a person (a bar on a terminal, a line per
- * epoch otherwise). The training itself is driver/train.c.
+ * cmd_train.c — `dpc train`: flags into libdpc's trainer options (dpc/train.h), dpc_trainer_run,
+ * and progress for a person (a bar on a terminal, a line per epoch otherwise, the command that
+ * resumes a stopped run). The training itself is libdpc's.
+ *
+ * Built a second time as the test build `dpc-testing` (DPC_CLI_TESTING, never installed), which
+ * adds the test hooks' flags of dpc/testing.h: --test-slow-worker K, for the benchmarks of
+ * docs/strategies.md.
  */
 #include "tools/dpc/cli.h"
-#include "tools/dpc/cli_legacy.h"
-#include "driver/driver.h"
 #include "tools/dpc/interrupt.h"
 #include "tools/dpc/outpath.h"
-#include "driver/train.h"
-#include "driver/train_testing.h"
+
+#include <dpc/train.h>
+#ifdef DPC_CLI_TESTING
+#include <dpc/testing.h>
+#endif
 
 #include <errno.h>
 #include <math.h>
@@ -66,9 +72,11 @@ static const cli_opt train_opts[] = {
     {"staleness", true, false,
      "with --sync async: a gradient is applied at most S updates after its params (default 4; 0: "
      "synchronous)"},
-    /* testing only, for the benchmarks of docs/strategies.md: worker K - 1 sleeps 20 ms a step
-     * (train_testing.h); hidden from --help */
+#ifdef DPC_CLI_TESTING
+    /* dpc-testing only, for the benchmarks of docs/strategies.md: worker K - 1 sleeps 20 ms a
+     * step (dpc/testing.h); hidden from --help */
     {"test-slow-worker", true, false, ""},
+#endif
     {"local-sgd", true, false,
      "K: data-parallel replicas step on their own gradients, averaging params every K steps"},
     {"accumulate", true, false,
@@ -80,6 +88,13 @@ static const cli_opt train_opts[] = {
     {"print-after", true, false, "print the training graph after PASS (comma-separated, or all)"},
 };
 #define NTRAIN (int)(sizeof train_opts / sizeof *train_opts)
+
+/* Seconds on a monotonic clock. */
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 typedef struct progress {
   bool tty, quiet;
@@ -99,7 +114,7 @@ static void on_start(void *user, const char *what) {
 static void on_step(void *user, const dpc_train_step *s) {
   progress *p = user;
   if (!p->tty || p->quiet) return;
-  double t = dpc_now_s();
+  double t = now_s();
   if (t - p->last_draw < 0.1 && s->batch != s->batches) return;
   p->last_draw = t;
   int width = 24, done = (int)(width * s->batch / (s->batches ? s->batches : 1));
@@ -210,15 +225,16 @@ static bool get_arg(const cli_parsed *p, const char *name, int64_t *out, uint64_
   return true;
 }
 
-/* --strategy and the options that go with it, checked against --devices before anything is
- * loaded (dpc_strategy_parse): an option the strategy would ignore, or a count that does not
- * divide, is a usage error (exit 2) naming the option. Sets the pipeline's stages, micro-batches
- * and default devices. */
-static int check_strategy(const cli_parsed *p, dpc_train_opts *o, char *pipe_devices, size_t n) {
+/* --strategy and the options that go with it, typed by dpc_strategy_parse against --devices
+ * before anything is loaded: an option the strategy would ignore, or a count that does not
+ * divide, is a usage error (exit 2) naming the option. The trainer takes the result as it is
+ * (dpc_trainer_opts.typed_strategy). */
+static int check_strategy(const cli_parsed *p, const dpc_trainer_opts *o, const char *strategy,
+                          dpc_pipeline_schedule schedule, bool async, dpc_strategy *s) {
   dpc_strategy_args a;
   dpc_strategy_args_init(&a);
   /* by name too: the text form says async or local_sgd where the flags say --sync, --local-sgd */
-  a.text = o->strategy, a.schedule = o->pipeline, a.async = o->async;
+  a.text = strategy, a.schedule = schedule, a.async = async;
   a.shares = o->shares, a.memory_limit = o->device_memory;
   a.kinds = TRAIN_KINDS | (1u << DPC_STRATEGY_ASYNC) | (1u << DPC_STRATEGY_LOCAL_SGD);
   if (!get_arg(p, "mp", &a.mp, 1) || !get_arg(p, "stages", &a.stages, 2) ||
@@ -231,33 +247,16 @@ static int check_strategy(const cli_parsed *p, dpc_train_opts *o, char *pipe_dev
     if (rc) return rc;
   }
   /* a compiled artifact's batch is its own */
-  bool own_batch = dpc_driver_is_artifact(p->pos[0]) && !cli_get(train_opts, NTRAIN, p, "batch");
-  a.batch = own_batch ? 0 : o->batch;
-  dpc_strategy s;
+  a.batch = o->batch;
   dpc_strategy_error e;
-  dpc_diag d;
-  dpc_diag_init(&d);
-  dpc_status st = dpc_strategy_parse(&a, &s, &e, &d);
-  int rc = st ? cli_strategy_error("train", &e, TRAIN_KINDS, o->devices, &d) : DPC_EXIT_OK;
-  dpc_diag_free(&d);
+  dpc_message *m = dpc_message_new();
+  dpc_status st = dpc_strategy_parse(&a, s, &e, m);
+  int rc = st ? cli_strategy_error("train", &e, TRAIN_KINDS, o->devices, m) : DPC_EXIT_OK;
+  dpc_message_free(m);
   if (rc) return rc;
-  if (s.given & (1u << DPC_STRATEGY_FIELD_PLACEMENT))
+  if (s->given & (1u << DPC_STRATEGY_FIELD_PLACEMENT))
     return cli_usage_error("train", "--strategy: dpc train places a model with METIS; the "
                                     "placement setting is dpc plan's");
-  if (s.kind == DPC_STRATEGY_PIPELINE || s.kind == DPC_STRATEGY_HYBRID) o->mp = s.mp;
-  o->accumulate = s.microbatches, o->pipeline = s.schedule;
-  /* the options carry the strategy typed: its kind by name, its numbers in their fields */
-  o->strategy = s.kind == DPC_STRATEGY_MODEL || s.kind == DPC_STRATEGY_HYBRID ||
-                        s.kind == DPC_STRATEGY_PIPELINE
-                    ? dpc_strategy_kind_name(s.kind)
-                    : NULL;
-  o->async = s.kind == DPC_STRATEGY_ASYNC;
-  if (o->async) o->staleness = s.staleness;
-  if (s.kind == DPC_STRATEGY_LOCAL_SGD) o->local_sgd = s.period;
-  if (!o->devices && s.devices > 1) {
-    snprintf(pipe_devices, n, "cpu:%u", s.devices);
-    o->devices = pipe_devices;
-  }
   return DPC_EXIT_OK;
 }
 
@@ -290,8 +289,8 @@ int dpc_cmd_train(int argc, char **argv) {
     return DPC_EXIT_OK;
   }
   if (p.npos != 1) return cli_usage_error("train", "expects one model file (see dpc train --help)");
-  dpc_train_opts o;
-  dpc_train_defaults(&o);
+  dpc_trainer_opts o;
+  dpc_trainer_defaults(&o);
   uint64_t batch = o.batch;
   if (!get_u64(&p, "epochs", &o.epochs, 1) || !get_u64(&p, "steps", &o.steps, 1) ||
       !get_u64(&p, "batch", &batch, 1) || !get_u64(&p, "seed", &o.seed, 0) ||
@@ -313,7 +312,8 @@ int dpc_cmd_train(int argc, char **argv) {
   if (o.optimizer && strcmp(o.optimizer, "sgd") && !isnan(o.momentum))
     return cli_usage_error("train", "--momentum applies to sgd, not to --optimizer %s",
                            o.optimizer);
-  int src = cli_schedules("train", train_opts, NTRAIN, &p, &o.schedule, &o.pipeline);
+  dpc_pipeline_schedule schedule = DPC_SCHEDULE_NONE;
+  int src = cli_schedules("train", train_opts, NTRAIN, &p, &o.lr_schedule, &schedule);
   if (src) return src;
   o.init_path = cli_get(train_opts, NTRAIN, &p, "init");
   o.save_path = cli_get(train_opts, NTRAIN, &p, "save");
@@ -325,35 +325,37 @@ int dpc_cmd_train(int argc, char **argv) {
     return cli_usage_error("train", "--checkpoint-every needs --checkpoint FILE.safetensors");
   if (o.resume_path && o.init_path)
     return cli_usage_error("train", "--resume and --init do not go together");
-  int xrc = cli_exec_opts("train", train_opts, NTRAIN, &p, &o.exec);
+  int xrc = cli_build_opts("train", train_opts, NTRAIN, &p, &o.build);
   if (xrc) return xrc;
   uint64_t threads = 0;
   if (!get_u64(&p, "threads", &threads, 1)) return DPC_EXIT_USAGE;
   o.threads = (uint32_t)(threads > 1024 ? 1024 : threads);
   o.devices = cli_get(train_opts, NTRAIN, &p, "devices");
-  o.strategy = cli_get(train_opts, NTRAIN, &p, "strategy");
+  const char *strategy = cli_get(train_opts, NTRAIN, &p, "strategy");
   o.shares = cli_get(train_opts, NTRAIN, &p, "shares");
   const char *mem = cli_get(train_opts, NTRAIN, &p, "device-memory");
-  if (mem && !dpc_driver_parse_size(mem, &o.device_memory))
+  if (mem && !dpc_parse_size(mem, &o.device_memory))
     return cli_usage_error("train", "--device-memory expects a size such as 512M or 2G, got '%s'",
                            mem);
   const char *sync = cli_get(train_opts, NTRAIN, &p, "sync");
   if (sync && strcmp(sync, "sync") && strcmp(sync, "async"))
     return cli_usage_error("train", "--sync is sync or async, not '%s'", sync);
-  o.async = sync && !strcmp(sync, "async");
+#ifdef DPC_CLI_TESTING
   uint64_t slow = 0;
   if (!get_u64(&p, "test-slow-worker", &slow, 1)) return DPC_EXIT_USAGE;
-  dpc_train_test_hooks hooks = {.slow_worker = (uint32_t)(slow > 1024 ? 1024 : slow)};
-  o.test = slow ? &hooks : NULL;
-  char pipe_devices[32];
-  int vrc = check_strategy(&p, &o, pipe_devices, sizeof pipe_devices);
+  dpc_trainer_test_hooks hooks = {sizeof hooks,
+                                  .slow_worker = (uint32_t)(slow > 1024 ? 1024 : slow)};
+#endif
+  /* a compiled artifact: its batch size unless --batch names it again */
+  bool artifact = dpc_path_is_artifact(p.pos[0]);
+  if (artifact && !cli_get(train_opts, NTRAIN, &p, "batch")) o.batch = 0;
+  dpc_strategy typed;
+  int vrc = check_strategy(&p, &o, strategy, schedule, sync && !strcmp(sync, "async"), &typed);
   if (vrc) return vrc;
+  o.typed_strategy = &typed;
   uint64_t timeout = 0;
   if (!get_u64(&p, "timeout", &timeout, 1)) return DPC_EXIT_USAGE;
   o.timeout_s = (double)timeout;
-  o.passes.verify_each = cli_get(train_opts, NTRAIN, &p, "verify-each") != NULL;
-  o.passes.print_after = cli_get(train_opts, NTRAIN, &p, "print-after");
-  o.passes.dump = cli_print_dump;
   progress prog = {isatty(STDERR_FILENO) != 0,
                    cli_get(train_opts, NTRAIN, &p, "quiet") != NULL,
                    o.epochs,
@@ -378,12 +380,11 @@ int dpc_cmd_train(int argc, char **argv) {
   o.cancel = cli_interrupt_flag();
   cli_interrupt_catch("train", prog.tty && !prog.quiet);
 
-  if (dpc_driver_is_artifact(p.pos[0])) {
-    /* a compiled artifact: its batch size unless --batch names it again, its kernels always */
+  if (artifact) {
+    /* its kernels always */
     o.artifact = p.pos[0];
-    if (!cli_get(train_opts, NTRAIN, &p, "batch")) o.batch = 0;
     const char *be = cli_get(train_opts, NTRAIN, &p, "backend");
-    if ((be && strcmp(be, "llvm")) || o.passes.print_after ||
+    if ((be && strcmp(be, "llvm")) || o.build.print_after ||
         cli_get(train_opts, NTRAIN, &p, "dump-llvm"))
       return cli_usage_error("train",
                              "%s is compiled already: --backend, --print-after and --dump-llvm "
@@ -400,27 +401,49 @@ int dpc_cmd_train(int argc, char **argv) {
       cli_check_output_file("train", "log", o.log_path) ||
       cli_check_output_file("train", "trace", o.trace_path))
     return DPC_EXIT_ERROR;
-  dpc_diag d;
-  dpc_diag_init(&d);
-  dpc_graph *g = NULL;
+  dpc_message *m = dpc_message_new();
+  if (!m) {
+    fprintf(stderr, "dpc train: out of memory\n");
+    return DPC_EXIT_ERROR;
+  }
+  dpc_net *net = NULL;
   int rc = DPC_EXIT_OK;
-  double t0 = dpc_now_s();
-  if (dpc_passes_check_names(o.passes.print_after, &d) ||
-      (!o.artifact && dpc_driver_load_batched(p.pos[0], &g, NULL, &d)) ||
-      (loss && dpc_driver_attach_loss(g, loss, &d)) || dpc_train(g, &o, &d)) {
+  double t0 = now_s();
+  /* an ONNX export with a fixed batch: its leading dimension becomes the batch */
+  dpc_load_opts lo = {sizeof lo, .batched = true, .loss = loss};
+  dpc_status st = o.artifact ? DPC_OK : dpc_net_load(p.pos[0], &lo, &net, m);
+  if (st && loss) {
+    /* the loss may not fit a model that kept its fixed batch: why it kept it is then the error,
+     * as the trainer says of such a model */
+    dpc_load_opts plain = {sizeof plain, .batched = true};
+    dpc_net *kept = NULL;
+    dpc_message *km = dpc_message_new();
+    if (km && !dpc_net_load(p.pos[0], &plain, &kept, km) && dpc_net_fixed_batch(kept)) {
+      dpc_message_clear(m);
+      st = dpc_trainer_run(kept, &o, m); /* refuses it at once, with that reason */
+    }
+    dpc_net_free(kept);
+    dpc_message_free(km);
+  }
+#ifdef DPC_CLI_TESTING
+  if (!st) st = dpc_testing_trainer_run(net, &o, slow ? &hooks : NULL, m);
+#else
+  if (!st) st = dpc_trainer_run(net, &o, m);
+#endif
+  if (st) {
     if (prog.tty) fprintf(stderr, "\n");
-    rc = cli_report("train", &d);
+    rc = cli_report("train", m);
   } else if (prog.stopped) {
     rc = cli_interrupt_exit_code();
   } else {
-    printf("trained %s in %.1f s", p.pos[0], dpc_now_s() - t0);
+    printf("trained %s in %.1f s", p.pos[0], now_s() - t0);
     if (!isnan(prog.last_test_accuracy))
       printf(": test accuracy %.2f%%", 100 * prog.last_test_accuracy);
     printf("\n");
     if (o.save_path) printf("params saved to %s\n", o.save_path);
     if (o.checkpoint_path) printf("checkpoint written to %s\n", o.checkpoint_path);
   }
-  dpc_graph_free(g);
-  dpc_diag_free(&d);
+  dpc_net_free(net);
+  dpc_message_free(m);
   return rc;
 }
