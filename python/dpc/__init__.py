@@ -3,6 +3,7 @@
     import numpy as np, dpc
     net = dpc.load("examples/fashion_mlp.graph")
     out = net.run({"x": np.zeros((8, 784), np.float32)})      # {"logits": array (8, 10)}
+    plan = net.plan(devices="cpu:2", strategy="data")        # predicted figures per device
     losses = net.train(steps=20, batch=64, devices="cpu:2")  # [(step, loss), ...]
     net.compile("mlp.dpx", batch=32)
     with dpc.Artifact("mlp.dpx") as a:
@@ -14,7 +15,10 @@ a build/ folder beside this package's source tree, or where the system keeps lib
 raise dpc.Error with the library's message.
 """
 import ctypes as c
+import json
 import math
+import os
+import tempfile
 
 import numpy as np
 
@@ -193,6 +197,48 @@ class Net:
         st = self._lib.dpc_net_compile(self._ptr, c.byref(o), _b(path), m.ptr)
         if st:
             m.fail(st)
+
+    def plan(self, devices="cpu", strategy=None, batch=64, memory_limit=0, dot=None):
+        """The plan of a training step over the devices, as `dpc plan` makes it, with the cost
+        model's predictions: {"devices": [{"name", "kernels", "collectives", "compute_ms",
+        "comm_ms", "memory_bytes", "comm_bytes"}, ...], "predicted_step_ms",
+        "comm_bytes_per_step"}. strategy: the text form ("model", "hybrid:mp=2",
+        "pipeline:stages=2,microbatches=4"); dot: also write the placement as Graphviz there."""
+        lib = self._lib
+        m = _Message()
+        n = c.c_uint32()
+        st = lib.dpc_devices_count(_b(devices), c.byref(n), m.ptr)
+        if st:
+            m.fail(st)
+        a = _lib.StrategyArgs()
+        lib.dpc_strategy_args_init(c.byref(a))
+        a.text = _b(strategy)
+        a.devices = n.value
+        a.batch = int(batch)
+        a.memory_limit = int(memory_limit)
+        parsed = c.create_string_buffer(512)  # a dpc_strategy, which is smaller
+        err = c.create_string_buffer(512)  # a dpc_strategy_error, likewise
+        st = lib.dpc_strategy_parse(c.byref(a), parsed, err, m.ptr)
+        if st:
+            m.fail(st)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "plan.json")
+            o = _lib.PlanOpts()
+            o.size = c.sizeof(o)
+            o.batch = int(batch)
+            o.devices = _b(devices)
+            o.strategy = c.cast(parsed, c.c_void_p)
+            o.memory_limit = int(memory_limit)
+            o.dot_path = _b(dot)
+            o.json_path = _b(path)
+            rep = c.c_void_p()
+            st = lib.dpc_net_plan(self._ptr, c.byref(o), c.byref(rep), m.ptr)
+            if rep:
+                lib.dpc_plan_report_free(rep)
+            if st:
+                m.fail(st)
+            with open(path) as f:
+                return json.load(f)
 
     def train(self, steps=0, epochs=1, batch=64, devices=None, strategy=None, data=None,
               test_data=None, seed=0, shuffle=True, backend=None, threads=0,

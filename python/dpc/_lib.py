@@ -133,6 +133,22 @@ class TrainerOpts(c.Structure):
                 ("on_epoch", EPOCH_FN), ("on_stop", STOP_FN), ("user", _P)]
 
 
+class StrategyArgs(c.Structure):
+    _fields_ = [("text", _S), ("mp", c.c_int64), ("stages", c.c_int64),
+                ("microbatches", c.c_int64), ("dp", c.c_int64), ("accumulate", c.c_int64),
+                ("staleness", c.c_int64), ("period", c.c_int64), ("schedule", c.c_int),
+                ("placement", _S), ("async_", c.c_bool), ("shares", _S),
+                ("memory_limit", c.c_uint64), ("devices", c.c_uint32), ("batch", c.c_uint64),
+                ("kinds", c.c_uint32)]
+
+
+class PlanOpts(c.Structure):
+    _fields_ = [("size", c.c_size_t), ("batch", c.c_uint32), ("devices", _S),
+                ("strategy", _P), ("memory_limit", c.c_uint64), ("profile", c.c_bool),
+                ("measure", c.c_bool), ("dot_path", _S), ("dot_full", c.c_bool),
+                ("json_path", _S)]
+
+
 class RunnerOpts(c.Structure):
     _fields_ = [("size", c.c_size_t), ("mode", c.c_int), ("share", _P), ("threads", c.c_uint),
                 ("devices", _S), ("log", _P), ("log_user", _P), ("cancel", c.POINTER(c.c_int)),
@@ -167,6 +183,11 @@ def compiler():
          pp(pp(Array)), pp(c.c_uint), _P)
     _sig(lib, "dpc_net_compile", i, _P, pp(CompileOpts), _S, _P)
     _sig(lib, "dpc_trainer_defaults", None, pp(TrainerOpts))
+    _sig(lib, "dpc_strategy_args_init", None, pp(StrategyArgs))
+    _sig(lib, "dpc_strategy_parse", i, pp(StrategyArgs), _P, _P, _P)
+    _sig(lib, "dpc_devices_count", i, _S, pp(c.c_uint32), _P)
+    _sig(lib, "dpc_net_plan", i, _P, pp(PlanOpts), pp(_P), _P)
+    _sig(lib, "dpc_plan_report_free", None, _P)
     _sig(lib, "dpc_trainer_run", i, _P, pp(TrainerOpts), _P)
     return lib
 
