@@ -43,7 +43,7 @@ uint16_t dpc_f32_to_bf16(float f);
 #define DPC_DIM_INFER     (-1)
 #define DPC_DIM_SYM(k)    (-(int64_t)(k)-2)
 #define DPC_DIM_IS_SYM(d) ((d) <= -2)
-#define DPC_DIM_SYM_NO(d) ((uint32_t)(-(d)-2))
+#define DPC_DIM_SYM_NO(d) ((uint32_t)(-((d) + 2))) /* d + 2 first: no overflow at INT64_MIN */
 
 typedef struct dpc_shape {
   uint32_t rank;

@@ -98,7 +98,9 @@ dpc_status dpc_verify(const dpc_graph *g, dpc_diag *d) {
   for (uint32_t v = 0; v < g->n_values; v++) {
     const dpc_value *val = &g->values[v];
     for (uint32_t k = 0; k < val->shape.rank; k++)
-      if (DPC_DIM_IS_SYM(val->shape.d[k]) && DPC_DIM_SYM_NO(val->shape.d[k]) >= g->n_syms)
+      /* symbol k is -2 - k: below -1 - n_syms there is none (compared before any negation,
+       * which a damaged file's INT64_MIN would overflow) */
+      if (DPC_DIM_IS_SYM(val->shape.d[k]) && val->shape.d[k] < -1 - (int64_t)g->n_syms)
         return bad(g, val->node, d, "shape refers to an unknown symbol");
     if (val->name != DPC_NONE && dpc_idmap_get(&g->names, val->name) != v)
       return bad(g, val->node, d, "value name is not in the name table");
