@@ -12,6 +12,14 @@ DPC_COMPILER_API const char *dpc_compiler_version(void) {
   return DPC_VERSION_STRING;
 }
 
+DPC_COMPILER_API bool dpc_has_mpi(void) {
+#ifdef DPC_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
 /* ---- messages ---------------------------------------------------------------------------- */
 
 DPC_COMPILER_API dpc_message *dpc_message_new(void) {

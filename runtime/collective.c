@@ -87,6 +87,16 @@ DEFINE_ADD(add_f32_avx512, float, v16f, __attribute__((target("avx512f"))))
 DEFINE_ADD(add_f64_avx512, double, v8d, __attribute__((target("avx512f"))))
 #endif
 
+void dpc_comm_add_into(dpc_dtype dtype, void *dst, const void *src, int64_t n, double div) {
+#ifdef HAVE_AVX512_ADD
+  if (__builtin_cpu_supports("avx512f")) {
+    (dtype == DPC_F64 ? add_f64_avx512 : add_f32_avx512)(dst, src, n, div);
+    return;
+  }
+#endif
+  (dtype == DPC_F64 ? add_f64 : add_f32)(dst, src, n, div);
+}
+
 dpc_status dpc_comm_new(uint32_t ranks, const char *const *names, double timeout_s, dpc_comm **out,
                         dpc_diag *d) {
   *out = NULL;

@@ -46,6 +46,11 @@ void dpc_comm_set_algorithm(dpc_comm *c, dpc_allreduce_algo algo);
 dpc_status dpc_comm_all_reduce(dpc_comm *c, uint32_t rank, void *buf, dpc_dtype dtype, int64_t n,
                                dpc_reduce op, dpc_diag *d);
 
+/* dst[i] = dst[i] + src[i] (f32 or f64), divided by div unless div == 1: the very additions (and
+ * the mean's one division) that every all-reduce here performs, for transports that sum their
+ * pieces elsewhere (runtime/transport_mpi.c) and must give the same bits. */
+void dpc_comm_add_into(dpc_dtype dtype, void *dst, const void *src, int64_t n, double div);
+
 /* Device `who` failed (a rank, or another device of the run): every rank waiting in, or later
  * entering, a collective returns an error that names it and says why. */
 void dpc_comm_abort(dpc_comm *c, const char *who, const char *why);

@@ -54,6 +54,9 @@ extern "C" {
 /* The library's version ("0.3.0"), which may differ from the header's DPC_VERSION_STRING when
  * linked against another build. */
 DPC_COMPILER_API const char *dpc_compiler_version(void);
+/* Whether this build has the MPI transport (runtime/transport_mpi.c, docs/distributed.md): the
+ * build found MPI and DPC_MPI was on. */
+DPC_COMPILER_API bool dpc_has_mpi(void);
 
 /* ---- messages ---------------------------------------------------------------------------- */
 

@@ -47,10 +47,12 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
     if (argc > 2 && !strcmp(argv[2], "--help")) {
-      printf("Usage: dpc version\n\nPrint dpc's version.\n");
+      printf(
+          "Usage: dpc version\n\nPrint dpc's version and whether the MPI transport is built in.\n");
       return DPC_EXIT_OK;
     }
     printf("dpc %s\n", DPC_VERSION_STRING);
+    printf("mpi transport: %s\n", dpc_has_mpi() ? "built in" : "not built");
     return DPC_EXIT_OK;
   }
   if (!strcmp(cmd, "check")) return dpc_cmd_check(argc, argv);
