@@ -6,6 +6,9 @@
 # reporting the skipped call (TIMEOUT-OK / MISMATCH-OK). Ranks outnumber the cores here, so
 # the run is oversubscribed; we run as root in CI containers.
 mpiexec=$1 np=$2 bin=$3 dev=$4 mode=$5
+# Containers often forbid the cross-process memory attach (ptrace) that OpenMPI's shared-memory
+# transport uses for large messages; copying through the shared segment works everywhere.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
 out=$(mktemp)
 start=$(date +%s)
 timeout 120 "$mpiexec" --allow-run-as-root --oversubscribe -np "$np" "$bin" "$dev" "$mode" \
