@@ -30,7 +30,6 @@
 #include "runtime/transport_mpi.h"
 
 #include <limits.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +64,6 @@ typedef struct pending {
 typedef struct mpit {
   MPI_Comm comm;
   int rank, size;
-  bool counted; /* opened with MPI_COMM_NULL after dpc initialized MPI: finalize on last free */
   dpc_device *dev;
   double timeout_s;
   dpc_mpi_allreduce algo;
@@ -79,10 +77,6 @@ typedef struct mpit {
   bool failed, leak; /* leak: requests were left to MPI, so their buffers stay allocated */
   char why[400];
 } mpit;
-
-static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool dpc_inited_mpi; /* dpc called MPI_Init (guarded by init_lock) */
-static int counted_open;    /* open transports counted for the MPI_Finalize (init_lock) */
 
 static mpit *impl(const dpc_transport *t) {
   return t->impl;
@@ -532,14 +526,7 @@ static void mpi_free(dpc_transport *t) {
     free(m->sent);
     free(m->rcvd);
     free(m->label);
-    bool finalize = false;
-    if (m->counted) {
-      pthread_mutex_lock(&init_lock);
-      finalize = --counted_open == 0;
-      pthread_mutex_unlock(&init_lock);
-    }
     free(m);
-    if (finalize) MPI_Finalize();
   }
   free(t);
 }
@@ -561,30 +548,19 @@ typedef struct whoami {
   char host[MPI_MAX_PROCESSOR_NAME];
 } whoami;
 
-/* MPI itself, initialized when the caller has not: done once per process. */
-static dpc_status ensure_init(MPI_Comm comm, bool *counted, dpc_diag *d) {
+/* MPI is the process's, like main's argv: whoever starts the process initializes and finalizes
+ * it (MPI_Init_thread with MPI_THREAD_SERIALIZED or more), so the transport keeps no state
+ * outside itself. */
+static dpc_status check_init(dpc_diag *d) {
   int inited = 0, fin = 0;
   MPI_Finalized(&fin);
   if (fin) return dpc_diag_fail(d, DPC_ERR_RUNTIME, "MPI transport: MPI was already finalized");
-  pthread_mutex_lock(&init_lock);
   MPI_Initialized(&inited);
-  dpc_status st = DPC_OK;
-  if (!inited && comm != MPI_COMM_NULL) {
-    st = dpc_diag_fail(d, DPC_ERR_INVALID,
-                       "MPI transport: a communicator was given but MPI is not initialized");
-  } else if (!inited) {
-    int provided = 0;
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
-      st = dpc_diag_fail(d, DPC_ERR_RUNTIME, "MPI transport: MPI_Init_thread failed");
-    else
-      dpc_inited_mpi = true;
-  }
-  if (!st && comm == MPI_COMM_NULL && dpc_inited_mpi) {
-    counted_open++;
-    *counted = true;
-  }
-  pthread_mutex_unlock(&init_lock);
-  return st;
+  if (!inited)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "MPI transport: MPI is not initialized (the process calls "
+                         "MPI_Init_thread before opening a transport)");
+  return DPC_OK;
 }
 
 dpc_status dpc_transport_open_mpi(MPI_Comm comm, dpc_device *dev, const char *name,
@@ -602,23 +578,16 @@ dpc_status dpc_transport_open_mpi(MPI_Comm comm, dpc_device *dev, const char *na
                            env);
     algo = DPC_MPI_ALLREDUCE_MPI;
   }
-  bool counted = false;
-  dpc_status st = ensure_init(comm, &counted, d);
+  dpc_status st = check_init(d);
   if (st) return st;
   dpc_transport *t = calloc(1, sizeof *t);
   mpit *m = t ? calloc(1, sizeof *m) : NULL;
   if (!m) {
     free(t);
-    if (counted) {
-      pthread_mutex_lock(&init_lock);
-      counted_open--;
-      pthread_mutex_unlock(&init_lock);
-    }
     return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening an MPI transport");
   }
   t->ops = &mpi_ops, t->impl = m;
   m->comm = MPI_COMM_NULL;
-  m->counted = counted;
   m->dev = dev;
   m->timeout_s = timeout_s;
   m->algo = algo;

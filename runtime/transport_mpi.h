@@ -3,8 +3,8 @@
  * device; the `rank` argument of every call is the caller's own rank in the communicator.
  *
  *   dpc_transport *t;
- *   dpc_transport_open_mpi(MPI_COMM_NULL, dev, "cpu:0", 60.0, &t, &d); // MPI_COMM_WORLD,
- *                                                 // initializing MPI when nobody has
+ *   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);  // the process's own
+ *   dpc_transport_open_mpi(MPI_COMM_NULL, dev, "cpu:0", 60.0, &t, &d); // MPI_COMM_WORLD
  *   uint32_t me = dpc_transport_mpi_rank(t);
  *   t->ops->all_reduce(t, me, buf, DPC_F32, n, DPC_REDUCE_MEAN, &d);
  *   dpc_transport_free(t);                        // on every rank, like the open
@@ -31,9 +31,10 @@ typedef enum dpc_mpi_allreduce { DPC_MPI_ALLREDUCE_DPC, DPC_MPI_ALLREDUCE_MPI } 
 
 /* The transport over comm (duplicated, so its messages never meet the caller's), with this
  * process's device dev (borrowed) named name in messages; timeout_s > 0 bounds every wait.
- * MPI_COMM_NULL means MPI_COMM_WORLD, initializing MPI (thread level serialized) when it is not
- * yet initialized; a transport that initialized MPI finalizes it when the last such transport is
- * freed. Collective: every rank of comm opens, and later frees, its transport. */
+ * MPI_COMM_NULL means MPI_COMM_WORLD. MPI belongs to the process: it is initialized (thread level
+ * serialized or more) before the open and finalized after the last free by whoever started the
+ * process; the transport keeps no state outside itself. Collective: every rank of comm opens,
+ * and later frees, its transport. */
 dpc_status dpc_transport_open_mpi(MPI_Comm comm, dpc_device *dev, const char *name,
                                   double timeout_s, dpc_transport **out, dpc_diag *d);
 /* The caller's rank in the transport. */
