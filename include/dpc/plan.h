@@ -265,6 +265,52 @@ DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *n, const dpc_plan_opts *
                                          dpc_plan_report **out, dpc_message *m);
 DPC_COMPILER_API void dpc_plan_report_free(dpc_plan_report *r);
 
+/* ---- choosing the strategy (`--strategy auto`) ------------------------------------------ */
+
+typedef struct dpc_auto_opts {
+  size_t size;
+  uint32_t batch;        /* samples per step (0: 64) */
+  const char *devices;   /* "cpu", "cpu:N" or "numa" (NULL: "cpu") */
+  uint64_t memory_limit; /* bytes each device has (0: no limit) */
+} dpc_auto_opts;
+
+/* One strategy tried: its text form (dpc_strategy_parse reads it back), its predicted figures,
+ * and why it won or lost. */
+typedef struct dpc_auto_candidate {
+  char strategy[96];
+  dpc_strategy_kind kind;
+  bool planned;              /* a plan was made (else reason says why not) */
+  bool fits;                 /* within the memory limit */
+  double step_ms;            /* predicted for one step */
+  double samples_per_s;      /* batch / step */
+  uint64_t max_memory_bytes; /* on the fullest device, named here */
+  char max_memory_device[32];
+  double comm_bytes;       /* moved between devices per step */
+  double bubble_pct;       /* a pipeline's idle share of the devices' time */
+  char busiest_device[32]; /* the device with the most work, and its compute and
+                              communication per step */
+  double busiest_compute_ms, busiest_comm_ms;
+  char reason[320]; /* "the fastest predicted step", or why it lost, in numbers */
+} dpc_auto_candidate;
+
+typedef struct dpc_auto_report {
+  dpc_auto_candidate *candidates; /* fastest first; those that do not run last */
+  uint32_t n_candidates;
+  uint32_t best; /* index of the chosen one; n_candidates when none fits */
+  uint32_t devices, batch;
+  double seconds; /* the search's own time */
+} dpc_auto_report;
+
+/* Choose the training strategy for model n on these devices: every strategy they allow (single;
+ * data; model; hybrid over each divisor; pipelines over each divisor of stages, their
+ * micro-batches grown while it helps, 1F1B and GPipe; accumulation under a memory limit) planned
+ * and predicted as dpc_net_plan does, those over the memory limit dropped, the fastest predicted
+ * step chosen. On success (and when nothing fits, with DPC_ERR_INVALID) *out holds the ranked
+ * table. Free with dpc_auto_report_free. */
+DPC_COMPILER_API dpc_status dpc_net_plan_auto(const dpc_net *n, const dpc_auto_opts *o,
+                                              dpc_auto_report **out, dpc_message *m);
+DPC_COMPILER_API void dpc_auto_report_free(dpc_auto_report *r);
+
 /* ---- benchmarks: a training step (or forward pass) timed on synthetic data (`dpc bench`) - */
 
 typedef struct dpc_benchmark_opts {

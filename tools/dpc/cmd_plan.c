@@ -16,7 +16,9 @@ static const cli_opt plan_opts[] = {
     {"devices", true, false, "cpu (default), cpu:N or numa"},
     {"strategy", true, false,
      "data (default with several devices), model (the graph's @ cpu:K placement, else METIS's), "
-     "hybrid, pipeline or single"},
+     "hybrid, pipeline, single, or auto (the fastest predicted of them that fits)"},
+    {"explain", false, false,
+     "with --strategy auto: the ranked table of the strategies tried and why each lost"},
     {"batch", true, false, "the global batch of one step (default 64, as dpc train)"},
     {"mp", true, false, "with --strategy hybrid: devices per data-parallel replica"},
     {"accumulate", true, false, "K: each replica's share of the batch in K micro-batches"},
@@ -60,6 +62,30 @@ static dpc_status load_model(const char *path, const char *loss, dpc_net **net, 
   dpc_net_free(plain);
   dpc_message_free(pm);
   return st;
+}
+
+/* --strategy auto: the strategies tried, fastest first (--explain: all of them, with why each
+ * lost; else the choice alone). */
+static void print_auto(const dpc_auto_report *r, bool explain) {
+  if (r->best < r->n_candidates) {
+    const dpc_auto_candidate *b = &r->candidates[r->best];
+    printf("strategy auto: %s, predicted %.3f ms a step (%.0f samples/s), the fastest of %u "
+           "strategies tried in %.1f s\n",
+           b->strategy, b->step_ms, b->samples_per_s, r->n_candidates, r->seconds);
+  }
+  if (!explain) return;
+  printf("%-4s %-58s %10s %11s %11s  %s\n", "rank", "strategy", "step ms", "memory MB", "comm MB",
+         "why");
+  for (uint32_t i = 0; i < r->n_candidates; i++) {
+    const dpc_auto_candidate *c = &r->candidates[i];
+    char rank[16] = "-"; /* ranked when it runs */
+    if (c->planned && c->fits) snprintf(rank, sizeof rank, "%u", i + 1);
+    if (c->planned)
+      printf("%-4s %-58s %10.3f %11.1f %11.2f  %s\n", rank, c->strategy, c->step_ms,
+             (double)c->max_memory_bytes / 1e6, c->comm_bytes / 1e6, c->reason);
+    else
+      printf("%-4s %-58s %10s %11s %11s  %s\n", "-", c->strategy, "-", "-", "-", c->reason);
+  }
 }
 
 /* The op kinds whose kernels the profile found furthest from the cost model, in ms a step. */
@@ -162,6 +188,15 @@ int dpc_cmd_plan(int argc, char **argv) {
     return cli_usage_error("plan", "--dot-full says how --dot FILE draws; give --dot FILE too");
   const char *spec = cli_get(plan_opts, NPLAN, &p, "devices");
   const char *strategy = cli_get(plan_opts, NPLAN, &p, "strategy");
+  bool autos = strategy && !strcmp(strategy, "auto");
+  if (cli_get(plan_opts, NPLAN, &p, "explain") && !autos)
+    return cli_usage_error("plan", "--explain shows how --strategy auto chose; give it too");
+  static const char *const chosen_by_auto[] = {
+      "mp",         "stages",    "microbatches",      "dp",
+      "accumulate", "placement", "pipeline-schedule", "schedule"};
+  for (size_t k = 0; autos && k < sizeof chosen_by_auto / sizeof *chosen_by_auto; k++)
+    if (cli_get(plan_opts, NPLAN, &p, chosen_by_auto[k]))
+      return cli_usage_error("plan", "--%s: --strategy auto chooses it itself", chosen_by_auto[k]);
   const char *bs = cli_get(plan_opts, NPLAN, &p, "batch");
   char *end = NULL;
   unsigned long batch = bs ? strtoul(bs, &end, 10) : DPC_DEFAULT_BATCH;
@@ -187,6 +222,26 @@ int dpc_cmd_plan(int argc, char **argv) {
   if (spec) {
     int drc = cli_devices("plan", spec, &a.devices);
     if (drc) return drc;
+  }
+  char chosen[96];
+  if (autos) {
+    /* the choice, then its plan shown as any other */
+    dpc_message *am = dpc_message_new();
+    dpc_net *anet = NULL;
+    dpc_auto_report *ar = NULL;
+    dpc_auto_opts ao = {sizeof ao, .batch = (uint32_t)batch, .devices = spec,
+                        .memory_limit = limit};
+    dpc_status ast = load_model(p.pos[0], cli_get(plan_opts, NPLAN, &p, "loss"), &anet, am);
+    if (!ast) ast = dpc_net_plan_auto(anet, &ao, &ar, am);
+    if (ar) print_auto(ar, cli_get(plan_opts, NPLAN, &p, "explain") != NULL);
+    int arc = ast ? cli_report("plan", am) : DPC_EXIT_OK;
+    if (!ast) snprintf(chosen, sizeof chosen, "%s", ar->candidates[ar->best].strategy);
+    dpc_auto_report_free(ar);
+    dpc_net_free(anet);
+    dpc_message_free(am);
+    if (arc) return arc;
+    a.text = chosen;
+    strategy = chosen;
   }
   dpc_strategy ps;
   dpc_strategy_error e;

@@ -59,8 +59,8 @@ static const cli_opt train_opts[] = {
     CLI_OPT_SHARES,
     {"strategy", true, false,
      "with several devices: data (default), model (the graph's @ cpu:K placement, else METIS's), "
-     "hybrid (data-parallel replicas of --mp devices each) or pipeline (--stages, --microbatches, "
-     "--dp)"},
+     "hybrid (data-parallel replicas of --mp devices each), pipeline (--stages, --microbatches, "
+     "--dp), or auto (the fastest predicted that fits, as dpc plan --strategy auto)"},
     {"device-memory", true, false, "SIZE (512M, 2G): each device's memory; the plan must fit"},
     {"mp", true, false, "with --strategy hybrid: devices per replica (the model split over them)"},
     {"stages", true, false,
@@ -260,6 +260,46 @@ static int check_strategy(const cli_parsed *p, const dpc_trainer_opts *o, const 
   return DPC_EXIT_OK;
 }
 
+/* --strategy auto: the fastest predicted synchronous strategy on --devices that fits
+ * --device-memory (dpc_net_plan_auto; `dpc plan --strategy auto --explain` shows the table). */
+static int choose_strategy(const cli_parsed *p, const dpc_trainer_opts *o, bool artifact,
+                           char *chosen, size_t n) {
+  static const char *const chosen_by_auto[] = {
+      "mp", "stages", "microbatches", "dp", "accumulate", "pipeline-schedule", "local-sgd"};
+  for (size_t k = 0; k < sizeof chosen_by_auto / sizeof *chosen_by_auto; k++)
+    if (cli_get(train_opts, NTRAIN, p, chosen_by_auto[k]))
+      return cli_usage_error("train", "--%s: --strategy auto chooses it itself", chosen_by_auto[k]);
+  const char *sync = cli_get(train_opts, NTRAIN, p, "sync");
+  if (sync && strcmp(sync, "sync"))
+    return cli_usage_error("train", "--strategy auto chooses among synchronous strategies; "
+                                    "leave --sync out");
+  if (artifact)
+    return cli_usage_error("train", "--strategy auto plans a model; a compiled artifact's "
+                                    "strategy is the one it was compiled with");
+  dpc_message *m = dpc_message_new();
+  dpc_net *net = NULL;
+  dpc_auto_report *r = NULL;
+  dpc_load_opts lo = {sizeof lo, .batched = true, .loss = cli_get(train_opts, NTRAIN, p, "loss")};
+  dpc_auto_opts ao = {sizeof ao, .batch = o->batch, .devices = o->devices,
+                      .memory_limit = o->device_memory};
+  dpc_status st = dpc_net_load(p->pos[0], &lo, &net, m);
+  if (!st) st = dpc_net_plan_auto(net, &ao, &r, m);
+  int rc = st ? cli_report("train", m) : DPC_EXIT_OK;
+  if (!st) {
+    const dpc_auto_candidate *b = &r->candidates[r->best];
+    snprintf(chosen, n, "%s", b->strategy);
+    if (!cli_get(train_opts, NTRAIN, p, "quiet"))
+      fprintf(stderr,
+              "dpc train: --strategy auto: %s, predicted %.3f ms a step, the fastest of %u "
+              "(dpc plan --strategy auto --explain shows them)\n",
+              b->strategy, b->step_ms, r->n_candidates);
+  }
+  dpc_auto_report_free(r);
+  dpc_net_free(net);
+  dpc_message_free(m);
+  return rc;
+}
+
 int dpc_cmd_train(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("train", train_opts, NTRAIN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
@@ -349,6 +389,12 @@ int dpc_cmd_train(int argc, char **argv) {
   /* a compiled artifact: its batch size unless --batch names it again */
   bool artifact = dpc_path_is_artifact(p.pos[0]);
   if (artifact && !cli_get(train_opts, NTRAIN, &p, "batch")) o.batch = 0;
+  char chosen[96];
+  if (strategy && !strcmp(strategy, "auto")) {
+    int arc = choose_strategy(&p, &o, artifact, chosen, sizeof chosen);
+    if (arc) return arc;
+    strategy = strcmp(chosen, "single") ? chosen : NULL;
+  }
   dpc_strategy typed;
   int vrc = check_strategy(&p, &o, strategy, schedule, sync && !strcmp(sync, "async"), &typed);
   if (vrc) return vrc;

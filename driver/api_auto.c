@@ -1,0 +1,232 @@
+/*
+ * api_auto.c — `--strategy auto`: the strategies the devices allow, each planned and predicted
+ * by the cost model and the simulator (dpc_net_plan), those over the memory limit dropped, the
+ * fastest predicted step chosen, and for every other one the reason it lost, in numbers
+ * (include/dpc/plan.h, dpc_net_plan_auto).
+ *
+ * The search is pruned rather than exhaustive: pipelines take each divisor of the devices as
+ * their stage count and grow their micro-batches (S, 2S, 4S) only while that shortens the
+ * predicted step; GPipe's order is tried only for the best 1F1B pipeline (the same bubble, more
+ * memory); accumulation only when there is a memory limit to get under. So the candidates grow
+ * with the divisors of the device count, not with their combinations.
+ */
+#include "driver/api_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PLAN_KINDS                                                                                 \
+  ((1u << DPC_STRATEGY_SINGLE) | (1u << DPC_STRATEGY_DATA) | (1u << DPC_STRATEGY_MODEL) |          \
+   (1u << DPC_STRATEGY_HYBRID) | (1u << DPC_STRATEGY_PIPELINE))
+
+typedef struct search {
+  const dpc_net *net;
+  uint32_t batch, devices;
+  const char *spec;
+  uint64_t limit;
+  dpc_auto_candidate *c;
+  uint32_t n, cap;
+} search;
+
+static double mib(double bytes) {
+  return bytes / (1024.0 * 1024.0);
+}
+
+/* Plan one candidate (its text form) and record its figures, or why it has none. */
+static dpc_status try_candidate(search *s, const char *text, dpc_auto_candidate **out,
+                                dpc_diag *d) {
+  *out = NULL;
+  if (DPC_VEC_RESERVE(s->c, s->cap, s->n + 1))
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_auto_candidate *c = &s->c[s->n++];
+  memset(c, 0, sizeof *c);
+  snprintf(c->strategy, sizeof c->strategy, "%s", text);
+  *out = c;
+  dpc_strategy_args a;
+  dpc_strategy_args_init(&a);
+  a.text = text, a.devices = s->devices, a.batch = s->batch, a.kinds = PLAN_KINDS;
+  a.memory_limit = s->limit;
+  dpc_strategy ps;
+  dpc_diag m;
+  dpc_diag_init(&m);
+  if (dpc_strategy_parse(&a, &ps, NULL, &m)) {
+    snprintf(c->reason, sizeof c->reason, "not possible here: %s", m.msg ? m.msg : "invalid");
+    dpc_diag_free(&m);
+    return DPC_OK;
+  }
+  c->kind = ps.kind;
+  dpc_plan_opts o = {sizeof o, .batch = s->batch, .devices = s->spec, .strategy = &ps,
+                     .memory_limit = s->limit};
+  dpc_plan_report *r = NULL;
+  dpc_status st = dpc_net_plan(s->net, &o, &r, &m);
+  if (st && s->limit) {
+    /* over the limit? the same plan without it says by how much */
+    char why[200];
+    snprintf(why, sizeof why, "%s", m.msg ? m.msg : "");
+    dpc_plan_report_free(r);
+    r = NULL;
+    dpc_diag_clear(&m);
+    o.memory_limit = 0;
+    ps.memory_limit = 0;
+    if (!dpc_net_plan(s->net, &o, &r, &m)) {
+      c->planned = true;
+      c->fits = false;
+      snprintf(c->reason, sizeof c->reason, "does not fit: %s", why);
+    } else {
+      snprintf(c->reason, sizeof c->reason, "not planned: %s", why);
+    }
+  } else if (st) {
+    snprintf(c->reason, sizeof c->reason, "not planned: %s", m.msg ? m.msg : "failed");
+  } else {
+    c->planned = c->fits = true;
+  }
+  dpc_diag_free(&m);
+  if (c->planned && r && r->n_devices) {
+    c->step_ms = r->step_ms;
+    c->samples_per_s = r->samples_per_s;
+    c->comm_bytes = r->bytes_moved;
+    c->bubble_pct = r->stages ? r->bubble_pct : 0;
+    double busiest = -1;
+    for (uint32_t i = 0; i < r->n_devices; i++) {
+      const dpc_plan_report_device *dv = &r->devices[i];
+      if (dv->memory_bytes > c->max_memory_bytes) {
+        c->max_memory_bytes = dv->memory_bytes;
+        snprintf(c->max_memory_device, sizeof c->max_memory_device, "%s", dv->name);
+      }
+      if (dv->compute_ms + dv->comm_ms > busiest) {
+        busiest = dv->compute_ms + dv->comm_ms;
+        c->busiest_compute_ms = dv->compute_ms, c->busiest_comm_ms = dv->comm_ms;
+        snprintf(c->busiest_device, sizeof c->busiest_device, "%s", dv->name);
+      }
+    }
+  } else {
+    c->planned = false;
+  }
+  dpc_plan_report_free(r);
+  return DPC_OK;
+}
+
+/* Why candidate c lost to the best, in numbers. */
+static void explain(dpc_auto_candidate *c, const dpc_auto_candidate *best) {
+  if (!c->planned || !c->fits) return; /* the reason is set already */
+  double slower = best->step_ms > 0 ? 100 * (c->step_ms / best->step_ms - 1) : 0;
+  char lead[160];
+  if (c->bubble_pct >= 15)
+    snprintf(lead, sizeof lead, "pipeline bubble: the devices idle %.0f%% of the step",
+             c->bubble_pct);
+  else if (c->busiest_comm_ms > 0.3 * c->step_ms && c->comm_bytes > 0)
+    snprintf(lead, sizeof lead,
+             "communication-bound: %.1f MB a step, %.2f ms of the %.2f ms step on %s",
+             c->comm_bytes / 1e6, c->busiest_comm_ms, c->step_ms, c->busiest_device);
+  else if (c->kind == DPC_STRATEGY_SINGLE)
+    snprintf(lead, sizeof lead, "one device computes the whole step (%.2f ms)",
+             c->busiest_compute_ms);
+  else
+    snprintf(lead, sizeof lead, "compute-bound: %s computes %.2f ms of the %.2f ms step",
+             c->busiest_device, c->busiest_compute_ms, c->step_ms);
+  snprintf(c->reason, sizeof c->reason, "%s; %+.0f%% against %s", lead, slower, best->strategy);
+}
+
+static int by_step(const void *a, const void *b) {
+  const dpc_auto_candidate *x = a, *y = b;
+  int rx = x->planned && x->fits, ry = y->planned && y->fits;
+  if (rx != ry) return ry - rx; /* runnable ones first */
+  if (!rx) return 0;
+  return (x->step_ms > y->step_ms) - (x->step_ms < y->step_ms);
+}
+
+DPC_COMPILER_API dpc_status dpc_net_plan_auto(const dpc_net *n, const dpc_auto_opts *o,
+                                              dpc_auto_report **out, dpc_message *m) {
+  *out = NULL;
+  if (!DPC_API_HAS(o, memory_limit))
+    return dpc_diag_fail(m, DPC_ERR_INVALID,
+                         "the automatic strategy's options are missing or "
+                         "too short: set size to sizeof(dpc_auto_opts)");
+  if (!dpc_net_trainable(n))
+    return dpc_diag_fail(m, DPC_ERR_INVALID,
+                         "%s has nothing to minimize: strategies are chosen for training",
+                         dpc_net_name(n));
+  search s = {
+      .net = n, .batch = o->batch ? o->batch : 64, .spec = o->devices, .limit = o->memory_limit};
+  dpc_status st = dpc_devices_count(o->devices ? o->devices : "cpu", &s.devices, m);
+  if (st) return st;
+  double t0 = dpc_now_s();
+  dpc_auto_candidate *c = NULL;
+  char text[96];
+  if (s.devices == 1) {
+    st = try_candidate(&s, "single", &c, m);
+  } else {
+    st = try_candidate(&s, "data", &c, m);
+    if (!st) st = try_candidate(&s, "model", &c, m);
+    for (uint32_t mp = 2; mp < s.devices && !st; mp++) {
+      if (s.devices % mp) continue;
+      snprintf(text, sizeof text, "hybrid:mp=%u", mp);
+      st = try_candidate(&s, text, &c, m);
+    }
+    /* pipelines: micro-batches grow while they shorten the step */
+    double best_pipe = INFINITY;
+    uint32_t best_s = 0, best_m = 0;
+    for (uint32_t stages = 2; stages <= s.devices && !st; stages++) {
+      if (s.devices % stages) continue;
+      double prev = INFINITY;
+      for (uint32_t k = 1; k <= 4 && !st; k *= 2) {
+        uint32_t micro = stages * k;
+        snprintf(text, sizeof text, "pipeline:stages=%u,dp=%u,microbatches=%u,schedule=1f1b",
+                 stages, s.devices / stages, micro);
+        st = try_candidate(&s, text, &c, m);
+        if (st || !c->planned || !c->fits || c->step_ms >= prev) break;
+        prev = c->step_ms;
+        if (c->step_ms < best_pipe) best_pipe = c->step_ms, best_s = stages, best_m = micro;
+      }
+    }
+    if (!st && best_s) {
+      snprintf(text, sizeof text, "pipeline:stages=%u,dp=%u,microbatches=%u,schedule=gpipe", best_s,
+               s.devices / best_s, best_m);
+      st = try_candidate(&s, text, &c, m);
+    }
+  }
+  /* a memory limit: the data-parallel step in smaller pieces */
+  for (uint32_t k = 2; k <= 8 && s.limit && !st; k *= 2) {
+    snprintf(text, sizeof text, "data:accumulate=%u", k);
+    st = try_candidate(&s, text, &c, m);
+  }
+  if (st) {
+    free(s.c);
+    return st;
+  }
+  qsort(s.c, s.n, sizeof *s.c, by_step);
+  dpc_auto_report *r = calloc(1, sizeof *r);
+  if (!r) {
+    free(s.c);
+    return dpc_diag_fail(m, DPC_ERR_NOMEM, "out of memory");
+  }
+  r->candidates = s.c;
+  r->n_candidates = s.n;
+  r->devices = s.devices;
+  r->batch = s.batch;
+  r->seconds = dpc_now_s() - t0;
+  r->best = s.n && s.c[0].planned && s.c[0].fits ? 0 : s.n;
+  if (r->best < s.n) {
+    snprintf(s.c[0].reason, sizeof s.c[0].reason, "the fastest predicted step");
+    for (uint32_t i = 1; i < s.n; i++) explain(&s.c[i], &s.c[0]);
+  }
+  *out = r;
+  if (r->best == s.n && s.limit)
+    return dpc_diag_fail(m, DPC_ERR_INVALID,
+                         "no strategy fits: none of the %u tried runs on %u device%s of %.1f MiB "
+                         "each (the table says what each needs)",
+                         s.n, s.devices, s.devices == 1 ? "" : "s", mib((double)s.limit));
+  if (r->best == s.n)
+    return dpc_diag_fail(m, DPC_ERR_INVALID,
+                         "no strategy could be planned on %u device%s (the table says why)",
+                         s.devices, s.devices == 1 ? "" : "s");
+  return DPC_OK;
+}
+
+DPC_COMPILER_API void dpc_auto_report_free(dpc_auto_report *r) {
+  if (!r) return;
+  free(r->candidates);
+  free(r);
+}
