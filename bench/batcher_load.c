@@ -10,9 +10,11 @@
  *
  *   bench_batcher_load MODEL.dpx [--rates R1,R2,..] [--delays US1,US2,..] [--seconds S]
  *                      [--rows N] [--instances I] [--threads T] [--max-queue Q]
+ *                      [--max-batch B]     (1: no batching, the baseline)
  *
  * Prints one line per pair: offered and achieved requests/s, p50/p90/p99/p99.9 latency in
- * microseconds, mean rows per batch, and requests refused (queue full).
+ * microseconds, mean rows per batch, mean compute time per batch (packing, the run, unpacking)
+ * in microseconds, and requests refused (queue full).
  */
 #include <dpc/dpc.h>
 
@@ -78,14 +80,14 @@ int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr,
             "usage: %s MODEL.dpx [--rates R,..] [--delays US,..] [--seconds S] [--rows N] "
-            "[--instances I] [--threads T] [--max-queue Q]\n",
+            "[--instances I] [--threads T] [--max-queue Q] [--max-batch B]\n",
             argv[0]);
     return 2;
   }
   double rates[32] = {1000, 5000, 10000}, delays[16] = {0, 1000}, seconds = 2;
   size_t n_rates = 3, n_delays = 2;
   unsigned rows = 1, instances = 1, threads = 1;
-  uint64_t max_queue = 0;
+  uint64_t max_queue = 0, max_batch = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--rates"))
       n_rates = parse_list(argv[i + 1], rates, 32);
@@ -101,6 +103,8 @@ int main(int argc, char **argv) {
       threads = (unsigned)atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--max-queue"))
       max_queue = strtoull(argv[i + 1], NULL, 10);
+    else if (!strcmp(argv[i], "--max-batch"))
+      max_batch = strtoull(argv[i + 1], NULL, 10);
     else {
       fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
@@ -114,12 +118,16 @@ int main(int argc, char **argv) {
   }
   printf("# %s: requests of %u rows, %u instance(s) of %u thread(s), %.1f s per point\n", argv[1],
          rows, instances, threads, seconds);
-  printf("%10s %8s %10s %9s %9s %9s %9s %10s %8s\n", "offered/s", "delay_us", "achieved/s",
-         "p50_us", "p90_us", "p99_us", "p99.9_us", "rows/batch", "refused");
+  printf("%10s %8s %10s %9s %9s %9s %9s %10s %10s %8s\n", "offered/s", "delay_us", "achieved/s",
+         "p50_us", "p90_us", "p99_us", "p99.9_us", "rows/batch", "compute_us", "refused");
   for (size_t di = 0; di < n_delays; di++) {
     for (size_t ri = 0; ri < n_rates; ri++) {
-      dpc_batcher_opts bo = {sizeof bo, .instances = instances, .threads = threads,
-                             .delay_us = (uint64_t)delays[di], .max_queue = max_queue};
+      dpc_batcher_opts bo = {sizeof bo,
+                             .instances = instances,
+                             .threads = threads,
+                             .delay_us = (uint64_t)delays[di],
+                             .max_queue = max_queue,
+                             .max_batch = max_batch};
       dpc_batcher *b;
       if (dpc_batcher_open(m, &bo, &b, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
@@ -180,10 +188,11 @@ int main(int argc, char **argv) {
         }
       }
       qsort(lat, done, sizeof *lat, cmp_u64);
-      printf("%10.0f %8.0f %10.0f %9.1f %9.1f %9.1f %9.1f %10.2f %8zu\n", rates[ri], delays[di],
-             last ? (double)done / ((double)last / 1e9) : 0, pct(lat, done, 0.5),
+      printf("%10.0f %8.0f %10.0f %9.1f %9.1f %9.1f %9.1f %10.2f %10.1f %8zu\n", rates[ri],
+             delays[di], last ? (double)done / ((double)last / 1e9) : 0, pct(lat, done, 0.5),
              pct(lat, done, 0.9), pct(lat, done, 0.99), pct(lat, done, 0.999),
-             s.batches ? (double)s.rows / (double)s.batches : 0, refused);
+             s.batches ? (double)s.rows / (double)s.batches : 0,
+             s.batches ? (double)s.compute_ns_total / (double)s.batches / 1e3 : 0, refused);
       fflush(stdout);
       free(rq), free(x), free(y), free(lat);
     }
