@@ -30,6 +30,7 @@ static const char *const status_names[DPC_STATUS_COUNT] = {
     [DPC_ERR_UNSUPPORTED] = "unsupported",
     [DPC_ERR_RUNTIME] = "runtime error",
     [DPC_ERR_INTERNAL] = "internal error",
+    [DPC_ERR_BUSY] = "busy",
 };
 
 const char *dpc_status_name(dpc_status st) {

@@ -6,6 +6,7 @@
  * becomes the value's memory where the session allows it (dpc_session_place); otherwise inputs
  * are copied in before each run and outputs copied out after it.
  */
+#include "runtime/api_internal.h"
 #include "runtime/artifact.h"
 #include "runtime/session.h"
 
@@ -114,6 +115,27 @@ static int64_t plan_batch(const dpc_plan *p) {
     if (g->nodes[i].op == DPC_OP_INPUT && g->values[g->nodes[i].out].shape.rank)
       return g->values[g->nodes[i].out].shape.d[0];
   return 0;
+}
+
+unsigned dpc_model_infer_rows(const dpc_model *m, int64_t *rows, unsigned max) {
+  unsigned n = 0;
+  const dpc_plan *p = dpc_artifact_plan(m->a, "infer", NULL);
+  if (p && max) rows[n++] = plan_batch(p);
+  for (uint32_t i = 0; p && dpc_artifact_role(m->a, i); i++) {
+    const char *ri = dpc_artifact_role(m->a, i);
+    const dpc_plan *pi = !strncmp(ri, "infer@", 6) ? dpc_artifact_plan(m->a, ri, NULL) : NULL;
+    int64_t bi = pi ? plan_batch(pi) : 0;
+    bool seen = false;
+    for (unsigned k = 0; k < n; k++) seen |= rows[k] == bi;
+    if (pi && !seen && n < max) rows[n++] = bi;
+  }
+  for (unsigned i = 1; i < n; i++) /* a handful of sizes: insertion sort */
+    for (unsigned k = i; k > 0 && rows[k - 1] > rows[k]; k--) {
+      int64_t t = rows[k];
+      rows[k] = rows[k - 1];
+      rows[k - 1] = t;
+    }
+  return n;
 }
 
 /* The fields of o that fit in its size, the rest zero (older callers). */

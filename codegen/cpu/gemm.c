@@ -257,8 +257,12 @@ void gm_choose(gm_cfg *c, int vector_bits, dpc_dtype calc, int64_t m, int64_t n,
   }
   c->nr = c->nv * c->vl;
   /* KC at most kc_for, spread evenly over k (784 = 5 x 160 rather than 4 x 176 + 80); MC and
-   * NC fill the L2 budgets */
-  c->kc = round_up(ceil_div(k, ceil_div(k, kc_for(c, c->mr, c->nr))), 8);
+   * NC fill the L2 budgets. KC is the menu's first tile's whatever tile m chose: an element's
+   * sum is its KC blocks' partial sums in turn, so a KC that followed m would round a row
+   * differently in plans for different batch sizes, and a batched request would not get the
+   * bits it gets alone. The small-m tiles that would want a shallower KC have one A strip,
+   * which reuses each B panel once anyway. */
+  c->kc = round_up(ceil_div(k, ceil_div(k, kc_for(c, menu[0].mr, (int64_t)menu[0].nv * c->vl))), 8);
   int64_t kcp = gm_pad_ld(c, c->kc);
   c->mc = L2_A / (kcp * c->esize) / c->mr * c->mr;
   if (c->mc < c->mr) c->mc = c->mr;

@@ -38,7 +38,8 @@
  * 1.0 may still change an existing declaration; this is said here with the version. 0.2 added
  * `size` to dpc_tensor_info (set it before dpc_runner_info), dpc_runner_opts and
  * dpc_runner_open, DPC_MODE_EVAL, in-place binding, dpc_runner_set_step and dpc_runner_step;
- * 0.3 added dpc_runner_opts.seed and dpc_runner_set_seed (and libdpc, dpc/compiler.h).
+ * 0.3 added dpc_runner_opts.seed and dpc_runner_set_seed (and libdpc, dpc/compiler.h), then
+ * the batcher (dpc_batcher_*) and DPC_ERR_BUSY.
  */
 #ifndef DPC_DPC_H
 #define DPC_DPC_H
@@ -73,6 +74,7 @@ typedef enum dpc_status {
   DPC_ERR_UNSUPPORTED, /* valid, but not something dpc does (yet) */
   DPC_ERR_RUNTIME,     /* a failure while running (a label out of range, ...) */
   DPC_ERR_INTERNAL,    /* a broken invariant inside dpc: a bug, please report it */
+  DPC_ERR_BUSY,        /* a full queue or one that is closing: try again later, or elsewhere */
   DPC_STATUS_COUNT
 } dpc_status;
 
@@ -206,6 +208,115 @@ DPC_API void dpc_runner_set_seed(dpc_runner *r, uint64_t seed);
 DPC_API dpc_status dpc_runner_read(dpc_runner *r, const char *name, void *data, size_t bytes);
 DPC_API dpc_status dpc_runner_write(dpc_runner *r, const char *name, const void *data,
                                     size_t bytes);
+
+/* ---- the batcher: requests of any row count, batched across threads ----------------------- */
+
+/* A queue in front of a model's runners. Requests of 1 to max_batch rows come from any number
+ * of threads; worker threads, one per instance (each its own runners on the model), take them in
+ * arrival order and pack them into a batch of at most max_batch rows, run it on the smallest
+ * plan that holds it (the artifact's --batch-sizes; the rows beyond it padded with zeros) and
+ * copy each request's rows of every output back into its own buffers. A request's outputs are
+ * the bits a runner with `rows` = its row count gives for it alone: rows never mix.
+ *
+ *   dpc_batcher_opts bo = {sizeof bo, .instances = 2, .delay_us = 2000, .max_queue = 256};
+ *   dpc_batcher *b;
+ *   if (dpc_batcher_open(m, &bo, &b, err, sizeof err)) { ... }
+ *   const void *in[] = {x};                        // 3 rows of x, in dpc_batcher_info order
+ *   void *out[] = {logits};                         // 3 rows of logits
+ *   dpc_batcher_request rq = {sizeof rq, .rows = 3, .inputs = in, .outputs = out};
+ *   dpc_batcher_ticket *t;
+ *   dpc_status st = dpc_batcher_submit(b, &rq, &t, err, sizeof err);  // DPC_ERR_BUSY: queue full
+ *   if (!st) st = dpc_batcher_wait(b, t, err, sizeof err);          // outputs written
+ *   dpc_batcher_close(b);                           // finishes what is queued
+ *
+ * When a batch is cut: as soon as the queued requests fill max_batch rows, or when the oldest
+ * has waited delay_us (0: at once, with whatever is queued when an instance is free). Waiting
+ * makes batches larger (more throughput) and requests slower (more latency). Nothing is
+ * global, no thread spins: idle workers and waiting callers sleep on condition variables, and
+ * requests take no allocation once the batcher has served as many at a time before. */
+typedef struct dpc_batcher dpc_batcher;
+typedef struct dpc_batcher_ticket dpc_batcher_ticket; /* one submitted request, until waited */
+
+/* How to make a batcher. Zero-initialize it and set size (see Compatibility above). */
+typedef struct dpc_batcher_opts {
+  size_t size;         /* sizeof(dpc_batcher_opts) */
+  unsigned instances;  /* model instances, each its own runners and worker thread: 0 means 1 */
+  unsigned threads;    /* threads per instance's run: 0 means 1 (the worker alone: instances
+                          share the cores, and a run's thread pool binds from core 0) */
+  const char *devices; /* each instance's devices, for an artifact compiled for several (as
+                          dpc_runner_opts.devices) */
+  uint64_t max_batch;  /* the most rows in a batch: 0 for the artifact's --batch */
+  uint64_t delay_us;   /* how long the oldest queued request may wait for more rows before its
+                          batch is cut: 0 runs what is queued as soon as an instance is free */
+  uint64_t max_queue;  /* the most requests waiting for a batch: beyond it dpc_batcher_submit
+                          fails with DPC_ERR_BUSY (a server answers 503). 0: no limit */
+  dpc_log_fn log;      /* failed runs and the runners' messages; called on worker threads */
+  void *log_user;
+} dpc_batcher_opts;
+
+/* One request. inputs[i] points to `rows` rows of the i-th input, outputs[i] to room for `rows`
+ * rows of the i-th output (dpc_batcher_info gives their order and one row's bytes); the
+ * buffers must stay valid, and the outputs untouched, until the request is answered. */
+typedef struct dpc_batcher_request {
+  size_t size; /* sizeof(dpc_batcher_request) */
+  uint64_t rows;
+  const void *const *inputs;
+  void *const *outputs;
+  /* NULL: the caller waits with dpc_batcher_wait. Else called once on a worker thread when the
+   * request is answered (msg "" on success, valid during the call only), and no ticket is
+   * given: for servers that answer from a callback. It delays that instance's next batch, so
+   * keep it short; it must not call dpc_batcher_close. */
+  void (*done)(void *user, dpc_status st, const char *msg);
+  void *user;
+} dpc_batcher_request;
+
+/* Batches by rows in powers of two: hist[k] counts batches of 2^k to 2^(k+1) - 1 rows. */
+#define DPC_BATCHER_HIST 32
+
+typedef struct dpc_batcher_stats {
+  size_t size;            /* set by the caller: sizeof(dpc_batcher_stats) */
+  uint64_t requests;      /* answered (failed included) */
+  uint64_t failed;        /* answered with an error (a failed run) */
+  uint64_t refused;       /* refused by dpc_batcher_submit: queue full or closing */
+  uint64_t batches, rows; /* batches run and their rows (rows / batches: the mean) */
+  uint64_t batch_hist[DPC_BATCHER_HIST];
+  uint64_t queue_ns_total; /* per request, from submit to the start of its batch */
+  uint64_t queue_ns_max;
+  uint64_t compute_ns_total; /* per batch: packing, the run and unpacking */
+  uint64_t compute_ns_max;
+  uint64_t delay_us; /* the delay in force */
+  uint64_t max_batch;
+  uint64_t queued, queued_rows; /* waiting for a batch now */
+  unsigned instances, busy;     /* instances, and those running a batch now */
+} dpc_batcher_stats;
+
+/* A batcher on m (which must outlive it), as o says (NULL: defaults). Refuses a model with an
+ * input or output that is not batched (no leading batch dimension). */
+DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *o, dpc_batcher **out,
+                                    char *err, size_t err_len);
+/* The inputs (DPC_ROLE_INPUT) and outputs (DPC_ROLE_OUTPUT) of a request, in the order of its
+ * arrays: the info of one row (dims[0] = 1, bytes = one row's bytes). */
+DPC_API unsigned dpc_batcher_count(const dpc_batcher *b, dpc_role role);
+DPC_API dpc_status dpc_batcher_info(const dpc_batcher *b, dpc_role role, unsigned i,
+                                    dpc_tensor_info *info);
+/* Queue a request; safe from any number of threads. DPC_ERR_BUSY when max_queue requests wait
+ * already or the batcher is closing, DPC_ERR_SHAPE for rows outside 1..max_batch. Unless rq->done
+ * is set, *ticket must be given to dpc_batcher_wait exactly once. */
+DPC_API dpc_status dpc_batcher_submit(dpc_batcher *b, const dpc_batcher_request *rq,
+                                      dpc_batcher_ticket **ticket, char *err, size_t err_len);
+/* Block until the request is answered; its status (and message in err) then, the outputs
+ * written on success. The ticket is gone after this. */
+DPC_API dpc_status dpc_batcher_wait(dpc_batcher *b, dpc_batcher_ticket *ticket, char *err,
+                                    size_t err_len);
+/* Counters since open; stats->size set by the caller. */
+DPC_API dpc_status dpc_batcher_get_stats(dpc_batcher *b, dpc_batcher_stats *stats);
+/* Stop accepting: later submits fail with DPC_ERR_BUSY; what is queued still runs. Returns at
+ * once (a server calls it on SIGTERM, then stops its threads, then closes). */
+DPC_API void dpc_batcher_shutdown(dpc_batcher *b);
+/* Drain and free: stop accepting, run everything queued (without waiting out the delay), join
+ * the workers, and wait until every ticket has been waited for (by other threads: a ticket the
+ * closing thread still holds would never be). No call on b may begin after it returns. */
+DPC_API void dpc_batcher_close(dpc_batcher *b);
 
 #ifdef __cplusplus
 }

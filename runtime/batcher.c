@@ -1,0 +1,528 @@
+/*
+ * batcher.c — the batcher of the public API (include/dpc/dpc.h): requests of any row count from
+ * any thread, packed in arrival order into batches that run on a model's runners.
+ *
+ * One mutex guards the queue, the tickets and the counters; workers sleep on `work` (a request
+ * came, the batcher closes, or the oldest request's delay runs out: a timed wait), callers on
+ * their ticket's condition variable, close on `idle`. A worker holds the lock only to cut a batch
+ * and to answer it: packing, the run and unpacking happen outside it, on the instance's own
+ * buffers, so instances run in parallel. Tickets are recycled through a free list, so in the
+ * steady state a request allocates nothing.
+ *
+ * Each instance has one runner per inference plan up to the one that holds max_batch rows, each
+ * bound to the instance's staging buffers (64-byte aligned, so a one-device plan reads and
+ * writes them in place): a batch of n rows runs on the smallest plan of at least n, its padding
+ * rows zero, exactly as a runner opened with rows = n would run it, so every request's rows come
+ * out as they would alone.
+ */
+#include "runtime/api_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* More plans than anyone compiles (--batch-sizes lists a few). */
+#define MAX_PLANS 32
+
+struct dpc_batcher_ticket {
+  dpc_batcher_ticket *next; /* in the queue or the free list */
+  dpc_batcher_ticket *all;  /* every ticket made, to free them at close */
+  uint64_t rows;
+  const void **inputs; /* n_in pointers, stored after the struct */
+  void **outputs;      /* n_out pointers, after those */
+  void (*done)(void *user, dpc_status st, const char *msg);
+  void *user;
+  uint64_t t_submit; /* ns, CLOCK_MONOTONIC */
+  bool answered;
+  dpc_status st;
+  pthread_cond_t cv;
+  char msg[256];
+};
+
+typedef struct instance {
+  struct dpc_batcher *b;
+  unsigned n_plans;
+  int64_t plan_rows[MAX_PLANS];
+  dpc_runner *runners[MAX_PLANS];
+  unsigned char **in_buf, **out_buf; /* staging, the largest plan's rows of each */
+  dpc_batcher_ticket **batch;        /* the batch being run: at most max_batch requests */
+  pthread_t thread;
+  bool started;
+} instance;
+
+typedef struct tensor {
+  dpc_tensor_info info; /* one row's */
+  char name[128];
+  size_t row_bytes;
+} tensor;
+
+struct dpc_batcher {
+  dpc_model *m;
+  uint64_t max_batch, delay_us, max_queue;
+  dpc_log_fn log;
+  void *log_user;
+  unsigned n_in, n_out;
+  tensor *in, *out;
+  unsigned n_inst;
+  instance *inst;
+
+  pthread_mutex_t mu;
+  pthread_cond_t work, idle;
+  dpc_batcher_ticket *head, *tail, *free_list, *all;
+  uint64_t outstanding; /* tickets submitted and not yet waited for (or called back) */
+  bool closing;
+  dpc_batcher_stats st; /* the counters; queued, busy and the settings filled in as read */
+};
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static dpc_status put(char *err, size_t n, dpc_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static dpc_status put(char *err, size_t n, dpc_status st, const char *fmt, ...) {
+  if (err && n) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+  }
+  return st;
+}
+
+/* ---- running a batch ----------------------------------------------------------------------- */
+
+/* Pack the batch's requests into the staging buffers, run the smallest plan that holds them and
+ * copy each request's rows out. Outside the lock: the buffers are the instance's own. */
+static dpc_status run_batch(instance *in, unsigned n, uint64_t rows, char *msg, size_t msg_len) {
+  const dpc_batcher *b = in->b;
+  unsigned p = 0;
+  while (in->plan_rows[p] < (int64_t)rows) p++;
+  uint64_t plan = (uint64_t)in->plan_rows[p];
+  for (unsigned i = 0; i < b->n_in; i++) {
+    size_t rb = b->in[i].row_bytes, at = 0;
+    for (unsigned k = 0; k < n; k++) {
+      memcpy(in->in_buf[i] + at, in->batch[k]->inputs[i], in->batch[k]->rows * rb);
+      at += in->batch[k]->rows * rb;
+    }
+    /* zero padding, as a runner with rows < its plan's pads */
+    memset(in->in_buf[i] + at, 0, (plan - rows) * rb);
+  }
+  dpc_runner *r = in->runners[p];
+  dpc_status st = dpc_runner_run(r);
+  if (st) {
+    snprintf(msg, msg_len, "%s", dpc_runner_error(r));
+    return st;
+  }
+  for (unsigned o = 0; o < b->n_out; o++) {
+    size_t rb = b->out[o].row_bytes, at = 0;
+    for (unsigned k = 0; k < n; k++) {
+      memcpy(in->batch[k]->outputs[o], in->out_buf[o] + at, in->batch[k]->rows * rb);
+      at += in->batch[k]->rows * rb;
+    }
+  }
+  msg[0] = 0;
+  return DPC_OK;
+}
+
+/* Back to the free list; close waits for the last one. Under the lock. */
+static void release(dpc_batcher *b, dpc_batcher_ticket *t) {
+  t->next = b->free_list;
+  b->free_list = t;
+  if (--b->outstanding == 0 && b->closing) pthread_cond_broadcast(&b->idle);
+}
+
+static void *worker_main(void *arg) {
+  instance *in = arg;
+  dpc_batcher *b = in->b;
+  char msg[sizeof in->batch[0]->msg];
+  pthread_mutex_lock(&b->mu);
+  for (;;) {
+    if (!b->head) {
+      if (b->closing) break;
+      pthread_cond_wait(&b->work, &b->mu);
+      continue;
+    }
+    /* Wait for more rows while the oldest request's delay lasts, unless they already fill a
+     * batch or the batcher is draining. Every idle worker may wait here; whichever wakes first
+     * cuts, and the others look again. */
+    if (!b->closing && b->delay_us && b->st.queued_rows < b->max_batch) {
+      uint64_t deadline = b->head->t_submit + b->delay_us * 1000u;
+      if (now_ns() < deadline) {
+        struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
+        pthread_cond_timedwait(&b->work, &b->mu, &ts);
+        continue;
+      }
+    }
+    /* Cut: requests in arrival order while they fit (one that does not waits for the next). */
+    unsigned n = 0;
+    uint64_t rows = 0, t0 = now_ns();
+    while (b->head && rows + b->head->rows <= b->max_batch) {
+      dpc_batcher_ticket *t = b->head;
+      b->head = t->next;
+      if (!b->head) b->tail = NULL;
+      in->batch[n++] = t;
+      rows += t->rows;
+      uint64_t q = t0 - t->t_submit;
+      b->st.queue_ns_total += q;
+      if (q > b->st.queue_ns_max) b->st.queue_ns_max = q;
+    }
+    b->st.queued -= n;
+    b->st.queued_rows -= rows;
+    b->st.busy++;
+    if (b->head) pthread_cond_signal(&b->work); /* the rest is another idle worker's */
+    pthread_mutex_unlock(&b->mu);
+
+    dpc_status st = run_batch(in, n, rows, msg, sizeof msg);
+    uint64_t dt = now_ns() - t0;
+    if (st && b->log) b->log(b->log_user, msg);
+    for (unsigned k = 0; k < n; k++)
+      if (in->batch[k]->done) in->batch[k]->done(in->batch[k]->user, st, msg);
+
+    pthread_mutex_lock(&b->mu);
+    b->st.busy--;
+    b->st.batches++;
+    b->st.rows += rows;
+    unsigned bucket = 0;
+    while (bucket + 1 < DPC_BATCHER_HIST && (rows >> (bucket + 1))) bucket++;
+    b->st.batch_hist[bucket]++;
+    b->st.compute_ns_total += dt;
+    if (dt > b->st.compute_ns_max) b->st.compute_ns_max = dt;
+    b->st.requests += n;
+    if (st) b->st.failed += n;
+    for (unsigned k = 0; k < n; k++) {
+      dpc_batcher_ticket *t = in->batch[k];
+      if (t->done) {
+        release(b, t);
+        continue;
+      }
+      t->st = st;
+      memcpy(t->msg, msg, sizeof t->msg);
+      t->answered = true;
+      pthread_cond_signal(&t->cv);
+    }
+  }
+  pthread_mutex_unlock(&b->mu);
+  return NULL;
+}
+
+/* ---- opening and closing ------------------------------------------------------------------- */
+
+static dpc_status read_opts(const dpc_batcher_opts *o, dpc_batcher_opts *out, char *err,
+                            size_t err_len) {
+  memset(out, 0, sizeof *out);
+  if (!o) return DPC_OK;
+  if (o->size < offsetof(dpc_batcher_opts, instances) + sizeof o->instances)
+    return put(err, err_len, DPC_ERR_INVALID,
+               "the batcher options' size is %zu: set it to sizeof(dpc_batcher_opts)", o->size);
+  memcpy(out, o, o->size < sizeof *out ? o->size : sizeof *out);
+  out->size = sizeof *out;
+  return DPC_OK;
+}
+
+/* The tensors of a role as a request holds them, from the largest plan's runner: one row each,
+ * refusing any without the plan's rows as its leading dimension. */
+static dpc_status list_tensors(dpc_runner *r, int64_t rows, dpc_role role, tensor **out,
+                               unsigned *count, char *err, size_t err_len) {
+  unsigned n = dpc_runner_count(r, role);
+  *count = n;
+  if (!(*out = calloc(n ? n : 1, sizeof **out)))
+    return put(err, err_len, DPC_ERR_NOMEM, "out of memory");
+  for (unsigned i = 0; i < n; i++) {
+    tensor *t = &(*out)[i];
+    t->info.size = sizeof t->info;
+    dpc_status st = dpc_runner_info(r, role, i, &t->info);
+    if (st) return put(err, err_len, st, "cannot describe the model's tensors");
+    snprintf(t->name, sizeof t->name, "%s", t->info.name);
+    t->info.name = t->name;
+    if (!t->info.rank || t->info.dims[0] != rows)
+      return put(err, err_len, DPC_ERR_UNSUPPORTED,
+                 "the batcher needs every input and output batched, and '%s' has no leading "
+                 "dimension of the plan's %lld rows",
+                 t->name, (long long)rows);
+    t->row_bytes = t->info.bytes / (size_t)rows;
+    t->info.dims[0] = 1;
+    t->info.bytes = t->row_bytes;
+  }
+  return DPC_OK;
+}
+
+/* An instance's runners, one per plan up to the one that holds max_batch rows, bound to its
+ * staging buffers. */
+static dpc_status open_instance(dpc_batcher *b, instance *in, const dpc_batcher_opts *o,
+                                const int64_t *rows, unsigned n_rows, char *err, size_t err_len) {
+  in->b = b;
+  for (unsigned i = 0; i < n_rows; i++) {
+    in->plan_rows[in->n_plans++] = rows[i];
+    if (rows[i] >= (int64_t)b->max_batch) break;
+  }
+  int64_t top = in->plan_rows[in->n_plans - 1];
+  for (unsigned p = 0; p < in->n_plans; p++) {
+    /* rows = the plan's own batch selects exactly that plan and lets it use the buffers in
+     * place */
+    dpc_runner_opts ro = {sizeof ro,
+                          .mode = DPC_MODE_INFER,
+                          .threads = o->threads ? o->threads : 1,
+                          .devices = o->devices,
+                          .log = o->log,
+                          .log_user = o->log_user,
+                          .rows = (uint64_t)in->plan_rows[p]};
+    dpc_status st = dpc_runner_open(b->m, &ro, &in->runners[p], err, err_len);
+    if (st) return st;
+  }
+  if (!b->in) {
+    dpc_runner *r = in->runners[in->n_plans - 1];
+    dpc_status st = list_tensors(r, top, DPC_ROLE_INPUT, &b->in, &b->n_in, err, err_len);
+    if (!st) st = list_tensors(r, top, DPC_ROLE_OUTPUT, &b->out, &b->n_out, err, err_len);
+    if (st) return st;
+    if (!b->n_in || !b->n_out)
+      return put(err, err_len, DPC_ERR_UNSUPPORTED, "the model has no %s to batch",
+                 b->n_in ? "output" : "input");
+  }
+  in->in_buf = calloc(b->n_in, sizeof *in->in_buf);
+  in->out_buf = calloc(b->n_out, sizeof *in->out_buf);
+  in->batch = calloc(b->max_batch, sizeof *in->batch);
+  if (!in->in_buf || !in->out_buf || !in->batch)
+    return put(err, err_len, DPC_ERR_NOMEM, "out of memory");
+  for (unsigned k = 0; k < b->n_in + b->n_out; k++) {
+    bool input = k < b->n_in;
+    const tensor *t = input ? &b->in[k] : &b->out[k - b->n_in];
+    size_t bytes = (t->row_bytes * (size_t)top + 63) / 64 * 64;
+    unsigned char *buf = aligned_alloc(64, bytes ? bytes : 64);
+    if (!buf) return put(err, err_len, DPC_ERR_NOMEM, "out of memory");
+    memset(buf, 0, bytes);
+    if (input)
+      in->in_buf[k] = buf;
+    else
+      in->out_buf[k - b->n_in] = buf;
+    for (unsigned p = 0; p < in->n_plans; p++) {
+      dpc_runner *r = in->runners[p];
+      if (dpc_runner_bind(r, t->name, buf, t->row_bytes * (size_t)in->plan_rows[p]))
+        return put(err, err_len, DPC_ERR_INTERNAL, "binding '%s' for %lld rows: %s", t->name,
+                   (long long)in->plan_rows[p], dpc_runner_error(r));
+    }
+  }
+  return DPC_OK;
+}
+
+static void free_instance(dpc_batcher *b, instance *in) {
+  for (unsigned p = 0; p < in->n_plans; p++) dpc_runner_free(in->runners[p]);
+  for (unsigned i = 0; in->in_buf && i < b->n_in; i++) free(in->in_buf[i]);
+  for (unsigned i = 0; in->out_buf && i < b->n_out; i++) free(in->out_buf[i]);
+  free(in->in_buf);
+  free(in->out_buf);
+  free(in->batch);
+}
+
+static void free_batcher(dpc_batcher *b) {
+  for (unsigned i = 0; b->inst && i < b->n_inst; i++) free_instance(b, &b->inst[i]);
+  for (dpc_batcher_ticket *t = b->all, *next; t; t = next) {
+    next = t->all;
+    pthread_cond_destroy(&t->cv);
+    free(t);
+  }
+  free(b->inst);
+  free(b->in);
+  free(b->out);
+  pthread_mutex_destroy(&b->mu);
+  pthread_cond_destroy(&b->work);
+  pthread_cond_destroy(&b->idle);
+  free(b);
+}
+
+DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *opts, dpc_batcher **out,
+                                    char *err, size_t err_len) {
+  *out = NULL;
+  if (err && err_len) err[0] = 0;
+  dpc_batcher_opts o;
+  dpc_status st = read_opts(opts, &o, err, err_len);
+  if (st) return st;
+  int64_t rows[MAX_PLANS];
+  unsigned n_rows = dpc_model_infer_rows(m, rows, MAX_PLANS);
+  if (!n_rows || rows[n_rows - 1] <= 0)
+    return put(err, err_len, DPC_ERR_UNSUPPORTED, "the model has no batched inference plan");
+  uint64_t batch = (uint64_t)rows[n_rows - 1];
+  if (o.max_batch > batch)
+    return put(err, err_len, DPC_ERR_SHAPE,
+               "max_batch %llu is more than the artifact's batch of %llu rows (dpc compile "
+               "--batch)",
+               (unsigned long long)o.max_batch, (unsigned long long)batch);
+
+  dpc_batcher *b = calloc(1, sizeof *b);
+  if (!b) return put(err, err_len, DPC_ERR_NOMEM, "out of memory");
+  b->m = m;
+  b->max_batch = o.max_batch ? o.max_batch : batch;
+  b->delay_us = o.delay_us;
+  b->max_queue = o.max_queue;
+  b->log = o.log;
+  b->log_user = o.log_user;
+  b->n_inst = o.instances ? o.instances : 1;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  /* the delay is measured on the monotonic clock, which a clock change does not move */
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_cond_init(&b->work, &ca);
+  pthread_cond_init(&b->idle, NULL);
+  pthread_condattr_destroy(&ca);
+  b->inst = calloc(b->n_inst, sizeof *b->inst);
+  if (!b->inst) st = put(err, err_len, DPC_ERR_NOMEM, "out of memory");
+  for (unsigned i = 0; !st && i < b->n_inst; i++)
+    st = open_instance(b, &b->inst[i], &o, rows, n_rows, err, err_len);
+  for (unsigned i = 0; !st && i < b->n_inst; i++) {
+    if (pthread_create(&b->inst[i].thread, NULL, worker_main, &b->inst[i]))
+      st = put(err, err_len, DPC_ERR_RUNTIME, "cannot start batcher worker %u", i);
+    else
+      b->inst[i].started = true;
+  }
+  if (st) {
+    if (b->log && err && err_len) b->log(b->log_user, err);
+    pthread_mutex_lock(&b->mu);
+    b->closing = true;
+    pthread_cond_broadcast(&b->work);
+    pthread_mutex_unlock(&b->mu);
+    for (unsigned i = 0; b->inst && i < b->n_inst; i++)
+      if (b->inst[i].started) pthread_join(b->inst[i].thread, NULL);
+    free_batcher(b);
+    return st;
+  }
+  *out = b;
+  return DPC_OK;
+}
+
+DPC_API unsigned dpc_batcher_count(const dpc_batcher *b, dpc_role role) {
+  return role == DPC_ROLE_INPUT ? b->n_in : role == DPC_ROLE_OUTPUT ? b->n_out : 0;
+}
+
+DPC_API dpc_status dpc_batcher_info(const dpc_batcher *b, dpc_role role, unsigned i,
+                                    dpc_tensor_info *info) {
+  if (role != DPC_ROLE_INPUT && role != DPC_ROLE_OUTPUT) return DPC_ERR_INVALID;
+  if (i >= dpc_batcher_count(b, role) || info->size < sizeof *info) return DPC_ERR_INVALID;
+  *info = (role == DPC_ROLE_INPUT ? b->in : b->out)[i].info;
+  return DPC_OK;
+}
+
+DPC_API dpc_status dpc_batcher_submit(dpc_batcher *b, const dpc_batcher_request *rq,
+                                      dpc_batcher_ticket **ticket, char *err, size_t err_len) {
+  if (ticket) *ticket = NULL;
+  if (!rq || rq->size < offsetof(dpc_batcher_request, outputs) + sizeof rq->outputs)
+    return put(err, err_len, DPC_ERR_INVALID,
+               "the request's size is %zu: set it to sizeof(dpc_batcher_request)",
+               rq ? rq->size : 0);
+  dpc_batcher_request r = {0};
+  memcpy(&r, rq, rq->size < sizeof r ? rq->size : sizeof r);
+  if (r.rows < 1 || r.rows > b->max_batch)
+    return put(err, err_len, DPC_ERR_SHAPE, "a request of %llu rows: the batcher takes 1 to %llu",
+               (unsigned long long)r.rows, (unsigned long long)b->max_batch);
+  if (!r.inputs || !r.outputs || (!r.done && !ticket))
+    return put(err, err_len, DPC_ERR_INVALID,
+               "a request needs its inputs, its outputs, and a done callback or a ticket");
+  for (unsigned i = 0; i < b->n_in; i++)
+    if (!r.inputs[i])
+      return put(err, err_len, DPC_ERR_INVALID, "input '%s' is NULL", b->in[i].name);
+  for (unsigned i = 0; i < b->n_out; i++)
+    if (!r.outputs[i])
+      return put(err, err_len, DPC_ERR_INVALID, "output '%s' is NULL", b->out[i].name);
+
+  pthread_mutex_lock(&b->mu);
+  dpc_status st = DPC_OK;
+  if (b->closing)
+    st = put(err, err_len, DPC_ERR_BUSY, "the batcher is closing: no new requests");
+  else if (b->max_queue && b->st.queued >= b->max_queue)
+    st = put(err, err_len, DPC_ERR_BUSY, "the queue is full: %llu requests wait (max_queue %llu)",
+             (unsigned long long)b->st.queued, (unsigned long long)b->max_queue);
+  dpc_batcher_ticket *t = NULL;
+  if (!st && !(t = b->free_list)) {
+    /* a new ticket only when more requests are out than ever before */
+    size_t ptrs = (b->n_in + b->n_out) * sizeof(void *);
+    if (!(t = calloc(1, sizeof *t + ptrs))) {
+      st = put(err, err_len, DPC_ERR_NOMEM, "out of memory queueing a request");
+    } else {
+      t->inputs = (const void **)(t + 1);
+      t->outputs = (void **)(t->inputs + b->n_in);
+      pthread_cond_init(&t->cv, NULL);
+      t->all = b->all;
+      b->all = t;
+    }
+  } else if (!st) {
+    b->free_list = t->next;
+  }
+  if (st) {
+    if (st == DPC_ERR_BUSY) b->st.refused++;
+    pthread_mutex_unlock(&b->mu);
+    return st;
+  }
+  t->next = NULL;
+  t->rows = r.rows;
+  memcpy(t->inputs, r.inputs, b->n_in * sizeof *t->inputs);
+  memcpy(t->outputs, r.outputs, b->n_out * sizeof *t->outputs);
+  t->done = r.done;
+  t->user = r.user;
+  t->answered = false;
+  t->st = DPC_OK;
+  t->msg[0] = 0;
+  t->t_submit = now_ns();
+  if (b->tail)
+    b->tail->next = t;
+  else
+    b->head = t;
+  b->tail = t;
+  b->st.queued++;
+  b->st.queued_rows += t->rows;
+  b->outstanding++;
+  pthread_cond_signal(&b->work);
+  pthread_mutex_unlock(&b->mu);
+  if (!r.done) *ticket = t;
+  return DPC_OK;
+}
+
+DPC_API dpc_status dpc_batcher_wait(dpc_batcher *b, dpc_batcher_ticket *t, char *err,
+                                    size_t err_len) {
+  if (!t) return put(err, err_len, DPC_ERR_INVALID, "no ticket");
+  pthread_mutex_lock(&b->mu);
+  while (!t->answered) pthread_cond_wait(&t->cv, &b->mu);
+  dpc_status st = t->st;
+  if (err && err_len) snprintf(err, err_len, "%s", t->msg);
+  release(b, t);
+  pthread_mutex_unlock(&b->mu);
+  return st;
+}
+
+DPC_API dpc_status dpc_batcher_get_stats(dpc_batcher *b, dpc_batcher_stats *stats) {
+  if (!stats || stats->size < offsetof(dpc_batcher_stats, requests) + sizeof stats->requests)
+    return DPC_ERR_INVALID;
+  size_t size = stats->size < sizeof *stats ? stats->size : sizeof *stats;
+  pthread_mutex_lock(&b->mu);
+  dpc_batcher_stats s = b->st;
+  pthread_mutex_unlock(&b->mu);
+  s.size = size;
+  s.delay_us = b->delay_us;
+  s.max_batch = b->max_batch;
+  s.instances = b->n_inst;
+  memcpy(stats, &s, size);
+  return DPC_OK;
+}
+
+DPC_API void dpc_batcher_shutdown(dpc_batcher *b) {
+  pthread_mutex_lock(&b->mu);
+  b->closing = true;
+  pthread_cond_broadcast(&b->work); /* waiting out a delay no longer */
+  pthread_mutex_unlock(&b->mu);
+}
+
+DPC_API void dpc_batcher_close(dpc_batcher *b) {
+  if (!b) return;
+  dpc_batcher_shutdown(b);
+  for (unsigned i = 0; i < b->n_inst; i++) pthread_join(b->inst[i].thread, NULL);
+  pthread_mutex_lock(&b->mu);
+  while (b->outstanding) pthread_cond_wait(&b->idle, &b->mu);
+  pthread_mutex_unlock(&b->mu);
+  free_batcher(b);
+}
