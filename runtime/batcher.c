@@ -351,8 +351,7 @@ DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *opts, 
   uint64_t batch = (uint64_t)rows[n_rows - 1];
   if (o.max_batch > batch)
     return put(err, err_len, DPC_ERR_SHAPE,
-               "max_batch %llu is more than the artifact's batch of %llu rows (dpc compile "
-               "--batch)",
+               "max_batch %llu is more than the %llu rows the artifact was compiled for",
                (unsigned long long)o.max_batch, (unsigned long long)batch);
 
   dpc_batcher *b = calloc(1, sizeof *b);
