@@ -4,6 +4,7 @@
     net = dpc.load("examples/fashion_mlp.graph")
     out = net.run({"x": np.zeros((8, 784), np.float32)})      # {"logits": array (8, 10)}
     plan = net.plan(devices="cpu:2", strategy="data")        # predicted figures per device
+    best = net.choose(devices="cpu:4")[0]["strategy"]       # what --strategy auto picks
     losses = net.train(steps=20, batch=64, devices="cpu:2")  # [(step, loss), ...]
     net.compile("mlp.dpx", batch=32)
     with dpc.Artifact("mlp.dpx") as a:
@@ -239,6 +240,38 @@ class Net:
                 m.fail(st)
             with open(path) as f:
                 return json.load(f)
+
+    def choose(self, devices="cpu", batch=64, memory_limit=0):
+        """The strategies `--strategy auto` tries on these devices, fastest predicted first:
+        [{"strategy", "step_ms", "fits", "planned", "max_memory_bytes", "comm_bytes",
+        "bubble_pct", "reason"}, ...]; the first is the choice when its "fits" is true. Its
+        "strategy" is the text form train(strategy=...) and plan(strategy=...) take."""
+        lib = self._lib
+        o = _lib.AutoOpts()
+        o.size = c.sizeof(o)
+        o.batch = int(batch)
+        o.devices = _b(devices)
+        o.memory_limit = int(memory_limit)
+        rep = c.POINTER(_lib.AutoReport)()
+        m = _Message()
+        st = lib.dpc_net_plan_auto(self._ptr, c.byref(o), c.byref(rep), m.ptr)
+        try:
+            out = []
+            if rep:
+                r = rep.contents
+                for i in range(r.n_candidates):
+                    k = r.candidates[i]
+                    out.append({"strategy": k.strategy.decode(), "step_ms": k.step_ms,
+                                "planned": k.planned, "fits": k.fits,
+                                "max_memory_bytes": k.max_memory_bytes,
+                                "comm_bytes": k.comm_bytes, "bubble_pct": k.bubble_pct,
+                                "reason": k.reason.decode()})
+        finally:
+            if rep:
+                lib.dpc_auto_report_free(rep)
+        if st:
+            m.fail(st)
+        return out
 
     def train(self, steps=0, epochs=1, batch=64, devices=None, strategy=None, data=None,
               test_data=None, seed=0, shuffle=True, backend=None, threads=0,

@@ -149,6 +149,26 @@ class PlanOpts(c.Structure):
                 ("json_path", _S)]
 
 
+class AutoOpts(c.Structure):
+    _fields_ = [("size", c.c_size_t), ("batch", c.c_uint32), ("devices", _S),
+                ("memory_limit", c.c_uint64)]
+
+
+class AutoCandidate(c.Structure):
+    _fields_ = [("strategy", c.c_char * 96), ("kind", c.c_int), ("planned", c.c_bool),
+                ("fits", c.c_bool), ("step_ms", c.c_double), ("samples_per_s", c.c_double),
+                ("max_memory_bytes", c.c_uint64), ("max_memory_device", c.c_char * 32),
+                ("comm_bytes", c.c_double), ("bubble_pct", c.c_double),
+                ("busiest_device", c.c_char * 32), ("busiest_compute_ms", c.c_double),
+                ("busiest_comm_ms", c.c_double), ("reason", c.c_char * 320)]
+
+
+class AutoReport(c.Structure):
+    _fields_ = [("candidates", c.POINTER(AutoCandidate)), ("n_candidates", c.c_uint32),
+                ("best", c.c_uint32), ("devices", c.c_uint32), ("batch", c.c_uint32),
+                ("seconds", c.c_double)]
+
+
 class RunnerOpts(c.Structure):
     _fields_ = [("size", c.c_size_t), ("mode", c.c_int), ("share", _P), ("threads", c.c_uint),
                 ("devices", _S), ("log", _P), ("log_user", _P), ("cancel", c.POINTER(c.c_int)),
@@ -188,6 +208,8 @@ def compiler():
     _sig(lib, "dpc_devices_count", i, _S, pp(c.c_uint32), _P)
     _sig(lib, "dpc_net_plan", i, _P, pp(PlanOpts), pp(_P), _P)
     _sig(lib, "dpc_plan_report_free", None, _P)
+    _sig(lib, "dpc_net_plan_auto", i, _P, pp(AutoOpts), pp(pp(AutoReport)), _P)
+    _sig(lib, "dpc_auto_report_free", None, pp(AutoReport))
     _sig(lib, "dpc_trainer_run", i, _P, pp(TrainerOpts), _P)
     return lib
 

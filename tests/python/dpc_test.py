@@ -113,6 +113,17 @@ try:
 except dpc.Error as e:
     check("3" in str(e), "a pipeline of 3 stages on 2 devices raises dpc.Error: %s" % e)
 
+# the automatic choice: the same ranking dpc plan --strategy auto --explain prints
+ranked = net.choose(devices="cpu:2")
+out = dpc_cli("plan", graph, "--devices", "cpu:2", "--strategy", "auto", "--explain")
+chosen = out.split("strategy auto: ", 1)[1].split(",", 1)[0] if "strategy auto: " in out else None
+check(len(ranked) >= 4 and ranked[0]["fits"] and ranked[0]["strategy"] == chosen,
+      "choose: %d candidates, %s first, as dpc plan --strategy auto says (%s)" %
+      (len(ranked), ranked[0]["strategy"] if ranked else None, chosen))
+steps = [r["step_ms"] for r in ranked if r["planned"] and r["fits"]]
+check(steps == sorted(steps), "choose: ranked by predicted step (%s)" %
+      ", ".join("%.2f" % x for x in steps))
+
 # compile from Python, run through libdpcrt
 dpx = os.path.join(work, "mlp.dpx")
 net.compile(dpx, batch=8)
