@@ -20,8 +20,9 @@ for model in "$mlp" "$inc"; do
     cp "$work/out" "$work/$name-$devices.txt"
     contains "$work/out" "^strategy auto: " "$name on $devices: the choice is named"
     contains "$work/out" "^1 .*the fastest predicted step" "$name on $devices: rank 1 is the choice"
-    # the ranked rows: step times never fall going down the table, and the choice is row 1
-    chosen=$(sed -n 's/^strategy auto: \([^,]*\), predicted.*/\1/p' "$work/out")
+    # the ranked rows: step times never fall going down the table, and the choice is row 1 (a
+    # strategy's text has commas: the choice runs up to ", predicted")
+    chosen=$(sed -n 's/^strategy auto: \(.*\), predicted .*/\1/p' "$work/out")
     first=$(awk '$1 == "1" { print $2 }' "$work/out")
     if [ -n "$chosen" ] && [ "$chosen" = "$first" ] &&
       awk '$1 ~ /^[0-9]+$/ { if (seen && $3 + 0 < last) bad = 1; last = $3 + 0; seen = 1 }
@@ -86,7 +87,7 @@ contains "$work/err" "nothing to minimize" "no loss: said so"
 expect 0 "train --strategy auto" -- "$dpc" train "$mlp" --devices cpu:2 --strategy auto --steps 4 \
   --backend ref --log "$work/auto.jsonl"
 contains "$work/err" "^dpc train: --strategy auto: " "train says what it chose"
-chosen=$(sed -n 's/^dpc train: --strategy auto: \([^,]*\), predicted.*/\1/p' "$work/err")
+chosen=$(sed -n 's/^dpc train: --strategy auto: \(.*\), predicted .*/\1/p' "$work/err")
 expect 0 "train --strategy $chosen" -- "$dpc" train "$mlp" --devices cpu:2 --strategy "$chosen" \
   --steps 4 --backend ref --log "$work/named.jsonl"
 grep -o '"loss": [^,}]*' "$work/auto.jsonl" >"$work/a.loss"
