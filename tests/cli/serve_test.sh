@@ -37,7 +37,7 @@ start() {
   i=0
   while [ $i -lt 300 ]; do
     port=$(sed -n 's/^dpc serve: serving fashion_mlp on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' \
-      "$work/$name.err")
+      "$work/$name.err" 2>/dev/null)
     if [ -n "$port" ] &&
       curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/v2/health/ready"; then
       url="http://127.0.0.1:$port"
