@@ -302,12 +302,6 @@ typedef struct infer_state {
   size_t n_vals, cap_vals;
 } infer_state;
 
-static enum MHD_Result infer_fail(dpc_server *s, struct MHD_Connection *c, infer_state *x,
-                                  unsigned code, bool busy, const char *msg) {
-  (void)x; /* freed by infer, whatever the answer */
-  return send_error(s, c, code, busy, "%s", msg);
-}
-
 static enum MHD_Result infer_body(dpc_server *s, struct MHD_Connection *c, const request *rq,
                                   infer_state *x) {
   char msg[512];
@@ -341,7 +335,7 @@ static enum MHD_Result infer_body(dpc_server *s, struct MHD_Connection *c, const
           (size_t)snprintf(msg, sizeof msg, "unknown input '%s': model '%s' takes", name, s->name);
       for (unsigned j = 0; j < s->n_in && w < sizeof msg; j++)
         w += (size_t)snprintf(msg + w, sizeof msg - w, "%s '%s'", j ? "," : "", s->in[j].name);
-      return infer_fail(s, c, x, 400, false, msg);
+      return send_error(s, c, 400, false, "%s", msg);
     }
     const tensor *t = &s->in[i];
     if (x->in[i]) return send_error(s, c, 400, false, "input '%s' is given twice", name);
@@ -405,8 +399,8 @@ static enum MHD_Result infer_body(dpc_server *s, struct MHD_Connection *c, const
   dpc_batcher_ticket *ticket;
   dpc_status st = dpc_batcher_submit(s->b, &br, &ticket, msg, sizeof msg);
   if (!st) st = dpc_batcher_wait(s->b, ticket, msg, sizeof msg);
-  if (st == DPC_ERR_BUSY) return infer_fail(s, c, x, 503, true, msg);
-  if (st) return infer_fail(s, c, x, 500, false, msg);
+  if (st == DPC_ERR_BUSY) return send_error(s, c, 503, true, "%s", msg);
+  if (st) return send_error(s, c, 500, false, "%s", msg);
 
   json_t *outs = json_array();
   for (unsigned i = 0; i < s->n_out; i++) {
