@@ -81,6 +81,7 @@ third_party() { # third_party PATTERN ALLOWED_PREFIX WHAT
 }
 third_party 'llvm-c/|llvm/' 'codegen/cpu/*' 'LLVM'
 third_party 'metis\.h' 'partitioner/metis.c' 'METIS'
+third_party 'microhttpd\.h' 'driver/api_serve.c' 'libmicrohttpd'
 
 # ir/ takes everything as arguments: where files go (the cache folder: codegen/cache.c) is the
 # policy of whoever calls it, so nothing under ir/ reads the environment.

@@ -124,5 +124,6 @@ int dpc_cmd_compile(int argc, char **argv);
 int dpc_cmd_ops(int argc, char **argv);
 int dpc_cmd_bench(int argc, char **argv);
 int dpc_cmd_onnx_test(int argc, char **argv);
+int dpc_cmd_serve(int argc, char **argv);
 
 #endif

@@ -19,6 +19,7 @@ static void usage(FILE *f) {
           "  train FILE       train a model on a dataset (Fashion-MNIST by default)\n"
           "  compile FILE     compile a model ahead of time into an artifact (.dpx)\n"
           "  bench FILE       time a model's training step or forward pass\n"
+          "  serve FILE.dpx   serve a compiled model over HTTP (KServe v2 JSON), batching\n"
           "  devices          list the devices of this machine, with measured speeds\n"
           "  plan FILE        show how a training step is spread over devices, with predictions\n"
           "  onnx-test DIR... run ONNX backend tests (model.onnx, test_data_set_*) and compare\n"
@@ -62,6 +63,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "compile")) return dpc_cmd_compile(argc, argv);
   if (!strcmp(cmd, "ops")) return dpc_cmd_ops(argc, argv);
   if (!strcmp(cmd, "bench")) return dpc_cmd_bench(argc, argv);
+  if (!strcmp(cmd, "serve")) return dpc_cmd_serve(argc, argv);
   if (!strcmp(cmd, "devices")) return dpc_cmd_devices(argc, argv);
   if (!strcmp(cmd, "plan")) return dpc_cmd_plan(argc, argv);
   if (!strcmp(cmd, "onnx-test")) return dpc_cmd_onnx_test(argc, argv);

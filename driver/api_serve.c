@@ -1,0 +1,706 @@
+/*
+ * api_serve.c — the HTTP inference server of include/dpc/serve.h: libmicrohttpd for HTTP,
+ * jansson for the KServe v2 JSON, libdpcrt's batcher for the batching.
+ *
+ * Threads: libmicrohttpd runs one thread per connection (bounded by max_connections, each with
+ * an idle timeout), and an inference request blocks its own connection's thread in
+ * dpc_batcher_wait. That is what lets the batcher batch: every connection waiting at once is a
+ * request in its queue. The caller's thread only sleeps in dpc_server_run, polling the stop flag,
+ * because a signal handler can do nothing but set a flag.
+ *
+ * Draining: the listening socket is closed (new connections are refused), requests already
+ * accepted are answered as usual but with "Connection: close", and the daemon stops once none is
+ * under way (or drain_s has passed); then the batcher closes, answering what it still holds.
+ */
+#include "driver/api_internal.h"
+#include <dpc/serve.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_MAX_BODY        (64u << 20)
+#define DEFAULT_MAX_CONNECTIONS 256u
+#define DEFAULT_TIMEOUT_S       30u
+#define DEFAULT_DRAIN_S         30u
+
+/* The statuses the server answers with, counted for /metrics. */
+static const unsigned codes[] = {200, 400, 404, 405, 413, 500, 503};
+#define N_CODES (sizeof codes / sizeof *codes)
+
+typedef struct tensor {
+  char name[128];
+  dpc_elem elem;
+  unsigned rank;
+  int64_t dims[DPC_TENSOR_MAX_RANK]; /* dims[0] is the batch */
+  size_t row_elems, elem_bytes;
+} tensor;
+
+struct dpc_server {
+  dpc_model *model;
+  dpc_batcher *b;
+  struct MHD_Daemon *d;
+  char name[256];
+  unsigned port;
+  unsigned n_in, n_out;
+  tensor *in, *out;
+  uint64_t max_batch, max_body;
+  unsigned drain_s;
+  size_t real_digits; /* 9 round-trips a float, 17 a double: no longer numbers than needed */
+  dpc_log_fn log;
+  void *log_user;
+  atomic_uint_fast64_t answered[N_CODES];
+  atomic_int active;    /* requests between their first byte and their answer's last */
+  atomic_bool draining; /* stop accepting: ready says 503, answers close their connection */
+  bool drained;
+};
+
+/* One request's body as it arrives. */
+typedef struct request {
+  char *body;
+  size_t len, cap;
+  bool too_big;
+} request;
+
+static void say(const dpc_server *s, const char *fmt, ...) DPC_PRINTF(2, 3);
+static void say(const dpc_server *s, const char *fmt, ...) {
+  if (!s->log) return;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  s->log(s->log_user, msg);
+}
+
+/* The KServe v2 name of an element type; NULL for those JSON answers cannot carry here. */
+static const char *datatype(dpc_elem e) {
+  switch (e) {
+  case DPC_ELEM_F32: return "FP32";
+  case DPC_ELEM_F64: return "FP64";
+  case DPC_ELEM_I32: return "INT32";
+  case DPC_ELEM_I64: return "INT64";
+  case DPC_ELEM_BOOL: return "BOOL";
+  default: return NULL;
+  }
+}
+
+/* ---- answers ------------------------------------------------------------------------------ */
+
+static void count(dpc_server *s, unsigned code) {
+  for (size_t i = 0; i < N_CODES; i++)
+    if (codes[i] == code) atomic_fetch_add(&s->answered[i], 1);
+}
+
+static enum MHD_Result send_text(dpc_server *s, struct MHD_Connection *c, unsigned code, char *text,
+                                 size_t len, const char *type, bool busy) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+  if (!r) {
+    free(text);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  if (busy) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+  if (code == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST");
+  /* while draining, a kept-alive connection would bring more requests: end it */
+  if (atomic_load(&s->draining)) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+  enum MHD_Result ok = MHD_queue_response(c, code, r);
+  MHD_destroy_response(r);
+  count(s, code);
+  return ok;
+}
+
+/* Answer with JSON (taken over). */
+static enum MHD_Result send_json(dpc_server *s, struct MHD_Connection *c, unsigned code, json_t *j,
+                                 bool busy) {
+  char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(s->real_digits)) : NULL;
+  json_decref(j);
+  if (!text) {
+    static const char oom[] = "{\"error\":\"out of memory building the answer\"}";
+    text = strdup(oom);
+    code = 500;
+    if (!text) return MHD_NO;
+  }
+  return send_text(s, c, code, text, strlen(text), "application/json", busy);
+}
+
+static enum MHD_Result send_error(dpc_server *s, struct MHD_Connection *c, unsigned code, bool busy,
+                                  const char *fmt, ...) DPC_PRINTF(5, 6);
+static enum MHD_Result send_error(dpc_server *s, struct MHD_Connection *c, unsigned code, bool busy,
+                                  const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (code >= 500) say(s, "answered %u: %s", code, msg);
+  return send_json(s, c, code, json_pack("{ss}", "error", msg), busy);
+}
+
+/* ---- metadata and metrics ----------------------------------------------------------------- */
+
+static json_t *tensor_meta(const tensor *t) {
+  json_t *shape = json_array();
+  json_array_append_new(shape, json_integer(-1));
+  for (unsigned k = 1; k < t->rank; k++) json_array_append_new(shape, json_integer(t->dims[k]));
+  return json_pack("{ssssso}", "name", t->name, "datatype", datatype(t->elem), "shape", shape);
+}
+
+static json_t *model_meta(const dpc_server *s) {
+  json_t *in = json_array(), *out = json_array();
+  for (unsigned i = 0; i < s->n_in; i++) json_array_append_new(in, tensor_meta(&s->in[i]));
+  for (unsigned i = 0; i < s->n_out; i++) json_array_append_new(out, tensor_meta(&s->out[i]));
+  return json_pack("{sss[]sssoso}", "name", s->name, "versions", "platform", "dpc", "inputs", in,
+                   "outputs", out);
+}
+
+static enum MHD_Result send_metrics(dpc_server *s, struct MHD_Connection *c) {
+  dpc_batcher_stats st = {sizeof st};
+  dpc_batcher_get_stats(s->b, &st);
+  size_t cap = 4096, len = 0;
+  char *t = malloc(cap);
+  if (!t) return MHD_NO;
+#define EMIT(...) len += (size_t)snprintf(t + len, len < cap ? cap - len : 0, __VA_ARGS__)
+  EMIT("# HELP dpc_http_requests_total HTTP requests answered, by status code.\n"
+       "# TYPE dpc_http_requests_total counter\n");
+  for (size_t i = 0; i < N_CODES; i++)
+    EMIT("dpc_http_requests_total{code=\"%u\"} %llu\n", codes[i],
+         (unsigned long long)atomic_load(&s->answered[i]));
+  double mean = st.batches ? (double)st.rows / (double)st.batches : 0;
+  EMIT("# HELP dpc_infer_requests_total Inference requests the batcher answered.\n"
+       "# TYPE dpc_infer_requests_total counter\n"
+       "dpc_infer_requests_total{model=\"%s\"} %llu\n"
+       "# HELP dpc_infer_failed_total Inference requests answered with a failed run.\n"
+       "# TYPE dpc_infer_failed_total counter\n"
+       "dpc_infer_failed_total{model=\"%s\"} %llu\n"
+       "# HELP dpc_infer_refused_total Inference requests refused: the queue full or closing.\n"
+       "# TYPE dpc_infer_refused_total counter\n"
+       "dpc_infer_refused_total{model=\"%s\"} %llu\n"
+       "# HELP dpc_batches_total Batches run.\n"
+       "# TYPE dpc_batches_total counter\n"
+       "dpc_batches_total{model=\"%s\"} %llu\n"
+       "# HELP dpc_batch_rows_total Rows of the batches run.\n"
+       "# TYPE dpc_batch_rows_total counter\n"
+       "dpc_batch_rows_total{model=\"%s\"} %llu\n"
+       "# HELP dpc_batch_size_mean Mean rows per batch since the start.\n"
+       "# TYPE dpc_batch_size_mean gauge\n"
+       "dpc_batch_size_mean{model=\"%s\"} %.6g\n"
+       "# HELP dpc_queue_seconds_total Time requests waited for their batch, summed.\n"
+       "# TYPE dpc_queue_seconds_total counter\n"
+       "dpc_queue_seconds_total{model=\"%s\"} %.9f\n"
+       "# HELP dpc_compute_seconds_total Time batches took to pack, run and unpack, summed.\n"
+       "# TYPE dpc_compute_seconds_total counter\n"
+       "dpc_compute_seconds_total{model=\"%s\"} %.9f\n"
+       "# HELP dpc_queue_requests Requests waiting for a batch now.\n"
+       "# TYPE dpc_queue_requests gauge\n"
+       "dpc_queue_requests{model=\"%s\"} %llu\n",
+       s->name, (unsigned long long)st.requests, s->name, (unsigned long long)st.failed, s->name,
+       (unsigned long long)st.refused, s->name, (unsigned long long)st.batches, s->name,
+       (unsigned long long)st.rows, s->name, mean, s->name, (double)st.queue_ns_total * 1e-9,
+       s->name, (double)st.compute_ns_total * 1e-9, s->name, (unsigned long long)st.queued);
+#undef EMIT
+  if (len >= cap) { /* the model name is at most 255 bytes: 4 KiB holds it all */
+    free(t);
+    return send_error(s, c, 500, false, "the metrics do not fit their buffer");
+  }
+  return send_text(s, c, 200, t, len, "text/plain; version=0.0.4", false);
+}
+
+/* ---- inference ---------------------------------------------------------------------------- */
+
+/* Flatten JSON data (a flat or nested array of values) into *vals. */
+static bool flatten(json_t *data, json_t ***vals, size_t *n, size_t *cap) {
+  if (!json_is_array(data)) {
+    if (*n == *cap) {
+      *cap = *cap ? 2 * *cap : 1024;
+      json_t **v = realloc(*vals, *cap * sizeof *v);
+      if (!v) return false;
+      *vals = v;
+    }
+    (*vals)[(*n)++] = data;
+    return true;
+  }
+  for (size_t i = 0; i < json_array_size(data); i++)
+    if (!flatten(json_array_get(data, i), vals, n, cap)) return false;
+  return true;
+}
+
+/* Store value v as element i of t's type at p; false when it is not one. */
+static bool store(const tensor *t, json_t *v, unsigned char *p, size_t i) {
+  switch (t->elem) {
+  case DPC_ELEM_F32:
+  case DPC_ELEM_F64: {
+    if (!json_is_number(v)) return false;
+    double x = json_number_value(v);
+    if (t->elem == DPC_ELEM_F32)
+      ((float *)p)[i] = (float)x;
+    else
+      ((double *)p)[i] = x;
+    return true;
+  }
+  case DPC_ELEM_I32:
+    if (!json_is_integer(v)) return false;
+    ((int32_t *)p)[i] = (int32_t)json_integer_value(v);
+    return true;
+  case DPC_ELEM_I64:
+    if (!json_is_integer(v)) return false;
+    ((int64_t *)p)[i] = (int64_t)json_integer_value(v);
+    return true;
+  case DPC_ELEM_BOOL:
+    if (json_is_boolean(v))
+      p[i] = json_is_true(v);
+    else if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1))
+      p[i] = (unsigned char)json_integer_value(v);
+    else
+      return false;
+    return true;
+  default: return false;
+  }
+}
+
+static json_t *load(const tensor *t, const unsigned char *p, size_t i) {
+  switch (t->elem) {
+  case DPC_ELEM_F32:
+  case DPC_ELEM_F64: {
+    double x = t->elem == DPC_ELEM_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+    /* JSON has no NaN or infinity: null stands for them */
+    return x - x == 0 ? json_real(x) : json_null();
+  }
+  case DPC_ELEM_I32: return json_integer(((const int32_t *)p)[i]);
+  case DPC_ELEM_I64: return json_integer(((const int64_t *)p)[i]);
+  case DPC_ELEM_BOOL: return json_boolean(p[i]);
+  default: return json_null();
+  }
+}
+
+static void shape_text(const json_t *shape, char *buf, size_t n) {
+  char *t = json_is_array(shape) ? json_dumps(shape, JSON_COMPACT) : NULL;
+  snprintf(buf, n, "%s", t ? t : "(none)");
+  free(t);
+}
+
+static void model_shape_text(const tensor *t, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "[-1");
+  for (unsigned j = 1; j < t->rank && k < n; j++)
+    k += (size_t)snprintf(buf + k, n - k, ",%lld", (long long)t->dims[j]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+typedef struct infer_state {
+  json_t *root;
+  unsigned char **in, **out;
+  json_t **vals;
+  size_t n_vals, cap_vals;
+} infer_state;
+
+static enum MHD_Result infer_body(dpc_server *s, struct MHD_Connection *c, const request *rq,
+                                  infer_state *x) {
+  char msg[512];
+  if (rq->too_big)
+    return send_error(s, c, 413, false, "the request body is over the server's limit of %llu bytes",
+                      (unsigned long long)s->max_body);
+  if (rq->len == 0)
+    return send_error(s, c, 400, false,
+                      "empty body: an inference request is a JSON object with \"inputs\"");
+  json_error_t je;
+  x->root = json_loadb(rq->body, rq->len, JSON_REJECT_DUPLICATES, &je);
+  if (!x->root)
+    return send_error(s, c, 400, false, "malformed JSON at line %d, column %d: %s", je.line,
+                      je.column, je.text);
+  json_t *inputs = json_object_get(x->root, "inputs");
+  if (!json_is_object(x->root) || !json_is_array(inputs))
+    return send_error(s, c, 400, false,
+                      "an inference request is a JSON object with an array \"inputs\"");
+  if (!(x->in = calloc(s->n_in, sizeof *x->in)) || !(x->out = calloc(s->n_out, sizeof *x->out)))
+    return send_error(s, c, 500, false, "out of memory");
+  uint64_t rows = 0;
+  const char *rows_from = NULL;
+  for (size_t k = 0; k < json_array_size(inputs); k++) {
+    json_t *e = json_array_get(inputs, k);
+    const char *name = json_string_value(json_object_get(e, "name"));
+    if (!name) return send_error(s, c, 400, false, "inputs[%zu] has no \"name\" string", k);
+    unsigned i = 0;
+    while (i < s->n_in && strcmp(s->in[i].name, name)) i++;
+    if (i == s->n_in) {
+      size_t w =
+          (size_t)snprintf(msg, sizeof msg, "unknown input '%s': model '%s' takes", name, s->name);
+      for (unsigned j = 0; j < s->n_in && w < sizeof msg; j++)
+        w += (size_t)snprintf(msg + w, sizeof msg - w, "%s '%s'", j ? "," : "", s->in[j].name);
+      return send_error(s, c, 400, false, "%s", msg);
+    }
+    const tensor *t = &s->in[i];
+    if (x->in[i]) return send_error(s, c, 400, false, "input '%s' is given twice", name);
+    const char *dt = json_string_value(json_object_get(e, "datatype"));
+    if (!dt || strcmp(dt, datatype(t->elem)))
+      return send_error(s, c, 400, false, "input '%s' has datatype %s: the model takes %s", name,
+                        dt ? dt : "(none)", datatype(t->elem));
+    json_t *shape = json_object_get(e, "shape");
+    bool fits = json_is_array(shape) && json_array_size(shape) == t->rank;
+    for (unsigned j = 0; fits && j < t->rank; j++) {
+      json_t *d = json_array_get(shape, j);
+      fits = json_is_integer(d) &&
+             (j ? json_integer_value(d) == t->dims[j] : json_integer_value(d) >= 1);
+    }
+    char got[128], want[128];
+    if (!fits) {
+      shape_text(shape, got, sizeof got);
+      model_shape_text(t, want, sizeof want);
+      return send_error(s, c, 400, false,
+                        "input '%s' has shape %s: the model takes %s (rows first, at least 1)",
+                        name, got, want);
+    }
+    uint64_t r = (uint64_t)json_integer_value(json_array_get(shape, 0));
+    if (r > s->max_batch)
+      return send_error(s, c, 400, false,
+                        "input '%s' has %llu rows, more than the server's max batch of %llu", name,
+                        (unsigned long long)r, (unsigned long long)s->max_batch);
+    if (rows_from && r != rows)
+      return send_error(s, c, 400, false,
+                        "input '%s' has %llu rows and '%s' %llu: every input needs as many", name,
+                        (unsigned long long)r, rows_from, (unsigned long long)rows);
+    rows = r, rows_from = t->name;
+    x->n_vals = 0;
+    json_t *data = json_object_get(e, "data");
+    if (!json_is_array(data))
+      return send_error(s, c, 400, false, "input '%s' has no \"data\" array", name);
+    if (!flatten(data, &x->vals, &x->n_vals, &x->cap_vals))
+      return send_error(s, c, 500, false, "out of memory");
+    size_t want_n = (size_t)rows * t->row_elems;
+    if (x->n_vals != want_n)
+      return send_error(s, c, 400, false,
+                        "input '%s' has %zu values in \"data\": its shape needs %zu", name,
+                        x->n_vals, want_n);
+    if (!(x->in[i] = malloc(want_n * t->elem_bytes + 1)))
+      return send_error(s, c, 500, false, "out of memory");
+    for (size_t v = 0; v < want_n; v++)
+      if (!store(t, x->vals[v], x->in[i], v))
+        return send_error(s, c, 400, false, "input '%s': data[%zu] is not %s", name, v,
+                          t->elem == DPC_ELEM_BOOL                             ? "a boolean"
+                          : t->elem == DPC_ELEM_I32 || t->elem == DPC_ELEM_I64 ? "an integer"
+                                                                               : "a number");
+  }
+  for (unsigned i = 0; i < s->n_in; i++)
+    if (!x->in[i]) return send_error(s, c, 400, false, "input '%s' is missing", s->in[i].name);
+  for (unsigned i = 0; i < s->n_out; i++)
+    if (!(x->out[i] = malloc((size_t)rows * s->out[i].row_elems * s->out[i].elem_bytes + 1)))
+      return send_error(s, c, 500, false, "out of memory");
+
+  dpc_batcher_request br = {sizeof br, .rows = rows, .inputs = (const void *const *)x->in,
+                            .outputs = (void *const *)x->out};
+  dpc_batcher_ticket *ticket;
+  dpc_status st = dpc_batcher_submit(s->b, &br, &ticket, msg, sizeof msg);
+  if (!st) st = dpc_batcher_wait(s->b, ticket, msg, sizeof msg);
+  if (st == DPC_ERR_BUSY) return send_error(s, c, 503, true, "%s", msg);
+  if (st) return send_error(s, c, 500, false, "%s", msg);
+
+  json_t *outs = json_array();
+  for (unsigned i = 0; i < s->n_out; i++) {
+    const tensor *t = &s->out[i];
+    json_t *shape = json_array(), *data = json_array();
+    json_array_append_new(shape, json_integer((json_int_t)rows));
+    for (unsigned j = 1; j < t->rank; j++) json_array_append_new(shape, json_integer(t->dims[j]));
+    for (size_t v = 0; v < (size_t)rows * t->row_elems; v++)
+      json_array_append_new(data, load(t, x->out[i], v));
+    json_array_append_new(outs, json_pack("{sssssoso}", "name", t->name, "datatype",
+                                          datatype(t->elem), "shape", shape, "data", data));
+  }
+  json_t *ans = json_pack("{ssso}", "model_name", s->name, "outputs", outs);
+  json_t *id = json_object_get(x->root, "id");
+  if (ans && json_is_string(id)) json_object_set(ans, "id", id);
+  return send_json(s, c, 200, ans, false);
+}
+
+static enum MHD_Result infer(dpc_server *s, struct MHD_Connection *c, const request *rq) {
+  infer_state x = {0};
+  enum MHD_Result r = infer_body(s, c, rq, &x);
+  for (unsigned i = 0; x.in && i < s->n_in; i++) free(x.in[i]);
+  for (unsigned i = 0; x.out && i < s->n_out; i++) free(x.out[i]);
+  free(x.in);
+  free(x.out);
+  free(x.vals);
+  json_decref(x.root);
+  return r;
+}
+
+/* ---- routing ------------------------------------------------------------------------------ */
+
+static enum MHD_Result route(dpc_server *s, struct MHD_Connection *c, const char *url,
+                             const char *method, const request *rq) {
+  bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+  const char *want = "GET"; /* the method the path takes, for 405 */
+  if (!strcmp(url, "/v2/health/live")) {
+    if (get) return send_json(s, c, 200, json_pack("{sb}", "live", 1), false);
+  } else if (!strcmp(url, "/v2/health/ready")) {
+    if (get && atomic_load(&s->draining))
+      return send_error(s, c, 503, false, "not ready: the server is shutting down");
+    if (get) return send_json(s, c, 200, json_pack("{sb}", "ready", 1), false);
+  } else if (!strcmp(url, "/v2") || !strcmp(url, "/v2/")) {
+    if (get)
+      return send_json(
+          s, c, 200,
+          json_pack("{sssss[]}", "name", "dpc", "version", dpc_compiler_version(), "extensions"),
+          false);
+  } else if (!strcmp(url, "/metrics")) {
+    if (get) return send_metrics(s, c);
+  } else if (!strncmp(url, "/v2/models/", 11)) {
+    const char *name = url + 11, *slash = strchr(name, '/');
+    size_t n = slash ? (size_t)(slash - name) : strlen(name);
+    const char *rest = name + n;
+    if (n != strlen(s->name) || strncmp(name, s->name, n))
+      return send_error(s, c, 404, false, "unknown model '%.*s': this server serves '%s'",
+                        (int)(n > 200 ? 200 : n), name, s->name);
+    if (!*rest) {
+      if (get) return send_json(s, c, 200, model_meta(s), false);
+    } else if (!strcmp(rest, "/ready")) {
+      if (get && atomic_load(&s->draining))
+        return send_error(s, c, 503, false, "not ready: the server is shutting down");
+      if (get) return send_json(s, c, 200, json_pack("{sssb}", "name", s->name, "ready", 1), false);
+    } else if (!strcmp(rest, "/infer")) {
+      if (post) return infer(s, c, rq);
+      want = "POST";
+    } else
+      return send_error(s, c, 404, false, "no such path '%.200s'", url);
+  } else
+    return send_error(s, c, 404, false, "no such path '%.200s'", url);
+  return send_error(s, c, 405, false, "%.16s is not allowed on %.200s: it takes %s", method, url,
+                    want);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *data,
+                                  size_t *data_size, void **con_cls) {
+  (void)version;
+  dpc_server *s = cls;
+  request *rq = *con_cls;
+  if (!rq) { /* the headers are in: the body, if any, comes in the next calls */
+    if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
+    *con_cls = rq;
+    atomic_fetch_add(&s->active, 1);
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (cl && strtoull(cl, NULL, 10) > s->max_body) {
+      /* refused before a byte of it is read: a client cannot make the server take it in */
+      rq->too_big = true;
+      return send_error(s, c, 413, false,
+                        "the request body of %s bytes is over the server's limit of %llu bytes", cl,
+                        (unsigned long long)s->max_body);
+    }
+    return MHD_YES;
+  }
+  if (*data_size) {
+    if (!rq->too_big && rq->len + *data_size > s->max_body) {
+      rq->too_big = true; /* a chunked body can only be measured as it comes: drop the rest */
+      free(rq->body);
+      rq->body = NULL;
+      rq->len = rq->cap = 0;
+    }
+    if (!rq->too_big) {
+      if (rq->len + *data_size > rq->cap) {
+        size_t cap = rq->cap ? rq->cap : 4096;
+        while (cap < rq->len + *data_size) cap *= 2;
+        char *b = realloc(rq->body, cap);
+        if (!b) return MHD_NO;
+        rq->body = b, rq->cap = cap;
+      }
+      memcpy(rq->body + rq->len, data, *data_size);
+      rq->len += *data_size;
+    }
+    *data_size = 0;
+    return MHD_YES;
+  }
+  return route(s, c, url, method, rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  (void)c, (void)toe;
+  dpc_server *s = cls;
+  request *rq = *con_cls;
+  if (!rq) return;
+  free(rq->body);
+  free(rq);
+  *con_cls = NULL;
+  atomic_fetch_sub(&s->active, 1);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+  const dpc_server *s = cls;
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  size_t n = strlen(msg);
+  while (n && msg[n - 1] == '\n') msg[--n] = 0;
+  s->log(s->log_user, msg);
+}
+
+/* ---- open, run, close --------------------------------------------------------------------- */
+
+static dpc_status read_tensors(dpc_server *s, dpc_role role, tensor **out, unsigned *n,
+                               dpc_message *m) {
+  *n = dpc_batcher_count(s->b, role);
+  if (!(*out = calloc(*n ? *n : 1, sizeof **out)))
+    return dpc_diag_fail(m, DPC_ERR_NOMEM, "out of memory");
+  for (unsigned i = 0; i < *n; i++) {
+    dpc_tensor_info info = {sizeof info};
+    dpc_status st = dpc_batcher_info(s->b, role, i, &info);
+    if (st) return dpc_diag_fail(m, st, "cannot read the model's tensor %u", i);
+    tensor *t = &(*out)[i];
+    snprintf(t->name, sizeof t->name, "%s", info.name);
+    t->elem = info.elem;
+    t->rank = info.rank;
+    memcpy(t->dims, info.dims, sizeof t->dims);
+    t->row_elems = 1;
+    for (unsigned k = 1; k < info.rank; k++) t->row_elems *= (size_t)info.dims[k];
+    t->elem_bytes = t->row_elems ? info.bytes / t->row_elems : 0;
+    if (!datatype(info.elem))
+      return dpc_diag_fail(m, DPC_ERR_UNSUPPORTED,
+                           "the %s '%s' is %s: the HTTP server takes FP32, FP64, INT32, INT64 and "
+                           "BOOL tensors only",
+                           role == DPC_ROLE_INPUT ? "input" : "output", info.name,
+                           dpc_elem_name(info.elem));
+  }
+  return DPC_OK;
+}
+
+DPC_COMPILER_API dpc_status dpc_server_open(const char *path, const dpc_server_opts *o,
+                                            dpc_server **out, dpc_message *m) {
+  *out = NULL;
+  dpc_server_opts d = {sizeof d};
+  if (o) memcpy(&d, o, o->size < sizeof d ? o->size : sizeof d);
+  dpc_server *s = calloc(1, sizeof *s);
+  if (!s) return dpc_diag_fail(m, DPC_ERR_NOMEM, "out of memory");
+  s->max_body = d.max_body ? d.max_body : DEFAULT_MAX_BODY;
+  s->drain_s = d.drain_s ? d.drain_s : DEFAULT_DRAIN_S;
+  s->log = d.log, s->log_user = d.log_user;
+  char err[512];
+  dpc_status st = dpc_model_load(path, &s->model, err, sizeof err);
+  dpc_batcher_opts bo = {sizeof bo,
+                         .instances = d.instances,
+                         .threads = d.threads,
+                         .max_batch = d.max_batch,
+                         .delay_us = d.delay_us,
+                         .max_queue = d.max_queue,
+                         .log = d.log,
+                         .log_user = d.log_user};
+  if (st || (st = dpc_batcher_open(s->model, &bo, &s->b, err, sizeof err))) {
+    dpc_server_close(s);
+    return dpc_diag_fail(m, st, "%s", err);
+  }
+  snprintf(s->name, sizeof s->name, "%s", dpc_model_name(s->model));
+  dpc_batcher_stats bs = {sizeof bs};
+  dpc_batcher_get_stats(s->b, &bs);
+  s->max_batch = bs.max_batch;
+  if ((st = read_tensors(s, DPC_ROLE_INPUT, &s->in, &s->n_in, m)) ||
+      (st = read_tensors(s, DPC_ROLE_OUTPUT, &s->out, &s->n_out, m))) {
+    dpc_server_close(s);
+    return st;
+  }
+  s->real_digits = 9;
+  for (unsigned i = 0; i < s->n_out; i++)
+    if (s->out[i].elem == DPC_ELEM_F64) s->real_digits = 17;
+
+  const char *host = d.host ? d.host : "127.0.0.1";
+  struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                           .ai_socktype = SOCK_STREAM,
+                           .ai_flags = AI_PASSIVE},
+                  *ai = NULL;
+  char port[16];
+  snprintf(port, sizeof port, "%u", d.port);
+  int gai = getaddrinfo(host, port, &hints, &ai);
+  if (gai) {
+    dpc_server_close(s);
+    return dpc_diag_fail(m, DPC_ERR_INVALID, "cannot listen on '%s': %s", host, gai_strerror(gai));
+  }
+  if (d.port > 65535) {
+    freeaddrinfo(ai);
+    dpc_server_close(s);
+    return dpc_diag_fail(m, DPC_ERR_INVALID, "the port %u is not a TCP port (0 to 65535)", d.port);
+  }
+  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                   MHD_USE_AUTO | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
+                   (s->log ? MHD_USE_ERROR_LOG : 0);
+  s->d = MHD_start_daemon(
+      flags, (uint16_t)d.port, NULL, NULL, on_request, s, /* the logger first, or MHD prints */
+      MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+      MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned)(d.max_connections ? d.max_connections : DEFAULT_MAX_CONNECTIONS),
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(d.timeout_s ? d.timeout_s : DEFAULT_TIMEOUT_S),
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+  freeaddrinfo(ai);
+  if (!s->d) {
+    dpc_server_close(s);
+    return dpc_diag_fail(m, DPC_ERR_IO,
+                         "cannot listen on %s port %u (in use, or not an address of this "
+                         "machine)",
+                         host, d.port);
+  }
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+  s->port = info ? info->port : d.port;
+  *out = s;
+  return DPC_OK;
+}
+
+DPC_COMPILER_API unsigned dpc_server_port(const dpc_server *s) {
+  return s->port;
+}
+
+DPC_COMPILER_API const char *dpc_server_model(const dpc_server *s) {
+  return s->name;
+}
+
+static void nap_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Stop accepting, answer what was accepted, stop the daemon. True when nothing was cut off. */
+static bool drain(dpc_server *s) {
+  if (s->drained || !s->d) return true;
+  s->drained = true;
+  atomic_store(&s->draining, true);
+  MHD_socket fd = MHD_quiesce_daemon(s->d);
+  /* closed at once, so connections are refused rather than left in the backlog */
+  if (fd != MHD_INVALID_SOCKET) close(fd);
+  say(s, "draining: %d requests under way", atomic_load(&s->active));
+  bool done = false;
+  /* twice idle 20 ms apart: a connection accepted just before may be about to start its request */
+  for (long waited = 0, idle = 0; waited < (long)s->drain_s * 1000; waited += 10) {
+    idle = atomic_load(&s->active) == 0 ? idle + 1 : 0;
+    if (idle > 2) {
+      done = true;
+      break;
+    }
+    nap_ms(10);
+  }
+  if (!done)
+    say(s, "drain: %d requests still under way after %u s", atomic_load(&s->active), s->drain_s);
+  MHD_stop_daemon(s->d);
+  s->d = NULL;
+  return done;
+}
+
+DPC_COMPILER_API dpc_status dpc_server_run(dpc_server *s, const volatile int *stop,
+                                           dpc_message *m) {
+  while (!*stop && !s->drained) nap_ms(20);
+  if (!drain(s))
+    return dpc_diag_fail(m, DPC_ERR_BUSY, "requests were still under way after %u s of draining",
+                         s->drain_s);
+  return DPC_OK;
+}
+
+DPC_COMPILER_API void dpc_server_close(dpc_server *s) {
+  if (!s) return;
+  drain(s);
+  if (s->b) dpc_batcher_close(s->b);
+  if (s->model) dpc_model_free(s->model);
+  free(s->in);
+  free(s->out);
+  free(s);
+}

@@ -1,0 +1,79 @@
+/*
+ * serve.h — an HTTP inference server in libdpc: one compiled artifact served under its model name
+ * with the KServe v2 (Open Inference Protocol) JSON endpoints, every request going through the
+ * batcher of libdpcrt (dpc.h, "the batcher").
+ *
+ *   #include <dpc/serve.h>
+ *   dpc_message *msg = dpc_message_new();
+ *   dpc_server_opts o = {sizeof o, .port = 8000, .instances = 2, .delay_us = 2000};
+ *   dpc_server *s;
+ *   if (dpc_server_open("model.dpx", &o, &s, msg)) { fprintf(stderr, "%s\n", ...); ... }
+ *   printf("serving %s on port %u\n", dpc_server_model(s), dpc_server_port(s));
+ *   dpc_server_run(s, &stop_flag, msg);  // serves until stop_flag is nonzero, then drains
+ *   dpc_server_close(s);
+ *
+ * Endpoints (JSON only): GET /v2/health/live, /v2/health/ready, /v2 (server metadata),
+ * /v2/models/NAME (inputs and outputs: name, datatype, shape with -1 for the batch),
+ * /v2/models/NAME/ready, POST /v2/models/NAME/infer, and GET /metrics (Prometheus text).
+ * docs/serving.md describes requests, answers, errors and limits.
+ *
+ * The server answers on its own threads (one per connection, up to max_connections, each with an
+ * idle timeout so a slow client cannot hold one for ever); the caller's thread only waits in
+ * dpc_server_run. As everywhere in libdpc, the library never prints: messages go to `log`.
+ */
+#ifndef DPC_SERVE_H
+#define DPC_SERVE_H
+
+#include <dpc/compiler.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dpc_server dpc_server;
+
+/* How to serve. Zero-initialize it and set size; zero means the default for every field. */
+typedef struct dpc_server_opts {
+  size_t size;      /* sizeof(dpc_server_opts) */
+  const char *host; /* the address to listen on (a name or a numeric IPv4/IPv6 address);
+                       NULL: 127.0.0.1, so a server is reachable from elsewhere only when asked */
+  unsigned port;    /* 0: a free port, chosen by the system (dpc_server_port tells which) */
+  /* the batcher's (dpc_batcher_opts): instances, threads per instance's run, the most rows
+   * in a batch (0: the artifact's --batch), how long the oldest request waits for more rows,
+   * and the most requests waiting (beyond it: 503 with Retry-After; 0: no limit) */
+  unsigned instances, threads;
+  uint64_t max_batch, delay_us, max_queue;
+  uint64_t max_body;        /* the largest request body in bytes: beyond it, 413. 0: 64 MiB */
+  unsigned max_connections; /* connections at a time, each its own thread: 0 for 256 */
+  unsigned timeout_s;       /* a connection idle this long is closed: 0 for 30 s */
+  unsigned drain_s;         /* on stop, how long to wait for the requests under way: 0 for 30 s */
+  dpc_log_fn log;           /* NULL: nothing is said. Called on any of the server's threads (the
+                               start, failed runs, 5xx answers, the drain), the message valid during
+                               the call only */
+  void *log_user;
+} dpc_server_opts;
+
+/* Load the artifact at `path` (compiled with --batch B, best with --batch-sizes too), open its
+ * batcher and start listening, as o says (NULL: defaults). Requests are answered from here on,
+ * without dpc_server_run. On failure *out is NULL and m says why (an artifact with an input or
+ * output that is not batched, or of a type JSON has no datatype for here: f16 and bf16, an
+ * address in use, ...). */
+DPC_COMPILER_API dpc_status dpc_server_open(const char *path, const dpc_server_opts *o,
+                                            dpc_server **out, dpc_message *m);
+/* The port it listens on (the chosen one when opened with port 0). */
+DPC_COMPILER_API unsigned dpc_server_port(const dpc_server *s);
+/* The model's name, as the URLs take it: /v2/models/NAME. Valid while s lives. */
+DPC_COMPILER_API const char *dpc_server_model(const dpc_server *s);
+/* Block until *stop is nonzero (set it from a signal handler or another thread; it is read every
+ * few milliseconds), then drain: stop accepting connections (ready answers 503), answer every
+ * request already accepted, wait up to drain_s for them, and return. DPC_ERR_BUSY when some were
+ * still under way after drain_s (they are cut off at close). */
+DPC_COMPILER_API dpc_status dpc_server_run(dpc_server *s, const volatile int *stop, dpc_message *m);
+/* Stop the server (draining first unless dpc_server_run did), close the batcher and free
+ * everything. NULL is ignored. */
+DPC_COMPILER_API void dpc_server_close(dpc_server *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,188 @@
+#!/usr/bin/python3
+"""The client side of serve_test.sh, with the standard library only (no NumPy):
+
+  serve_client.py npy FILE ROWS SEED        write ROWS rows of fashion_mlp's x as float32 .npy
+  serve_client.py same URL X.npy REF.npy    a request of X's rows answers REF's values (1e-6)
+  serve_client.py load URL X.npy REF.npy    50 threads x 10 requests of 1 to 3 rows, all right
+  serve_client.py drain URL X.npy REF.npy PID   threads sending, SIGTERM to PID while they do:
+                                            every answer right, the signal's queued ones answered
+  serve_client.py big URL BYTES             POST a body of BYTES bytes; print the status and body
+Each prints one line per check, "ok   ..." or "FAIL ...", and exits 1 on a failure.
+"""
+import array
+import ast
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+fails = 0
+
+
+def check(ok, what):
+    global fails
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        fails += 1
+
+
+def npy_read(path):
+    """(shape, flat list of floats) of a little-endian float32 .npy."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    assert raw[:6] == b"\x93NUMPY", path
+    hlen = int.from_bytes(raw[8:10], "little") if raw[6] == 1 else int.from_bytes(raw[8:12], "little")
+    start = 10 + hlen if raw[6] == 1 else 12 + hlen
+    header = ast.literal_eval(raw[start - hlen:start].decode("latin1"))
+    assert header["descr"] == "<f4" and not header["fortran_order"], header
+    a = array.array("f")
+    a.frombytes(raw[start:])
+    return list(header["shape"]), list(a)
+
+
+def npy_write(path, shape, values):
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % (
+        "".join("%d, " % d for d in shape))
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode("latin1"))
+        f.write(array.array("f", values).tobytes())
+
+
+def infer(url, rows, x, timeout=30):
+    body = json.dumps({"id": "r%d" % rows, "inputs": [
+        {"name": "x", "shape": [rows, 784], "datatype": "FP32", "data": x[:rows * 784]}]}).encode()
+    req = urllib.request.Request(url + "/v2/models/fashion_mlp/infer", data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, json.loads(r.read())
+
+
+def right(ans, rows, ref):
+    """Why the answer is wrong, or None."""
+    if ans.get("model_name") != "fashion_mlp" or len(ans.get("outputs", [])) != 1:
+        return "model_name or outputs: %s" % str(ans)[:200]
+    o = ans["outputs"][0]
+    if o["name"] != "logits" or o["datatype"] != "FP32" or o["shape"] != [rows, 10]:
+        return "output %s %s %s" % (o["name"], o["datatype"], o["shape"])
+    worst = max(abs(a - b) for a, b in zip(o["data"], ref[:rows * 10]))
+    if len(o["data"]) != rows * 10 or worst > 1e-6:
+        return "values differ from dpc run's by up to %g" % worst
+    return None
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "npy":
+        rows, rng = int(sys.argv[3]), random.Random(int(sys.argv[4]))
+        npy_write(sys.argv[2], [rows, 784], [rng.random() for _ in range(rows * 784)])
+        return
+    if cmd == "big":
+        body = b" " * int(sys.argv[3])
+        req = urllib.request.Request(sys.argv[2] + "/v2/models/fashion_mlp/infer", data=body,
+                                     method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                print(r.status, r.read().decode())
+        except urllib.error.HTTPError as e:
+            print(e.code, e.read().decode())
+        return
+    url = sys.argv[2]
+    _, x = npy_read(sys.argv[3])
+    _, ref = npy_read(sys.argv[4])
+    if cmd == "same":
+        for rows in (1, 3):
+            status, ans = infer(url, rows, x)
+            why = right(ans, rows, ref)
+            check(status == 200 and why is None and ans.get("id") == "r%d" % rows,
+                  "a %d-row request answers dpc run's outputs within 1e-6%s" %
+                  (rows, "" if why is None else ": " + why))
+    elif cmd == "load":
+        errors, done = [], [0]
+        lock = threading.Lock()
+
+        def client(k):
+            rng = random.Random(k)
+            for _ in range(10):
+                rows = rng.randint(1, 3)
+                try:
+                    status, ans = infer(url, rows, x)
+                    why = right(ans, rows, ref) if status == 200 else "status %d" % status
+                except Exception as e:  # noqa: BLE001 (every failure is reported)
+                    why = repr(e)
+                with lock:
+                    done[0] += 1
+                    if why:
+                        errors.append(why)
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(50)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        check(done[0] == 500 and not errors,
+              "50 threads x 10 requests: %d answered, %d wrong%s" %
+              (done[0], len(errors), "" if not errors else " (" + errors[0] + ")"))
+    elif cmd == "drain":
+        pid = int(sys.argv[5])
+        stop, lock = threading.Event(), threading.Lock()
+        ok, wrong, refused, after = [0], [], [0], [0]
+        sent_at = [0.0]
+
+        def client(k):
+            rng = random.Random(k)
+            while not stop.is_set():
+                rows = rng.randint(1, 3)
+                try:
+                    status, ans = infer(url, rows, x)
+                    why = right(ans, rows, ref) if status == 200 else "status %d" % status
+                    with lock:
+                        if why:
+                            wrong.append(why)
+                        else:
+                            ok[0] += 1
+                            if sent_at[0] and time.monotonic() > sent_at[0]:
+                                after[0] += 1
+                except (urllib.error.URLError, ConnectionError) as e:
+                    # refused at the socket (the listener closed, or never accepted from the
+                    # backlog): not an accepted request; the client stops
+                    reason = getattr(e, "reason", e)
+                    if isinstance(reason, (ConnectionRefusedError, ConnectionResetError)) or \
+                            "Remote end closed" in str(e):
+                        with lock:
+                            refused[0] += 1
+                        return
+                    with lock:
+                        wrong.append(repr(e))
+                    return
+                except Exception as e:  # noqa: BLE001
+                    with lock:
+                        wrong.append(repr(e))
+                    return
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(20)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        with lock:
+            before = ok[0]
+            sent_at[0] = time.monotonic()
+        os.kill(pid, signal.SIGTERM)
+        time.sleep(2.0)
+        stop.set()
+        for t in threads:
+            t.join(30)
+        check(before > 0 and not wrong,
+              "under load, SIGTERM: %d answered right before it, %d wrong%s" %
+              (before, len(wrong), "" if not wrong else " (" + wrong[0] + ")"))
+        check(after[0] > 0, "requests under way at SIGTERM answered after it (%d), %d clients "
+              "refused at the socket" % (after[0], refused[0]))
+    sys.exit(1 if fails else 0)
+
+
+main()

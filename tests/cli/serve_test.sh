@@ -1,0 +1,187 @@
+#!/bin/sh
+# dpc serve: fashion_mlp compiled with --batch 8 --batch-sizes 1,2,4 served on a free port; every
+# endpoint; a 1-row and a 3-row request answer what dpc run gives for the same data (within
+# 1e-6); every error status with its message; 50 threads x 10 requests all answered right; a
+# full queue answers 503 with Retry-After; SIGTERM under load answers every accepted request and
+# exits 0. Every wait has a timeout and every server is killed at the end.
+#   serve_test.sh DPC SOURCE_DIR WORK_DIR
+dpc=$1
+src=$2
+work=$3
+fails=0
+rm -rf "$work" && mkdir -p "$work"
+. "$(dirname "$0")/lib.sh"
+py=/usr/bin/python3
+client="$(dirname "$0")/serve_client.py"
+pids=""
+cleanup() { for p in $pids; do kill -KILL "$p" 2>/dev/null; done; }
+trap cleanup EXIT
+
+if ! command -v curl >/dev/null || [ ! -x $py ]; then
+  echo "FAIL curl and /usr/bin/python3 are needed (scripts/setup installs them)"
+  exit 1
+fi
+
+expect 0 "compile fashion_mlp for serving" -- \
+  "$dpc" compile "$src/examples/fashion_mlp.graph" --batch 8 --batch-sizes 1,2,4 -o "$work/m.dpx"
+
+# start NAME OPTIONS...: a server on a free port in the background; sets $pid and $url once
+# /v2/health/ready answers (up to 30 s)
+start() {
+  name=$1
+  shift
+  "$dpc" serve "$work/m.dpx" --port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  pid=$!
+  pids="$pids $pid"
+  url=""
+  i=0
+  while [ $i -lt 300 ]; do
+    port=$(sed -n 's/^dpc serve: serving fashion_mlp on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' \
+      "$work/$name.err" 2>/dev/null)
+    if [ -n "$port" ] &&
+      curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/v2/health/ready"; then
+      url="http://127.0.0.1:$port"
+      echo "ok   $name: serving on $url"
+      return 0
+    fi
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+    i=$((i + 1))
+  done
+  echo "FAIL $name: not ready within 30 s"
+  sed 's/^/    /' "$work/$name.err" | head -10
+  fails=$((fails + 1))
+  return 1
+}
+
+# stop PID NAME: SIGTERM, then the exit status within 30 s (else killed)
+stop() {
+  kill -TERM "$1" 2>/dev/null
+  i=0
+  while kill -0 "$1" 2>/dev/null && [ $i -lt 300 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  kill -0 "$1" 2>/dev/null && kill -KILL "$1"
+  wait "$1"
+  got=$?
+  if [ $got -eq 0 ]; then echo "ok   $2: SIGTERM drains and exits 0"; else
+    echo "FAIL $2: exit $got after SIGTERM"
+    sed 's/^/    /' "$work/$2.err" | tail -10
+    fails=$((fails + 1))
+  fi
+}
+
+# http METHOD PATH STATUS TEXT DESCRIPTION [BODY]: the status and a line of the answer
+http() {
+  if [ -n "$6" ]; then
+    code=$(curl -s --max-time 20 -o "$work/body" -w '%{http_code}' -X "$1" \
+      -H 'Content-Type: application/json' --data-binary "$6" "$url$2")
+  else
+    code=$(curl -s --max-time 20 -o "$work/body" -w '%{http_code}' -X "$1" "$url$2")
+  fi
+  if [ "$code" = "$3" ] && grep -q -- "$4" "$work/body"; then echo "ok   $5"; else
+    echo "FAIL $5: $1 $2 answered $code, expected $3 with '$4':"
+    head -c 300 "$work/body" | sed 's/^/    /'
+    echo
+    fails=$((fails + 1))
+  fi
+}
+
+# the reference: dpc run on the artifact's 8 rows; a request of the first k rows answers their
+# first k rows (rows never mix in a batch)
+$py "$client" npy "$work/x.npy" 8 7
+expect 0 "dpc run on 8 rows" -- "$dpc" run "$work/m.dpx" --input "x=$work/x.npy" --output-dir "$work/ref"
+
+if start main --batch-delay 2000 --instances 2 --max-body 200000; then
+  m=/v2/models/fashion_mlp
+  http GET /v2/health/live 200 '"live":true' "live"
+  http GET /v2/health/ready 200 '"ready":true' "ready"
+  http GET /v2 200 '"name":"dpc","version":"' "server metadata"
+  http GET $m 200 '"inputs":\[{"name":"x","datatype":"FP32","shape":\[-1,784\]}\],"outputs":\[{"name":"logits","datatype":"FP32","shape":\[-1,10\]}\]' \
+    "model metadata: inputs and outputs, -1 for the batch"
+  http GET $m/ready 200 '"name":"fashion_mlp","ready":true' "model ready"
+  $py "$client" same "$url" "$work/x.npy" "$work/ref/logits.npy" || fails=$((fails + 1))
+
+  x2='"datatype":"FP32","shape":[1,2]'
+  http POST $m/infer 400 'empty body' "400: empty body" ""
+  http POST $m/infer 400 'malformed JSON at line 1' "400: malformed JSON" '{"inputs": ['
+  http POST $m/infer 400 'an array \\"inputs\\"' "400: no inputs" '{"outputs": []}'
+  http POST $m/infer 400 "unknown input 'y': model 'fashion_mlp' takes 'x'" "400: wrong input name" \
+    '{"inputs":[{"name":"y",'"$x2"',"data":[1,2]}]}'
+  http POST $m/infer 400 "input 'x' has shape \[1,2\]: the model takes \[-1,784\]" "400: wrong shape" \
+    '{"inputs":[{"name":"x",'"$x2"',"data":[1,2]}]}'
+  http POST $m/infer 400 "input 'x' has 9 rows, more than the server's max batch of 8" \
+    "400: more rows than the max batch" '{"inputs":[{"name":"x","datatype":"FP32","shape":[9,784],"data":[]}]}'
+  http POST $m/infer 400 "input 'x' has datatype INT32: the model takes FP32" "400: wrong datatype" \
+    '{"inputs":[{"name":"x","datatype":"INT32","shape":[1,784],"data":[]}]}'
+  data=$($py -c 'print(",".join(["1"] * 783))')
+  http POST $m/infer 400 "input 'x': data\[783\] is not a number" "400: non-numeric data" \
+    '{"inputs":[{"name":"x","datatype":"FP32","shape":[1,784],"data":['"$data"',"a"]}]}'
+  http POST $m/infer 400 "input 'x' has 783 values in \\\\\"data\\\\\": its shape needs 784" \
+    "400: too few values" '{"inputs":[{"name":"x","datatype":"FP32","shape":[1,784],"data":['"$data"']}]}'
+  http GET /v2/models/resnet 404 "unknown model 'resnet': this server serves 'fashion_mlp'" "404: unknown model"
+  http POST /v2/models/resnet/infer 404 "unknown model 'resnet'" "404: unknown model's infer"
+  http GET /v3/x 404 "no such path '/v3/x'" "404: unknown path"
+  http GET $m/infer 405 "GET is not allowed on $m/infer: it takes POST" "405: GET on infer"
+  http POST /v2/health/live 405 "POST is not allowed on /v2/health/live: it takes GET" "405: POST on live" '{}'
+  $py "$client" big "$url" 300000 >"$work/big" 2>&1
+  contains "$work/big" "^413 .*over the server's limit of 200000 bytes" "413: a body over --max-body"
+
+  $py "$client" load "$url" "$work/x.npy" "$work/ref/logits.npy" || fails=$((fails + 1))
+  curl -s --max-time 10 "$url/metrics" >"$work/metrics"
+  contains "$work/metrics" '^dpc_http_requests_total{code="200"} [1-9]' "metrics: requests by status"
+  contains "$work/metrics" '^dpc_http_requests_total{code="400"} 9$' "metrics: the 400s counted"
+  contains "$work/metrics" '^dpc_batches_total{model="fashion_mlp"} [1-9]' "metrics: batches"
+  contains "$work/metrics" '^dpc_batch_rows_total{model="fashion_mlp"} [1-9]' "metrics: rows"
+  contains "$work/metrics" '^dpc_batch_size_mean{model="fashion_mlp"} [0-9.]*$' "metrics: mean batch"
+  contains "$work/metrics" '^dpc_queue_seconds_total{model="fashion_mlp"} [0-9.]*$' "metrics: queue time"
+  contains "$work/metrics" '^dpc_compute_seconds_total{model="fashion_mlp"} [0-9.]*$' "metrics: compute time"
+  # batching happened: fewer batches than the 502 requests answered
+  batches=$(sed -n 's/^dpc_batches_total{model="fashion_mlp"} //p' "$work/metrics")
+  if [ "${batches:-999}" -lt 502 ]; then echo "ok   $batches batches for 502 requests"; else
+    echo "FAIL no batching: $batches batches for 502 requests"
+    fails=$((fails + 1))
+  fi
+  stop $pid main
+fi
+
+# a full queue: one worker, requests held 3 s for more rows, one may wait; the next is refused
+if start busy --max-queue 1 --batch-delay 3000000; then
+  one='{"inputs":[{"name":"x","datatype":"FP32","shape":[1,784],"data":['"$data"',1]}]}'
+  curl -s --max-time 20 -o "$work/first" -d "$one" "$url/v2/models/fashion_mlp/infer" &
+  first=$!
+  sleep 0.5
+  curl -s --max-time 20 -D "$work/busy.h" -o "$work/busy.b" -d "$one" "$url/v2/models/fashion_mlp/infer"
+  contains "$work/busy.h" "^HTTP/1.1 503" "503 when the queue is full"
+  contains "$work/busy.h" "^Retry-After: 1" "503 says Retry-After"
+  contains "$work/busy.b" '"error":"the queue is full' "503 says why"
+  stop $pid busy # the drain answers the held request at once
+  wait $first
+  contains "$work/first" '"outputs":\[{"name":"logits"' "the queued request answered by the drain"
+fi
+
+# SIGTERM while 20 clients send: every answer right, those under way at the signal answered
+if start drain --batch-delay 20000; then
+  timeout 60 $py "$client" drain "$url" "$work/x.npy" "$work/ref/logits.npy" $pid || fails=$((fails + 1))
+  i=0
+  while kill -0 $pid 2>/dev/null && [ $i -lt 300 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  kill -0 $pid 2>/dev/null && kill -KILL $pid
+  wait $pid
+  got=$?
+  if [ $got -eq 0 ]; then echo "ok   drain: exit 0 after SIGTERM under load"; else
+    echo "FAIL drain: exit $got after SIGTERM under load"
+    sed 's/^/    /' "$work/drain.err" | tail -10
+    fails=$((fails + 1))
+  fi
+  contains "$work/drain.err" "SIGTERM: drained" "drain: says it drained"
+fi
+
+if [ $fails -ne 0 ]; then
+  echo "$fails failed"
+  exit 1
+fi
+echo "all passed"

@@ -1,0 +1,116 @@
+/*
+ * cmd_serve.c — `dpc serve`: a compiled artifact served over HTTP (KServe v2 JSON) through the
+ * batcher, until SIGINT or SIGTERM, which drain it (include/dpc/serve.h).
+ */
+#include "tools/dpc/cli.h"
+#include "tools/dpc/interrupt.h"
+#include <dpc/serve.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const cli_opt serve_opts[] = {
+    {"port", true, false, "the TCP port (default 8000; 0: a free one, printed)"},
+    {"host", true, false,
+     "the address to listen on (default 127.0.0.1; 0.0.0.0 or :: for every interface)"},
+    {"instances", true, false, "model instances, each running batches on its own (default 1)"},
+    {"threads", true, false, "threads per instance's run (default 1)"},
+    {"max-batch", true, false, "the most rows in a batch (default: the artifact's --batch)"},
+    {"batch-delay", true, false,
+     "USEC: how long the oldest request waits for more rows before its batch runs (default 0)"},
+    {"max-queue", true, false,
+     "the most requests waiting for a batch; beyond it, 503 (default 0: no limit)"},
+    {"max-body", true, false, "the largest request body in bytes; beyond it, 413 (default 64 MiB)"},
+    {"max-connections", true, false, "connections at a time (default 256)"},
+    {"timeout", true, false, "seconds a connection may stay idle (default 30)"},
+};
+#define NSERVE (int)(sizeof serve_opts / sizeof *serve_opts)
+
+/* A whole-number option (def when not given); false with a usage error. */
+static bool serve_num(const cli_parsed *p, const char *name, uint64_t max, uint64_t *out) {
+  const char *v = cli_get(serve_opts, NSERVE, p, name);
+  if (!v) return true;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno || end == v || *end || v[0] == '-' || x > max) {
+    cli_usage_error("serve", "--%s expects a whole number up to %llu, got '%s'", name,
+                    (unsigned long long)max, v);
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+static void serve_log(void *user, const char *msg) {
+  (void)user;
+  fprintf(stderr, "dpc serve: %s\n", msg);
+}
+
+int dpc_cmd_serve(int argc, char **argv) {
+  cli_parsed p;
+  if (!cli_parse("serve", serve_opts, NSERVE, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
+  if (p.help) {
+    printf(
+        "Usage: dpc serve MODEL.dpx [--port P] [--host ADDR] [--instances N] [--max-batch R]\n"
+        "                 [--batch-delay USEC] [--max-queue N]\n\n"
+        "Serve a compiled artifact over HTTP with the KServe v2 (Open Inference Protocol)\n"
+        "JSON endpoints, under its model name: GET /v2/health/live, /v2/health/ready, /v2,\n"
+        "/v2/models/NAME, /v2/models/NAME/ready, /metrics (Prometheus), and POST\n"
+        "/v2/models/NAME/infer. Requests of 1 to max-batch rows are batched together (compile\n"
+        "with --batch B --batch-sizes 1,2,4,... so small batches run on small plans).\n"
+        "SIGINT or SIGTERM drains: no new connections, every accepted request answered, exit 0.\n"
+        "See docs/serving.md.\n");
+    cli_print_options(serve_opts, NSERVE);
+    return DPC_EXIT_OK;
+  }
+  if (p.npos != 1)
+    return cli_usage_error("serve", "expects one artifact (.dpx) (see dpc serve --help)");
+  uint64_t port = 8000, instances = 0, threads = 0, max_batch = 0, delay = 0, queue = 0, body = 0,
+           conns = 0, timeout = 0;
+  if (!serve_num(&p, "port", 65535, &port) || !serve_num(&p, "instances", 1024, &instances) ||
+      !serve_num(&p, "threads", 1024, &threads) ||
+      !serve_num(&p, "max-batch", UINT32_MAX, &max_batch) ||
+      !serve_num(&p, "batch-delay", 60000000, &delay) ||
+      !serve_num(&p, "max-queue", UINT32_MAX, &queue) ||
+      !serve_num(&p, "max-body", UINT64_MAX >> 1, &body) ||
+      !serve_num(&p, "max-connections", 65536, &conns) ||
+      !serve_num(&p, "timeout", 86400, &timeout))
+    return DPC_EXIT_USAGE;
+  const char *host = cli_get(serve_opts, NSERVE, &p, "host");
+  dpc_server_opts o = {sizeof o,
+                       .host = host,
+                       .port = (unsigned)port,
+                       .instances = (unsigned)instances,
+                       .threads = (unsigned)threads,
+                       .max_batch = max_batch,
+                       .delay_us = delay,
+                       .max_queue = queue,
+                       .max_body = body,
+                       .max_connections = (unsigned)conns,
+                       .timeout_s = (unsigned)timeout,
+                       .log = serve_log};
+  dpc_message *m = dpc_message_new();
+  dpc_server *s = NULL;
+  /* caught before the server's threads start, so they inherit the handlers; no cleanup mode's
+   * release at the end: a drained server has done what was asked and exits 0 */
+  cli_interrupt_catch_mode("serve", false, CLI_INTERRUPT_CLEANUP);
+  if (dpc_server_open(p.pos[0], &o, &s, m)) {
+    int rc = cli_report("serve", m);
+    dpc_message_free(m);
+    return rc;
+  }
+  host = host ? host : "127.0.0.1";
+  bool v6 = strchr(host, ':') != NULL;
+  fprintf(stderr, "dpc serve: serving %s on http://%s%s%s:%u\n", dpc_server_model(s), v6 ? "[" : "",
+          host, v6 ? "]" : "", dpc_server_port(s));
+  dpc_status st = dpc_server_run(s, (const volatile int *)cli_interrupt_flag(), m);
+  fprintf(stderr, "dpc serve: %s: drained%s\n", cli_interrupt_name(),
+          st ? ", some requests cut off" : "");
+  dpc_server_close(s);
+  int rc = st ? cli_report("serve", m) : DPC_EXIT_OK;
+  dpc_message_free(m);
+  return rc;
+}
