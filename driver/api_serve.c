@@ -688,6 +688,9 @@ static bool drain(dpc_server *s) {
 
 DPC_COMPILER_API dpc_status dpc_server_run(dpc_server *s, const volatile int *stop,
                                            dpc_message *m) {
+  if (!stop)
+    return dpc_diag_fail(m, DPC_ERR_INVALID,
+                         "the server runs until a stop flag is set: none was given");
   while (!*stop && !s->drained) nap_ms(20);
   if (!drain(s))
     return dpc_diag_fail(m, DPC_ERR_BUSY, "requests were still under way after %u s of draining",

@@ -65,9 +65,9 @@ DPC_COMPILER_API unsigned dpc_server_port(const dpc_server *s);
 /* The model's name, as the URLs take it: /v2/models/NAME. Valid while s lives. */
 DPC_COMPILER_API const char *dpc_server_model(const dpc_server *s);
 /* Block until *stop is nonzero (set it from a signal handler or another thread; it is read every
- * few milliseconds), then drain: stop accepting connections (ready answers 503), answer every
- * request already accepted, wait up to drain_s for them, and return. DPC_ERR_BUSY when some were
- * still under way after drain_s (they are cut off at close). */
+ * few milliseconds; stop must not be NULL: DPC_ERR_INVALID), then drain: stop accepting connections
+ * (ready answers 503), answer every request already accepted, wait up to drain_s for them, and
+ * return. DPC_ERR_BUSY when some were still under way after drain_s (they are cut off at close). */
 DPC_COMPILER_API dpc_status dpc_server_run(dpc_server *s, const volatile int *stop, dpc_message *m);
 /* Stop the server (draining first unless dpc_server_run did), close the batcher and free
  * everything. NULL is ignored. */
