@@ -205,6 +205,25 @@ void cli_print_dump(void *user, const char *pass, const char *text) {
   fflush(f);
 }
 
+dpc_status cli_load_batched(const char *cmd, const char *path, const char *loss, dpc_net **net,
+                            dpc_message *m) {
+  dpc_load_opts lo = {sizeof lo, .batched = true, .loss = loss};
+  dpc_status st = dpc_net_load(path, &lo, net, m);
+  dpc_net *plain = NULL;
+  dpc_message *pm = st && loss ? dpc_message_new() : NULL;
+  lo.loss = NULL;
+  if (pm && dpc_net_load(path, &lo, &plain, pm)) plain = NULL;
+  const dpc_net *shown = st ? plain : *net;
+  if (shown && dpc_net_fixed_batch(shown))
+    fprintf(stderr,
+            "dpc %s: note: %s; until then it runs at the shapes it was exported with, whatever "
+            "--batch says\n",
+            cmd, dpc_net_fixed_batch(shown));
+  dpc_net_free(plain);
+  dpc_message_free(pm);
+  return st;
+}
+
 int cli_report(const char *cmd, dpc_message *m) {
   const char *text = dpc_message_text(m);
   /* a message that names its file starts with it; others get the command's name */

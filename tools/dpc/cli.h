@@ -102,6 +102,13 @@ int cli_schedules(const char *cmd, const cli_opt *opts, int nopts, const cli_par
 /* --devices SPEC: how many devices it makes here, or a usage error (exit code) saying why not. */
 int cli_devices(const char *cmd, const char *spec, uint32_t *n);
 
+/* The model at path with its inputs' leading dimension as the batch (and --loss attached when
+ * given), for the commands that take --batch; when an ONNX export keeps the batch it was
+ * exported with, a note on stderr says so, even when attaching the loss then fails (the model is
+ * loaded again without it, on that failure only, to tell). */
+dpc_status cli_load_batched(const char *cmd, const char *path, const char *loss, dpc_net **net,
+                            dpc_message *m);
+
 /* --print-after output: the graph after a pass, to stdout (user NULL) or to the FILE* given. */
 void cli_print_dump(void *user, const char *pass, const char *text);
 

@@ -46,27 +46,6 @@ static bool get_u32(const cli_parsed *p, const char *name, uint32_t *out, uint32
   return true;
 }
 
-/* The model with its inputs' leading dimension as the batch, and the note when an ONNX export
- * keeps the batch it was exported with; that note comes even when attaching --loss then fails
- * (the model is loaded again without it, on that failure only). */
-static dpc_status load_model(const char *path, const char *loss, dpc_net **net, dpc_message *m) {
-  dpc_load_opts lo = {sizeof lo, .batched = true, .loss = loss};
-  dpc_status st = dpc_net_load(path, &lo, net, m);
-  dpc_net *plain = NULL;
-  dpc_message *pm = st && loss ? dpc_message_new() : NULL;
-  lo.loss = NULL;
-  if (pm && dpc_net_load(path, &lo, &plain, pm)) plain = NULL;
-  const dpc_net *shown = st ? plain : *net;
-  if (shown && dpc_net_fixed_batch(shown))
-    fprintf(stderr,
-            "dpc bench: note: %s; until then it runs at the shapes it was exported with, whatever "
-            "--batch says\n",
-            dpc_net_fixed_batch(shown));
-  dpc_net_free(plain);
-  dpc_message_free(pm);
-  return st;
-}
-
 /* The strategies dpc bench times. */
 #define BENCH_KINDS                                                                                \
   ((1u << DPC_STRATEGY_DATA) | (1u << DPC_STRATEGY_MODEL) | (1u << DPC_STRATEGY_PIPELINE))
@@ -139,7 +118,7 @@ int dpc_cmd_bench(int argc, char **argv) {
   dpc_net *net = NULL;
   dpc_benchmark_result *r = NULL;
   const char *loss = cli_get(bench_opts, NBENCH, &p, "loss");
-  if (load_model(p.pos[0], loss, &net, m) || dpc_net_benchmark(net, &o, &r, m))
+  if (cli_load_batched("bench", p.pos[0], loss, &net, m) || dpc_net_benchmark(net, &o, &r, m))
     rc = cli_report("bench", m);
   if (r) {
     const char *name = dpc_net_name(net);

@@ -43,27 +43,6 @@ static const cli_opt plan_opts[] = {
 };
 #define NPLAN (int)(sizeof plan_opts / sizeof *plan_opts)
 
-/* The model with its inputs' leading dimension as the batch, and the note when an ONNX export
- * keeps the batch it was exported with; that note comes even when attaching --loss then fails
- * (the model is loaded again without it, on that failure only). */
-static dpc_status load_model(const char *path, const char *loss, dpc_net **net, dpc_message *m) {
-  dpc_load_opts lo = {sizeof lo, .batched = true, .loss = loss};
-  dpc_status st = dpc_net_load(path, &lo, net, m);
-  dpc_net *plain = NULL;
-  dpc_message *pm = st && loss ? dpc_message_new() : NULL;
-  lo.loss = NULL;
-  if (pm && dpc_net_load(path, &lo, &plain, pm)) plain = NULL;
-  const dpc_net *shown = st ? plain : *net;
-  if (shown && dpc_net_fixed_batch(shown))
-    fprintf(stderr,
-            "dpc plan: note: %s; until then it runs at the shapes it was exported with, whatever "
-            "--batch says\n",
-            dpc_net_fixed_batch(shown));
-  dpc_net_free(plain);
-  dpc_message_free(pm);
-  return st;
-}
-
 /* --strategy auto: the strategies tried, fastest first (--explain: all of them, with why each
  * lost; else the choice alone). */
 static void print_auto(const dpc_auto_report *r, bool explain) {
@@ -231,7 +210,8 @@ int dpc_cmd_plan(int argc, char **argv) {
     dpc_auto_report *ar = NULL;
     dpc_auto_opts ao = {sizeof ao, .batch = (uint32_t)batch, .devices = spec,
                         .memory_limit = limit};
-    dpc_status ast = load_model(p.pos[0], cli_get(plan_opts, NPLAN, &p, "loss"), &anet, am);
+    dpc_status ast =
+        cli_load_batched("plan", p.pos[0], cli_get(plan_opts, NPLAN, &p, "loss"), &anet, am);
     if (!ast) ast = dpc_net_plan_auto(anet, &ao, &ar, am);
     if (ar) print_auto(ar, cli_get(plan_opts, NPLAN, &p, "explain") != NULL);
     int arc = ast ? cli_report("plan", am) : DPC_EXIT_OK;
@@ -272,7 +252,8 @@ int dpc_cmd_plan(int argc, char **argv) {
   dpc_net *net = NULL;
   dpc_plan_report *r = NULL;
   int rc = DPC_EXIT_OK;
-  dpc_status st = load_model(p.pos[0], cli_get(plan_opts, NPLAN, &p, "loss"), &net, m);
+  dpc_status st =
+      cli_load_batched("plan", p.pos[0], cli_get(plan_opts, NPLAN, &p, "loss"), &net, m);
   if (!st) st = dpc_net_plan(net, &o, &r, m);
   if (r && r->profiled) print_profile(r);
   if (r && r->n_devices) print_plan(r, dpc_net_name(net));
