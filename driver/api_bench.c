@@ -70,10 +70,7 @@ DPC_COMPILER_API dpc_status dpc_net_benchmark(const dpc_net *n, const dpc_benchm
   r->kernels = br->kernels, r->disk_hits = br->disk_hits;
   r->median_s = br->median_s, r->min_s = br->min_s, r->p90_s = br->p90_s;
   r->samples_per_s = br->samples_per_s;
-  for (uint32_t i = 0; i < br->n_top && i < DPC_BENCHMARK_TOP; i++) {
-    snprintf(r->top[i].what, sizeof r->top[i].what, "%s", br->top[i].what);
-    r->top[i].ms = br->top[i].ms, r->top[i].predicted_ms = br->top[i].predicted_ms;
-  }
+  memcpy(r->top, br->top, sizeof r->top); /* the same type, the same length */
   r->n_top = br->n_top, r->n_kernels = br->n_kernels;
   r->profiled_ms = br->profiled_ms, r->predicted_ms = br->predicted_ms;
   r->gflops = br->gflops, r->mem_gbs = br->mem_gbs;

@@ -12,6 +12,8 @@
 #include "partitioner/cost.h"
 #include "driver/driver.h"
 
+#include <dpc/plan.h>
+
 typedef struct dpc_bench_opts {
   uint32_t batch;      /* every symbolic dimension takes this size */
   uint32_t threads;    /* for compiled kernels: 0 = one per core */
@@ -34,14 +36,10 @@ typedef struct dpc_bench_opts {
  * DPC_MAX_DEVICES devices, is benched and reported whole. */
 #define DPC_BENCH_DEVICES 16
 
-/* One kernel of the profile: what it computes and its time per step. */
-typedef struct dpc_bench_kernel {
-  char what[200];      /* "h1 = relu(matmul(x, w1) + b1): matmul + add + relu" */
-  double ms;           /* per step, mean over the profiled steps */
-  double predicted_ms; /* the cost model's figure with this machine's calibration */
-} dpc_bench_kernel;
+/* One kernel of the profile: the public type (dpc/plan.h), so results pass out unconverted. */
+typedef dpc_benchmark_kernel dpc_bench_kernel;
 
-#define DPC_BENCH_TOP 24
+#define DPC_BENCH_TOP DPC_BENCHMARK_TOP
 
 typedef struct dpc_bench_result {
   double compile_s;              /* passes, plan, the JIT and the session (its memory touched) */
