@@ -13,11 +13,13 @@
  * under way (or drain_s has passed); then the batcher closes, answering what it still holds.
  */
 #include "driver/api_internal.h"
+#include "driver/serve_request.h"
 #include <dpc/serve.h>
 
 #include <jansson.h>
 #include <microhttpd.h>
 
+#include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -37,13 +39,7 @@
 static const unsigned codes[] = {200, 400, 404, 405, 413, 500, 503};
 #define N_CODES (sizeof codes / sizeof *codes)
 
-typedef struct tensor {
-  char name[128];
-  dpc_elem elem;
-  unsigned rank;
-  int64_t dims[DPC_TENSOR_MAX_RANK]; /* dims[0] is the batch */
-  size_t row_elems, elem_bytes;
-} tensor;
+typedef dpc_serve_tensor tensor;
 
 struct dpc_server {
   dpc_model *model;
@@ -82,16 +78,8 @@ static void say(const dpc_server *s, const char *fmt, ...) {
   s->log(s->log_user, msg);
 }
 
-/* The KServe v2 name of an element type; NULL for those JSON answers cannot carry here. */
 static const char *datatype(dpc_elem e) {
-  switch (e) {
-  case DPC_ELEM_F32: return "FP32";
-  case DPC_ELEM_F64: return "FP64";
-  case DPC_ELEM_I32: return "INT32";
-  case DPC_ELEM_I64: return "INT64";
-  case DPC_ELEM_BOOL: return "BOOL";
-  default: return NULL;
-  }
+  return dpc_serve_datatype(e);
 }
 
 /* ---- answers ------------------------------------------------------------------------------ */
@@ -101,8 +89,11 @@ static void count(dpc_server *s, unsigned code) {
     if (codes[i] == code) atomic_fetch_add(&s->answered[i], 1);
 }
 
-static enum MHD_Result send_text(dpc_server *s, struct MHD_Connection *c, unsigned code, char *text,
-                                 size_t len, const char *type, bool busy) {
+/* Answer with len bytes of text (taken over); json_len, when not NULL, is the length of the JSON
+ * part of a binary-data answer. */
+static enum MHD_Result send_bytes(dpc_server *s, struct MHD_Connection *c, unsigned code,
+                                  char *text, size_t len, const char *type, bool busy,
+                                  const char *json_len) {
   struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
   if (!r) {
     free(text);
@@ -110,6 +101,7 @@ static enum MHD_Result send_text(dpc_server *s, struct MHD_Connection *c, unsign
   }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
   if (busy) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+  if (json_len) MHD_add_response_header(r, "Inference-Header-Content-Length", json_len);
   if (code == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST");
   /* while draining, a kept-alive connection would bring more requests: end it */
   if (atomic_load(&s->draining)) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -117,6 +109,11 @@ static enum MHD_Result send_text(dpc_server *s, struct MHD_Connection *c, unsign
   MHD_destroy_response(r);
   count(s, code);
   return ok;
+}
+
+static enum MHD_Result send_text(dpc_server *s, struct MHD_Connection *c, unsigned code, char *text,
+                                 size_t len, const char *type, bool busy) {
+  return send_bytes(s, c, code, text, len, type, busy, NULL);
 }
 
 /* Answer with JSON (taken over). */
@@ -217,184 +214,38 @@ static enum MHD_Result send_metrics(dpc_server *s, struct MHD_Connection *c) {
 
 /* ---- inference ---------------------------------------------------------------------------- */
 
-/* Flatten JSON data (a flat or nested array of values) into *vals. */
-static bool flatten(json_t *data, json_t ***vals, size_t *n, size_t *cap) {
-  if (!json_is_array(data)) {
-    if (*n == *cap) {
-      *cap = *cap ? 2 * *cap : 1024;
-      json_t **v = realloc(*vals, *cap * sizeof *v);
-      if (!v) return false;
-      *vals = v;
-    }
-    (*vals)[(*n)++] = data;
-    return true;
-  }
-  for (size_t i = 0; i < json_array_size(data); i++)
-    if (!flatten(json_array_get(data, i), vals, n, cap)) return false;
-  return true;
+static dpc_serve_sig signature(const dpc_server *s) {
+  return (dpc_serve_sig){.model = s->name,
+                         .in = s->in,
+                         .out = s->out,
+                         .n_in = s->n_in,
+                         .n_out = s->n_out,
+                         .max_batch = s->max_batch};
 }
-
-/* Store value v as element i of t's type at p; false when it is not one. */
-static bool store(const tensor *t, json_t *v, unsigned char *p, size_t i) {
-  switch (t->elem) {
-  case DPC_ELEM_F32:
-  case DPC_ELEM_F64: {
-    if (!json_is_number(v)) return false;
-    double x = json_number_value(v);
-    if (t->elem == DPC_ELEM_F32)
-      ((float *)p)[i] = (float)x;
-    else
-      ((double *)p)[i] = x;
-    return true;
-  }
-  case DPC_ELEM_I32:
-    if (!json_is_integer(v)) return false;
-    ((int32_t *)p)[i] = (int32_t)json_integer_value(v);
-    return true;
-  case DPC_ELEM_I64:
-    if (!json_is_integer(v)) return false;
-    ((int64_t *)p)[i] = (int64_t)json_integer_value(v);
-    return true;
-  case DPC_ELEM_BOOL:
-    if (json_is_boolean(v))
-      p[i] = json_is_true(v);
-    else if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1))
-      p[i] = (unsigned char)json_integer_value(v);
-    else
-      return false;
-    return true;
-  default: return false;
-  }
-}
-
-static json_t *load(const tensor *t, const unsigned char *p, size_t i) {
-  switch (t->elem) {
-  case DPC_ELEM_F32:
-  case DPC_ELEM_F64: {
-    double x = t->elem == DPC_ELEM_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-    /* JSON has no NaN or infinity: null stands for them */
-    return x - x == 0 ? json_real(x) : json_null();
-  }
-  case DPC_ELEM_I32: return json_integer(((const int32_t *)p)[i]);
-  case DPC_ELEM_I64: return json_integer(((const int64_t *)p)[i]);
-  case DPC_ELEM_BOOL: return json_boolean(p[i]);
-  default: return json_null();
-  }
-}
-
-static void shape_text(const json_t *shape, char *buf, size_t n) {
-  char *t = json_is_array(shape) ? json_dumps(shape, JSON_COMPACT) : NULL;
-  snprintf(buf, n, "%s", t ? t : "(none)");
-  free(t);
-}
-
-static void model_shape_text(const tensor *t, char *buf, size_t n) {
-  size_t k = (size_t)snprintf(buf, n, "[-1");
-  for (unsigned j = 1; j < t->rank && k < n; j++)
-    k += (size_t)snprintf(buf + k, n - k, ",%lld", (long long)t->dims[j]);
-  if (k < n) snprintf(buf + k, n - k, "]");
-}
-
-typedef struct infer_state {
-  json_t *root;
-  unsigned char **in, **out;
-  json_t **vals;
-  size_t n_vals, cap_vals;
-} infer_state;
 
 static enum MHD_Result infer_body(dpc_server *s, struct MHD_Connection *c, const request *rq,
-                                  infer_state *x) {
+                                  const dpc_serve_sig *sig, dpc_serve_request *x) {
   char msg[512];
   if (rq->too_big)
     return send_error(s, c, 413, false, "the request body is over the server's limit of %llu bytes",
                       (unsigned long long)s->max_body);
-  if (rq->len == 0)
-    return send_error(s, c, 400, false,
-                      "empty body: an inference request is a JSON object with \"inputs\"");
-  json_error_t je;
-  x->root = json_loadb(rq->body, rq->len, JSON_REJECT_DUPLICATES, &je);
-  if (!x->root)
-    return send_error(s, c, 400, false, "malformed JSON at line %d, column %d: %s", je.line,
-                      je.column, je.text);
-  json_t *inputs = json_object_get(x->root, "inputs");
-  if (!json_is_object(x->root) || !json_is_array(inputs))
-    return send_error(s, c, 400, false,
-                      "an inference request is a JSON object with an array \"inputs\"");
-  if (!(x->in = calloc(s->n_in, sizeof *x->in)) || !(x->out = calloc(s->n_out, sizeof *x->out)))
-    return send_error(s, c, 500, false, "out of memory");
-  uint64_t rows = 0;
-  const char *rows_from = NULL;
-  for (size_t k = 0; k < json_array_size(inputs); k++) {
-    json_t *e = json_array_get(inputs, k);
-    const char *name = json_string_value(json_object_get(e, "name"));
-    if (!name) return send_error(s, c, 400, false, "inputs[%zu] has no \"name\" string", k);
-    unsigned i = 0;
-    while (i < s->n_in && strcmp(s->in[i].name, name)) i++;
-    if (i == s->n_in) {
-      size_t w =
-          (size_t)snprintf(msg, sizeof msg, "unknown input '%s': model '%s' takes", name, s->name);
-      for (unsigned j = 0; j < s->n_in && w < sizeof msg; j++)
-        w += (size_t)snprintf(msg + w, sizeof msg - w, "%s '%s'", j ? "," : "", s->in[j].name);
-      return send_error(s, c, 400, false, "%s", msg);
-    }
-    const tensor *t = &s->in[i];
-    if (x->in[i]) return send_error(s, c, 400, false, "input '%s' is given twice", name);
-    const char *dt = json_string_value(json_object_get(e, "datatype"));
-    if (!dt || strcmp(dt, datatype(t->elem)))
-      return send_error(s, c, 400, false, "input '%s' has datatype %s: the model takes %s", name,
-                        dt ? dt : "(none)", datatype(t->elem));
-    json_t *shape = json_object_get(e, "shape");
-    bool fits = json_is_array(shape) && json_array_size(shape) == t->rank;
-    for (unsigned j = 0; fits && j < t->rank; j++) {
-      json_t *d = json_array_get(shape, j);
-      fits = json_is_integer(d) &&
-             (j ? json_integer_value(d) == t->dims[j] : json_integer_value(d) >= 1);
-    }
-    char got[128], want[128];
-    if (!fits) {
-      shape_text(shape, got, sizeof got);
-      model_shape_text(t, want, sizeof want);
+  const char *hl =
+      MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
+  uint64_t header_len = 0;
+  if (hl) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(hl, &end, 10);
+    if (end == hl || *end || errno || *hl == '-')
       return send_error(s, c, 400, false,
-                        "input '%s' has shape %s: the model takes %s (rows first, at least 1)",
-                        name, got, want);
-    }
-    uint64_t r = (uint64_t)json_integer_value(json_array_get(shape, 0));
-    if (r > s->max_batch)
-      return send_error(s, c, 400, false,
-                        "input '%s' has %llu rows, more than the server's max batch of %llu", name,
-                        (unsigned long long)r, (unsigned long long)s->max_batch);
-    if (rows_from && r != rows)
-      return send_error(s, c, 400, false,
-                        "input '%s' has %llu rows and '%s' %llu: every input needs as many", name,
-                        (unsigned long long)r, rows_from, (unsigned long long)rows);
-    rows = r, rows_from = t->name;
-    x->n_vals = 0;
-    json_t *data = json_object_get(e, "data");
-    if (!json_is_array(data))
-      return send_error(s, c, 400, false, "input '%s' has no \"data\" array", name);
-    if (!flatten(data, &x->vals, &x->n_vals, &x->cap_vals))
-      return send_error(s, c, 500, false, "out of memory");
-    size_t want_n = (size_t)rows * t->row_elems;
-    if (x->n_vals != want_n)
-      return send_error(s, c, 400, false,
-                        "input '%s' has %zu values in \"data\": its shape needs %zu", name,
-                        x->n_vals, want_n);
-    if (!(x->in[i] = malloc(want_n * t->elem_bytes + 1)))
-      return send_error(s, c, 500, false, "out of memory");
-    for (size_t v = 0; v < want_n; v++)
-      if (!store(t, x->vals[v], x->in[i], v))
-        return send_error(s, c, 400, false, "input '%s': data[%zu] is not %s", name, v,
-                          t->elem == DPC_ELEM_BOOL                             ? "a boolean"
-                          : t->elem == DPC_ELEM_I32 || t->elem == DPC_ELEM_I64 ? "an integer"
-                                                                               : "a number");
+                        "the Inference-Header-Content-Length '%.32s' is not a byte count", hl);
+    header_len = v;
   }
-  for (unsigned i = 0; i < s->n_in; i++)
-    if (!x->in[i]) return send_error(s, c, 400, false, "input '%s' is missing", s->in[i].name);
-  for (unsigned i = 0; i < s->n_out; i++)
-    if (!(x->out[i] = malloc((size_t)rows * s->out[i].row_elems * s->out[i].elem_bytes + 1)))
-      return send_error(s, c, 500, false, "out of memory");
+  unsigned code =
+      dpc_serve_request_parse(sig, rq->body, rq->len, hl != NULL, header_len, x, msg, sizeof msg);
+  if (code != 200) return send_error(s, c, code, false, "%s", msg);
 
-  dpc_batcher_request br = {sizeof br, .rows = rows, .inputs = (const void *const *)x->in,
+  dpc_batcher_request br = {sizeof br, .rows = x->rows, .inputs = (const void *const *)x->in,
                             .outputs = (void *const *)x->out};
   dpc_batcher_ticket *ticket;
   dpc_status st = dpc_batcher_submit(s->b, &br, &ticket, msg, sizeof msg);
@@ -402,32 +253,20 @@ static enum MHD_Result infer_body(dpc_server *s, struct MHD_Connection *c, const
   if (st == DPC_ERR_BUSY) return send_error(s, c, 503, true, "%s", msg);
   if (st) return send_error(s, c, 500, false, "%s", msg);
 
-  json_t *outs = json_array();
-  for (unsigned i = 0; i < s->n_out; i++) {
-    const tensor *t = &s->out[i];
-    json_t *shape = json_array(), *data = json_array();
-    json_array_append_new(shape, json_integer((json_int_t)rows));
-    for (unsigned j = 1; j < t->rank; j++) json_array_append_new(shape, json_integer(t->dims[j]));
-    for (size_t v = 0; v < (size_t)rows * t->row_elems; v++)
-      json_array_append_new(data, load(t, x->out[i], v));
-    json_array_append_new(outs, json_pack("{sssssoso}", "name", t->name, "datatype",
-                                          datatype(t->elem), "shape", shape, "data", data));
-  }
-  json_t *ans = json_pack("{ssso}", "model_name", s->name, "outputs", outs);
-  json_t *id = json_object_get(x->root, "id");
-  if (ans && json_is_string(id)) json_object_set(ans, "id", id);
-  return send_json(s, c, 200, ans, false);
+  size_t len, json_len;
+  char *body = dpc_serve_answer_build(sig, x, (unsigned)s->real_digits, &len, &json_len);
+  if (!body) return send_error(s, c, 500, false, "out of memory building the answer");
+  if (!json_len) return send_text(s, c, 200, body, len, "application/json", false);
+  char header[32];
+  snprintf(header, sizeof header, "%zu", json_len);
+  return send_bytes(s, c, 200, body, len, "application/octet-stream", false, header);
 }
 
 static enum MHD_Result infer(dpc_server *s, struct MHD_Connection *c, const request *rq) {
-  infer_state x = {0};
-  enum MHD_Result r = infer_body(s, c, rq, &x);
-  for (unsigned i = 0; x.in && i < s->n_in; i++) free(x.in[i]);
-  for (unsigned i = 0; x.out && i < s->n_out; i++) free(x.out[i]);
-  free(x.in);
-  free(x.out);
-  free(x.vals);
-  json_decref(x.root);
+  dpc_serve_sig sig = signature(s);
+  dpc_serve_request x = {0};
+  enum MHD_Result r = infer_body(s, c, rq, &sig, &x);
+  dpc_serve_request_free(&sig, &x);
   return r;
 }
 
@@ -445,10 +284,10 @@ static enum MHD_Result route(dpc_server *s, struct MHD_Connection *c, const char
     if (get) return send_json(s, c, 200, json_pack("{sb}", "ready", 1), false);
   } else if (!strcmp(url, "/v2") || !strcmp(url, "/v2/")) {
     if (get)
-      return send_json(
-          s, c, 200,
-          json_pack("{sssss[]}", "name", "dpc", "version", dpc_compiler_version(), "extensions"),
-          false);
+      return send_json(s, c, 200,
+                       json_pack("{sssss[s]}", "name", "dpc", "version", dpc_compiler_version(),
+                                 "extensions", "binary_tensor_data"),
+                       false);
   } else if (!strcmp(url, "/metrics")) {
     if (get) return send_metrics(s, c);
   } else if (!strncmp(url, "/v2/models/", 11)) {

@@ -6,6 +6,9 @@
   serve_client.py load URL X.npy REF.npy    50 threads x 10 requests of 1 to 3 rows, all right
   serve_client.py drain URL X.npy REF.npy PID   threads sending, SIGTERM to PID while they do:
                                             every answer right, the signal's queued ones answered
+  serve_client.py binary URL X.npy REF.npy  the binary data extension: a 2-row request with its
+                                            input and output as raw bytes, a JSON request asking
+                                            for a binary output, and a short binary body (400)
   serve_client.py big URL BYTES             POST a body of BYTES bytes; print the status and body
 Each prints one line per check, "ok   ..." or "FAIL ...", and exits 1 on a failure.
 """
@@ -102,6 +105,64 @@ def main():
             check(status == 200 and why is None and ans.get("id") == "r%d" % rows,
                   "a %d-row request answers dpc run's outputs within 1e-6%s" %
                   (rows, "" if why is None else ": " + why))
+    elif cmd == "binary":
+        path = url + "/v2/models/fashion_mlp/infer"
+
+        def post(header, raw, hlen=None):
+            h = {"Content-Type": "application/octet-stream"}
+            body = json.dumps(header).encode()
+            h["Inference-Header-Content-Length"] = str(len(body) if hlen is None else hlen)
+            req = urllib.request.Request(path, data=body + raw, method="POST", headers=h)
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    return r.status, r.headers, r.read()
+            except urllib.error.HTTPError as e:
+                return e.code, e.headers, e.read()
+
+        raw = array.array("f", x[:2 * 784]).tobytes()
+        status, headers, body = post({"inputs": [
+            {"name": "x", "shape": [2, 784], "datatype": "FP32",
+             "parameters": {"binary_data_size": len(raw)}}],
+            "parameters": {"binary_data_output": True}}, raw)
+        hl = int(headers.get("Inference-Header-Content-Length") or -1)
+        ok = status == 200 and 0 < hl <= len(body)
+        why = "status %d, header length %d" % (status, hl)
+        if ok:
+            ans = json.loads(body[:hl])
+            o = ans["outputs"][0]
+            out = array.array("f")
+            out.frombytes(body[hl:])
+            worst = max(abs(a - b) for a, b in zip(out, ref[:20]))
+            ok = (o["parameters"]["binary_data_size"] == 80 and "data" not in o and len(out) == 20
+                  and worst <= 1e-6)
+            why = "%s, %d values, worst difference %g" % (str(o)[:120], len(out), worst)
+        check(ok, "binary input and output: 2 rows as raw float32 answer dpc run's within 1e-6"
+              + ("" if ok else ": " + why))
+        req = urllib.request.Request(path, method="POST", data=json.dumps({"inputs": [
+            {"name": "x", "shape": [1, 784], "datatype": "FP32", "data": x[:784]}],
+            "outputs": [{"name": "logits", "parameters": {"binary_data": True}}]}).encode())
+        with urllib.request.urlopen(req, timeout=30) as r:
+            hl = int(r.headers.get("Inference-Header-Content-Length") or -1)
+            body = r.read()
+        out = array.array("f")
+        out.frombytes(body[hl:] if hl > 0 else b"")
+        check(hl > 0 and len(out) == 10 and max(abs(a - b) for a, b in zip(out, ref)) <= 1e-6,
+              "a JSON request asking for its output as binary data gets raw float32")
+        status, _, body = post({"inputs": [{"name": "x", "shape": [2, 784], "datatype": "FP32",
+                                            "parameters": {"binary_data_size": len(raw)}}]},
+                               raw[:-4])
+        check(status == 400 and b"the binary data ends before input 'x'" in body,
+              "a binary body shorter than its binary_data_size is refused: %d %s" %
+              (status, body[:160].decode(errors="replace")))
+        status, _, body = post({"inputs": []}, b"", hlen=10 ** 9)
+        check(status == 400 and b"more than the body" in body,
+              "an Inference-Header-Content-Length past the body is refused: %d %s" %
+              (status, body[:160].decode(errors="replace")))
+        status, _, body = post({"inputs": [{"name": "x", "shape": [1, 784], "datatype": "FP32",
+                                            "data": x[:784]}], "outputs": [{"name": "probs"}]},
+                               b"")
+        check(status == 400 and b"unknown output 'probs': model 'fashion_mlp' gives 'logits'" in body,
+              "an unknown output is refused: %d %s" % (status, body[:160].decode(errors="replace")))
     elif cmd == "load":
         errors, done = [], [0]
         lock = threading.Lock()

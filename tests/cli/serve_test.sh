@@ -143,6 +143,7 @@ if start main --batch-delay 2000 --instances 2 --max-body 200000; then
     echo "FAIL no batching: $batches batches for 502 requests"
     fails=$((fails + 1))
   fi
+  $py "$client" binary "$url" "$work/x.npy" "$work/ref/logits.npy" || fails=$((fails + 1))
   stop $pid main
 fi
 
