@@ -8,18 +8,24 @@
  * which wait for an answer before sending again, do). Each (rate, delay) pair runs on a fresh
  * batcher for the given seconds, then closes it, which answers what is still queued.
  *
- *   bench_batcher_load MODEL.dpx [--rates R1,R2,..] [--delays US1,US2,..] [--seconds S]
+ *   bench_batcher_load MODEL.dpx [--rates R1,R2,..] [--delays US1,US2,..|auto] [--seconds S]
  *                      [--rows N] [--instances I] [--threads T] [--max-queue Q]
  *                      [--max-batch B]     (1: no batching, the baseline)
+ *                      [--target-ms T]     (the auto delay's p99 target, default 50)
+ *                      [--steps R1,R2,..]  (one run whose rate steps through R1, R2, ... for S
+ *                                           seconds each, reported every --window-ms, default 250)
  *
  * Prints one line per pair: offered and achieved requests/s, p50/p90/p99/p99.9 latency in
  * microseconds, mean rows per batch, mean compute time per batch (packing, the run, unpacking)
- * in microseconds, and requests refused (queue full).
+ * in microseconds, requests refused (queue full), and the delay in force at the end (the auto
+ * delay's choice). With --steps, one line per window of scheduled send times instead: its
+ * offered rate, the requests answered, their p50 and p99, and the delay in force then.
  */
 #include <dpc/dpc.h>
 
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,10 +71,17 @@ static double pct(const uint64_t *v, size_t n, double p) {
   return (double)v[i < n ? i : n - 1] / 1e3;
 }
 
+/* Numbers separated by commas; "auto" reads as -1. */
 static size_t parse_list(const char *s, double *out, size_t max) {
   size_t n = 0;
   while (*s && n < max) {
     char *end;
+    if (!strncmp(s, "auto", 4)) {
+      out[n++] = -1;
+      end = (char *)s + 4;
+      s = *end == ',' ? end + 1 : end;
+      continue;
+    }
     out[n++] = strtod(s, &end);
     s = *end == ',' ? end + 1 : end;
     if (end == s && *s) break;
@@ -84,8 +97,9 @@ int main(int argc, char **argv) {
             argv[0]);
     return 2;
   }
-  double rates[32] = {1000, 5000, 10000}, delays[16] = {0, 1000}, seconds = 2;
-  size_t n_rates = 3, n_delays = 2;
+  double rates[32] = {1000, 5000, 10000}, delays[16] = {0, 1000}, seconds = 2, target_ms = 50;
+  double steps[32], window_ms = 250;
+  size_t n_rates = 3, n_delays = 2, n_steps = 0;
   unsigned rows = 1, instances = 1, threads = 1;
   uint64_t max_queue = 0, max_batch = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
@@ -93,6 +107,12 @@ int main(int argc, char **argv) {
       n_rates = parse_list(argv[i + 1], rates, 32);
     else if (!strcmp(argv[i], "--delays"))
       n_delays = parse_list(argv[i + 1], delays, 16);
+    else if (!strcmp(argv[i], "--steps"))
+      n_steps = parse_list(argv[i + 1], steps, 32);
+    else if (!strcmp(argv[i], "--target-ms"))
+      target_ms = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "--window-ms"))
+      window_ms = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--seconds"))
       seconds = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--rows"))
@@ -118,16 +138,27 @@ int main(int argc, char **argv) {
   }
   printf("# %s: requests of %u rows, %u instance(s) of %u thread(s), %.1f s per point\n", argv[1],
          rows, instances, threads, seconds);
-  printf("%10s %8s %10s %9s %9s %9s %9s %10s %10s %8s\n", "offered/s", "delay_us", "achieved/s",
-         "p50_us", "p90_us", "p99_us", "p99.9_us", "rows/batch", "compute_us", "refused");
+  if (n_steps) {
+    /* one run through the steps: the rates list is the steps, each `seconds` long */
+    memcpy(rates, steps, n_steps * sizeof *steps);
+    n_rates = 1;
+    printf("%8s %10s %10s %9s %9s %8s\n", "t_s", "offered/s", "answered", "p50_us", "p99_us",
+           "delay_us");
+  } else {
+    printf("%10s %8s %10s %9s %9s %9s %9s %10s %10s %8s %8s\n", "offered/s", "delay_us",
+           "achieved/s", "p50_us", "p90_us", "p99_us", "p99.9_us", "rows/batch", "compute_us",
+           "refused", "final_us");
+  }
   for (size_t di = 0; di < n_delays; di++) {
     for (size_t ri = 0; ri < n_rates; ri++) {
+      bool is_auto = delays[di] < 0;
       dpc_batcher_opts bo = {sizeof bo,
                              .instances = instances,
                              .threads = threads,
-                             .delay_us = (uint64_t)delays[di],
+                             .delay_us = is_auto ? 0 : (uint64_t)delays[di],
                              .max_queue = max_queue,
-                             .max_batch = max_batch};
+                             .max_batch = max_batch,
+                             .latency_target_us = is_auto ? (uint64_t)(target_ms * 1000) : 0};
       dpc_batcher *b;
       if (dpc_batcher_open(m, &bo, &b, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
@@ -140,7 +171,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "a model of one input and one output, please\n");
         return 1;
       }
-      size_t n = (size_t)(rates[ri] * seconds);
+      size_t n_phases = n_steps ? n_steps : 1, n = 0;
+      const double *phase_rate = n_steps ? steps : &rates[ri];
+      for (size_t ph = 0; ph < n_phases; ph++) n += (size_t)(phase_rate[ph] * seconds) + 1;
       req *rq = calloc(n, sizeof *rq);
       unsigned char *x = calloc(rows, xi.bytes), *y = malloc(n * rows * yi.bytes);
       uint64_t *lat = malloc(n * sizeof *lat);
@@ -148,12 +181,23 @@ int main(int argc, char **argv) {
       for (size_t k = 0; k < rows * xi.bytes / 4; k++) ((float *)x)[k] = (float)(k % 255) / 255;
       /* the schedule first, so drawing it costs nothing while sending */
       uint64_t seed = 88172645463325252ull, t = 0;
-      for (size_t i = 0; i < n; i++) {
-        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-        double u = ((double)(seed >> 11) + 0.5) / 9007199254740992.0;
-        t += (uint64_t)(-log(u) / rates[ri] * 1e9);
-        rq[i].sched = t;
+      size_t sent = 0;
+      for (size_t ph = 0; ph < n_phases; ph++) {
+        uint64_t end = (uint64_t)((double)(ph + 1) * seconds * 1e9);
+        if (t < (uint64_t)((double)ph * seconds * 1e9)) t = (uint64_t)((double)ph * seconds * 1e9);
+        while (sent < n) {
+          seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+          double u = ((double)(seed >> 11) + 0.5) / 9007199254740992.0;
+          uint64_t next = t + (uint64_t)(-log(u) / phase_rate[ph] * 1e9);
+          if (next >= end) break;
+          rq[sent++].sched = t = next;
+        }
       }
+      n = sent;
+      /* the delay in force, sampled as the generator goes (for --steps) */
+      size_t n_windows = (size_t)(seconds * (double)n_phases * 1e3 / window_ms) + 1;
+      uint64_t *window_delay = calloc(n_windows, sizeof *window_delay);
+      if (!window_delay) return 1;
       pthread_mutex_lock(&mu);
       answered = 0, expected = SIZE_MAX;
       pthread_mutex_unlock(&mu);
@@ -171,6 +215,12 @@ int main(int argc, char **argv) {
         dpc_batcher_request r = {sizeof r,       .rows = rows,    .inputs = in,
                                  .outputs = out, .done = on_done, .user = &rq[i]};
         if (dpc_batcher_submit(b, &r, NULL, err, sizeof err)) refused++, rq[i].st = DPC_ERR_BUSY;
+        size_t w = (size_t)((double)rq[i].sched / 1e6 / window_ms);
+        if (n_steps && w < n_windows && (i % 16) == 0) {
+          dpc_batcher_stats ws = {sizeof ws};
+          dpc_batcher_get_stats(b, &ws);
+          window_delay[w] = ws.delay_us;
+        }
       }
       pthread_mutex_lock(&mu);
       expected = n - refused;
@@ -187,12 +237,41 @@ int main(int argc, char **argv) {
           if (rq[i].done > last) last = rq[i].done;
         }
       }
+      if (n_steps) {
+        /* per window of scheduled send times: what was offered, and how it was answered */
+        for (size_t w = 0; w < n_windows; w++) {
+          uint64_t lo = (uint64_t)((double)w * window_ms * 1e6),
+                   hi = (uint64_t)((double)(w + 1) * window_ms * 1e6);
+          size_t k = 0, offered = 0;
+          for (size_t i = 0; i < n; i++) {
+            if (rq[i].sched < lo || rq[i].sched >= hi) continue;
+            offered++;
+            if (rq[i].done && rq[i].st == DPC_OK) lat[k++] = rq[i].done - rq[i].sched;
+          }
+          if (!offered) continue;
+          qsort(lat, k, sizeof *lat, cmp_u64);
+          printf("%8.2f %10.0f %10zu %9.1f %9.1f %8llu\n", (double)lo / 1e9,
+                 (double)offered / (window_ms / 1e3), k, pct(lat, k, 0.5), pct(lat, k, 0.99),
+                 (unsigned long long)window_delay[w]);
+        }
+        if (is_auto) printf("# the auto delay's last reason: %s\n", s.delay_reason);
+        free(rq), free(x), free(y), free(lat), free(window_delay);
+        continue;
+      }
+      free(window_delay);
       qsort(lat, done, sizeof *lat, cmp_u64);
-      printf("%10.0f %8.0f %10.0f %9.1f %9.1f %9.1f %9.1f %10.2f %10.1f %8zu\n", rates[ri],
-             delays[di], last ? (double)done / ((double)last / 1e9) : 0, pct(lat, done, 0.5),
+      char delay_text[16];
+      if (is_auto)
+        snprintf(delay_text, sizeof delay_text, "auto");
+      else
+        snprintf(delay_text, sizeof delay_text, "%.0f", delays[di]);
+      printf("%10.0f %8s %10.0f %9.1f %9.1f %9.1f %9.1f %10.2f %10.1f %8zu %8llu\n", rates[ri],
+             delay_text, last ? (double)done / ((double)last / 1e9) : 0, pct(lat, done, 0.5),
              pct(lat, done, 0.9), pct(lat, done, 0.99), pct(lat, done, 0.999),
              s.batches ? (double)s.rows / (double)s.batches : 0,
-             s.batches ? (double)s.compute_ns_total / (double)s.batches / 1e3 : 0, refused);
+             s.batches ? (double)s.compute_ns_total / (double)s.batches / 1e3 : 0, refused,
+             (unsigned long long)s.delay_us);
+      if (is_auto) printf("#   auto: %s\n", s.delay_reason);
       fflush(stdout);
       free(rq), free(x), free(y), free(lat);
     }

@@ -163,7 +163,7 @@ static json_t *model_meta(const dpc_server *s) {
 static enum MHD_Result send_metrics(dpc_server *s, struct MHD_Connection *c) {
   dpc_batcher_stats st = {sizeof st};
   dpc_batcher_get_stats(s->b, &st);
-  size_t cap = 4096, len = 0;
+  size_t cap = 8192, len = 0;
   char *t = malloc(cap);
   if (!t) return MHD_NO;
 #define EMIT(...) len += (size_t)snprintf(t + len, len < cap ? cap - len : 0, __VA_ARGS__)
@@ -204,8 +204,30 @@ static enum MHD_Result send_metrics(dpc_server *s, struct MHD_Connection *c) {
        (unsigned long long)st.refused, s->name, (unsigned long long)st.batches, s->name,
        (unsigned long long)st.rows, s->name, mean, s->name, (double)st.queue_ns_total * 1e-9,
        s->name, (double)st.compute_ns_total * 1e-9, s->name, (unsigned long long)st.queued);
+  EMIT("# HELP dpc_batch_delay_seconds How long the oldest request waits for more rows now.\n"
+       "# TYPE dpc_batch_delay_seconds gauge\n"
+       "dpc_batch_delay_seconds{model=\"%s\"} %.6f\n",
+       s->name, (double)st.delay_us * 1e-6);
+  if (st.latency_target_us) {
+    /* the reason is text, which a Prometheus sample cannot be: it is the label of an info metric */
+    char why[sizeof st.delay_reason];
+    size_t w = 0;
+    for (const char *r = st.delay_reason; *r && w + 1 < sizeof why; r++)
+      if (*r != '"' && *r != '\\' && *r != '\n') why[w++] = *r;
+    why[w] = 0;
+    EMIT("# HELP dpc_batch_delay_target_seconds The p99 latency the auto delay aims under.\n"
+         "# TYPE dpc_batch_delay_target_seconds gauge\n"
+         "dpc_batch_delay_target_seconds{model=\"%s\"} %.6f\n"
+         "# HELP dpc_arrival_rate Requests per second, as the auto delay measures them.\n"
+         "# TYPE dpc_arrival_rate gauge\n"
+         "dpc_arrival_rate{model=\"%s\"} %.3f\n"
+         "# HELP dpc_batch_delay_info Why the auto delay is what it is.\n"
+         "# TYPE dpc_batch_delay_info gauge\n"
+         "dpc_batch_delay_info{model=\"%s\",reason=\"%s\"} 1\n",
+         s->name, (double)st.latency_target_us * 1e-6, s->name, st.arrival_rate, s->name, why);
+  }
 #undef EMIT
-  if (len >= cap) { /* the model name is at most 255 bytes: 4 KiB holds it all */
+  if (len >= cap) { /* the model name is at most 255 bytes: 8 KiB holds it all */
     free(t);
     return send_error(s, c, 500, false, "the metrics do not fit their buffer");
   }
@@ -427,7 +449,8 @@ DPC_COMPILER_API dpc_status dpc_server_open(const char *path, const dpc_server_o
                          .delay_us = d.delay_us,
                          .max_queue = d.max_queue,
                          .log = d.log,
-                         .log_user = d.log_user};
+                         .log_user = d.log_user,
+                         .latency_target_us = d.latency_target_us};
   if (st || (st = dpc_batcher_open(s->model, &bo, &s->b, err, sizeof err))) {
     dpc_server_close(s);
     return dpc_diag_fail(m, st, "%s", err);

@@ -16,6 +16,7 @@
  * out as they would alone.
  */
 #include "runtime/api_internal.h"
+#include "runtime/batcher_auto.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -77,7 +78,19 @@ struct dpc_batcher {
   uint64_t outstanding; /* tickets submitted and not yet waited for (or called back) */
   bool closing;
   dpc_batcher_stats st; /* the counters; queued, busy and the settings filled in as read */
+
+  /* the auto delay (latency_target_us > 0): what it measures and when it last chose */
+  uint64_t latency_target_us;
+  dpc_auto_input measured;
+  uint64_t arrivals, arrival_rows, t_chosen;
+  char why[sizeof((dpc_auto_choice *)0)->why];
 };
+
+/* How quickly the measurements follow a change: the weight of the newest. */
+#define SERVICE_WEIGHT 0.25
+#define RATE_WEIGHT    0.5
+/* The auto delay is chosen again after a batch once this much time has passed (ns). */
+#define CHOOSE_EVERY_NS 20000000u
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -139,6 +152,33 @@ static void release(dpc_batcher *b, dpc_batcher_ticket *t) {
   if (--b->outstanding == 0 && b->closing) pthread_cond_broadcast(&b->idle);
 }
 
+/* After a batch, under the lock: its service time into the measurements, and every
+ * CHOOSE_EVERY_NS the arrival rate measured and the delay chosen again. */
+static void tune_delay(dpc_batcher *b, uint64_t rows, uint64_t dt_ns, uint64_t now) {
+  dpc_auto_input *m = &b->measured;
+  unsigned k = 0;
+  while (k + 1 < DPC_AUTO_BUCKETS && (rows >> (k + 1))) k++;
+  double s = (double)dt_ns * 1e-9;
+  if (m->bucket_rows[k] <= 0)
+    m->bucket_rows[k] = (double)rows, m->bucket_s[k] = s;
+  else
+    m->bucket_rows[k] += SERVICE_WEIGHT * ((double)rows - m->bucket_rows[k]),
+        m->bucket_s[k] += SERVICE_WEIGHT * (s - m->bucket_s[k]);
+  if (now - b->t_chosen < CHOOSE_EVERY_NS) return;
+  double span = (double)(now - b->t_chosen) * 1e-9;
+  double rate = (double)b->arrivals / span;
+  double per_req = b->arrivals ? (double)b->arrival_rows / (double)b->arrivals : 1;
+  m->rate = m->rate > 0 ? m->rate + RATE_WEIGHT * (rate - m->rate) : rate;
+  m->rows_per_req =
+      m->rows_per_req > 0 ? m->rows_per_req + RATE_WEIGHT * (per_req - m->rows_per_req) : per_req;
+  b->arrivals = b->arrival_rows = 0;
+  b->t_chosen = now;
+  dpc_auto_choice c;
+  dpc_batcher_auto_choose(m, &c);
+  b->delay_us = c.delay_us;
+  memcpy(b->why, c.why, sizeof b->why);
+}
+
 static void *worker_main(void *arg) {
   instance *in = arg;
   dpc_batcher *b = in->b;
@@ -194,6 +234,7 @@ static void *worker_main(void *arg) {
     while (bucket + 1 < DPC_BATCHER_HIST && (rows >> (bucket + 1))) bucket++;
     b->st.batch_hist[bucket]++;
     b->st.compute_ns_total += dt;
+    if (b->latency_target_us) tune_delay(b, rows, dt, t0 + dt);
     if (dt > b->st.compute_ns_max) b->st.compute_ns_max = dt;
     b->st.requests += n;
     if (st) b->st.failed += n;
@@ -360,6 +401,12 @@ DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *opts, 
   b->max_batch = o.max_batch ? o.max_batch : batch;
   b->delay_us = o.delay_us;
   b->max_queue = o.max_queue;
+  b->latency_target_us = o.latency_target_us;
+  b->measured.instances = o.instances ? o.instances : 1;
+  b->measured.max_batch = o.max_batch ? o.max_batch : batch;
+  b->measured.target_s = (double)o.latency_target_us * 1e-6;
+  b->t_chosen = now_ns();
+  snprintf(b->why, sizeof b->why, "no load measured yet: the starting delay");
   b->log = o.log;
   b->log_user = o.log_user;
   b->n_inst = o.instances ? o.instances : 1;
@@ -475,6 +522,8 @@ DPC_API dpc_status dpc_batcher_submit(dpc_batcher *b, const dpc_batcher_request 
   b->tail = t;
   b->st.queued++;
   b->st.queued_rows += t->rows;
+  b->arrivals++;
+  b->arrival_rows += t->rows;
   b->outstanding++;
   pthread_cond_signal(&b->work);
   pthread_mutex_unlock(&b->mu);
@@ -500,9 +549,12 @@ DPC_API dpc_status dpc_batcher_get_stats(dpc_batcher *b, dpc_batcher_stats *stat
   size_t size = stats->size < sizeof *stats ? stats->size : sizeof *stats;
   pthread_mutex_lock(&b->mu);
   dpc_batcher_stats s = b->st;
+  s.delay_us = b->delay_us;
+  s.latency_target_us = b->latency_target_us;
+  s.arrival_rate = b->measured.rate;
+  if (b->latency_target_us) snprintf(s.delay_reason, sizeof s.delay_reason, "%s", b->why);
   pthread_mutex_unlock(&b->mu);
   s.size = size;
-  s.delay_us = b->delay_us;
   s.max_batch = b->max_batch;
   s.instances = b->n_inst;
   memcpy(stats, &s, size);

@@ -252,6 +252,11 @@ typedef struct dpc_batcher_opts {
                           fails with DPC_ERR_BUSY (a server answers 503). 0: no limit */
   dpc_log_fn log;      /* failed runs and the runners' messages; called on worker threads */
   void *log_user;
+  /* Nonzero: the delay is chosen as the batcher runs (`auto`), from the arrival rate and the
+   * service time of each batch size it measures: the shortest p99 latency under this target
+   * while the load allows, the most throughput within it when the load is near capacity.
+   * delay_us is then only the delay before the first measurement. Microseconds. */
+  uint64_t latency_target_us;
 } dpc_batcher_opts;
 
 /* One request. inputs[i] points to `rows` rows of the i-th input, outputs[i] to room for `rows`
@@ -288,6 +293,9 @@ typedef struct dpc_batcher_stats {
   uint64_t max_batch;
   uint64_t queued, queued_rows; /* waiting for a batch now */
   unsigned instances, busy;     /* instances, and those running a batch now */
+  uint64_t latency_target_us;   /* the auto delay's target; 0: the delay is fixed */
+  double arrival_rate;          /* requests per second, as the auto delay last measured them */
+  char delay_reason[224];       /* why the auto delay is what it is, in numbers */
 } dpc_batcher_stats;
 
 /* A batcher on m (which must outlive it), as o says (NULL: defaults). Refuses a model with an

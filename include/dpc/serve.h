@@ -51,6 +51,9 @@ typedef struct dpc_server_opts {
                                start, failed runs, 5xx answers, the drain), the message valid during
                                the call only */
   void *log_user;
+  uint64_t latency_target_us; /* nonzero: the batcher chooses its delay itself for a p99 under
+                                 this (dpc_batcher_opts.latency_target_us); delay_us is then only
+                                 where it starts */
 } dpc_server_opts;
 
 /* Load the artifact at `path` (compiled with --batch B, best with --batch-sizes too), open its

@@ -1,9 +1,10 @@
 #!/bin/sh
 # dpc serve: fashion_mlp compiled with --batch 8 --batch-sizes 1,2,4 served on a free port; every
 # endpoint; a 1-row and a 3-row request answer what dpc run gives for the same data (within
-# 1e-6); every error status with its message; 50 threads x 10 requests all answered right; a
-# full queue answers 503 with Retry-After; SIGTERM under load answers every accepted request and
-# exits 0. Every wait has a timeout and every server is killed at the end.
+# 1e-6); every error status with its message; the binary data extension; 50 threads x 10
+# requests all answered right; the auto delay's metrics; a full queue answers 503 with
+# Retry-After; SIGTERM under load answers every accepted request and exits 0. Every wait has a
+# timeout and every server is killed at the end.
 #   serve_test.sh DPC SOURCE_DIR WORK_DIR
 dpc=$1
 src=$2
@@ -145,6 +146,22 @@ if start main --batch-delay 2000 --instances 2 --max-body 200000; then
   fi
   $py "$client" binary "$url" "$work/x.npy" "$work/ref/logits.npy" || fails=$((fails + 1))
   stop $pid main
+fi
+
+# the auto delay: answers stay right, and the metrics say what it chose and why
+expect 2 "--latency-target-ms without --batch-delay auto is a usage error" -- \
+  "$dpc" serve "$work/m.dpx" --latency-target-ms 5
+contains "$work/err" "latency-target-ms goes with --batch-delay auto" "... saying so"
+if start auto --batch-delay auto --latency-target-ms 20; then
+  $py "$client" load "$url" "$work/x.npy" "$work/ref/logits.npy" || fails=$((fails + 1))
+  curl -s --max-time 10 "$url/metrics" >"$work/metrics"
+  contains "$work/metrics" '^dpc_batch_delay_target_seconds{model="fashion_mlp"} 0.020000$' \
+    "auto: the target in the metrics"
+  contains "$work/metrics" '^dpc_arrival_rate{model="fashion_mlp"} [0-9.]*$' "auto: the arrival rate measured"
+  contains "$work/metrics" '^dpc_batch_delay_info{model="fashion_mlp",reason="[a-z].* requests/s' \
+    "auto: the reason for the delay, in numbers"
+  contains "$work/metrics" '^dpc_batch_delay_seconds{model="fashion_mlp"} [0-9.]*$' "auto: the delay now"
+  stop $pid auto
 fi
 
 # a full queue: one worker, requests held 3 s for more rows, one may wait; the next is refused

@@ -3,6 +3,7 @@
  * driver path (symbolic batch bound from data, inputs only the loss needs left out).
  */
 #include "frontend/frontend.h"
+#include "runtime/batcher_auto.h"
 #include "runtime/init.h"
 #include "runtime/npy.h"
 #include "runtime/rng.h"
@@ -166,10 +167,60 @@ static void driver_binds_batch(void) {
   dpc_diag_free(&d);
 }
 
+/* The batcher's auto delay on made-up measurements: a batch of b rows takes 100 + 10 b us, one
+ * instance, batches of at most 64 rows, a 20 ms target. */
+static dpc_auto_input auto_input(double rate) {
+  dpc_auto_input in = {
+      .rate = rate, .rows_per_req = 1, .instances = 1, .max_batch = 64, .target_s = 0.020};
+  for (int k = 0; k <= 6; k++)
+    in.bucket_rows[k] = (double)(1 << k), in.bucket_s[k] = 100e-6 + 10e-6 * (double)(1 << k);
+  return in;
+}
+
+static void batcher_auto_delay(void) {
+  dpc_auto_input in = auto_input(0);
+  /* the service time: measured points, linear between them, no gain past the largest */
+  CHECK_NEAR(dpc_batcher_auto_service(&in, 1), 110e-6, 1e-12);
+  CHECK_NEAR(dpc_batcher_auto_service(&in, 3), 130e-6, 1e-12);
+  CHECK_NEAR(dpc_batcher_auto_service(&in, 128), 2 * 740e-6, 1e-12);
+  dpc_auto_input none = {.rate = 5000, .rows_per_req = 1, .instances = 1, .max_batch = 64};
+  CHECK_NEAR(dpc_batcher_auto_service(&none, 4), 0, 0);
+
+  dpc_auto_choice c;
+  dpc_batcher_auto_choose(&none, &c); /* nothing measured: no delay */
+  CHECK(c.delay_us == 0 && strstr(c.why, "no load measured"));
+
+  in = auto_input(1000); /* 11% busy with batches of one: waiting only adds latency */
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.delay_us == 0 && strstr(c.why, "light load") && strstr(c.why, "11% busy"), "%s",
+            c.why);
+
+  /* 88% busy with batches of one: a short delay makes batches that cut the p99 */
+  in = auto_input(8000);
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.delay_us > 0 && c.delay_us <= 2000 && c.busy <= 0.8 && c.batch_rows > 1, "%s", c.why);
+  CHECK_MSG(c.p99_s <= 0.020 && strstr(c.why, "shortest p99"), "%s", c.why);
+  dpc_auto_input zero = in;
+  zero.target_s = 1e-9; /* a delay of 0 only: its p99 is the longer */
+  dpc_auto_choice c0;
+  dpc_batcher_auto_choose(&zero, &c0);
+  CHECK_MSG(c0.delay_us == 0 && strstr(c0.why, "target is shorter"), "%s", c0.why);
+  CHECK_MSG(c.p99_s < c0.p99_s, "%g against %g with no delay", c.p99_s, c0.p99_s);
+
+  /* past capacity (64 rows in 740 us is 86k rows/s): full batches, the target said missed */
+  in = auto_input(100000);
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.batch_rows == 64 && strstr(c.why, "past capacity"), "%s", c.why);
+
+  /* two instances halve the load each sees */
+  in = auto_input(8000);
+  in.instances = 2;
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.delay_us == 0 && strstr(c.why, "light load"), "%s", c.why);
+}
+
 const unit_test unit_tests[] = {
-    {"npy_roundtrip", npy_roundtrip},
-    {"npy_rejects_garbage", npy_rejects_garbage},
-    {"initializers", initializers},
-    {"driver_binds_batch", driver_binds_batch},
-    {NULL, NULL},
+    {"batcher_auto_delay", batcher_auto_delay},   {"npy_roundtrip", npy_roundtrip},
+    {"npy_rejects_garbage", npy_rejects_garbage}, {"initializers", initializers},
+    {"driver_binds_batch", driver_binds_batch},   {NULL, NULL},
 };

@@ -19,7 +19,9 @@ static const cli_opt serve_opts[] = {
     {"threads", true, false, "threads per instance's run (default 1)"},
     {"max-batch", true, false, "the most rows in a batch (default: the artifact's --batch)"},
     {"batch-delay", true, false,
-     "USEC: how long the oldest request waits for more rows before its batch runs (default 0)"},
+     "USEC the oldest request waits for more rows (default 0), or auto (--latency-target-ms)"},
+    {"latency-target-ms", true, false,
+     "MS: the p99 latency --batch-delay auto aims under (default 50)"},
     {"max-queue", true, false,
      "the most requests waiting for a batch; beyond it, 503 (default 0: no limit)"},
     {"max-body", true, false, "the largest request body in bytes; beyond it, 413 (default 64 MiB)"},
@@ -44,6 +46,27 @@ static bool serve_num(const cli_parsed *p, const char *name, uint64_t max, uint6
   return true;
 }
 
+/* --batch-delay USEC or auto, with --latency-target-ms for auto. */
+static bool serve_delay(const cli_parsed *p, uint64_t *delay, uint64_t *target_us) {
+  const char *v = cli_get(serve_opts, NSERVE, p, "batch-delay");
+  const char *t = cli_get(serve_opts, NSERVE, p, "latency-target-ms");
+  if (!v || strcmp(v, "auto")) {
+    if (t) {
+      cli_usage_error("serve", "--latency-target-ms goes with --batch-delay auto");
+      return false;
+    }
+    return serve_num(p, "batch-delay", 60000000, delay);
+  }
+  uint64_t ms = 50;
+  if (!serve_num(p, "latency-target-ms", 600000, &ms)) return false;
+  if (!ms) {
+    cli_usage_error("serve", "--latency-target-ms must be at least 1");
+    return false;
+  }
+  *target_us = ms * 1000;
+  return true;
+}
+
 static void serve_log(void *user, const char *msg) {
   (void)user;
   fprintf(stderr, "dpc serve: %s\n", msg);
@@ -55,7 +78,7 @@ int dpc_cmd_serve(int argc, char **argv) {
   if (p.help) {
     printf(
         "Usage: dpc serve MODEL.dpx [--port P] [--host ADDR] [--instances N] [--max-batch R]\n"
-        "                 [--batch-delay USEC] [--max-queue N]\n\n"
+        "                 [--batch-delay USEC|auto [--latency-target-ms MS]] [--max-queue N]\n\n"
         "Serve a compiled artifact over HTTP with the KServe v2 (Open Inference Protocol)\n"
         "JSON endpoints, under its model name: GET /v2/health/live, /v2/health/ready, /v2,\n"
         "/v2/models/NAME, /v2/models/NAME/ready, /metrics (Prometheus), and POST\n"
@@ -69,11 +92,10 @@ int dpc_cmd_serve(int argc, char **argv) {
   if (p.npos != 1)
     return cli_usage_error("serve", "expects one artifact (.dpx) (see dpc serve --help)");
   uint64_t port = 8000, instances = 0, threads = 0, max_batch = 0, delay = 0, queue = 0, body = 0,
-           conns = 0, timeout = 0;
+           conns = 0, timeout = 0, target = 0;
   if (!serve_num(&p, "port", 65535, &port) || !serve_num(&p, "instances", 1024, &instances) ||
       !serve_num(&p, "threads", 1024, &threads) ||
-      !serve_num(&p, "max-batch", UINT32_MAX, &max_batch) ||
-      !serve_num(&p, "batch-delay", 60000000, &delay) ||
+      !serve_num(&p, "max-batch", UINT32_MAX, &max_batch) || !serve_delay(&p, &delay, &target) ||
       !serve_num(&p, "max-queue", UINT32_MAX, &queue) ||
       !serve_num(&p, "max-body", UINT64_MAX >> 1, &body) ||
       !serve_num(&p, "max-connections", 65536, &conns) ||
@@ -91,7 +113,8 @@ int dpc_cmd_serve(int argc, char **argv) {
                        .max_body = body,
                        .max_connections = (unsigned)conns,
                        .timeout_s = (unsigned)timeout,
-                       .log = serve_log};
+                       .log = serve_log,
+                       .latency_target_us = target};
   dpc_message *m = dpc_message_new();
   dpc_server *s = NULL;
   /* caught before the server's threads start, so they inherit the handlers; no cleanup mode's
