@@ -13,10 +13,12 @@
  * under way (or drain_s has passed); then the batcher closes, answering what it still holds.
  */
 #include "driver/api_internal.h"
+#include "driver/serve_repo.h"
 #include "driver/serve_request.h"
 #include <dpc/serve.h>
 
 #include <jansson.h>
+#include <math.h>
 #include <microhttpd.h>
 
 #include <errno.h>
@@ -41,17 +43,24 @@ static const unsigned codes[] = {200, 400, 404, 405, 413, 500, 503};
 
 typedef dpc_serve_tensor tensor;
 
-struct dpc_server {
+/* One model served: its artifact, batcher and signature. */
+typedef struct served {
+  char name[256]; /* in URLs: /v2/models/NAME */
   dpc_model *model;
   dpc_batcher *b;
-  struct MHD_Daemon *d;
-  char name[256];
-  unsigned port;
   unsigned n_in, n_out;
   tensor *in, *out;
-  uint64_t max_batch, max_body;
-  unsigned drain_s;
+  uint64_t max_batch;
   size_t real_digits; /* 9 round-trips a float, 17 a double: no longer numbers than needed */
+} served;
+
+struct dpc_server {
+  served *models;
+  unsigned n_models;
+  struct MHD_Daemon *d;
+  unsigned port;
+  uint64_t max_body;
+  unsigned drain_s;
   dpc_log_fn log;
   void *log_user;
   atomic_uint_fast64_t answered[N_CODES];
@@ -119,7 +128,8 @@ static enum MHD_Result send_text(dpc_server *s, struct MHD_Connection *c, unsign
 /* Answer with JSON (taken over). */
 static enum MHD_Result send_json(dpc_server *s, struct MHD_Connection *c, unsigned code, json_t *j,
                                  bool busy) {
-  char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(s->real_digits)) : NULL;
+  /* answers with tensors are written by dpc_serve_answer_build; these carry no floats */
+  char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
   json_decref(j);
   if (!text) {
     static const char oom[] = "{\"error\":\"out of memory building the answer\"}";
@@ -152,7 +162,7 @@ static json_t *tensor_meta(const tensor *t) {
   return json_pack("{ssssso}", "name", t->name, "datatype", datatype(t->elem), "shape", shape);
 }
 
-static json_t *model_meta(const dpc_server *s) {
+static json_t *model_meta(const served *s) {
   json_t *in = json_array(), *out = json_array();
   for (unsigned i = 0; i < s->n_in; i++) json_array_append_new(in, tensor_meta(&s->in[i]));
   for (unsigned i = 0; i < s->n_out; i++) json_array_append_new(out, tensor_meta(&s->out[i]));
@@ -160,74 +170,108 @@ static json_t *model_meta(const dpc_server *s) {
                    "outputs", out);
 }
 
+/* /metrics: each family's HELP and TYPE once, then a sample per model. */
+enum {
+  M_REQUESTS,
+  M_FAILED,
+  M_REFUSED,
+  M_BATCHES,
+  M_ROWS,
+  M_MEAN,
+  M_QUEUE_S,
+  M_COMPUTE_S,
+  M_QUEUED,
+  M_DELAY_S,
+  M_TARGET_S, /* the auto delay's, only for models that have it */
+  M_RATE,
+  M_COUNT
+};
+static const struct {
+  const char *name, *type, *help;
+} families[M_COUNT] = {
+    {"dpc_infer_requests_total", "counter", "Inference requests the batcher answered."},
+    {"dpc_infer_failed_total", "counter", "Inference requests answered with a failed run."},
+    {"dpc_infer_refused_total", "counter",
+     "Inference requests refused: the queue full or closing."},
+    {"dpc_batches_total", "counter", "Batches run."},
+    {"dpc_batch_rows_total", "counter", "Rows of the batches run."},
+    {"dpc_batch_size_mean", "gauge", "Mean rows per batch since the start."},
+    {"dpc_queue_seconds_total", "counter", "Time requests waited for their batch, summed."},
+    {"dpc_compute_seconds_total", "counter", "Time batches took to pack, run and unpack, summed."},
+    {"dpc_queue_requests", "gauge", "Requests waiting for a batch now."},
+    {"dpc_batch_delay_seconds", "gauge", "How long the oldest request waits for more rows now."},
+    {"dpc_batch_delay_target_seconds", "gauge", "The p99 latency the auto delay aims under."},
+    {"dpc_arrival_rate", "gauge", "Requests per second, as the auto delay measures them."},
+};
+
+static double metric(const dpc_batcher_stats *st, int f) {
+  switch (f) {
+  case M_REQUESTS: return (double)st->requests;
+  case M_FAILED: return (double)st->failed;
+  case M_REFUSED: return (double)st->refused;
+  case M_BATCHES: return (double)st->batches;
+  case M_ROWS: return (double)st->rows;
+  case M_MEAN: return st->batches ? (double)st->rows / (double)st->batches : 0;
+  case M_QUEUE_S: return (double)st->queue_ns_total * 1e-9;
+  case M_COMPUTE_S: return (double)st->compute_ns_total * 1e-9;
+  case M_QUEUED: return (double)st->queued;
+  case M_DELAY_S: return (double)st->delay_us * 1e-6;
+  case M_TARGET_S: return (double)st->latency_target_us * 1e-6;
+  case M_RATE: return st->arrival_rate;
+  default: return 0;
+  }
+}
+
 static enum MHD_Result send_metrics(dpc_server *s, struct MHD_Connection *c) {
-  dpc_batcher_stats st = {sizeof st};
-  dpc_batcher_get_stats(s->b, &st);
-  size_t cap = 8192, len = 0;
+  dpc_batcher_stats *st = calloc(s->n_models, sizeof *st);
+  /* a model's samples are under 4 KiB: its name is at most 255 bytes, its reason 224 */
+  size_t cap = 4096 + 4096 * (size_t)s->n_models, len = 0;
   char *t = malloc(cap);
-  if (!t) return MHD_NO;
+  if (!t || !st) {
+    free(t), free(st);
+    return MHD_NO;
+  }
+  bool any_auto = false;
+  for (unsigned k = 0; k < s->n_models; k++) {
+    st[k].size = sizeof st[k];
+    dpc_batcher_get_stats(s->models[k].b, &st[k]);
+    any_auto |= st[k].latency_target_us != 0;
+  }
 #define EMIT(...) len += (size_t)snprintf(t + len, len < cap ? cap - len : 0, __VA_ARGS__)
   EMIT("# HELP dpc_http_requests_total HTTP requests answered, by status code.\n"
        "# TYPE dpc_http_requests_total counter\n");
   for (size_t i = 0; i < N_CODES; i++)
     EMIT("dpc_http_requests_total{code=\"%u\"} %llu\n", codes[i],
          (unsigned long long)atomic_load(&s->answered[i]));
-  double mean = st.batches ? (double)st.rows / (double)st.batches : 0;
-  EMIT("# HELP dpc_infer_requests_total Inference requests the batcher answered.\n"
-       "# TYPE dpc_infer_requests_total counter\n"
-       "dpc_infer_requests_total{model=\"%s\"} %llu\n"
-       "# HELP dpc_infer_failed_total Inference requests answered with a failed run.\n"
-       "# TYPE dpc_infer_failed_total counter\n"
-       "dpc_infer_failed_total{model=\"%s\"} %llu\n"
-       "# HELP dpc_infer_refused_total Inference requests refused: the queue full or closing.\n"
-       "# TYPE dpc_infer_refused_total counter\n"
-       "dpc_infer_refused_total{model=\"%s\"} %llu\n"
-       "# HELP dpc_batches_total Batches run.\n"
-       "# TYPE dpc_batches_total counter\n"
-       "dpc_batches_total{model=\"%s\"} %llu\n"
-       "# HELP dpc_batch_rows_total Rows of the batches run.\n"
-       "# TYPE dpc_batch_rows_total counter\n"
-       "dpc_batch_rows_total{model=\"%s\"} %llu\n"
-       "# HELP dpc_batch_size_mean Mean rows per batch since the start.\n"
-       "# TYPE dpc_batch_size_mean gauge\n"
-       "dpc_batch_size_mean{model=\"%s\"} %.6g\n"
-       "# HELP dpc_queue_seconds_total Time requests waited for their batch, summed.\n"
-       "# TYPE dpc_queue_seconds_total counter\n"
-       "dpc_queue_seconds_total{model=\"%s\"} %.9f\n"
-       "# HELP dpc_compute_seconds_total Time batches took to pack, run and unpack, summed.\n"
-       "# TYPE dpc_compute_seconds_total counter\n"
-       "dpc_compute_seconds_total{model=\"%s\"} %.9f\n"
-       "# HELP dpc_queue_requests Requests waiting for a batch now.\n"
-       "# TYPE dpc_queue_requests gauge\n"
-       "dpc_queue_requests{model=\"%s\"} %llu\n",
-       s->name, (unsigned long long)st.requests, s->name, (unsigned long long)st.failed, s->name,
-       (unsigned long long)st.refused, s->name, (unsigned long long)st.batches, s->name,
-       (unsigned long long)st.rows, s->name, mean, s->name, (double)st.queue_ns_total * 1e-9,
-       s->name, (double)st.compute_ns_total * 1e-9, s->name, (unsigned long long)st.queued);
-  EMIT("# HELP dpc_batch_delay_seconds How long the oldest request waits for more rows now.\n"
-       "# TYPE dpc_batch_delay_seconds gauge\n"
-       "dpc_batch_delay_seconds{model=\"%s\"} %.6f\n",
-       s->name, (double)st.delay_us * 1e-6);
-  if (st.latency_target_us) {
-    /* the reason is text, which a Prometheus sample cannot be: it is the label of an info metric */
-    char why[sizeof st.delay_reason];
-    size_t w = 0;
-    for (const char *r = st.delay_reason; *r && w + 1 < sizeof why; r++)
-      if (*r != '"' && *r != '\\' && *r != '\n') why[w++] = *r;
-    why[w] = 0;
-    EMIT("# HELP dpc_batch_delay_target_seconds The p99 latency the auto delay aims under.\n"
-         "# TYPE dpc_batch_delay_target_seconds gauge\n"
-         "dpc_batch_delay_target_seconds{model=\"%s\"} %.6f\n"
-         "# HELP dpc_arrival_rate Requests per second, as the auto delay measures them.\n"
-         "# TYPE dpc_arrival_rate gauge\n"
-         "dpc_arrival_rate{model=\"%s\"} %.3f\n"
-         "# HELP dpc_batch_delay_info Why the auto delay is what it is.\n"
-         "# TYPE dpc_batch_delay_info gauge\n"
-         "dpc_batch_delay_info{model=\"%s\",reason=\"%s\"} 1\n",
-         s->name, (double)st.latency_target_us * 1e-6, s->name, st.arrival_rate, s->name, why);
+  for (int f = 0; f < M_COUNT; f++) {
+    bool auto_only = f >= M_TARGET_S;
+    if (auto_only && !any_auto) continue;
+    EMIT("# HELP %s %s\n# TYPE %s %s\n", families[f].name, families[f].help, families[f].name,
+         families[f].type);
+    for (unsigned k = 0; k < s->n_models; k++)
+      if (!auto_only || st[k].latency_target_us)
+        /* counts as integers, the rest in fixed point: no exponents for a scraper to misread */
+        EMIT(metric(&st[k], f) == floor(metric(&st[k], f)) ? "%s{model=\"%s\"} %.0f\n"
+                                                           : "%s{model=\"%s\"} %.9f\n",
+             families[f].name, s->models[k].name, metric(&st[k], f));
+  }
+  if (any_auto) {
+    /* the reason is text, which a sample cannot be: the label of an info metric */
+    EMIT("# HELP dpc_batch_delay_info Why the auto delay is what it is.\n"
+         "# TYPE dpc_batch_delay_info gauge\n");
+    for (unsigned k = 0; k < s->n_models; k++) {
+      if (!st[k].latency_target_us) continue;
+      char why[sizeof st[k].delay_reason];
+      size_t w = 0;
+      for (const char *r = st[k].delay_reason; *r && w + 1 < sizeof why; r++)
+        if (*r != '"' && *r != '\\' && *r != '\n') why[w++] = *r;
+      why[w] = 0;
+      EMIT("dpc_batch_delay_info{model=\"%s\",reason=\"%s\"} 1\n", s->models[k].name, why);
+    }
   }
 #undef EMIT
-  if (len >= cap) { /* the model name is at most 255 bytes: 8 KiB holds it all */
+  free(st);
+  if (len >= cap) {
     free(t);
     return send_error(s, c, 500, false, "the metrics do not fit their buffer");
   }
@@ -236,7 +280,7 @@ static enum MHD_Result send_metrics(dpc_server *s, struct MHD_Connection *c) {
 
 /* ---- inference ---------------------------------------------------------------------------- */
 
-static dpc_serve_sig signature(const dpc_server *s) {
+static dpc_serve_sig signature(const served *s) {
   return (dpc_serve_sig){.model = s->name,
                          .in = s->in,
                          .out = s->out,
@@ -245,8 +289,9 @@ static dpc_serve_sig signature(const dpc_server *s) {
                          .max_batch = s->max_batch};
 }
 
-static enum MHD_Result infer_body(dpc_server *s, struct MHD_Connection *c, const request *rq,
-                                  const dpc_serve_sig *sig, dpc_serve_request *x) {
+static enum MHD_Result infer_body(dpc_server *s, const served *ms, struct MHD_Connection *c,
+                                  const request *rq, const dpc_serve_sig *sig,
+                                  dpc_serve_request *x) {
   char msg[512];
   if (rq->too_big)
     return send_error(s, c, 413, false, "the request body is over the server's limit of %llu bytes",
@@ -270,13 +315,13 @@ static enum MHD_Result infer_body(dpc_server *s, struct MHD_Connection *c, const
   dpc_batcher_request br = {sizeof br, .rows = x->rows, .inputs = (const void *const *)x->in,
                             .outputs = (void *const *)x->out};
   dpc_batcher_ticket *ticket;
-  dpc_status st = dpc_batcher_submit(s->b, &br, &ticket, msg, sizeof msg);
-  if (!st) st = dpc_batcher_wait(s->b, ticket, msg, sizeof msg);
+  dpc_status st = dpc_batcher_submit(ms->b, &br, &ticket, msg, sizeof msg);
+  if (!st) st = dpc_batcher_wait(ms->b, ticket, msg, sizeof msg);
   if (st == DPC_ERR_BUSY) return send_error(s, c, 503, true, "%s", msg);
   if (st) return send_error(s, c, 500, false, "%s", msg);
 
   size_t len, json_len;
-  char *body = dpc_serve_answer_build(sig, x, (unsigned)s->real_digits, &len, &json_len);
+  char *body = dpc_serve_answer_build(sig, x, (unsigned)ms->real_digits, &len, &json_len);
   if (!body) return send_error(s, c, 500, false, "out of memory building the answer");
   if (!json_len) return send_text(s, c, 200, body, len, "application/json", false);
   char header[32];
@@ -284,15 +329,24 @@ static enum MHD_Result infer_body(dpc_server *s, struct MHD_Connection *c, const
   return send_bytes(s, c, 200, body, len, "application/octet-stream", false, header);
 }
 
-static enum MHD_Result infer(dpc_server *s, struct MHD_Connection *c, const request *rq) {
-  dpc_serve_sig sig = signature(s);
+static enum MHD_Result infer(dpc_server *s, const served *ms, struct MHD_Connection *c,
+                             const request *rq) {
+  dpc_serve_sig sig = signature(ms);
   dpc_serve_request x = {0};
-  enum MHD_Result r = infer_body(s, c, rq, &sig, &x);
+  enum MHD_Result r = infer_body(s, ms, c, rq, &sig, &x);
   dpc_serve_request_free(&sig, &x);
   return r;
 }
 
 /* ---- routing ------------------------------------------------------------------------------ */
+
+/* The names of the models served, for a 404: "'a', 'b'". */
+static void model_names(const dpc_server *s, char *buf, size_t n) {
+  size_t w = 0;
+  buf[0] = 0;
+  for (unsigned k = 0; k < s->n_models && w < n; k++)
+    w += (size_t)snprintf(buf + w, n - w, "%s'%s'", k ? ", " : "", s->models[k].name);
+}
 
 static enum MHD_Result route(dpc_server *s, struct MHD_Connection *c, const char *url,
                              const char *method, const request *rq) {
@@ -316,17 +370,25 @@ static enum MHD_Result route(dpc_server *s, struct MHD_Connection *c, const char
     const char *name = url + 11, *slash = strchr(name, '/');
     size_t n = slash ? (size_t)(slash - name) : strlen(name);
     const char *rest = name + n;
-    if (n != strlen(s->name) || strncmp(name, s->name, n))
-      return send_error(s, c, 404, false, "unknown model '%.*s': this server serves '%s'",
-                        (int)(n > 200 ? 200 : n), name, s->name);
+    const served *ms = NULL;
+    for (unsigned k = 0; k < s->n_models && !ms; k++)
+      if (n == strlen(s->models[k].name) && !strncmp(name, s->models[k].name, n))
+        ms = &s->models[k];
+    if (!ms) {
+      char names[300];
+      model_names(s, names, sizeof names);
+      return send_error(s, c, 404, false, "unknown model '%.*s': this server serves %s",
+                        (int)(n > 200 ? 200 : n), name, names);
+    }
     if (!*rest) {
-      if (get) return send_json(s, c, 200, model_meta(s), false);
+      if (get) return send_json(s, c, 200, model_meta(ms), false);
     } else if (!strcmp(rest, "/ready")) {
       if (get && atomic_load(&s->draining))
         return send_error(s, c, 503, false, "not ready: the server is shutting down");
-      if (get) return send_json(s, c, 200, json_pack("{sssb}", "name", s->name, "ready", 1), false);
+      if (get)
+        return send_json(s, c, 200, json_pack("{sssb}", "name", ms->name, "ready", 1), false);
     } else if (!strcmp(rest, "/infer")) {
-      if (post) return infer(s, c, rq);
+      if (post) return infer(s, ms, c, rq);
       want = "POST";
     } else
       return send_error(s, c, 404, false, "no such path '%.200s'", url);
@@ -403,7 +465,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 
 /* ---- open, run, close --------------------------------------------------------------------- */
 
-static dpc_status read_tensors(dpc_server *s, dpc_role role, tensor **out, unsigned *n,
+static dpc_status read_tensors(served *s, dpc_role role, tensor **out, unsigned *n,
                                dpc_message *m) {
   *n = dpc_batcher_count(s->b, role);
   if (!(*out = calloc(*n ? *n : 1, sizeof **out)))
@@ -430,6 +492,63 @@ static dpc_status read_tensors(dpc_server *s, dpc_role role, tensor **out, unsig
   return DPC_OK;
 }
 
+/* Load one model and open its batcher: the server's options, what e (a folder's config; NULL
+ * for a single artifact) overrides. */
+static dpc_status open_model(served *ms, const char *path, const dpc_serve_entry *e,
+                             const dpc_server_opts *d, dpc_message *m) {
+  char err[512];
+  dpc_batcher_opts bo = {sizeof bo,
+                         .instances = d->instances,
+                         .threads = d->threads,
+                         .max_batch = d->max_batch,
+                         .delay_us = d->delay_us,
+                         .max_queue = d->max_queue,
+                         .log = d->log,
+                         .log_user = d->log_user,
+                         .latency_target_us = d->latency_target_us};
+  if (e) {
+    if (e->has_instances) bo.instances = e->instances;
+    if (e->has_threads) bo.threads = e->threads;
+    if (e->has_max_batch) bo.max_batch = e->max_batch;
+    if (e->has_max_queue) bo.max_queue = e->max_queue;
+    if (e->has_delay) bo.delay_us = e->delay_us, bo.latency_target_us = 0;
+    if (e->has_target) bo.latency_target_us = e->latency_target_us;
+  }
+  dpc_status st = dpc_model_load(path, &ms->model, err, sizeof err);
+  if (st || (st = dpc_batcher_open(ms->model, &bo, &ms->b, err, sizeof err)))
+    return e ? dpc_diag_fail(m, st, "model '%s': %s", e->name, err)
+             : dpc_diag_fail(m, st, "%s", err);
+  snprintf(ms->name, sizeof ms->name, "%s", e ? e->name : dpc_model_name(ms->model));
+  dpc_batcher_stats bs = {sizeof bs};
+  dpc_batcher_get_stats(ms->b, &bs);
+  ms->max_batch = bs.max_batch;
+  if ((st = read_tensors(ms, DPC_ROLE_INPUT, &ms->in, &ms->n_in, m)) ||
+      (st = read_tensors(ms, DPC_ROLE_OUTPUT, &ms->out, &ms->n_out, m)))
+    return st;
+  ms->real_digits = 9;
+  for (unsigned i = 0; i < ms->n_out; i++)
+    if (ms->out[i].elem == DPC_ELEM_F64) ms->real_digits = 17;
+  return DPC_OK;
+}
+
+/* The models: path's artifact, or every model of path's folder. */
+static dpc_status open_models(dpc_server *s, const char *path, const dpc_server_opts *d,
+                              dpc_message *m) {
+  dpc_serve_entry *e = NULL;
+  unsigned n = 1;
+  bool repo = dpc_serve_repo_is(path);
+  dpc_status st = repo ? dpc_serve_repo_read(path, &e, &n, m) : DPC_OK;
+  if (st) return st;
+  if (!(s->models = calloc(n, sizeof *s->models))) {
+    dpc_serve_repo_free(e, n);
+    return dpc_diag_fail(m, DPC_ERR_NOMEM, "out of memory");
+  }
+  for (unsigned k = 0; k < n && !st; k++, s->n_models++)
+    st = open_model(&s->models[k], repo ? e[k].artifact : path, repo ? &e[k] : NULL, d, m);
+  dpc_serve_repo_free(e, n);
+  return st;
+}
+
 DPC_COMPILER_API dpc_status dpc_server_open(const char *path, const dpc_server_opts *o,
                                             dpc_server **out, dpc_message *m) {
   *out = NULL;
@@ -440,33 +559,11 @@ DPC_COMPILER_API dpc_status dpc_server_open(const char *path, const dpc_server_o
   s->max_body = d.max_body ? d.max_body : DEFAULT_MAX_BODY;
   s->drain_s = d.drain_s ? d.drain_s : DEFAULT_DRAIN_S;
   s->log = d.log, s->log_user = d.log_user;
-  char err[512];
-  dpc_status st = dpc_model_load(path, &s->model, err, sizeof err);
-  dpc_batcher_opts bo = {sizeof bo,
-                         .instances = d.instances,
-                         .threads = d.threads,
-                         .max_batch = d.max_batch,
-                         .delay_us = d.delay_us,
-                         .max_queue = d.max_queue,
-                         .log = d.log,
-                         .log_user = d.log_user,
-                         .latency_target_us = d.latency_target_us};
-  if (st || (st = dpc_batcher_open(s->model, &bo, &s->b, err, sizeof err))) {
-    dpc_server_close(s);
-    return dpc_diag_fail(m, st, "%s", err);
-  }
-  snprintf(s->name, sizeof s->name, "%s", dpc_model_name(s->model));
-  dpc_batcher_stats bs = {sizeof bs};
-  dpc_batcher_get_stats(s->b, &bs);
-  s->max_batch = bs.max_batch;
-  if ((st = read_tensors(s, DPC_ROLE_INPUT, &s->in, &s->n_in, m)) ||
-      (st = read_tensors(s, DPC_ROLE_OUTPUT, &s->out, &s->n_out, m))) {
+  dpc_status st = open_models(s, path, &d, m);
+  if (st) {
     dpc_server_close(s);
     return st;
   }
-  s->real_digits = 9;
-  for (unsigned i = 0; i < s->n_out; i++)
-    if (s->out[i].elem == DPC_ELEM_F64) s->real_digits = 17;
 
   const char *host = d.host ? d.host : "127.0.0.1";
   struct addrinfo hints = {.ai_family = AF_UNSPEC,
@@ -514,7 +611,15 @@ DPC_COMPILER_API unsigned dpc_server_port(const dpc_server *s) {
 }
 
 DPC_COMPILER_API const char *dpc_server_model(const dpc_server *s) {
-  return s->name;
+  return s->models[0].name;
+}
+
+DPC_COMPILER_API unsigned dpc_server_model_count(const dpc_server *s) {
+  return s->n_models;
+}
+
+DPC_COMPILER_API const char *dpc_server_model_name(const dpc_server *s, unsigned i) {
+  return i < s->n_models ? s->models[i].name : NULL;
 }
 
 static void nap_ms(long ms) {
@@ -563,9 +668,13 @@ DPC_COMPILER_API dpc_status dpc_server_run(dpc_server *s, const volatile int *st
 DPC_COMPILER_API void dpc_server_close(dpc_server *s) {
   if (!s) return;
   drain(s);
-  if (s->b) dpc_batcher_close(s->b);
-  if (s->model) dpc_model_free(s->model);
-  free(s->in);
-  free(s->out);
+  for (unsigned k = 0; s->models && k < s->n_models; k++) {
+    served *ms = &s->models[k];
+    if (ms->b) dpc_batcher_close(ms->b);
+    if (ms->model) dpc_model_free(ms->model);
+    free(ms->in);
+    free(ms->out);
+  }
+  free(s->models);
   free(s);
 }

@@ -1,7 +1,7 @@
 /*
- * serve.h — an HTTP inference server in libdpc: one compiled artifact served under its model name
- * with the KServe v2 (Open Inference Protocol) JSON endpoints, every request going through the
- * batcher of libdpcrt (dpc.h, "the batcher").
+ * serve.h — an HTTP inference server in libdpc: a compiled artifact served under its model name,
+ * or a folder of them each under its folder's name, with the KServe v2 (Open Inference Protocol)
+ * JSON endpoints, every request going through the batcher of libdpcrt (dpc.h, "the batcher").
  *
  *   #include <dpc/serve.h>
  *   dpc_message *msg = dpc_message_new();
@@ -57,16 +57,23 @@ typedef struct dpc_server_opts {
 } dpc_server_opts;
 
 /* Load the artifact at `path` (compiled with --batch B, best with --batch-sizes too), open its
- * batcher and start listening, as o says (NULL: defaults). Requests are answered from here on,
- * without dpc_server_run. On failure *out is NULL and m says why (an artifact with an input or
- * output that is not batched, or of a type JSON has no datatype for here: f16 and bf16, an
- * address in use, ...). */
+ * batcher and start listening, as o says (NULL: defaults). A folder at `path` serves every model
+ * in it: one subfolder per model, named as it is served, holding one .dpx and optionally a
+ * config.json whose keys (instances, threads, max_batch, max_queue, batch_delay_us: a number or
+ * "auto", latency_target_ms) override o for that model; each model has its own batcher. Requests
+ * are answered from here on, without dpc_server_run. On failure *out is NULL and m says why (an
+ * artifact with an input or output that is not batched, or of a type JSON has no datatype for here:
+ * f16 and bf16, an address in use, ...). */
 DPC_COMPILER_API dpc_status dpc_server_open(const char *path, const dpc_server_opts *o,
                                             dpc_server **out, dpc_message *m);
 /* The port it listens on (the chosen one when opened with port 0). */
 DPC_COMPILER_API unsigned dpc_server_port(const dpc_server *s);
-/* The model's name, as the URLs take it: /v2/models/NAME. Valid while s lives. */
+/* The (first) model's name, as the URLs take it: /v2/models/NAME. Valid while s lives. */
 DPC_COMPILER_API const char *dpc_server_model(const dpc_server *s);
+/* How many models it serves (one for an artifact, those of the folder for a folder), and the
+ * i-th's name (NULL past the last), in name order. */
+DPC_COMPILER_API unsigned dpc_server_model_count(const dpc_server *s);
+DPC_COMPILER_API const char *dpc_server_model_name(const dpc_server *s, unsigned i);
 /* Block until *stop is nonzero (set it from a signal handler or another thread; it is read every
  * few milliseconds; stop must not be NULL: DPC_ERR_INVALID), then drain: stop accepting connections
  * (ready answers 503), answer every request already accepted, wait up to drain_s for them, and

@@ -10,7 +10,8 @@
                                             input and output as raw bytes, a JSON request asking
                                             for a binary output, and a short binary body (400)
   serve_client.py big URL BYTES             POST a body of BYTES bytes; print the status and body
-Each prints one line per check, "ok   ..." or "FAIL ...", and exits 1 on a failure.
+Each prints one line per check, "ok   ..." or "FAIL ...", and exits 1 on a failure. The model is
+fashion_mlp, or the name in the environment variable MODEL (a folder's model).
 """
 import array
 import ast
@@ -25,6 +26,7 @@ import urllib.error
 import urllib.request
 
 fails = 0
+MODEL = os.environ.get("MODEL", "fashion_mlp")
 
 
 def check(ok, what):
@@ -60,7 +62,7 @@ def npy_write(path, shape, values):
 def infer(url, rows, x, timeout=30):
     body = json.dumps({"id": "r%d" % rows, "inputs": [
         {"name": "x", "shape": [rows, 784], "datatype": "FP32", "data": x[:rows * 784]}]}).encode()
-    req = urllib.request.Request(url + "/v2/models/fashion_mlp/infer", data=body, method="POST",
+    req = urllib.request.Request(url + "/v2/models/" + MODEL + "/infer", data=body, method="POST",
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return r.status, json.loads(r.read())
@@ -68,7 +70,7 @@ def infer(url, rows, x, timeout=30):
 
 def right(ans, rows, ref):
     """Why the answer is wrong, or None."""
-    if ans.get("model_name") != "fashion_mlp" or len(ans.get("outputs", [])) != 1:
+    if ans.get("model_name") != MODEL or len(ans.get("outputs", [])) != 1:
         return "model_name or outputs: %s" % str(ans)[:200]
     o = ans["outputs"][0]
     if o["name"] != "logits" or o["datatype"] != "FP32" or o["shape"] != [rows, 10]:
@@ -106,7 +108,7 @@ def main():
                   "a %d-row request answers dpc run's outputs within 1e-6%s" %
                   (rows, "" if why is None else ": " + why))
     elif cmd == "binary":
-        path = url + "/v2/models/fashion_mlp/infer"
+        path = url + "/v2/models/" + MODEL + "/infer"
 
         def post(header, raw, hlen=None):
             h = {"Content-Type": "application/octet-stream"}

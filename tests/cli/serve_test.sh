@@ -2,7 +2,7 @@
 # dpc serve: fashion_mlp compiled with --batch 8 --batch-sizes 1,2,4 served on a free port; every
 # endpoint; a 1-row and a 3-row request answer what dpc run gives for the same data (within
 # 1e-6); every error status with its message; the binary data extension; 50 threads x 10
-# requests all answered right; the auto delay's metrics; a full queue answers 503 with
+# requests all answered right; the auto delay's metrics; two models from a folder; a full queue answers 503 with
 # Retry-After; SIGTERM under load answers every accepted request and exits 0. Every wait has a
 # timeout and every server is killed at the end.
 #   serve_test.sh DPC SOURCE_DIR WORK_DIR
@@ -27,17 +27,18 @@ expect 0 "compile fashion_mlp for serving" -- \
   "$dpc" compile "$src/examples/fashion_mlp.graph" --batch 8 --batch-sizes 1,2,4 -o "$work/m.dpx"
 
 # start NAME OPTIONS...: a server on a free port in the background; sets $pid and $url once
-# /v2/health/ready answers (up to 30 s)
+# /v2/health/ready answers (up to 30 s). It serves $serve_path (default m.dpx) and says it serves
+# $serve_names (default fashion_mlp).
 start() {
   name=$1
   shift
-  "$dpc" serve "$work/m.dpx" --port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  "$dpc" serve "${serve_path:-$work/m.dpx}" --port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
   pid=$!
   pids="$pids $pid"
   url=""
   i=0
   while [ $i -lt 300 ]; do
-    port=$(sed -n 's/^dpc serve: serving fashion_mlp on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' \
+    port=$(sed -n "s/^dpc serve: serving ${serve_names:-fashion_mlp} on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p" \
       "$work/$name.err" 2>/dev/null)
     if [ -n "$port" ] &&
       curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/v2/health/ready"; then
@@ -155,7 +156,7 @@ contains "$work/err" "latency-target-ms goes with --batch-delay auto" "... sayin
 if start auto --batch-delay auto --latency-target-ms 20; then
   $py "$client" load "$url" "$work/x.npy" "$work/ref/logits.npy" || fails=$((fails + 1))
   curl -s --max-time 10 "$url/metrics" >"$work/metrics"
-  contains "$work/metrics" '^dpc_batch_delay_target_seconds{model="fashion_mlp"} 0.020000$' \
+  contains "$work/metrics" '^dpc_batch_delay_target_seconds{model="fashion_mlp"} 0.020000000$' \
     "auto: the target in the metrics"
   contains "$work/metrics" '^dpc_arrival_rate{model="fashion_mlp"} [0-9.]*$' "auto: the arrival rate measured"
   contains "$work/metrics" '^dpc_batch_delay_info{model="fashion_mlp",reason="[a-z].* requests/s' \
@@ -163,6 +164,43 @@ if start auto --batch-delay auto --latency-target-ms 20; then
   contains "$work/metrics" '^dpc_batch_delay_seconds{model="fashion_mlp"} [0-9.]*$' "auto: the delay now"
   stop $pid auto
 fi
+
+# a folder of two models, each under its folder's name with its own settings
+mkdir -p "$work/repo/mlp_a" "$work/repo/mlp_b" "$work/bad/x" "$work/bad2/y" "$work/bad3/z"
+cp "$work/m.dpx" "$work/repo/mlp_a/"
+cp "$work/m.dpx" "$work/repo/mlp_b/model.dpx"
+echo '{"instances": 2, "batch_delay_us": "auto", "latency_target_ms": 30}' >"$work/repo/mlp_b/config.json"
+if serve_path="$work/repo" serve_names="mlp_a, mlp_b" start repo; then
+  MODEL=mlp_a $py "$client" same "$url" "$work/x.npy" "$work/ref/logits.npy" || fails=$((fails + 1))
+  MODEL=mlp_b $py "$client" same "$url" "$work/x.npy" "$work/ref/logits.npy" || fails=$((fails + 1))
+  http GET /v2/models/fashion_mlp 404 "unknown model 'fashion_mlp': this server serves 'mlp_a', 'mlp_b'" \
+    "folder: 404 lists the models served"
+  curl -s --max-time 10 "$url/metrics" >"$work/metrics"
+  contains "$work/metrics" '^dpc_batches_total{model="mlp_a"} [1-9]' "folder: mlp_a's batches in the metrics"
+  contains "$work/metrics" '^dpc_batch_delay_target_seconds{model="mlp_b"} 0.030000000$' \
+    "folder: mlp_b's config (auto, 30 ms) applied"
+  if grep -q 'dpc_batch_delay_target_seconds{model="mlp_a"}' "$work/metrics"; then
+    echo "FAIL folder: mlp_a has no config, yet an auto target"
+    fails=$((fails + 1))
+  else echo "ok   folder: mlp_a keeps the server's fixed delay"; fi
+  if [ "$(grep -c '^# TYPE dpc_batches_total ' "$work/metrics")" = 1 ]; then
+    echo "ok   folder: one TYPE line per metric family"
+  else
+    echo "FAIL folder: TYPE lines repeated"
+    fails=$((fails + 1))
+  fi
+  stop $pid repo
+fi
+echo '{"instances": 2, "delay": 5}' >"$work/bad/x/config.json"
+cp "$work/m.dpx" "$work/bad/x/"
+expect 1 "folder: a config with an unknown key is refused" -- "$dpc" serve "$work/bad" --port 0
+contains "$work/err" 'bad/x/config.json: unknown key "delay"' "... naming the file and the key"
+expect 1 "folder: a model folder without an artifact is refused" -- "$dpc" serve "$work/bad2" --port 0
+contains "$work/err" "bad2/y: no compiled artifact (.dpx) in the model's folder" "... naming the folder"
+cp "$work/m.dpx" "$work/bad3/z/"
+echo '{"batch_delay_us": 100, "latency_target_ms": 5}' >"$work/bad3/z/config.json"
+expect 1 "folder: a fixed delay with a latency target is refused" -- "$dpc" serve "$work/bad3" --port 0
+contains "$work/err" "latency_target_ms goes with" "... saying why"
 
 # a full queue: one worker, requests held 3 s for more rows, one may wait; the next is refused
 if start busy --max-queue 1 --batch-delay 3000000; then

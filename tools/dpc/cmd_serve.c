@@ -77,20 +77,26 @@ int dpc_cmd_serve(int argc, char **argv) {
   if (!cli_parse("serve", serve_opts, NSERVE, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
     printf(
-        "Usage: dpc serve MODEL.dpx [--port P] [--host ADDR] [--instances N] [--max-batch R]\n"
+        "Usage: dpc serve MODEL.dpx|FOLDER [--port P] [--host ADDR] [--instances N] [--max-batch "
+        "R]\n"
         "                 [--batch-delay USEC|auto [--latency-target-ms MS]] [--max-queue N]\n\n"
         "Serve a compiled artifact over HTTP with the KServe v2 (Open Inference Protocol)\n"
         "JSON endpoints, under its model name: GET /v2/health/live, /v2/health/ready, /v2,\n"
         "/v2/models/NAME, /v2/models/NAME/ready, /metrics (Prometheus), and POST\n"
         "/v2/models/NAME/infer. Requests of 1 to max-batch rows are batched together (compile\n"
         "with --batch B --batch-sizes 1,2,4,... so small batches run on small plans).\n"
+        "A FOLDER serves several models: one subfolder per model, named as it is served, with\n"
+        "one .dpx and an optional config.json of its batching settings (instances, threads,\n"
+        "max_batch, max_queue, batch_delay_us: a number or \"auto\", latency_target_ms), which\n"
+        "override the options below for that model.\n"
         "SIGINT or SIGTERM drains: no new connections, every accepted request answered, exit 0.\n"
         "See docs/serving.md.\n");
     cli_print_options(serve_opts, NSERVE);
     return DPC_EXIT_OK;
   }
   if (p.npos != 1)
-    return cli_usage_error("serve", "expects one artifact (.dpx) (see dpc serve --help)");
+    return cli_usage_error(
+        "serve", "expects one artifact (.dpx) or folder of models (see dpc serve --help)");
   uint64_t port = 8000, instances = 0, threads = 0, max_batch = 0, delay = 0, queue = 0, body = 0,
            conns = 0, timeout = 0, target = 0;
   if (!serve_num(&p, "port", 65535, &port) || !serve_num(&p, "instances", 1024, &instances) ||
@@ -127,8 +133,10 @@ int dpc_cmd_serve(int argc, char **argv) {
   }
   host = host ? host : "127.0.0.1";
   bool v6 = strchr(host, ':') != NULL;
-  fprintf(stderr, "dpc serve: serving %s on http://%s%s%s:%u\n", dpc_server_model(s), v6 ? "[" : "",
-          host, v6 ? "]" : "", dpc_server_port(s));
+  fprintf(stderr, "dpc serve: serving ");
+  for (unsigned i = 0; i < dpc_server_model_count(s); i++)
+    fprintf(stderr, "%s%s", i ? ", " : "", dpc_server_model_name(s, i));
+  fprintf(stderr, " on http://%s%s%s:%u\n", v6 ? "[" : "", host, v6 ? "]" : "", dpc_server_port(s));
   dpc_status st = dpc_server_run(s, (const volatile int *)cli_interrupt_flag(), m);
   fprintf(stderr, "dpc serve: %s: drained%s\n", cli_interrupt_name(),
           st ? ", some requests cut off" : "");
