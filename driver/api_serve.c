@@ -2,11 +2,13 @@
  * api_serve.c — the HTTP inference server of include/dpc/serve.h: libmicrohttpd for HTTP,
  * jansson for the KServe v2 JSON, libdpcrt's batcher for the batching.
  *
- * Threads: libmicrohttpd runs one thread per connection (bounded by max_connections, each with
- * an idle timeout), and an inference request blocks its own connection's thread in
- * dpc_batcher_wait. That is what lets the batcher batch: every connection waiting at once is a
- * request in its queue. The caller's thread only sleeps in dpc_server_run, polling the stop flag,
- * because a signal handler can do nothing but set a flag.
+ * Threads: libmicrohttpd polls every connection from a small pool of threads (epoll), so an idle
+ * or slow client costs a socket, not a thread. An inference request, once read, goes to its
+ * model's batcher with a done callback and its connection is suspended; the callback (on a
+ * batcher worker) only resumes it, and the answer is written on the pool's thread. That is what
+ * lets the batcher batch: every suspended connection is a request in its queue. The caller's
+ * thread only sleeps in dpc_server_run, polling the stop flag, because a signal handler can do
+ * nothing but set a flag.
  *
  * Draining: the listening socket is closed (new connections are refused), requests already
  * accepted are answered as usual but with "Connection: close", and the daemon stops once none is
@@ -33,7 +35,7 @@
 #include <unistd.h>
 
 #define DEFAULT_MAX_BODY        (64u << 20)
-#define DEFAULT_MAX_CONNECTIONS 256u
+#define DEFAULT_MAX_CONNECTIONS 4096u
 #define DEFAULT_TIMEOUT_S       30u
 #define DEFAULT_DRAIN_S         30u
 
@@ -69,11 +71,20 @@ struct dpc_server {
   bool drained;
 };
 
-/* One request's body as it arrives. */
+/* One request: its body as it arrives, then, for an inference, its tensors while the batcher
+ * runs them (the connection suspended meanwhile) and the outcome. */
 typedef struct request {
   char *body;
   size_t len, cap;
   bool too_big;
+  /* an inference under way: set before the batcher has it, read after the resume */
+  struct MHD_Connection *c;
+  const served *ms;
+  dpc_serve_sig sig;
+  dpc_serve_request x;
+  atomic_bool ran; /* the batcher answered: st and msg hold the outcome */
+  dpc_status st;
+  char msg[512];
 } request;
 
 static void say(const dpc_server *s, const char *fmt, ...) DPC_PRINTF(2, 3);
@@ -234,7 +245,7 @@ static enum MHD_Result send_metrics(dpc_server *s, struct MHD_Connection *c) {
   bool any_auto = false;
   for (unsigned k = 0; k < s->n_models; k++) {
     st[k].size = sizeof st[k];
-    dpc_batcher_get_stats(s->models[k].b, &st[k]);
+    if (s->models[k].b) dpc_batcher_get_stats(s->models[k].b, &st[k]);
     any_auto |= st[k].latency_target_us != 0;
   }
 #define EMIT(...) len += (size_t)snprintf(t + len, len < cap ? cap - len : 0, __VA_ARGS__)
@@ -289,9 +300,20 @@ static dpc_serve_sig signature(const served *s) {
                          .max_batch = s->max_batch};
 }
 
-static enum MHD_Result infer_body(dpc_server *s, const served *ms, struct MHD_Connection *c,
-                                  const request *rq, const dpc_serve_sig *sig,
-                                  dpc_serve_request *x) {
+/* On a batcher worker: the request's batch ran. Only wake the connection; the answer is written
+ * on the server's thread when MHD calls on_request again. */
+static void on_ran(void *user, dpc_status st, const char *msg) {
+  request *rq = user;
+  rq->st = st;
+  snprintf(rq->msg, sizeof rq->msg, "%s", msg);
+  atomic_store(&rq->ran, true);
+  MHD_resume_connection(rq->c);
+}
+
+/* Read the request, hand it to the model's batcher and suspend the connection: it holds no
+ * thread while its batch waits and runs, so slow or idle clients cannot starve the others. */
+static enum MHD_Result infer_start(dpc_server *s, const served *ms, struct MHD_Connection *c,
+                                   request *rq) {
   char msg[512];
   if (rq->too_big)
     return send_error(s, c, 413, false, "the request body is over the server's limit of %llu bytes",
@@ -308,34 +330,40 @@ static enum MHD_Result infer_body(dpc_server *s, const served *ms, struct MHD_Co
                         "the Inference-Header-Content-Length '%.32s' is not a byte count", hl);
     header_len = v;
   }
-  unsigned code =
-      dpc_serve_request_parse(sig, rq->body, rq->len, hl != NULL, header_len, x, msg, sizeof msg);
+  if (!ms->b) return send_error(s, c, 503, true, "the server is shutting down");
+  rq->ms = ms;
+  rq->sig = signature(ms);
+  unsigned code = dpc_serve_request_parse(&rq->sig, rq->body, rq->len, hl != NULL, header_len,
+                                          &rq->x, msg, sizeof msg);
   if (code != 200) return send_error(s, c, code, false, "%s", msg);
+  dpc_batcher_request br = {sizeof br,
+                            .rows = rq->x.rows,
+                            .inputs = (const void *const *)rq->x.in,
+                            .outputs = (void *const *)rq->x.out,
+                            .done = on_ran,
+                            .user = rq};
+  rq->c = c;
+  /* suspended before the batcher has it, so on_ran's resume can never come first */
+  MHD_suspend_connection(c);
+  dpc_status st = dpc_batcher_submit(ms->b, &br, NULL, msg, sizeof msg);
+  if (st) { /* refused: the outcome is known now; it is answered on the resume all the same */
+    on_ran(rq, st, msg);
+  }
+  return MHD_YES;
+}
 
-  dpc_batcher_request br = {sizeof br, .rows = x->rows, .inputs = (const void *const *)x->in,
-                            .outputs = (void *const *)x->out};
-  dpc_batcher_ticket *ticket;
-  dpc_status st = dpc_batcher_submit(ms->b, &br, &ticket, msg, sizeof msg);
-  if (!st) st = dpc_batcher_wait(ms->b, ticket, msg, sizeof msg);
-  if (st == DPC_ERR_BUSY) return send_error(s, c, 503, true, "%s", msg);
-  if (st) return send_error(s, c, 500, false, "%s", msg);
-
+/* After the resume: the answer. */
+static enum MHD_Result infer_finish(dpc_server *s, struct MHD_Connection *c, request *rq) {
+  if (rq->st == DPC_ERR_BUSY) return send_error(s, c, 503, true, "%s", rq->msg);
+  if (rq->st) return send_error(s, c, 500, false, "%s", rq->msg);
   size_t len, json_len;
-  char *body = dpc_serve_answer_build(sig, x, (unsigned)ms->real_digits, &len, &json_len);
+  char *body =
+      dpc_serve_answer_build(&rq->sig, &rq->x, (unsigned)rq->ms->real_digits, &len, &json_len);
   if (!body) return send_error(s, c, 500, false, "out of memory building the answer");
   if (!json_len) return send_text(s, c, 200, body, len, "application/json", false);
   char header[32];
   snprintf(header, sizeof header, "%zu", json_len);
   return send_bytes(s, c, 200, body, len, "application/octet-stream", false, header);
-}
-
-static enum MHD_Result infer(dpc_server *s, const served *ms, struct MHD_Connection *c,
-                             const request *rq) {
-  dpc_serve_sig sig = signature(ms);
-  dpc_serve_request x = {0};
-  enum MHD_Result r = infer_body(s, ms, c, rq, &sig, &x);
-  dpc_serve_request_free(&sig, &x);
-  return r;
 }
 
 /* ---- routing ------------------------------------------------------------------------------ */
@@ -349,7 +377,7 @@ static void model_names(const dpc_server *s, char *buf, size_t n) {
 }
 
 static enum MHD_Result route(dpc_server *s, struct MHD_Connection *c, const char *url,
-                             const char *method, const request *rq) {
+                             const char *method, request *rq) {
   bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
   const char *want = "GET"; /* the method the path takes, for 405 */
   if (!strcmp(url, "/v2/health/live")) {
@@ -388,7 +416,7 @@ static enum MHD_Result route(dpc_server *s, struct MHD_Connection *c, const char
       if (get)
         return send_json(s, c, 200, json_pack("{sssb}", "name", ms->name, "ready", 1), false);
     } else if (!strcmp(rest, "/infer")) {
-      if (post) return infer(s, ms, c, rq);
+      if (post) return infer_start(s, ms, c, rq);
       want = "POST";
     } else
       return send_error(s, c, 404, false, "no such path '%.200s'", url);
@@ -439,6 +467,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     *data_size = 0;
     return MHD_YES;
   }
+  if (rq->c) return infer_finish(s, c, rq); /* resumed: the batcher has answered */
   return route(s, c, url, method, rq);
 }
 
@@ -448,6 +477,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   dpc_server *s = cls;
   request *rq = *con_cls;
   if (!rq) return;
+  if (rq->ms) dpc_serve_request_free(&rq->sig, &rq->x);
   free(rq->body);
   free(rq);
   *con_cls = NULL;
@@ -582,13 +612,17 @@ DPC_COMPILER_API dpc_status dpc_server_open(const char *path, const dpc_server_o
     dpc_server_close(s);
     return dpc_diag_fail(m, DPC_ERR_INVALID, "the port %u is not a TCP port (0 to 65535)", d.port);
   }
-  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-                   MHD_USE_AUTO | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
+  /* A few threads polling every connection (epoll), not a thread per connection: an idle or
+   * slow client costs a socket, not a thread, and a request waiting for its batch is suspended. */
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
+                   (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
                    (s->log ? MHD_USE_ERROR_LOG : 0);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  unsigned pool = cores < 2 ? 2u : cores > 8 ? 8u : (unsigned)cores;
   s->d = MHD_start_daemon(
       flags, (uint16_t)d.port, NULL, NULL, on_request, s, /* the logger first, or MHD prints */
       MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-      MHD_OPTION_CONNECTION_LIMIT,
+      MHD_OPTION_THREAD_POOL_SIZE, pool, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned)(d.max_connections ? d.max_connections : DEFAULT_MAX_CONNECTIONS),
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(d.timeout_s ? d.timeout_s : DEFAULT_TIMEOUT_S),
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
@@ -646,8 +680,17 @@ static bool drain(dpc_server *s) {
     }
     nap_ms(10);
   }
-  if (!done)
+  if (!done) {
     say(s, "drain: %d requests still under way after %u s", atomic_load(&s->active), s->drain_s);
+    /* Their connections are suspended on the batchers: closing a batcher runs what it holds and
+     * answers every request, which resumes them, before the daemon they belong to stops. */
+    for (unsigned k = 0; k < s->n_models; k++) {
+      dpc_batcher *b = s->models[k].b;
+      s->models[k].b = NULL;
+      if (b) dpc_batcher_close(b);
+    }
+    for (int i = 0; i < 100 && atomic_load(&s->active); i++) nap_ms(10);
+  }
   MHD_stop_daemon(s->d);
   s->d = NULL;
   return done;

@@ -44,7 +44,8 @@ typedef struct dpc_server_opts {
   unsigned instances, threads;
   uint64_t max_batch, delay_us, max_queue;
   uint64_t max_body;        /* the largest request body in bytes: beyond it, 413. 0: 64 MiB */
-  unsigned max_connections; /* connections at a time, each its own thread: 0 for 256 */
+  unsigned max_connections; /* connections open at a time: 0 for 4096 (an idle one costs a socket,
+                               not a thread; the process's open-file limit bounds it too) */
   unsigned timeout_s;       /* a connection idle this long is closed: 0 for 30 s */
   unsigned drain_s;         /* on stop, how long to wait for the requests under way: 0 for 30 s */
   dpc_log_fn log;           /* NULL: nothing is said. Called on any of the server's threads (the

@@ -9,6 +9,9 @@
   serve_client.py binary URL X.npy REF.npy  the binary data extension: a 2-row request with its
                                             input and output as raw bytes, a JSON request asking
                                             for a binary output, and a short binary body (400)
+  serve_client.py idle URL X.npy REF.npy N  N connections left idle and 50 slow-loris clients
+                                            (a header byte every 0.2 s) while 20 requests are
+                                            answered right, each within 5 s
   serve_client.py big URL BYTES             POST a body of BYTES bytes; print the status and body
 Each prints one line per check, "ok   ..." or "FAIL ...", and exits 1 on a failure. The model is
 fashion_mlp, or the name in the environment variable MODEL (a folder's model).
@@ -18,7 +21,9 @@ import ast
 import json
 import os
 import random
+import resource
 import signal
+import socket
 import sys
 import threading
 import time
@@ -165,6 +170,54 @@ def main():
                                b"")
         check(status == 400 and b"unknown output 'probs': model 'fashion_mlp' gives 'logits'" in body,
               "an unknown output is refused: %d %s" % (status, body[:160].decode(errors="replace")))
+    elif cmd == "idle":
+        n = int(sys.argv[5])
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        host, port = url.split("//")[1].split(":")
+        idle = []
+        for _ in range(n):
+            s = socket.create_connection((host, int(port)), timeout=10)
+            idle.append(s)
+        stop = threading.Event()
+
+        def loris(k):
+            s = socket.create_connection((host, int(port)), timeout=10)
+            head = b"POST /v2/models/" + MODEL.encode() + b"/infer HTTP/1.1\r\nHost: x\r\n"
+            i = 0
+            try:
+                while not stop.is_set():
+                    s.send(head[i % len(head):i % len(head) + 1] if i < len(head) else b"X")
+                    i += 1
+                    time.sleep(0.2)
+            except OSError:
+                pass
+            s.close()
+
+        threads = [threading.Thread(target=loris, args=(k,)) for k in range(50)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        worst, wrong = 0.0, []
+        for k in range(20):
+            rows = 1 + k % 3
+            t0 = time.monotonic()
+            try:
+                status, ans = infer(url, rows, x, timeout=5)
+                why = right(ans, rows, ref) if status == 200 else "status %d" % status
+            except Exception as e:  # noqa: BLE001 (every failure is reported)
+                why = repr(e)
+            worst = max(worst, time.monotonic() - t0)
+            if why:
+                wrong.append(why)
+        stop.set()
+        for t in threads:
+            t.join(10)
+        for s in idle:
+            s.close()
+        check(not wrong and worst < 5,
+              "%d idle connections and 50 slow-loris clients open: 20 requests answered right, the "
+              "slowest in %.3f s%s" % (n, worst, "" if not wrong else " (" + wrong[0] + ")"))
     elif cmd == "load":
         errors, done = [], [0]
         lock = threading.Lock()

@@ -2,7 +2,8 @@
 # dpc serve: fashion_mlp compiled with --batch 8 --batch-sizes 1,2,4 served on a free port; every
 # endpoint; a 1-row and a 3-row request answer what dpc run gives for the same data (within
 # 1e-6); every error status with its message; the binary data extension; 50 threads x 10
-# requests all answered right; the auto delay's metrics; two models from a folder; a full queue answers 503 with
+# requests all answered right; 1000 idle connections and 50 slow-loris clients while requests are
+# answered; the auto delay's metrics; two models from a folder; a full queue answers 503 with
 # Retry-After; SIGTERM under load answers every accepted request and exits 0. Every wait has a
 # timeout and every server is killed at the end.
 #   serve_test.sh DPC SOURCE_DIR WORK_DIR
@@ -146,6 +147,8 @@ if start main --batch-delay 2000 --instances 2 --max-body 200000; then
     fails=$((fails + 1))
   fi
   $py "$client" binary "$url" "$work/x.npy" "$work/ref/logits.npy" || fails=$((fails + 1))
+  $py "$client" idle "$url" "$work/x.npy" "$work/ref/logits.npy" 1000 || fails=$((fails + 1))
+  http GET /v2/health/ready 200 '"ready":true' "ready after the idle and slow clients left"
   stop $pid main
 fi
 

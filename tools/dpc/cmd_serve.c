@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 static const cli_opt serve_opts[] = {
     {"port", true, false, "the TCP port (default 8000; 0: a free one, printed)"},
@@ -25,7 +26,7 @@ static const cli_opt serve_opts[] = {
     {"max-queue", true, false,
      "the most requests waiting for a batch; beyond it, 503 (default 0: no limit)"},
     {"max-body", true, false, "the largest request body in bytes; beyond it, 413 (default 64 MiB)"},
-    {"max-connections", true, false, "connections at a time (default 256)"},
+    {"max-connections", true, false, "connections open at a time (default 4096)"},
     {"timeout", true, false, "seconds a connection may stay idle (default 30)"},
 };
 #define NSERVE (int)(sizeof serve_opts / sizeof *serve_opts)
@@ -121,6 +122,12 @@ int dpc_cmd_serve(int argc, char **argv) {
                        .timeout_s = (unsigned)timeout,
                        .log = serve_log,
                        .latency_target_us = target};
+  /* every connection is a file descriptor: allow as many as the system lets this process have */
+  struct rlimit fl;
+  if (!getrlimit(RLIMIT_NOFILE, &fl) && fl.rlim_cur < fl.rlim_max) {
+    fl.rlim_cur = fl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &fl);
+  }
   dpc_message *m = dpc_message_new();
   dpc_server *s = NULL;
   /* caught before the server's threads start, so they inherit the handlers; no cleanup mode's
