@@ -12,6 +12,7 @@
   serve_client.py idle URL X.npy REF.npy N  N connections left idle and 50 slow-loris clients
                                             (a header byte every 0.2 s) while 20 requests are
                                             answered right, each within 5 s
+  serve_client.py soak URL X.npy REF.npy N  N requests from 32 threads (for a sanitizer soak)
   serve_client.py big URL BYTES             POST a body of BYTES bytes; print the status and body
 Each prints one line per check, "ok   ..." or "FAIL ...", and exits 1 on a failure. The model is
 fashion_mlp, or the name in the environment variable MODEL (a folder's model).
@@ -244,6 +245,44 @@ def main():
         check(done[0] == 500 and not errors,
               "50 threads x 10 requests: %d answered, %d wrong%s" %
               (done[0], len(errors), "" if not errors else " (" + errors[0] + ")"))
+    elif cmd == "soak":
+        # soak URL X REF N: N requests of 1 to 3 rows from 32 threads on kept-alive connections
+        total, errors, done = int(sys.argv[5]), [], [0]
+        lock = threading.Lock()
+        t0 = time.monotonic()
+
+        def soaker(k):
+            import http.client
+            rng = random.Random(k)
+            host, port = url.split("//")[1].split(":")
+            conn = http.client.HTTPConnection(host, int(port), timeout=60)
+            for _ in range(total // 32):
+                rows = rng.randint(1, 3)
+                body = json.dumps({"inputs": [{"name": "x", "shape": [rows, 784],
+                                               "datatype": "FP32", "data": x[:rows * 784]}]})
+                try:
+                    conn.request("POST", "/v2/models/%s/infer" % MODEL, body,
+                                 {"Content-Type": "application/json"})
+                    r = conn.getresponse()
+                    ans = json.loads(r.read())
+                    why = right(ans, rows, ref) if r.status == 200 else "status %d" % r.status
+                except Exception as e:  # noqa: BLE001 (every failure is reported)
+                    why = repr(e)
+                    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+                with lock:
+                    done[0] += 1
+                    if why:
+                        errors.append(why)
+
+        threads = [threading.Thread(target=soaker, args=(k,)) for k in range(32)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        check(done[0] == total // 32 * 32 and not errors,
+              "soak: %d requests answered in %.0f s, %d wrong%s" %
+              (done[0], time.monotonic() - t0, len(errors),
+               "" if not errors else " (" + errors[0] + ")"))
     elif cmd == "drain":
         pid = int(sys.argv[5])
         stop, lock = threading.Event(), threading.Lock()
