@@ -129,6 +129,70 @@ static void explain(dpc_auto_candidate *c, const dpc_auto_candidate *best) {
   snprintf(c->reason, sizeof c->reason, "%s; %+.0f%% against %s", lead, slower, best->strategy);
 }
 
+/* Run candidate c for `steps` timed steps as a benchmark trains it. */
+static void measure_one(const search *s, dpc_auto_candidate *c, uint32_t steps) {
+  dpc_strategy_args a;
+  dpc_strategy_args_init(&a);
+  a.text = c->strategy, a.devices = s->devices, a.batch = s->batch, a.kinds = PLAN_KINDS;
+  a.memory_limit = s->limit;
+  dpc_strategy ps;
+  dpc_diag m;
+  dpc_diag_init(&m);
+  dpc_benchmark_result *br = NULL;
+  dpc_status st = dpc_strategy_parse(&a, &ps, NULL, &m);
+  if (!st && c->kind == DPC_STRATEGY_HYBRID)
+    st = dpc_diag_fail(&m, DPC_ERR_UNSUPPORTED, "the benchmark runs no hybrid strategy yet");
+  if (!st) {
+    dpc_benchmark_opts bo = {sizeof bo,
+                             .batch = s->batch,
+                             .warmup = 5,
+                             .steps = steps,
+                             .devices = s->devices > 1 ? s->spec : NULL,
+                             .strategy = s->devices > 1 ? &ps : NULL,
+                             .accumulate = ps.microbatches};
+    st = dpc_net_benchmark(s->net, &bo, &br, &m);
+  }
+  if (!st && br) {
+    c->measured = true;
+    c->measured_ms = br->median_s * 1e3;
+    c->error_pct = (c->step_ms - c->measured_ms) / c->measured_ms * 100;
+  } else {
+    snprintf(c->measure_note, sizeof c->measure_note, "not measured: %s",
+             m.msg ? m.msg : "the benchmark failed");
+  }
+  dpc_benchmark_result_free(br);
+  dpc_diag_free(&m);
+}
+
+/* The best predicted `top` that fit, measured; the fastest measured becomes the choice. */
+static void measure_top(const search *s, dpc_auto_report *r, uint32_t top, uint32_t steps) {
+  uint32_t fastest = r->n_candidates;
+  for (uint32_t i = 0; i < r->n_candidates && r->n_measured < top; i++) {
+    dpc_auto_candidate *c = &r->candidates[i];
+    if (!c->planned || !c->fits) break; /* the runnable ones come first */
+    measure_one(s, c, steps);
+    if (!c->measured) continue;
+    r->n_measured++;
+    if (fastest == r->n_candidates || c->measured_ms < r->candidates[fastest].measured_ms)
+      fastest = i;
+  }
+  if (fastest == r->n_candidates || fastest == r->best) return;
+  /* the measurement reverses the prediction: the machine decides, and says so */
+  dpc_auto_candidate *was = &r->candidates[r->best], *now = &r->candidates[fastest];
+  r->by_measurement = true;
+  char why[320];
+  snprintf(why, sizeof why,
+           "the fastest measured step: %.3f ms against %.3f ms measured for %s, which was "
+           "predicted faster (%.3f against %.3f ms)",
+           now->measured_ms, was->measured ? was->measured_ms : NAN, was->strategy, was->step_ms,
+           now->step_ms);
+  snprintf(was->reason, sizeof was->reason,
+           "measured slower: %.3f ms against %.3f ms for %s, though predicted faster",
+           was->measured ? was->measured_ms : NAN, now->measured_ms, now->strategy);
+  snprintf(now->reason, sizeof now->reason, "%s", why);
+  r->best = fastest;
+}
+
 static int by_step(const void *a, const void *b) {
   const dpc_auto_candidate *x = a, *y = b;
   int rx = x->planned && x->fits, ry = y->planned && y->fits;
@@ -206,12 +270,15 @@ DPC_COMPILER_API dpc_status dpc_net_plan_auto(const dpc_net *n, const dpc_auto_o
   r->n_candidates = s.n;
   r->devices = s.devices;
   r->batch = s.batch;
-  r->seconds = dpc_now_s() - t0;
   r->best = s.n && s.c[0].planned && s.c[0].fits ? 0 : s.n;
   if (r->best < s.n) {
     snprintf(s.c[0].reason, sizeof s.c[0].reason, "the fastest predicted step");
     for (uint32_t i = 1; i < s.n; i++) explain(&s.c[i], &s.c[0]);
+    uint32_t top = DPC_API_HAS(o, measure_top) ? o->measure_top : 0;
+    uint32_t steps = DPC_API_HAS(o, measure_steps) && o->measure_steps ? o->measure_steps : 30;
+    if (top) measure_top(&s, r, top, steps);
   }
+  r->seconds = dpc_now_s() - t0;
   *out = r;
   if (r->best == s.n && s.limit)
     return dpc_diag_fail(m, DPC_ERR_INVALID,

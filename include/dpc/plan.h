@@ -272,6 +272,10 @@ typedef struct dpc_auto_opts {
   uint32_t batch;        /* samples per step (0: 64) */
   const char *devices;   /* "cpu", "cpu:N" or "numa" (NULL: "cpu") */
   uint64_t memory_limit; /* bytes each device has (0: no limit) */
+  /* then run the fastest predicted this many (that fit), measure_steps timed steps each (0: 30)
+   * after 5 untimed, and choose by the measured step: the prediction ranks, the machine decides */
+  uint32_t measure_top;
+  uint32_t measure_steps;
 } dpc_auto_opts;
 
 /* One strategy tried: its text form (dpc_strategy_parse reads it back), its predicted figures,
@@ -291,6 +295,11 @@ typedef struct dpc_auto_candidate {
                               communication per step */
   double busiest_compute_ms, busiest_comm_ms;
   char reason[320]; /* "the fastest predicted step", or why it lost, in numbers */
+  /* with measure_top: whether it ran, its median step, the prediction's error against it (in
+   * percent of it), or why it was not measured */
+  bool measured;
+  double measured_ms, error_pct;
+  char measure_note[200];
 } dpc_auto_candidate;
 
 typedef struct dpc_auto_report {
@@ -298,15 +307,20 @@ typedef struct dpc_auto_report {
   uint32_t n_candidates;
   uint32_t best; /* index of the chosen one; n_candidates when none fits */
   uint32_t devices, batch;
-  double seconds; /* the search's own time */
+  double seconds; /* the search's own time, measuring included */
+  /* with measure_top: the choice is the fastest measured, and by_measurement says when that is
+   * not the fastest predicted (the measurement reversed the ranking) */
+  uint32_t n_measured;
+  bool by_measurement;
 } dpc_auto_report;
 
 /* Choose the training strategy for model n on these devices: every strategy they allow (single;
  * data; model; hybrid over each divisor; pipelines over each divisor of stages, their
  * micro-batches grown while it helps, 1F1B and GPipe; accumulation under a memory limit) planned
  * and predicted as dpc_net_plan does, those over the memory limit dropped, the fastest predicted
- * step chosen. On success (and when nothing fits, with DPC_ERR_INVALID) *out holds the ranked
- * table. Free with dpc_auto_report_free. */
+ * step chosen; with measure_top, the fastest measured of the best predicted instead (those a
+ * benchmark cannot run yet, hybrid ones, say so in measure_note). On success (and when nothing
+ * fits, with DPC_ERR_INVALID) *out holds the ranked table. Free with dpc_auto_report_free. */
 DPC_COMPILER_API dpc_status dpc_net_plan_auto(const dpc_net *n, const dpc_auto_opts *o,
                                               dpc_auto_report **out, dpc_message *m);
 DPC_COMPILER_API void dpc_auto_report_free(dpc_auto_report *r);

@@ -241,17 +241,20 @@ class Net:
             with open(path) as f:
                 return json.load(f)
 
-    def choose(self, devices="cpu", batch=64, memory_limit=0):
+    def choose(self, devices="cpu", batch=64, memory_limit=0, measure=0):
         """The strategies `--strategy auto` tries on these devices, fastest predicted first:
         [{"strategy", "step_ms", "fits", "planned", "max_memory_bytes", "comm_bytes",
-        "bubble_pct", "reason"}, ...]; the first is the choice when its "fits" is true. Its
-        "strategy" is the text form train(strategy=...) and plan(strategy=...) take."""
+        "bubble_pct", "reason", "measured_ms"}, ...]; the first is the choice when its "fits" is
+        true. Its "strategy" is the text form train(strategy=...) and plan(strategy=...) take.
+        measure=N runs the N fastest predicted and chooses the fastest measured (moved first;
+        "measured_ms" is None for those not run)."""
         lib = self._lib
         o = _lib.AutoOpts()
         o.size = c.sizeof(o)
         o.batch = int(batch)
         o.devices = _b(devices)
         o.memory_limit = int(memory_limit)
+        o.measure_top = int(measure)
         rep = c.POINTER(_lib.AutoReport)()
         m = _Message()
         st = lib.dpc_net_plan_auto(self._ptr, c.byref(o), c.byref(rep), m.ptr)
@@ -265,7 +268,10 @@ class Net:
                                 "planned": k.planned, "fits": k.fits,
                                 "max_memory_bytes": k.max_memory_bytes,
                                 "comm_bytes": k.comm_bytes, "bubble_pct": k.bubble_pct,
-                                "reason": k.reason.decode()})
+                                "reason": k.reason.decode(),
+                                "measured_ms": k.measured_ms if k.measured else None})
+                if r.best < r.n_candidates and r.best:
+                    out.insert(0, out.pop(r.best))
         finally:
             if rep:
                 lib.dpc_auto_report_free(rep)

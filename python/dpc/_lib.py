@@ -151,7 +151,8 @@ class PlanOpts(c.Structure):
 
 class AutoOpts(c.Structure):
     _fields_ = [("size", c.c_size_t), ("batch", c.c_uint32), ("devices", _S),
-                ("memory_limit", c.c_uint64)]
+                ("memory_limit", c.c_uint64), ("measure_top", c.c_uint32),
+                ("measure_steps", c.c_uint32)]
 
 
 class AutoCandidate(c.Structure):
@@ -160,13 +161,16 @@ class AutoCandidate(c.Structure):
                 ("max_memory_bytes", c.c_uint64), ("max_memory_device", c.c_char * 32),
                 ("comm_bytes", c.c_double), ("bubble_pct", c.c_double),
                 ("busiest_device", c.c_char * 32), ("busiest_compute_ms", c.c_double),
-                ("busiest_comm_ms", c.c_double), ("reason", c.c_char * 320)]
+                ("busiest_comm_ms", c.c_double), ("reason", c.c_char * 320),
+                ("measured", c.c_bool), ("measured_ms", c.c_double), ("error_pct", c.c_double),
+                ("measure_note", c.c_char * 200)]
 
 
 class AutoReport(c.Structure):
     _fields_ = [("candidates", c.POINTER(AutoCandidate)), ("n_candidates", c.c_uint32),
                 ("best", c.c_uint32), ("devices", c.c_uint32), ("batch", c.c_uint32),
-                ("seconds", c.c_double)]
+                ("seconds", c.c_double), ("n_measured", c.c_uint32),
+                ("by_measurement", c.c_bool)]
 
 
 class RunnerOpts(c.Structure):

@@ -1,7 +1,8 @@
 #!/bin/sh
 # --strategy auto: dpc plan ranks the strategies the devices allow by predicted step, drops those
 # over --device-memory, shows the winner's plan (the same plan --strategy WINNER makes), says why
-# each other one lost, and dpc train runs the choice.
+# each other one lost, --measure chooses the fastest measured of the best three, and dpc train
+# runs the choice.
 #   auto_test.sh DPC SOURCE_DIR WORK_DIR
 dpc=$1
 src=$2
@@ -57,6 +58,32 @@ for model in "$mlp" "$inc"; do
     fi
   done
 done
+
+# --measure: the three fastest predicted run, each measured beside its prediction, and the
+# choice is the fastest measured (which may reverse the prediction: then it says so)
+expect 0 "plan --strategy auto --measure" -- "$dpc" plan "$mlp" --devices cpu:2 --strategy auto \
+  --measure --explain --batch 32
+n=$(grep -c '^  measured .* ms a step, predicted ' "$work/out")
+if [ "$n" -eq 3 ]; then echo "ok   --measure: 3 strategies measured"; else
+  echo "FAIL --measure: $n strategies measured, expected 3"
+  sed 's/^/    /' "$work/out" | head -12
+  fails=$((fails + 1))
+fi
+# the chosen one is the fastest measured, and the first line names it
+if awk '/^  measured .* ms a step/ { for (i = 1; i <= NF; i++) if ($i == "ms") { v = $(i - 1); break }
+          if (min == "" || v + 0 < min + 0) { min = v; who = $2 } if ($0 ~ /<- chosen/) c = $2 }
+        /^strategy auto: [^c]/ { named = $3; sub(/,$/, "", named) }
+        END { exit !(who != "" && who == c && c == named) }' "$work/out"; then
+  echo "ok   --measure: the fastest measured is chosen and named"
+else
+  echo "FAIL --measure: the choice is not the fastest measured"
+  sed 's/^/    /' "$work/out" | head -12
+  fails=$((fails + 1))
+fi
+if grep -q '<- chosen' "$work/out" && ! grep -q '^1 .*the fastest predicted step' "$work/out"; then
+  contains "$work/out" "^strategy auto: chosen by measurement, against the prediction: " \
+    "--measure: a reversed ranking is said"
+fi
 
 # one device: nothing to choose
 expect 0 "one device" -- "$dpc" plan "$mlp" --strategy auto

@@ -38,8 +38,8 @@ static const cli_opt plan_opts[] = {
     {"profile", false, false,
      "time this model's kernels on one core first and correct the cost model by them"},
     {"measure", false, false,
-     "run the plan (30 steps) and print its measured step beside the "
-     "prediction"},
+     "run the plan (30 steps) and print its measured step beside the prediction; with "
+     "--strategy auto, the 3 fastest predicted, choosing the fastest measured"},
 };
 #define NPLAN (int)(sizeof plan_opts / sizeof *plan_opts)
 
@@ -52,18 +52,32 @@ static void print_auto(const dpc_auto_report *r, bool explain) {
            "strategies tried in %.1f s\n",
            b->strategy, b->step_ms, b->samples_per_s, r->n_candidates, r->seconds);
   }
-  if (!explain) return;
-  printf("%-4s %-58s %10s %11s %11s  %s\n", "rank", "strategy", "step ms", "memory MB", "comm MB",
-         "why");
+  /* measured: each beside its prediction, whether or not the table is asked for */
   for (uint32_t i = 0; i < r->n_candidates; i++) {
     const dpc_auto_candidate *c = &r->candidates[i];
-    char rank[16] = "-"; /* ranked when it runs */
+    if (c->measured)
+      printf("  measured %-50s %8.3f ms a step, predicted %8.3f (%+.0f%%)%s\n", c->strategy,
+             c->measured_ms, c->step_ms, c->error_pct, i == r->best ? "  <- chosen" : "");
+    else if (c->measure_note[0])
+      printf("  measured %-50s %s\n", c->strategy, c->measure_note);
+  }
+  if (r->by_measurement)
+    printf("strategy auto: chosen by measurement, against the prediction: %s\n",
+           r->candidates[r->best].reason);
+  if (!explain) return;
+  printf("%-4s %-58s %10s %11s %11s %11s  %s\n", "rank", "strategy", "step ms", "measured ms",
+         "memory MB", "comm MB", "why");
+  for (uint32_t i = 0; i < r->n_candidates; i++) {
+    const dpc_auto_candidate *c = &r->candidates[i];
+    char rank[16] = "-", meas[32] = "-"; /* ranked when it runs */
     if (c->planned && c->fits) snprintf(rank, sizeof rank, "%u", i + 1);
+    if (c->measured) snprintf(meas, sizeof meas, "%.3f", c->measured_ms);
     if (c->planned)
-      printf("%-4s %-58s %10.3f %11.1f %11.2f  %s\n", rank, c->strategy, c->step_ms,
+      printf("%-4s %-58s %10.3f %11s %11.1f %11.2f  %s\n", rank, c->strategy, c->step_ms, meas,
              (double)c->max_memory_bytes / 1e6, c->comm_bytes / 1e6, c->reason);
     else
-      printf("%-4s %-58s %10s %11s %11s  %s\n", "-", c->strategy, "-", "-", "-", c->reason);
+      printf("%-4s %-58s %10s %11s %11s %11s  %s\n", "-", c->strategy, "-", "-", "-", "-",
+             c->reason);
   }
 }
 
@@ -208,8 +222,8 @@ int dpc_cmd_plan(int argc, char **argv) {
     dpc_message *am = dpc_message_new();
     dpc_net *anet = NULL;
     dpc_auto_report *ar = NULL;
-    dpc_auto_opts ao = {sizeof ao, .batch = (uint32_t)batch, .devices = spec,
-                        .memory_limit = limit};
+    dpc_auto_opts ao = {sizeof ao, .batch = (uint32_t)batch, .devices = spec, .memory_limit = limit,
+                        .measure_top = cli_get(plan_opts, NPLAN, &p, "measure") ? 3 : 0};
     dpc_status ast =
         cli_load_batched("plan", p.pos[0], cli_get(plan_opts, NPLAN, &p, "loss"), &anet, am);
     if (!ast) ast = dpc_net_plan_auto(anet, &ao, &ar, am);
@@ -237,7 +251,8 @@ int dpc_cmd_plan(int argc, char **argv) {
     return DPC_EXIT_ERROR;
   /* the layout of replicas of mp devices: --measure does not run it yet */
   bool hybrid = ps.kind == DPC_STRATEGY_PIPELINE || ps.kind == DPC_STRATEGY_HYBRID;
-  bool measure = cli_get(plan_opts, NPLAN, &p, "measure") != NULL;
+  /* with auto, the measuring was the choosing: its figures are printed already */
+  bool measure = cli_get(plan_opts, NPLAN, &p, "measure") != NULL && !autos;
   dpc_plan_opts o = {sizeof o,
                      .batch = (uint32_t)batch,
                      .devices = spec,
