@@ -1,19 +1,22 @@
 /*
- * memplan.c — a micro-batched plan's activations share memory by lifetime (see partitioner.h).
+ * memplan.c — a plan's activations share memory by lifetime (see partitioner.h).
  *
- * The plans give every value a slot of its own. A step of M micro-batches (accumulation, a
- * pipeline) then holds all M micro-batches' activations at once, whatever the order, which is
- * what GPipe needs and 1F1B was made to avoid. So after the schedule has fixed each device's
- * order, the values of the micro-batches' forward and backward passes are laid out again: each
+ * The plans give every value a slot of its own. A training step then holds every activation and
+ * every gradient at once, though most live for a few kernels; a step of M micro-batches
+ * (accumulation, a pipeline) holds all M micro-batches' activations at once, whatever the order,
+ * which is what GPipe needs and 1F1B was made to avoid. So after the schedule has fixed each
+ * device's order, the values of the step (of a micro-batched step: the micro-batches' forward
+ * and backward passes) are laid out again: each
  * lives from the step whose kernel writes it to the last step on its device whose kernel reads
  * it (a fusion group's members are written and read when the group's root runs), and two values
  * may share bytes when those lifetimes do not meet. First fit by the step a value appears, in
  * a region after the values that keep their own slots.
  *
- * Left alone: everything outside the micro-batches (params, state, the averaged gradients, the
- * optimizer, the outputs: read after the step), values read on another device (the reader's
- * timing is its own), values a collective touches, and values sharing a slot already (an update
- * computed in its target's slot).
+ * Left alone: the sources (params, state, inputs), the outputs, the loss and the updates' values
+ * and targets (read after the step), in a micro-batched step everything outside the
+ * micro-batches (the averaged gradients, the optimizer), values read on another device (the
+ * reader's timing is its own), values a collective touches, and values sharing a slot already (an
+ * update computed in its target's slot).
  */
 #include "partitioner/partitioner.h"
 
@@ -50,25 +53,6 @@ static int cmp_placed(const void *a, const void *b) {
   return x->v < y->v ? -1 : x->v > y->v;
 }
 
-static int cmp_device_id(const void *a, const void *b) {
-  const placed *x = a, *y = b;
-  if (x->device != y->device) return x->device < y->device ? -1 : 1;
-  return x->v < y->v ? -1 : x->v > y->v;
-}
-
-/* The index of `at` among the n rising offsets, or DPC_NONE. */
-static uint32_t find_offset(const uint64_t *offs, uint32_t n, uint64_t at) {
-  uint32_t lo = 0, hi = n;
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    if (offs[mid] < at)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < n && offs[lo] == at ? lo : DPC_NONE;
-}
-
 /* Every pass below is over one device's steps and values, or a sort: a pipeline replicated over
  * many devices is planned in seconds (scanning every node and value for each device, and every
  * pair of values, was quadratic in the devices). */
@@ -83,18 +67,18 @@ dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d) {
   uint32_t *member = malloc(nn * sizeof *member),
            *first_member = calloc(nn + 1, sizeof *first_member);
   uint32_t *dev_first = calloc(p->n_devs + 1, sizeof *dev_first), *fill = malloc(nn * sizeof *fill);
-  uint64_t *new_off = malloc(nv * sizeof *new_off); /* a device's kept values' new offsets */
   if (!keep || !born || !dies || !mark || !lv || !by_slot || !member || !first_member ||
-      !dev_first || !fill || !new_off) {
+      !dev_first || !fill) {
     free(keep), free(born), free(dies), free(mark), free(lv), free(by_slot), free(member);
-    free(first_member), free(dev_first), free(fill), free(new_off);
+    free(first_member), free(dev_first), free(fill);
     return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory planning memory");
   }
   /* what keeps its own slot */
   for (uint32_t v = 0; v < g->n_values; v++) {
     const dpc_node *n = &g->nodes[g->values[v].node];
+    /* a plan without micro-batches has no phases: all of its step is shareable */
     keep[v] = dpc_op_has(n->op, DPC_OPF_SOURCE) || dpc_op_has(n->op, DPC_OPF_COMM) ||
-              (n->phase != DPC_PHASE_FORWARD && n->phase != DPC_PHASE_BACKWARD);
+              n->phase == DPC_PHASE_SHARED || n->phase == DPC_PHASE_STEP;
   }
   for (uint32_t o = 0; o < g->n_outputs; o++) keep[g->outputs[o]] = true;
   for (uint32_t u = 0; u < g->n_updates; u++)
@@ -118,16 +102,16 @@ dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d) {
       by_slot[n_placed++] = (placed){p->slots[v].device, v, p->slots[v].offset};
   qsort(by_slot, n_placed, sizeof *by_slot, cmp_placed);
   for (uint32_t k = 0; k + 1 < n_placed; k++) {
+    /* every value of a run sharing one offset (a chain computed in place has several) */
     const placed *a = &by_slot[k], *b = &by_slot[k + 1];
-    if (a->device == b->device && a->offset == b->offset && !keep[a->v])
-      keep[a->v] = keep[b->v] = true;
+    if (a->device == b->device && a->offset == b->offset) keep[a->v] = keep[b->v] = true;
   }
-  /* each kernel's nodes (its fusion group), and each device's values in id order */
+  /* each kernel's nodes (its fusion group); by_slot stays in offset order on each device, so a
+   * slot's values come one after another */
   for (uint32_t i = 0; i < g->n_nodes; i++) first_member[dpc_group_kernel(g, i) + 1]++;
   for (uint32_t i = 0; i < g->n_nodes; i++) first_member[i + 1] += first_member[i];
   for (uint32_t i = 0; i < g->n_nodes; i++) fill[i] = first_member[i];
   for (uint32_t i = 0; i < g->n_nodes; i++) member[fill[dpc_group_kernel(g, i)]++] = i;
-  qsort(by_slot, n_placed, sizeof *by_slot, cmp_device_id);
   for (uint32_t k = 0; k < n_placed; k++) dev_first[by_slot[k].device + 1]++;
   for (uint32_t dv = 0; dv < p->n_devs; dv++) dev_first[dv + 1] += dev_first[dv];
   dpc_status st = DPC_OK;
@@ -148,9 +132,10 @@ dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d) {
         }
       }
     }
-    /* the kept values, laid out again one after another (a shared slot stays shared) */
-    uint32_t n_life = 0, n_new = 0;
-    uint64_t fixed = 0;
+    /* the kept values, laid out again one after another in their old order; the values of a
+     * shared slot (consecutive here) keep sharing it at its new offset */
+    uint32_t n_life = 0;
+    uint64_t fixed = 0, last_old = UINT64_MAX, last_new = 0;
     for (uint32_t k = dev_first[dv]; k < dev_first[dv + 1]; k++) {
       uint32_t v = by_slot[k].v;
       dpc_slot *s = &p->slots[v];
@@ -159,9 +144,12 @@ dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d) {
         lv[n_life++] = (life){v, b, dies[v] < b ? b : dies[v], s->bytes, 0};
         continue;
       }
-      if (find_offset(new_off, n_new, s->offset) != DPC_NONE) continue; /* joins that slot */
+      if (by_slot[k].offset == last_old) { /* joins that slot */
+        s->offset = last_new;
+        continue;
+      }
+      last_old = by_slot[k].offset, last_new = fixed;
       s->offset = fixed;
-      new_off[n_new++] = fixed;
       fixed += align_up(s->bytes);
     }
     /* first fit in address among the values alive at once */
@@ -188,6 +176,6 @@ dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d) {
     pd->bytes = fixed + top;
   }
   free(keep), free(born), free(dies), free(mark), free(lv), free(by_slot), free(member);
-  free(first_member), free(dev_first), free(fill), free(new_off);
+  free(first_member), free(dev_first), free(fill);
   return st;
 }

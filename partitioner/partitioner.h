@@ -186,9 +186,9 @@ dpc_status dpc_step_classify(const dpc_graph *g, const bool *is_grad, uint8_t *c
 dpc_status dpc_ps_split(const dpc_graph *train, dpc_graph **worker, dpc_graph **server,
                         dpc_diag *d);
 
-/* Lay the micro-batches' activations of plan p (a micro-batched step, in its final order) out
- * again so values whose lifetimes do not meet share bytes (partitioner/memplan.c); each
- * device's buffer shrinks to what its order needs at once. */
+/* Lay the activations of plan p (in its final order; of a micro-batched step, the
+ * micro-batches') out again so values whose lifetimes do not meet share bytes
+ * (partitioner/memplan.c); each device's buffer shrinks to what its order needs at once. */
 dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d);
 
 /* Replica r > 0 of a data-parallel graph names its values NAME.replica<r>. */
