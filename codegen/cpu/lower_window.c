@@ -20,11 +20,16 @@
  * than scattering tap by tap (which re-reads what the previous tap just stored, a store
  * forwarding stall each time).
  *
- * Parallel iterations: conv2d runs (image, group, row block) pieces, each writing its own part
- * of y; the input gradient runs (image, group), because col2im scatters a row block into input
- * rows that its neighbours also touch; the weight gradient runs (group, o block, K block) pieces
- * of dW, each summing the whole batch, since that is the only split with disjoint outputs (and
- * computes dW^T instead when that fits the micro-tile better: 9 taps x 32 channels).
+ * Two forward shapes go elsewhere: a 1x1 convolution with stride 1 and no padding is a GEMM on
+ * x's planes as they lie (B = x, packed by the GEMM, no Col), and a depthwise or grouped one
+ * with few output channels per group is computed directly (lower_conv_direct.c).
+ *
+ * Parallel iterations: conv2d runs (image, group, channel block, row block) pieces, each
+ * writing its own part of y, cut to at least MIN_PIECES so a single image uses every core; the
+ * input gradient runs (image, group), because col2im scatters a row block into input rows that its
+ * neighbours also touch; the weight gradient runs (group, o block, K block) pieces of dW, each
+ * summing the whole batch, since that is the only split with disjoint outputs (and computes dW^T
+ * instead when that fits the micro-tile better: 9 taps x 32 channels).
  *
  * f16/bf16 are computed in f32 like the GEMM: dx and dW are accumulated in f32 scratch and
  * rounded once at the end (adding into f16 memory would round at every tap).
