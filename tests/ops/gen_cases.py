@@ -1046,6 +1046,13 @@ def gen_conv_pool():
          "stride=[1, 2], pad=1, groups=4", stride=[1, 2], pad=1, groups=4)
     conv("1x1_wide", randn(r2, (1, 16, 12, 12)), randn(r2, (40, 16, 1, 1)))
     conv("1x1_groups2", randn(r2, (2, 6, 5, 7)), randn(r2, (20, 3, 1, 1)), "groups=2", groups=2)
+    # planes too large to take flat (row by row) and small ones taken flat, with dilation
+    conv("depthwise_s1_rows", randn(r2, (1, 2, 20, 40)), randn(r2, (2, 1, 3, 3)), "pad=1, groups=2",
+         pad=1, groups=2)
+    conv("depthwise_rows_dilation2", randn(r2, (1, 3, 18, 35)), randn(r2, (3, 1, 3, 3)),
+         "pad=2, dilation=2, groups=3", pad=2, dilation=2, groups=3)
+    conv("depthwise_flat_dilation2", randn(r2, (2, 2, 7, 7)), randn(r2, (4, 1, 3, 3)),
+         "pad=2, dilation=2, groups=2", pad=2, dilation=2, groups=2)
 
     def pool(op, name, x, attrs, sym=None, **kw):
         kind = "max" if op == "max_pool2d" else "avg"
