@@ -381,6 +381,8 @@ static void digits(cg_fn *f, cg_val it, const int64_t *radix, int n, cg_val *out
 /* Fewest parallel pieces a forward convolution is cut into when the images alone give fewer:
  * at batch 1 one piece per (group, row block) left a core idle on most layers. */
 #define MIN_PIECES 8
+/* ...but never into pieces of fewer FLOPs than this */
+#define MIN_PIECE_FLOP 1e6
 
 /* A 1x1 convolution with stride 1 and no padding is a GEMM on x's channel planes as they lie:
  * B[ci, pixel] = x[plane0 + ci][pixel], packed by the GEMM itself with no Col copy. */
@@ -396,7 +398,10 @@ static void split_pieces(const gm_cfg *c, const conv *cv, bool pw, int64_t *rb, 
   const dpc_window *w = &cv->w;
   for (;;) {
     int64_t pieces = cv->n * w->groups * ceil_div(w->oh, *rb) * ceil_div(cv->opg, *ob);
-    if (pieces >= MIN_PIECES) return;
+    /* a piece's FLOPs once halved: below MIN_PIECE_FLOP the split costs more (packing, im2col
+     * again per channel block, the hand-off) than the second core gains */
+    double half = (double)*ob * (double)(*rb * w->ow) * (double)cv->K;
+    if (pieces >= MIN_PIECES || half < MIN_PIECE_FLOP) return;
     if (pw && *rb > 1 && ceil_div(*rb, 2) * w->ow >= c->nr)
       *rb = ceil_div(*rb, 2);
     else if (*ob > c->mr)

@@ -307,6 +307,27 @@ static void conv_direct_epilogues_match_reference(void) {
   dpc_graph_free(g);
 }
 
+/* Forward convolutions of one image cut into pieces so that both cores work: a 1x1 one by
+ * blocks of output rows (no im2col) and a 3x3 one by blocks of output channels, the last block
+ * partial, each with its epilogue on its own piece. */
+static void conv_pieces_match_reference(void) {
+  dpc_graph *g = parse("input big: f32[N, 48, 20, 20]\ninput img: f32[N, 16, 12, 12]\n"
+                       "param pk: f32[64, 48, 1, 1] = he_normal(seed=1)\n"
+                       "param k3: f32[72, 16, 3, 3] = he_normal(seed=2)\n"
+                       "param kb: f32[72, 1, 1] = he_normal(seed=3)\n"
+                       "a = conv2d(big, pk) + 1\n"
+                       "b = relu(conv2d(img, k3, pad=1) + kb)\n"
+                       "output a, b\n");
+  if (!g) return;
+  for (int64_t n = 1; n <= 2; n++) {
+    dpc_named feeds[2] = {make_input("big", (dpc_shape){4, {n, 48, 20, 20}}, 1),
+                          make_input("img", (dpc_shape){4, {n, 16, 12, 12}}, 2)};
+    check_same("convolution pieces", g, feeds, 2);
+    for (int i = 0; i < 2; i++) drop(&feeds[i]);
+  }
+  dpc_graph_free(g);
+}
+
 /* Training steps on the compiled backend follow the reference backend's losses. */
 static void training_matches_reference(void) {
   char xs[256], ys[256], data[600], log[2][256];
@@ -864,6 +885,7 @@ const unit_test unit_tests[] = {
     {"examples_match_reference", examples_match_reference},
     {"epilogues_match_reference", epilogues_match_reference},
     {"conv_direct_epilogues_match_reference", conv_direct_epilogues_match_reference},
+    {"conv_pieces_match_reference", conv_pieces_match_reference},
     {"training_matches_reference", training_matches_reference},
     {"artifact_matches_jit", artifact_matches_jit},
     {"damaged_artifact_refused", damaged_artifact_refused},
