@@ -383,6 +383,7 @@ static void digits(cg_fn *f, cg_val it, const int64_t *radix, int n, cg_val *out
 #define MIN_PIECES 8
 /* ...but never into pieces of fewer FLOPs than this */
 #define MIN_PIECE_FLOP 1e6
+#define MIN_OB_IM2COL  64
 
 /* A 1x1 convolution with stride 1 and no padding is a GEMM on x's channel planes as they lie:
  * B[ci, pixel] = x[plane0 + ci][pixel], packed by the GEMM itself with no Col copy. */
@@ -392,19 +393,23 @@ static bool pointwise(const dpc_window *w) {
 }
 
 /* Cut a forward convolution until it has MIN_PIECES pieces: output rows first where the rows
- * are free to cut (pointwise: no Col buffer sized by them), down to a micro-tile of columns,
- * then output channels, down to a micro-tile of rows. */
+ * are free to cut (not when im2col_plane copies whole planes), down to a micro-tile of columns,
+ * then output channels, down to a micro-tile of rows, or MIN_OB_IM2COL channels when im2col
+ * would be built again for each block (an RGB stem's im2col, 27 taps, costs more than its 32
+ * channels' GEMM: cutting those channels in two made it 2.7x slower). */
 static void split_pieces(const gm_cfg *c, const conv *cv, bool pw, int64_t *rb, int64_t *ob) {
   const dpc_window *w = &cv->w;
+  /* rows cut freely unless im2col_plane needs the whole plane in one piece */
+  bool rows_free = pw || !plane_ok(c, cv, w->oh);
   for (;;) {
     int64_t pieces = cv->n * w->groups * ceil_div(w->oh, *rb) * ceil_div(cv->opg, *ob);
     /* a piece's FLOPs once halved: below MIN_PIECE_FLOP the split costs more (packing, im2col
      * again per channel block, the hand-off) than the second core gains */
     double half = (double)*ob * (double)(*rb * w->ow) * (double)cv->K;
     if (pieces >= MIN_PIECES || half < MIN_PIECE_FLOP) return;
-    if (pw && *rb > 1 && ceil_div(*rb, 2) * w->ow >= c->nr)
+    if (rows_free && *rb > 1 && ceil_div(*rb, 2) * w->ow >= c->nr)
       *rb = ceil_div(*rb, 2);
-    else if (*ob > c->mr)
+    else if (*ob > c->mr && (pw || *ob >= 2 * MIN_OB_IM2COL))
       *ob = ceil_div(ceil_div(*ob, 2), c->mr) * c->mr;
     else
       return;

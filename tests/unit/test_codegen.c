@@ -307,23 +307,28 @@ static void conv_direct_epilogues_match_reference(void) {
   dpc_graph_free(g);
 }
 
-/* Forward convolutions of one image cut into pieces so that both cores work: a 1x1 one by
- * blocks of output rows (no im2col) and a 3x3 one by blocks of output channels, the last block
- * partial, each with its epilogue on its own piece. */
+/* Forward convolutions of one image cut into pieces so that both cores work: a 1x1 one and a
+ * strided 3x3 one (im2col row by row) by blocks of output rows, a 3x3 "same" one (im2col of
+ * whole planes) by blocks of output channels, the last block partial; each piece applies its
+ * epilogue to its own part. */
 static void conv_pieces_match_reference(void) {
   dpc_graph *g = parse("input big: f32[N, 48, 20, 20]\ninput img: f32[N, 16, 12, 12]\n"
+                       "input wide: f32[N, 16, 48, 48]\n"
                        "param pk: f32[64, 48, 1, 1] = he_normal(seed=1)\n"
-                       "param k3: f32[72, 16, 3, 3] = he_normal(seed=2)\n"
-                       "param kb: f32[72, 1, 1] = he_normal(seed=3)\n"
+                       "param k3: f32[136, 16, 3, 3] = he_normal(seed=2)\n"
+                       "param kb: f32[136, 1, 1] = he_normal(seed=3)\n"
+                       "param sk: f32[32, 16, 3, 3] = he_normal(seed=4)\n"
                        "a = conv2d(big, pk) + 1\n"
                        "b = relu(conv2d(img, k3, pad=1) + kb)\n"
-                       "output a, b\n");
+                       "c = conv2d(wide, sk, stride=2, pad=1) * 0.5\n"
+                       "output a, b, c\n");
   if (!g) return;
   for (int64_t n = 1; n <= 2; n++) {
-    dpc_named feeds[2] = {make_input("big", (dpc_shape){4, {n, 48, 20, 20}}, 1),
-                          make_input("img", (dpc_shape){4, {n, 16, 12, 12}}, 2)};
-    check_same("convolution pieces", g, feeds, 2);
-    for (int i = 0; i < 2; i++) drop(&feeds[i]);
+    dpc_named feeds[3] = {make_input("big", (dpc_shape){4, {n, 48, 20, 20}}, 1),
+                          make_input("img", (dpc_shape){4, {n, 16, 12, 12}}, 2),
+                          make_input("wide", (dpc_shape){4, {n, 16, 48, 48}}, 3)};
+    check_same("convolution pieces", g, feeds, 3);
+    for (int i = 0; i < 3; i++) drop(&feeds[i]);
   }
   dpc_graph_free(g);
 }
