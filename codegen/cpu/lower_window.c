@@ -20,15 +20,21 @@
  * than scattering tap by tap (which re-reads what the previous tap just stored, a store
  * forwarding stall each time).
  *
- * Parallel iterations: conv2d runs (image, group, row block) pieces, each writing its own part
- * of y; the input gradient runs (image, group), because col2im scatters a row block into input
- * rows that its neighbours also touch; the weight gradient runs (group, o block, K block) pieces
- * of dW, each summing the whole batch, since that is the only split with disjoint outputs (and
- * computes dW^T instead when that fits the micro-tile better: 9 taps x 32 channels).
+ * Two forward shapes go elsewhere: a 1x1 convolution with stride 1 and no padding is a GEMM on
+ * x's planes as they lie (B = x, packed by the GEMM, no Col), and a depthwise or grouped one
+ * with few output channels per group is computed directly (lower_conv_direct.c).
+ *
+ * Parallel iterations: conv2d runs (image, group, channel block, row block) pieces, each
+ * writing its own part of y, cut to at least MIN_PIECES so a single image uses every core; the
+ * input gradient runs (image, group), because col2im scatters a row block into input rows that its
+ * neighbours also touch; the weight gradient runs (group, o block, K block) pieces of dW, each
+ * summing the whole batch, since that is the only split with disjoint outputs (and computes dW^T
+ * instead when that fits the micro-tile better: 9 taps x 32 channels).
  *
  * f16/bf16 are computed in f32 like the GEMM: dx and dW are accumulated in f32 scratch and
  * rounded once at the end (adding into f16 memory would round at every tap).
  */
+#include "codegen/cpu/conv_direct.h"
 #include "codegen/cpu/gemm.h"
 #include "ir/rules.h"
 
@@ -372,53 +378,105 @@ static void digits(cg_fn *f, cg_val it, const int64_t *radix, int n, cg_val *out
   }
 }
 
+/* Fewest parallel pieces a forward convolution is cut into when the images alone give fewer:
+ * at batch 1 one piece per (group, row block) left a core idle on most layers. */
+#define MIN_PIECES 8
+/* ...but never into pieces of fewer FLOPs than this */
+#define MIN_PIECE_FLOP 1e6
+#define MIN_OB_IM2COL  64
+
+/* A 1x1 convolution with stride 1 and no padding is a GEMM on x's channel planes as they lie:
+ * B[ci, pixel] = x[plane0 + ci][pixel], packed by the GEMM itself with no Col copy. */
+static bool pointwise(const dpc_window *w) {
+  return w->kh == 1 && w->kw == 1 && w->sh == 1 && w->sw == 1 && w->pt == 0 && w->pl == 0 &&
+         w->pb == 0 && w->pr == 0;
+}
+
+/* Cut a forward convolution until it has MIN_PIECES pieces: output rows first where the rows
+ * are free to cut (not when im2col_plane copies whole planes), down to a micro-tile of columns,
+ * then output channels, down to a micro-tile of rows, or MIN_OB_IM2COL channels when im2col
+ * would be built again for each block (an RGB stem's im2col, 27 taps, costs more than its 32
+ * channels' GEMM: cutting those channels in two made it 2.7x slower). */
+static void split_pieces(const gm_cfg *c, const conv *cv, bool pw, int64_t *rb, int64_t *ob) {
+  const dpc_window *w = &cv->w;
+  /* rows cut freely unless im2col_plane needs the whole plane in one piece */
+  bool rows_free = pw || !plane_ok(c, cv, w->oh);
+  for (;;) {
+    int64_t pieces = cv->n * w->groups * ceil_div(w->oh, *rb) * ceil_div(cv->opg, *ob);
+    /* a piece's FLOPs once halved: below MIN_PIECE_FLOP the split costs more (packing, im2col
+     * again per channel block, the hand-off) than the second core gains */
+    double half = (double)*ob * (double)(*rb * w->ow) * (double)cv->K;
+    if (pieces >= MIN_PIECES || half < MIN_PIECE_FLOP) return;
+    if (rows_free && *rb > 1 && ceil_div(*rb, 2) * w->ow >= c->nr)
+      *rb = ceil_div(*rb, 2);
+    else if (*ob > c->mr && (pw || *ob >= 2 * MIN_OB_IM2COL))
+      *ob = ceil_div(ceil_div(*ob, 2), c->mr) * c->mr;
+    else
+      return;
+  }
+}
+
 static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
   conv cv;
   dpc_status st = conv_init(f, &cv, d);
   if (st) return st;
   const dpc_window *w = &cv.w;
+  if (cg_conv_direct_fits(w, cv.t, f->vector_bits)) return cg_lower_conv_direct(k, w, d);
+  bool pw = pointwise(w);
   gm_cfg c;
   gm_choose(&c, f->vector_bits, cv.t, cv.opg, cv.P, cv.K);
-  int64_t rb, ld, kq;
-  col_block(&c, &cv, cv.K, &rb, &ld, &kq);
-  gm_fit(&c, cv.opg, rb * w->ow);
-  int64_t nblk = ceil_div(w->oh, rb);
-  k->total = cv.n * w->groups * nblk;
+  int64_t rb = w->oh, ld = 0, kq = cv.K, ob = cv.opg;
+  if (!pw) col_block(&c, &cv, cv.K, &rb, &ld, &kq);
+  split_pieces(&c, &cv, pw, &rb, &ob);
+  gm_fit(&c, ob, rb * w->ow);
+  int64_t nblk = ceil_div(w->oh, rb), nob = ceil_div(cv.opg, ob);
+  k->total = cv.n * w->groups * nob * nblk;
   if (k->total == 0) return DPC_OK;
   const char *st_ty = cg_store_type(cv.t);
   cg_val x = cg_arg_ptr(f, 0, cv.t), wt = cg_arg_ptr(f, 1, cv.t),
          y = cg_arg_ptr(f, cg_out_arg(f), cv.t);
-  cg_val col = gm_alloca(f, c.ty, kq * ld);
+  cg_val col = pw ? x : gm_alloca(f, c.ty, kq * ld);
   cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
-  int64_t radix[3] = {cv.n, w->groups, nblk};
-  cg_val dg[3]; /* image, group, row block */
-  digits(f, it.i, radix, 3, dg);
-  cg_val oy0 = mulk(f, dg[2], rb);
+  int64_t radix[4] = {cv.n, w->groups, nob, nblk};
+  cg_val dg[4]; /* image, group, channel block, row block */
+  digits(f, it.i, radix, 4, dg);
+  cg_val oy0 = mulk(f, dg[3], rb);
   cg_val nrows = gm_min(f, cg_const_i64(rb), gm_sub(f, cg_const_i64(w->oh), oy0));
+  cg_val o0 = mulk(f, dg[2], ob); /* within the group */
+  cg_val ocur = gm_min(f, cg_const_i64(ob), gm_sub(f, cg_const_i64(cv.opg), o0));
   cg_val plane0 = cg_add(f, mulk(f, dg[0], w->c), mulk(f, dg[1], cv.cpg));
-  cg_val obase = cg_add(f, mulk(f, dg[0], w->oc), mulk(f, dg[1], cv.opg)); /* first out plane */
-  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv.K, kq)));
-  cg_val q0 = mulk(f, qc.i, kq);
-  cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv.K), q0));
-  if (plane_ok(&c, &cv, rb)) /* kq is whole channels (col_block) */
-    im2col_plane(f, &c, &cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv.kk),
-                 gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv.kk), col, ld);
-  else
-    im2col(f, &c, &cv, x, plane0, q0, nq, oy0, nrows, col, ld);
-  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, dg[1], cv.opg * cv.K), q0), true), cv.t, cv.K,
-              1, false};
-  gm_mat B = {col, c.calc, ld, 1, true};
+  /* first output plane of the piece */
+  cg_val obase = cg_add(f, cg_add(f, mulk(f, dg[0], w->oc), mulk(f, dg[1], cv.opg)), o0);
   cg_val yoff = cg_add(f, mulk(f, obase, cv.P), mulk(f, oy0, w->ow));
   gm_mat C = {gm_gep(f, st_ty, y, yoff, true), cv.t, cv.P, 1, false};
-  cg_val acc = gm_ev(f, "icmp sgt i64 %s, 0", qc.i.s);
-  gm_block(f, &c, &A, &B, &C, cg_const_i64(cv.opg), mulk(f, nrows, w->ow), nq, acc);
-  cg_loop_end(f, qc);
+  cg_val wrow = cg_add(f, mulk(f, dg[1], cv.opg), o0); /* the piece's first row of W */
+  if (pw) {
+    gm_mat A = {gm_gep(f, st_ty, wt, mulk(f, wrow, cv.K), true), cv.t, cv.K, 1, false};
+    cg_val xoff = cg_add(f, mulk(f, plane0, cv.P), mulk(f, oy0, w->ow));
+    gm_mat B = {gm_gep(f, st_ty, x, xoff, true), cv.t, cv.P, 1, false};
+    gm_block(f, &c, &A, &B, &C, ocur, mulk(f, nrows, w->ow), cg_const_i64(cv.K), (cg_val){"false"});
+  } else {
+    cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv.K, kq)));
+    cg_val q0 = mulk(f, qc.i, kq);
+    cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv.K), q0));
+    if (plane_ok(&c, &cv, rb)) /* kq is whole channels (col_block) */
+      im2col_plane(f, &c, &cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv.kk),
+                   gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv.kk), col, ld);
+    else
+      im2col(f, &c, &cv, x, plane0, q0, nq, oy0, nrows, col, ld);
+    gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, wrow, cv.K), q0), true), cv.t, cv.K, 1,
+                false};
+    gm_mat B = {col, c.calc, ld, 1, true};
+    cg_val acc = gm_ev(f, "icmp sgt i64 %s, 0", qc.i.s);
+    gm_block(f, &c, &A, &B, &C, ocur, mulk(f, nrows, w->ow), nq, acc);
+    cg_loop_end(f, qc);
+  }
   if (f->grp) {
-    /* fused: the bias, activation... on the piece's output rows of its group's planes, y seen
-     * as [n * oc, oh * ow] */
+    /* fused: the bias, activation... on the piece's output rows of its planes, y seen as
+     * [n * oc, oh * ow] */
     cg_val c0 = mulk(f, oy0, w->ow);
-    st = cg_epilogue_block(f, 1, obase, cg_add(f, obase, cg_const_i64(cv.opg)), c0,
+    st = cg_epilogue_block(f, 1, obase, cg_add(f, obase, ocur), c0,
                            cg_add(f, c0, mulk(f, nrows, w->ow)), d);
     if (st) return st;
   }

@@ -1030,6 +1030,29 @@ def gen_conv_pool():
     conv("f16", randn(rng, (1, 2, 4, 4), f16), randn(rng, (2, 2, 3, 3), f16, 0.5), "pad=1", pad=1)
     conv("odd_sizes", randn(rng, (2, 3, 11, 9)), randn(rng, (5, 3, 3, 2)), "stride=[1, 2], pad=[1, 0]",
          stride=[1, 2], pad=[1, 0])
+    # rows wider than a vector, so the direct depthwise/grouped kernel's chunks, edge masks and
+    # strided loads are all reached, and 1x1 convolutions large enough to be cut into pieces
+    # (their own generator, so the cases above keep their data)
+    r2 = np.random.default_rng(801)
+    conv("depthwise_s1_wide", randn(r2, (1, 4, 9, 37)), randn(r2, (4, 1, 3, 3)), "pad=1, groups=4",
+         pad=1, groups=4)
+    conv("depthwise_s2_wide", randn(r2, (2, 3, 11, 40)), randn(r2, (3, 1, 3, 3)),
+         "stride=2, pad=1, groups=3", stride=2, pad=1, groups=3)
+    conv("depthwise_5x5_s2_asym", randn(r2, (1, 2, 8, 35)), randn(r2, (2, 1, 5, 5)),
+         "stride=2, pad=[2, 1, 2, 2], groups=2", stride=2, pad=[2, 1, 2, 2], groups=2)
+    conv("groups2_wide", randn(r2, (1, 8, 6, 21)), randn(r2, (8, 4, 3, 3)), "pad=1, groups=2",
+         pad=1, groups=2)
+    conv("groups4_stride_hw", randn(r2, (2, 8, 5, 18)), randn(r2, (4, 2, 3, 3)),
+         "stride=[1, 2], pad=1, groups=4", stride=[1, 2], pad=1, groups=4)
+    conv("1x1_wide", randn(r2, (1, 16, 12, 12)), randn(r2, (40, 16, 1, 1)))
+    conv("1x1_groups2", randn(r2, (2, 6, 5, 7)), randn(r2, (20, 3, 1, 1)), "groups=2", groups=2)
+    # planes too large to take flat (row by row) and small ones taken flat, with dilation
+    conv("depthwise_s1_rows", randn(r2, (1, 2, 20, 40)), randn(r2, (2, 1, 3, 3)), "pad=1, groups=2",
+         pad=1, groups=2)
+    conv("depthwise_rows_dilation2", randn(r2, (1, 3, 18, 35)), randn(r2, (3, 1, 3, 3)),
+         "pad=2, dilation=2, groups=3", pad=2, dilation=2, groups=3)
+    conv("depthwise_flat_dilation2", randn(r2, (2, 2, 7, 7)), randn(r2, (4, 1, 3, 3)),
+         "pad=2, dilation=2, groups=2", pad=2, dilation=2, groups=2)
 
     def pool(op, name, x, attrs, sym=None, **kw):
         kind = "max" if op == "max_pool2d" else "avg"

@@ -264,6 +264,75 @@ static void epilogues_match_reference(void) {
   dpc_graph_free(g);
 }
 
+/* The direct depthwise/grouped kernel and the 1x1 GEMM path with the epilogues of real
+ * networks fused: bias + clip (MobileNet's ReLU6), SiLU (x * sigmoid(x)), hard-swish
+ * (x * clip(x + 3, 0, 6) / 6), a grouped convolution with ReLU, a strided depthwise one with a
+ * bias, and a 1x1 convolution with a bias and a residual. Rows of 37 and 40 columns take
+ * several vectors and both edge masks. */
+static void conv_direct_epilogues_match_reference(void) {
+  dpc_graph *g = parse(
+      "input im: f32[N, 8, 9, 37]\ninput res: f32[N, 12, 9, 37]\ninput wide: f32[N, 4, 7, 40]\n"
+      "param dk: f32[8, 1, 3, 3] = he_normal(seed=1)\nparam db: f32[8, 1, 1] = he_normal(seed=2)\n"
+      "param gk: f32[8, 2, 3, 3] = he_normal(seed=3)\nparam pk: f32[12, 8, 1, 1] = "
+      "he_normal(seed=4)\n"
+      "param pb: f32[12, 1, 1] = he_normal(seed=5)\nparam sk: f32[4, 1, 5, 5] = he_normal(seed=6)\n"
+      "r6 = clip(conv2d(im, dk, pad=1, groups=8) + db, min=0, max=6)\n"
+      "c1 = conv2d(im, dk, pad=1, groups=8)\nsilu = c1 * sigmoid(c1)\n"
+      "c2 = conv2d(im, dk, stride=2, pad=1, groups=8) + db\n"
+      "hswish = c2 * clip(c2 + 3, min=0, max=6) / 6\n"
+      "grp = relu(conv2d(im, gk, pad=[1, 0, 1, 2], groups=4))\n"
+      "pw = conv2d(im, pk) + pb + res\n"
+      "s2 = conv2d(wide, sk, stride=2, pad=2, groups=4) + 0.5\n"
+      "output r6, silu, hswish, grp, pw, s2\n");
+  if (!g) return;
+  /* every convolution fused, or the test tests nothing */
+  dpc_graph *c = dpc_graph_clone(g);
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_pass_opts po = {.fuse = dpc_cpu_fusion()};
+  CHECK(dpc_passes_run(c, &po, &d) == DPC_OK);
+  uint32_t anchors = 0;
+  for (uint32_t i = 0; i < c->n_nodes; i++)
+    if (c->nodes[i].op == DPC_OP_CONV2D && c->nodes[i].fused != DPC_NONE) anchors++;
+  CHECK_MSG(anchors == 6, "%u of 6 convolutions fused", anchors);
+  dpc_graph_free(c);
+  dpc_diag_free(&d);
+  for (int64_t n = 1; n <= 2; n++) {
+    dpc_named feeds[3] = {make_input("im", (dpc_shape){4, {n, 8, 9, 37}}, 1),
+                          make_input("res", (dpc_shape){4, {n, 12, 9, 37}}, 2),
+                          make_input("wide", (dpc_shape){4, {n, 4, 7, 40}}, 3)};
+    check_same("direct convolution epilogues", g, feeds, 3);
+    for (int i = 0; i < 3; i++) drop(&feeds[i]);
+  }
+  dpc_graph_free(g);
+}
+
+/* Forward convolutions of one image cut into pieces so that both cores work: a 1x1 one and a
+ * strided 3x3 one (im2col row by row) by blocks of output rows, a 3x3 "same" one (im2col of
+ * whole planes) by blocks of output channels, the last block partial; each piece applies its
+ * epilogue to its own part. */
+static void conv_pieces_match_reference(void) {
+  dpc_graph *g = parse("input big: f32[N, 48, 20, 20]\ninput img: f32[N, 16, 12, 12]\n"
+                       "input wide: f32[N, 16, 48, 48]\n"
+                       "param pk: f32[64, 48, 1, 1] = he_normal(seed=1)\n"
+                       "param k3: f32[136, 16, 3, 3] = he_normal(seed=2)\n"
+                       "param kb: f32[136, 1, 1] = he_normal(seed=3)\n"
+                       "param sk: f32[32, 16, 3, 3] = he_normal(seed=4)\n"
+                       "a = conv2d(big, pk) + 1\n"
+                       "b = relu(conv2d(img, k3, pad=1) + kb)\n"
+                       "c = conv2d(wide, sk, stride=2, pad=1) * 0.5\n"
+                       "output a, b, c\n");
+  if (!g) return;
+  for (int64_t n = 1; n <= 2; n++) {
+    dpc_named feeds[3] = {make_input("big", (dpc_shape){4, {n, 48, 20, 20}}, 1),
+                          make_input("img", (dpc_shape){4, {n, 16, 12, 12}}, 2),
+                          make_input("wide", (dpc_shape){4, {n, 16, 48, 48}}, 3)};
+    check_same("convolution pieces", g, feeds, 3);
+    for (int i = 0; i < 3; i++) drop(&feeds[i]);
+  }
+  dpc_graph_free(g);
+}
+
 /* Training steps on the compiled backend follow the reference backend's losses. */
 static void training_matches_reference(void) {
   char xs[256], ys[256], data[600], log[2][256];
@@ -820,6 +889,8 @@ const unit_test unit_tests[] = {
     {"fuse_groups", fuse_groups},
     {"examples_match_reference", examples_match_reference},
     {"epilogues_match_reference", epilogues_match_reference},
+    {"conv_direct_epilogues_match_reference", conv_direct_epilogues_match_reference},
+    {"conv_pieces_match_reference", conv_pieces_match_reference},
     {"training_matches_reference", training_matches_reference},
     {"artifact_matches_jit", artifact_matches_jit},
     {"damaged_artifact_refused", damaged_artifact_refused},

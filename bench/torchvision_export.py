@@ -1,0 +1,44 @@
+#!/usr/bin/python3
+"""Export torchvision's ResNet-18 and MobileNetV2 to ONNX for bench/ort_compare.
+
+Random weights from a fixed seed, eval mode (batch norm folded by the exporter's constant
+folding where it can), ONNX opset 13, input 1x3x224x224 with the batch dimension dynamic so the
+same file runs at batch 1 and 8. The files are made here, never committed: the weights would be
+tens of megabytes of noise. Run with Debian's python (python3-torch, python3-torchvision):
+
+  /usr/bin/python3 bench/torchvision_export.py OUT_DIR
+
+writes OUT_DIR/resnet18.onnx and OUT_DIR/mobilenet_v2.onnx (skips a file that exists).
+"""
+import os
+import sys
+
+import torch
+import torchvision
+
+
+def export(name, make, out_dir):
+    path = os.path.join(out_dir, name + ".onnx")
+    if os.path.exists(path):
+        print(path, "(exists)")
+        return
+    torch.manual_seed(17)
+    model = make().eval()
+    x = torch.randn(1, 3, 224, 224)
+    tmp = path + ".tmp"
+    torch.onnx.export(model, x, tmp, opset_version=13, input_names=["input"],
+                      output_names=["output"], do_constant_folding=True,
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    os.replace(tmp, path)
+    print(path)
+
+
+def main():
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else "build/bench_models"
+    os.makedirs(out_dir, exist_ok=True)
+    export("resnet18", lambda: torchvision.models.resnet18(weights=None), out_dir)
+    export("mobilenet_v2", lambda: torchvision.models.mobilenet_v2(weights=None), out_dir)
+
+
+if __name__ == "__main__":
+    main()
