@@ -5,7 +5,8 @@
 
 Models, as in examples/: `mlp` is fashion_mlp.graph (784-512-512-10, ReLU, mean softmax cross
 entropy); `cnn` is fashion_cnn.graph (conv 3x3 32, max pool 2, conv 3x3 64, max pool 2, fc 128,
-fc 10). A training step is forward, backward and SGD with momentum 0.9 (what the examples
+fc 10); `transformer` is transformer_block.graph (one encoder block over 28 rows of 28 pixels,
+trained with Adam as the example is). A training step is forward, backward and SGD with momentum 0.9 (what the examples
 minimise with); --inference times the forward pass under torch.no_grad(). Data is random and
 fixed, as in `dpc bench`: only the arithmetic is timed. Prints the median, fastest and 90th
 percentile step and samples/s at the median, in the format of `dpc bench`.
@@ -60,9 +61,41 @@ def cnn(gen):
     return ps, forward
 
 
+def transformer(gen):
+    """examples/transformer_block.graph: rows of 28 pixels projected to 64, learned positions,
+    4-head self-attention and a GELU MLP (128), each with a residual and post-norm, mean over the
+    rows, a linear classifier."""
+    def xav(shape):
+        bound = (6.0 / (shape[0] + shape[1])) ** 0.5
+        return (torch.rand(shape, generator=gen) * 2 - 1) * bound
+
+    ps = [xav((28, 64)), torch.zeros(64), torch.randn((28, 64), generator=gen) * 0.02,
+          xav((64, 64)), xav((64, 64)), xav((64, 64)), xav((64, 64)), torch.ones(64),
+          torch.zeros(64), xav((64, 128)), torch.zeros(128), xav((128, 64)), torch.zeros(64),
+          torch.ones(64), torch.zeros(64), xav((64, 10)), torch.zeros(10)]
+    ps = [p.requires_grad_() for p in ps]
+
+    def forward(x):
+        (ew, eb, pos, wq, wk, wv, wo, g1, b1, m1, mb1, m2, mb2, g2, b2, hw, hb) = ps
+        n = x.shape[0]
+        h0 = x.reshape(n, 28, 28) @ ew + eb + pos
+
+        def heads(t):
+            return t.reshape(n, 28, 4, 16).transpose(1, 2)
+
+        q, k, v = heads(h0 @ wq), heads(h0 @ wk), heads(h0 @ wv)
+        ctx = torch.softmax(q @ k.transpose(-1, -2) * 0.25, dim=-1) @ v
+        merged = ctx.transpose(1, 2).reshape(n, 28, 64)
+        h1 = F.layer_norm(h0 + merged @ wo, (64,), g1, b1)
+        h2 = F.layer_norm(h1 + F.gelu(h1 @ m1 + mb1) @ m2 + mb2, (64,), g2, b2)
+        return h2.mean(dim=1) @ hw + hb
+
+    return ps, forward
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    ap.add_argument("--model", choices=["mlp", "cnn", "transformer"], default="mlp")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=50)
@@ -72,8 +105,10 @@ def main():
 
     torch.set_num_threads(a.threads)
     gen = torch.Generator().manual_seed(0)
-    ps, forward = (mlp if a.model == "mlp" else cnn)(gen)
-    opt = torch.optim.SGD(ps, lr=0.01, momentum=0.9)
+    ps, forward = {"mlp": mlp, "cnn": cnn, "transformer": transformer}[a.model](gen)
+    # the optimizer each example minimises with
+    opt = (torch.optim.Adam(ps, lr=0.001) if a.model == "transformer"
+           else torch.optim.SGD(ps, lr=0.01, momentum=0.9))
     x = torch.rand((a.batch, 784), generator=gen)
     y = torch.randint(0, 10, (a.batch,), generator=gen)
 
