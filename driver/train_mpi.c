@@ -104,6 +104,25 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
+/* An attribute's name and value (a learning rate, a seed, a shape) into h. */
+static uint64_t attr_hash(uint64_t h, const dpc_graph *g, const dpc_attr *a) {
+  const char *name = dpc_graph_str(g, a->name);
+  h = fnv(h, name, strlen(name) + 1);
+  uint32_t f[3] = {a->kind, a->dtype, a->n};
+  h = fnv(h, f, sizeof f);
+  switch (a->kind) {
+  case DPC_ATTR_STR: {
+    const char *v = dpc_graph_str(g, a->u.s);
+    return fnv(h, v, strlen(v) + 1);
+  }
+  case DPC_ATTR_INTS:
+  case DPC_ATTR_SHAPE: return fnv(h, &g->ints[a->u.off], a->n * sizeof *g->ints);
+  case DPC_ATTR_FLOATS:
+  case DPC_ATTR_TENSOR: return fnv(h, &g->reals[a->u.off], a->n * sizeof *g->reals);
+  default: return fnv(h, &a->u, sizeof a->u);
+  }
+}
+
 /* What two ranks must agree on to run together: every device's steps, every value's place and
  * shape, every node's op and arguments. */
 static uint64_t plan_hash(const dpc_plan *p) {
@@ -131,7 +150,9 @@ static uint64_t plan_hash(const dpc_plan *p) {
     uint32_t f[3] = {(uint32_t)n->op, n->n_in, n->n_out};
     h = fnv(h, f, sizeof f);
     h = fnv(h, &g->ids[n->in], n->n_in * sizeof *g->ids);
+    for (uint32_t k = 0; k < n->n_attr; k++) h = attr_hash(h, g, &g->attrs[n->attr + k]);
   }
+  for (uint32_t k = 0; k < g->obj.n_attr; k++) h = attr_hash(h, g, &g->attrs[g->obj.attr + k]);
   return h;
 }
 
