@@ -16,6 +16,7 @@
 
 #include "partitioner/partitioner.h"
 #include "runtime/device.h"
+#include "runtime/transport.h"
 
 #include <stdio.h>
 #include <stdlib.h>
