@@ -597,6 +597,9 @@ static dpc_status check_mpi(trainer *t, dpc_diag *d) {
     what = "a compiled artifact";
   else if (o->shares && strcmp(o->shares, "even"))
     what = "uneven shares";
+  /* rank 0's checkpoint holds replica 0; local SGD's replicas differ between meetings */
+  else if (o->local_sgd && (o->checkpoint_path || o->resume_path))
+    what = "a checkpoint of local SGD";
   if (what)
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                          "across MPI ranks dpc trains synchronous data parallel (with "

@@ -3,7 +3,9 @@
 #   train_test.sh MPIEXEC DPC MODEL NP MODE
 # data, accumulate, local_sgd, tail: 20 steps (tail: 3 epochs of a small set whose last batch
 # does not split over the ranks) give per-step losses identical to --devices cpu:NP, and two
-# runs give identical losses. mismatch: ranks started with different options are refused
+# runs give identical losses. resume: 10 steps with --checkpoint, then a resumed run to step 20,
+# give the losses of 20 steps uninterrupted. reshard: a checkpoint of 2 ranks resumed on NP
+# ranks gives the losses of --devices cpu:NP resumed from it. mismatch: ranks started with different options are refused
 # before the first step, naming the rank. kill: rank 1 killed with SIGKILL mid-run ends the run
 # non-zero (mpirun ends the job itself and names the rank) and no rank is left running.
 # kill_recovery: the same under mpirun --enable-recovery, which leaves the job to dpc: the
@@ -60,6 +62,32 @@ save(sys.argv[1] + "/x.npy", "<f4", (n, 28, 28), "f", [random.gauss(0, 1) for _ 
 save(sys.argv[1] + "/y.npy", "<i4", (n,), "i", [random.randrange(10) for _ in range(n)])
 PY
   extra="--epochs 3 --data $work/x.npy,$work/y.npy --test-data $work/x.npy,$work/y.npy"
+  ;;
+resume | reshard)
+  first=2
+  [ "$mode" = resume ] && first=$np
+  mpi "$first" --steps 10 --checkpoint "$work/ck.safetensors" --log "$work/a.jsonl" || {
+    cat "$work/out"
+    fail "the first 10 steps on $first ranks failed"
+  }
+  mpi "$np" --steps 20 --resume "$work/ck.safetensors" --log "$work/b.jsonl" || {
+    cat "$work/out"
+    fail "resuming on $np ranks failed"
+  }
+  cat "$work/out"
+  if [ "$mode" = resume ]; then
+    mpi "$np" --steps 20 --log "$work/whole.jsonl" || fail "20 steps on $np ranks failed"
+    cat "$work/a.jsonl" "$work/b.jsonl" >"$work/ab.jsonl"
+    same "$work/whole.jsonl" "$work/ab.jsonl" "10 steps, then resumed to 20, on $np ranks"
+  else
+    "$dpc" train "$model" --devices "cpu:$np" --steps 20 --resume "$work/ck.safetensors" \
+      --log "$work/one.jsonl" >"$work/out" 2>&1 || fail "resuming on cpu:$np failed"
+    same "$work/one.jsonl" "$work/b.jsonl" "a 2-rank checkpoint resumed on $np ranks"
+  fi
+  [ "$(losses "$work/b.jsonl" | wc -l)" -eq 10 ] || fail "the resumed run did not run 10 steps"
+  rm -rf "$work"
+  echo "ok: $mode on $np ranks: losses identical"
+  exit 0
   ;;
 mismatch)
   timeout 120 "$mpiexec" --allow-run-as-root --oversubscribe \
