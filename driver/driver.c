@@ -265,6 +265,7 @@ void dpc_driver_device_names(uint32_t n, dpc_device_names *out) {
 }
 
 dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d) {
+  if (dpc_driver_is_mpi(spec)) return dpc_driver_mpi_world(spec, n, d);
   dpc_topology *t = NULL;
   dpc_device_list l = {0};
   dpc_status st = dpc_topology_load(NULL, &t, d);

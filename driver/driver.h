@@ -38,6 +38,10 @@ typedef struct dpc_device_names {
 } dpc_device_names;
 void dpc_driver_device_names(uint32_t n, dpc_device_names *out);
 /* How many devices a --devices spec makes on this machine. */
+/* --devices mpi[:LOCAL] (train_mpi.c): whether spec names MPI ranks, and how many devices they
+ * make (the world's ranks; an error when MPI is not initialized or not built in). */
+bool dpc_driver_is_mpi(const char *spec);
+dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d);
 dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d);
 /* Plan `bound` (a graph bound at the batch of one micro-batch of one replica): with
  * accumulate > 1 (training), each replica runs that many micro-batches and averages their

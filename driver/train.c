@@ -196,7 +196,11 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
                          .devices = t->o->devices,
                          .timeout_s = t->o->timeout_s,
                          .comm_thread = t->o->comm_thread,
-                         .test = dpc_train_session_hooks(t)};
+                         .test = dpc_train_session_hooks(t),
+                         .peers = parallel ? t->peers : NULL,
+                         .self = t->rank};
+  /* across ranks, one plan: each rank checks its own against rank 0's before the first step */
+  if (!st && parallel && t->peers) st = dpc_train_mpi_check_plan(t, r->plan, d);
   if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
   free(vals);
   dpc_graph_free(g);
@@ -206,6 +210,13 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   r->x = dpc_graph_find(pg, t->x_name);
   r->y = dpc_graph_find(pg, t->y_name);
   r->loss = pg->obj.loss != DPC_NONE ? pg->obj.loss : dpc_graph_find(pg, t->loss_name);
+  if (parallel && t->peers && t->rank > 0 && r->loss != DPC_NONE) {
+    /* this rank computes its own replica's copy of the reduced loss, not replica 0's */
+    char nm[300];
+    snprintf(nm, sizeof nm, "%s" DPC_REPLICA_SUFFIX "%u",
+             dpc_graph_str(pg, pg->values[r->loss].name), t->rank);
+    r->loss = dpc_graph_find(pg, nm);
+  }
   r->lr = dpc_graph_find(pg, "opt.lr");
   r->logits = pg->n_outputs ? pg->outputs[0] : DPC_NONE;
   return DPC_OK;
@@ -478,7 +489,8 @@ static dpc_status compile_graph(trainer *t, dpc_diag *d) {
   if (o->async ? (st = dpc_train_async_open(t, d))
                : (st = open_run(t, t->train_g, first, true, NULL, &t->train_full, d)))
     return st;
-  if (t->test_ds) {
+  /* across ranks, replica 0's params are current on rank 0 alone: it evaluates */
+  if (t->test_ds && t->rank == 0) {
     uint64_t en = dpc_dataset_size(t->test_ds);
     uint32_t ef = (uint32_t)(en < t->batch ? en : t->batch);
     if (ef && (st = open_run(t, t->eval_g, ef, false, t->train_full.s, &t->eval_full, d)))
@@ -571,6 +583,36 @@ static dpc_status parse_strategy(trainer *t, dpc_diag *d) {
   return dpc_strategy_parse(&a, &t->strategy, NULL, d);
 }
 
+/* --devices mpi: what runs across ranks today (synchronous data parallel, with accumulation or
+ * local SGD, every full batch split evenly over the ranks). */
+static dpc_status check_mpi(trainer *t, dpc_diag *d) {
+  const dpc_train_opts *o = t->o;
+  const char *what = NULL;
+  if (o->async)
+    what = "the asynchronous parameter server";
+  else if (t->replicas > 1 && t->strategy.kind != DPC_STRATEGY_DATA &&
+           t->strategy.kind != DPC_STRATEGY_LOCAL_SGD)
+    what = dpc_strategy_kind_name(t->strategy.kind);
+  else if (o->artifact)
+    what = "a compiled artifact";
+  else if (o->shares && strcmp(o->shares, "even"))
+    what = "uneven shares";
+  /* rank 0's checkpoint holds replica 0; local SGD's replicas differ between meetings */
+  else if (o->local_sgd && (o->checkpoint_path || o->resume_path))
+    what = "a checkpoint of local SGD";
+  if (what)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                         "across MPI ranks dpc trains synchronous data parallel (with "
+                         "accumulation or local SGD); %s is not built yet across ranks",
+                         what);
+  if (t->replicas > 1 && o->batch % t->replicas)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the batch of %u does not split evenly over the %u ranks: give a "
+                         "multiple of %u",
+                         o->batch, t->replicas, t->replicas);
+  return DPC_OK;
+}
+
 static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   const dpc_train_opts *o = t->o;
   dpc_status st;
@@ -580,6 +622,7 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   if (o->devices) {
     if ((st = dpc_driver_count_devices(o->devices, &t->replicas, d))) return st;
     if ((st = parse_strategy(t, d))) return st;
+    if (t->peers && (st = check_mpi(t, d))) return st;
     if (t->replicas > 1 && o->artifact)
       return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                            "a compiled artifact runs on one device; train the .graph on several");
@@ -731,7 +774,17 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
   memset(&t, 0, sizeof t);
   t.o = o;
   t.test = hooks;
-  dpc_status st = setup(&t, src, d);
+  dpc_status st = DPC_OK;
+  if (dpc_driver_is_mpi(o->devices) && !(st = dpc_train_mpi_open(&t, d)) && t.rank > 0) {
+    /* rank 0 reports and writes the files; the others train quietly beside it */
+    t.quiet = *o;
+    t.quiet.on_start = NULL, t.quiet.on_note = NULL, t.quiet.on_step = NULL;
+    t.quiet.on_epoch = NULL, t.quiet.on_stop = NULL;
+    t.quiet.log_path = t.quiet.trace_path = t.quiet.save_path = NULL;
+    t.quiet.checkpoint_path = t.quiet.stop_checkpoint_path = NULL;
+    t.o = o = &t.quiet;
+  }
+  if (!st) st = setup(&t, src, d);
   if (!st) note_resume(&t);
   bool stopped = false; /* asked to stop: checked between steps, never inside one */
   while (!st && t.epoch < o->epochs && (!o->steps || t.step < o->steps)) {
@@ -754,10 +807,16 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
        * once, on first use, and its planning and compiling are not a step's work */
       if ((st = run_for(&t, true, n, &r, d))) break;
       double t0 = dpc_now_s();
-      if ((st = feed(r, t.train_ds, idx, n, d))) break;
+      /* across ranks, a batch that runs on the first device alone runs on rank 0 */
+      bool idle = t.peers && !r->parallel && t.rank > 0;
+      if (!idle && (st = feed(r, t.train_ds, idx, n, d))) break;
       /* the step counter seeds dropout: the same step draws the same mask after a resume */
       dpc_session_set_step(r->s, t.step);
-      if ((st = dpc_session_run(r->s, d))) {
+      if (!idle && (st = dpc_session_run(r->s, d))) {
+        dpc_diag_prefix(d, "step %llu: ", (unsigned long long)t.step + 1);
+        break;
+      }
+      if (!r->parallel && t.peers && (st = dpc_train_mpi_share(&t, d))) {
         dpc_diag_prefix(d, "step %llu: ", (unsigned long long)t.step + 1);
         break;
       }
@@ -778,7 +837,7 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
                           scalar(r, r->lr),
                           dt > 0 ? n / dt : 0,
                           n};
-      if (isnan(s.loss) || isinf(s.loss)) {
+      if (!idle && (isnan(s.loss) || isinf(s.loss))) {
         st = loss_not_finite(&t, r, idx, n, s.loss, d);
         break;
       }
@@ -827,5 +886,6 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
   if (!st && !stopped && o->save_path) st = dpc_train_save_params(&t, o->save_path, d);
   if (!st && o->trace_path) st = dpc_train_write_trace(&t, d);
   trainer_free(&t);
+  dpc_train_mpi_close(&t);
   return st;
 }

@@ -51,6 +51,12 @@ typedef struct trainer {
   struct async_state *async;            /* --sync async: the workers and the server's bookkeeping */
   dpc_session_test_hooks session_hooks; /* what dpc_train_session_hooks hands the sessions */
   const dpc_train_test_hooks *test;     /* NULL but in tests (dpc_train_hooked) */
+  /* --devices mpi (train_mpi.c): this process is rank `rank` of `ranks`, device `rank` of the
+   * data-parallel plan; peers is the MPI transport between the ranks (NULL without MPI) */
+  struct dpc_transport *peers;
+  struct dpc_device *peer_dev; /* the device the transport stages through */
+  uint32_t rank, ranks;
+  dpc_train_opts quiet; /* ranks > 0: the options without callbacks and output files */
 } trainer;
 
 /* The test hooks a session of this run takes (NULL in production, where t->test is NULL). */
@@ -88,5 +94,14 @@ dpc_status dpc_train_compile(trainer *t, run_t *r, dpc_diag *d);
 dpc_status dpc_train_async_open(trainer *t, dpc_diag *d);
 dpc_status dpc_train_async_epoch(trainer *t, dpc_train_epoch *ep, dpc_diag *d);
 void dpc_train_async_free(trainer *t);
+
+/* train_mpi.c: --devices mpi. Open the transport between the ranks (t->peers, t->rank); close
+ * it. */
+dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d);
+void dpc_train_mpi_close(trainer *t);
+/* Every rank planned p alike (a hash compared across ranks), or an error naming the ranks. */
+dpc_status dpc_train_mpi_check_plan(trainer *t, const dpc_plan *p, dpc_diag *d);
+/* Replica 0's params and state (current on rank 0 after a step it ran alone) to every rank. */
+dpc_status dpc_train_mpi_share(trainer *t, dpc_diag *d);
 
 #endif

@@ -96,7 +96,9 @@ struct dpc_session {
   _Atomic int first;
   dpc_status first_status;
   char first_msg[512];
-  bool broken; /* a run failed: events and collectives are out of step */
+  bool broken;          /* a run failed: events and collectives are out of step */
+  dpc_transport *peers; /* dpc_session_opts.peers: only device `self` runs here */
+  uint32_t self;
   double timeout_s;
   uint32_t stall; /* dpc_session_test_hooks.stall_device */
   /* dpc_session_trace: per device, the recorded step events */
@@ -385,6 +387,46 @@ static dpc_status open_overlap(dpc_session *s, dpc_diag *d) {
   return st;
 }
 
+/* Across processes (dpc_session_opts.peers): device `self`'s collectives go over the peers'
+ * transport, which connects every device of the plan in order, so only a collective over all of
+ * them can run; the device's kernels run on a pool of this process's threads. */
+static dpc_status open_peers(dpc_session *s, const dpc_session_opts *o, dpc_diag *d) {
+  const dpc_plan *plan = s->plan;
+  const dpc_graph *g = plan->g;
+  if (o->peers->ranks != plan->n_devs || o->self >= plan->n_devs)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the plan has %u devices, but %u processes take part (this one is %u)",
+                         plan->n_devs, o->peers->ranks, o->self);
+  if (plan->n_events)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                         "this plan passes values between devices; across processes only "
+                         "data-parallel plans (collectives over every device) run");
+  s->peers = o->peers;
+  s->self = o->self;
+  const dpc_plan_device *pd = &plan->devs[s->self];
+  for (uint32_t j = 0; j < pd->n_steps; j++) {
+    step_args *sa = &s->steps[s->self][j];
+    if (pd->steps[j].kind == DPC_STEP_COPY &&
+        plan->slots[pd->steps[j].src].device != plan->slots[pd->steps[j].dst].device)
+      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                           "%s copies a value from another device; across processes only "
+                           "data-parallel plans run",
+                           pd->name);
+    if (!sa->comm) continue;
+    const dpc_node *n = &g->nodes[pd->steps[j].node];
+    bool all = n->n_in == plan->n_devs;
+    for (uint32_t k = 0; all && k < n->n_in; k++) all = plan->slots[g->ids[n->in + k]].device == k;
+    if (!all)
+      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                           "a collective of %s connects only some of the devices; across "
+                           "processes every collective spans all of them",
+                           pd->name);
+    sa->group = s->peers;
+  }
+  if (o->native && (!o->threads || o->threads > 1)) return dpc_pool_new(o->threads, &s->pool, d);
+  return DPC_OK;
+}
+
 /* Several devices: the cores of each (from the --devices spec), a pool on them, a runner, the
  * collectives and the events. */
 static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_diag *d) {
@@ -586,7 +628,9 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
     }
   }
   free(base);
-  if (!st && plan->n_devs > 1)
+  if (!st && o && o->peers)
+    st = open_peers(s, o, d);
+  else if (!st && plan->n_devs > 1)
     st = open_devices(s, o, d);
   else if (!st && o && o->native && (!o->threads || o->threads > 1))
     st = dpc_pool_new(o->threads, &s->pool, d);
@@ -806,7 +850,9 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
       if (atomic_load(&s->first)) return dpc_diag_fail(d, s->first_status, "%s", s->first_msg);
       return st;
     }
-  } else if ((st = run_steps(s, 0, d))) {
+  } else if ((st = run_steps(s, s->self, d))) {
+    /* across processes, the peers' collectives are out of step with this one's now */
+    if (s->peers) s->broken = true;
     return st;
   }
   if (s->trace) s->trace_run++;
@@ -878,9 +924,39 @@ static dpc_status average_part(dpc_session *s, uint32_t dev, dpc_diag *d) {
   return s->devs[dev]->ops->synchronize(s->devs[dev], d);
 }
 
+/* dpc_session_average across processes: copy k of each group must live on device k; this
+ * process averages its own copy with the peers'. */
+static dpc_status average_peers(dpc_session *s, const uint32_t *values, uint32_t groups,
+                                uint32_t copies, dpc_diag *d) {
+  if (s->broken)
+    return dpc_diag_fail(d, DPC_ERR_RUNTIME,
+                         "this session failed in an earlier step and cannot run again");
+  if (copies != s->plan->n_devs)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "averaging %u copies over %u processes", copies,
+                         s->plan->n_devs);
+  for (uint32_t gi = 0; gi < groups; gi++) {
+    const uint32_t *vals = values + (size_t)gi * copies;
+    for (uint32_t k = 0; k < copies; k++)
+      if (s->plan->slots[vals[k]].device != k)
+        return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                             "copy %u of a value is not on device %u: across processes copy k "
+                             "lives on rank k",
+                             k, k);
+    dpc_tensor *x = &s->tensors[vals[s->self]];
+    dpc_status st = s->peers->ops->all_reduce(s->peers, s->self, x->data, x->dtype,
+                                              dpc_tensor_numel(x), DPC_REDUCE_MEAN_WIDE, d);
+    if (st) {
+      s->broken = true;
+      return st;
+    }
+  }
+  return s->devs[s->self]->ops->synchronize(s->devs[s->self], d);
+}
+
 dpc_status dpc_session_average(dpc_session *s, const uint32_t *values, uint32_t groups,
                                uint32_t copies, dpc_diag *d) {
   if (copies < 2) return DPC_OK;
+  if (s->peers) return average_peers(s, values, groups, copies, d);
   if (!s->ex || copies > MAX_AVG_COPIES)
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "averaging %u copies over %u devices", copies,
                          s->plan->n_devs);

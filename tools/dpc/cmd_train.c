@@ -55,7 +55,8 @@ static const cli_opt train_opts[] = {
      "llvm (default: kernels compiled for this CPU) or ref (the reference kernels)"},
     {"threads", true, false, "threads for compiled kernels (default: one per core)"},
     {"devices", true, false,
-     "cpu (default), or cpu:N / numa: synchronous data parallel over those devices"},
+     "cpu (default), or cpu:N / numa: synchronous data parallel over those devices; mpi (run "
+     "under mpirun): each rank one device"},
     CLI_OPT_SHARES,
     {"strategy", true, false,
      "with several devices: data (default), model (the graph's @ cpu:K placement, else METIS's), "
@@ -300,7 +301,19 @@ static int choose_strategy(const cli_parsed *p, const dpc_trainer_opts *o, bool 
   return rc;
 }
 
+static int train(int *argc_, char ***argv_);
+
+/* `--devices mpi`: MPI is started here (only then) and ended with the command; a failed rank
+ * ends the job (MPI_Abort after its message), since the others may be waiting on it. */
 int dpc_cmd_train(int argc, char **argv) {
+  int rc = train(&argc, &argv);
+  dpc_mpi_finalize(rc != DPC_EXIT_OK);
+  return rc;
+}
+
+static int train(int *argc_, char ***argv_) {
+  int argc = *argc_;
+  char **argv = *argv_;
   cli_parsed p;
   if (!cli_parse("train", train_opts, NTRAIN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
@@ -321,6 +334,10 @@ int dpc_cmd_train(int argc, char **argv) {
            "its own cores), each global --batch is split evenly between them, and gradients are\n"
            "averaged with an all-reduce before every update, so the result is single-device\n"
            "training on the same batches. See docs/strategies.md.\n\n"
+           "mpirun -np R dpc train MODEL --devices mpi trains the same across R processes (or\n"
+           "machines): rank r is device r, gradients are summed over MPI in rank order, rank 0\n"
+           "alone prints and writes files, and a rank lost or silent past --timeout ends every\n"
+           "rank with an error. See docs/distributed.md.\n\n"
            "Ctrl-C (or SIGTERM) stops after the step under way: the checkpoint goes to\n"
            "--checkpoint, else beside --save (m.safetensors -> m.ckpt.safetensors), and the\n"
            "command that resumes is printed; exit status 130 (143 for SIGTERM). A second Ctrl-C\n"
@@ -371,6 +388,13 @@ int dpc_cmd_train(int argc, char **argv) {
   if (!get_u64(&p, "threads", &threads, 1)) return DPC_EXIT_USAGE;
   o.threads = (uint32_t)(threads > 1024 ? 1024 : threads);
   o.devices = cli_get(train_opts, NTRAIN, &p, "devices");
+  bool mpi = o.devices && !strncmp(o.devices, "mpi", 3) && (!o.devices[3] || o.devices[3] == ':');
+  if (mpi) {
+    dpc_message *mm = dpc_message_new();
+    int mrc = dpc_mpi_init(argc_, argv_, mm) ? cli_report("train", mm) : DPC_EXIT_OK;
+    dpc_message_free(mm);
+    if (mrc) return mrc;
+  }
   const char *strategy = cli_get(train_opts, NTRAIN, &p, "strategy");
   o.shares = cli_get(train_opts, NTRAIN, &p, "shares");
   const char *mem = cli_get(train_opts, NTRAIN, &p, "device-memory");
@@ -481,7 +505,7 @@ int dpc_cmd_train(int argc, char **argv) {
     rc = cli_report("train", m);
   } else if (prog.stopped) {
     rc = cli_interrupt_exit_code();
-  } else {
+  } else if (dpc_mpi_rank() <= 0) { /* across ranks, rank 0 speaks for the run */
     printf("trained %s in %.1f s", p.pos[0], now_s() - t0);
     if (!isnan(prog.last_test_accuracy))
       printf(": test accuracy %.2f%%", 100 * prog.last_test_accuracy);

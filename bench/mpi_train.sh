@@ -1,0 +1,19 @@
+#!/bin/sh
+# Data-parallel fashion_mlp training on 2 MPI ranks of one core each against --devices cpu:2 in
+# one process: samples/s over the trained steps (the epoch line; start-up, compilation and
+# data loading excluded), rounds interleaved so both see the same machine load.
+#   bench/mpi_train.sh [DPC] [ROUNDS] [STEPS]
+dpc=${1:-build/tools/dpc/dpc} rounds=${2:-3} steps=${3:-400}
+model=examples/fashion_mlp.graph
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+rate() { sed -nE 's/^epoch .* ([0-9]+) samples\/s$/\1/p' | tail -1; }
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null)"
+echo "round  cpu:2 (1 process)  mpi (2 ranks)   samples/s"
+i=1
+while [ $i -le "$rounds" ]; do
+  one=$("$dpc" train $model --devices cpu:2 --steps "$steps" 2>&1 | rate)
+  two=$(mpirun --allow-run-as-root --bind-to core -np 2 "$dpc" train $model --devices mpi \
+    --threads 1 --steps "$steps" </dev/null 2>&1 | rate)
+  echo "$i      $one                $two"
+  i=$((i + 1))
+done

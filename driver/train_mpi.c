@@ -1,0 +1,195 @@
+/*
+ * train_mpi.c — training across MPI ranks (dpc train --devices mpi): each rank is one device of
+ * the synchronous data-parallel plan (rank r = device r), and the gradients' all-reduce goes
+ * over the MPI transport (runtime/transport_mpi.h), which sums in rank order like the
+ * shared-memory one, so the losses are those of `--devices cpu:R` in one process.
+ *
+ * Every rank loads the model and plans the same plan deterministically; a hash of the plan is
+ * compared across ranks before the first step. Rank 0 alone reports and writes files; a step
+ * that runs on one device (a partial last batch) runs on rank 0 and its result is broadcast.
+ *
+ * MPI belongs to the process: dpc_mpi_init (api_mpi.c) or the application initializes it. This
+ * file keeps no state outside the trainer. Without MPI at build time, --devices mpi is an
+ * error that says so.
+ */
+#include "driver/train_internal.h"
+
+#include "partitioner/partitioner.h"
+#include "runtime/device.h"
+#include "runtime/transport.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef DPC_HAVE_MPI
+#include "runtime/transport_mpi.h"
+#endif
+
+bool dpc_driver_is_mpi(const char *spec) {
+  return spec && !strncmp(spec, "mpi", 3) && (spec[3] == 0 || spec[3] == ':');
+}
+
+/* The local devices of "mpi:LOCAL": one cpu device per rank is what runs today. */
+static dpc_status check_local(const char *spec, dpc_diag *d) {
+  if (!spec[3] || !strcmp(spec + 3, ":cpu")) return DPC_OK;
+  return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                       "%s: each rank is one cpu device ('mpi' or 'mpi:cpu'); several devices per "
+                       "rank (%s) are not built yet",
+                       spec, spec + 4);
+}
+
+#ifdef DPC_HAVE_MPI
+
+dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
+  dpc_status st = check_local(spec, d);
+  if (st) return st;
+  int inited = 0, size = 0;
+  MPI_Initialized(&inited);
+  if (!inited)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "--devices %s: MPI is not initialized (run dpc under mpirun, e.g. "
+                         "'mpirun -np 2 dpc train MODEL --devices mpi')",
+                         spec);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  *n = (uint32_t)size;
+  return DPC_OK;
+}
+
+dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
+  uint32_t n = 0;
+  dpc_status st = dpc_driver_mpi_world(t->o->devices, &n, d);
+  if (st) return st;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  t->rank = (uint32_t)rank;
+  t->ranks = n;
+  char name[32];
+  snprintf(name, sizeof name, "cpu:%d", rank);
+  /* the transport stages through a device's copies; every rank's device is a cpu */
+  if ((st = dpc_device_open("cpu:0", &t->peer_dev, d))) return st;
+  double timeout = t->o->timeout_s > 0 ? t->o->timeout_s : 60;
+  return dpc_transport_open_mpi(MPI_COMM_WORLD, t->peer_dev, name, timeout, &t->peers, d);
+}
+
+#else
+
+dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
+  (void)n;
+  dpc_status st = check_local(spec, d);
+  return st ? st
+            : dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                            "--devices %s: this dpc was built without MPI (install OpenMPI, "
+                            "libopenmpi-dev, and build again; 'dpc version' says whether it is in)",
+                            spec);
+}
+
+dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
+  uint32_t n;
+  return dpc_driver_mpi_world(t->o->devices, &n, d);
+}
+
+#endif
+
+void dpc_train_mpi_close(trainer *t) {
+  if (t->peers) dpc_transport_free(t->peers);
+  if (t->peer_dev) dpc_device_close(t->peer_dev);
+  t->peers = NULL;
+  t->peer_dev = NULL;
+}
+
+/* FNV-1a over bytes, continued from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* An attribute's name and value (a learning rate, a seed, a shape) into h. */
+static uint64_t attr_hash(uint64_t h, const dpc_graph *g, const dpc_attr *a) {
+  const char *name = dpc_graph_str(g, a->name);
+  h = fnv(h, name, strlen(name) + 1);
+  uint32_t f[3] = {a->kind, a->dtype, a->n};
+  h = fnv(h, f, sizeof f);
+  switch (a->kind) {
+  case DPC_ATTR_STR: {
+    const char *v = dpc_graph_str(g, a->u.s);
+    return fnv(h, v, strlen(v) + 1);
+  }
+  case DPC_ATTR_INTS:
+  case DPC_ATTR_SHAPE: return fnv(h, &g->ints[a->u.off], a->n * sizeof *g->ints);
+  case DPC_ATTR_FLOATS:
+  case DPC_ATTR_TENSOR: return fnv(h, &g->reals[a->u.off], a->n * sizeof *g->reals);
+  default: return fnv(h, &a->u, sizeof a->u);
+  }
+}
+
+/* What two ranks must agree on to run together: every device's steps, every value's place and
+ * shape, every node's op and arguments. */
+static uint64_t plan_hash(const dpc_plan *p) {
+  uint64_t h = fnv(0xcbf29ce484222325ull, &p->n_devs, sizeof p->n_devs);
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    const dpc_plan_device *pd = &p->devs[i];
+    h = fnv(h, &pd->n_steps, sizeof pd->n_steps);
+    h = fnv(h, &pd->bytes, sizeof pd->bytes);
+    for (uint32_t j = 0; j < pd->n_steps; j++) {
+      const dpc_step *s = &pd->steps[j];
+      uint32_t f[6] = {(uint32_t)s->kind, s->node, s->src, s->dst, s->peer, s->event};
+      h = fnv(h, f, sizeof f);
+    }
+  }
+  const dpc_graph *g = p->g;
+  for (uint32_t v = 0; v < g->n_values; v++) {
+    const dpc_slot *sl = &p->slots[v];
+    uint64_t f[3] = {sl->device, sl->offset, sl->bytes};
+    h = fnv(h, f, sizeof f);
+    h = fnv(h, &g->values[v].dtype, sizeof g->values[v].dtype);
+    h = fnv(h, g->values[v].shape.d, g->values[v].shape.rank * sizeof g->values[v].shape.d[0]);
+  }
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    const dpc_node *n = &g->nodes[i];
+    uint32_t f[3] = {(uint32_t)n->op, n->n_in, n->n_out};
+    h = fnv(h, f, sizeof f);
+    h = fnv(h, &g->ids[n->in], n->n_in * sizeof *g->ids);
+    for (uint32_t k = 0; k < n->n_attr; k++) h = attr_hash(h, g, &g->attrs[n->attr + k]);
+  }
+  for (uint32_t k = 0; k < g->obj.n_attr; k++) h = attr_hash(h, g, &g->attrs[g->obj.attr + k]);
+  return h;
+}
+
+dpc_status dpc_train_mpi_check_plan(trainer *t, const dpc_plan *p, dpc_diag *d) {
+  uint64_t mine = plan_hash(p), root = mine;
+  dpc_transport *x = t->peers;
+  /* rank 0's hash to everyone, then everyone's verdict to everyone: each rank then names the
+   * same ranks, and none starts a step the others refuse */
+  dpc_status st = x->ops->broadcast(x, t->rank, 0, &root, sizeof root, d);
+  double *bad = st ? NULL : calloc(t->ranks, sizeof *bad);
+  if (!st && !bad) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (!st) {
+    bad[t->rank] = mine != root;
+    st = x->ops->all_reduce(x, t->rank, bad, DPC_F64, t->ranks, DPC_REDUCE_SUM, d);
+  }
+  for (uint32_t k = 1; !st && k < t->ranks; k++)
+    if (bad[k])
+      st = dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "rank %u planned a different step than rank 0 (plan hash %016llx on "
+                         "rank 0%s): every rank must run the same dpc, model and options",
+                         k, (unsigned long long)root, k == t->rank ? ", another here" : "");
+  free(bad);
+  return st;
+}
+
+dpc_status dpc_train_mpi_share(trainer *t, dpc_diag *d) {
+  const run_t *r = &t->train_full;
+  const dpc_graph *g = r->plan->g;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    if (!dpc_op_has(g->nodes[i].op, DPC_OPF_PERSIST)) continue;
+    uint32_t v = g->nodes[i].out;
+    char base[256];
+    if (dpc_replica_of(dpc_graph_str(g, g->values[v].name), base, sizeof base)) continue;
+    dpc_tensor x = dpc_session_value(r->s, v);
+    dpc_status st = t->peers->ops->broadcast(t->peers, t->rank, 0, x.data, dpc_tensor_bytes(&x), d);
+    if (st) return st;
+  }
+  return DPC_OK;
+}

@@ -1,0 +1,182 @@
+#!/bin/sh
+# dpc train --devices mpi under mpirun, judged against dpc train --devices cpu:NP in one process:
+#   train_test.sh MPIEXEC DPC MODEL NP MODE
+# data, accumulate, local_sgd, tail: 20 steps (tail: 3 epochs of a small set whose last batch
+# does not split over the ranks) give per-step losses identical to --devices cpu:NP, and two
+# runs give identical losses. resume: 10 steps with --checkpoint, then a resumed run to step 20,
+# give the losses of 20 steps uninterrupted. reshard: a checkpoint of 2 ranks resumed on NP
+# ranks gives the losses of --devices cpu:NP resumed from it. mismatch: ranks started with different options are refused
+# before the first step, naming the rank. kill: rank 1 killed with SIGKILL mid-run ends the run
+# non-zero (mpirun ends the job itself and names the rank) and no rank is left running.
+# kill_recovery: the same under mpirun --enable-recovery, which leaves the job to dpc: the
+# others give up on rank 1 within --timeout (5 s) plus slack, naming it, its host and the step,
+# and end the job (MPI_Abort). OpenMPI 4.1 then exits 0 all the same, so the message, the time
+# and the processes are what is judged.
+mpiexec=$1 dpc=$2 model=$3 np=$4 mode=$5
+# Containers often forbid the cross-process memory attach OpenMPI's shared memory uses for
+# large messages; copying through the shared segment works everywhere.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+work=$(mktemp -d)
+fail() {
+  echo "FAIL: $*"
+  rm -rf "$work"
+  exit 1
+}
+mpi() { # mpi NP ARGS...: dpc train under mpirun, output into $work/out
+  n=$1
+  shift
+  timeout 300 "$mpiexec" --allow-run-as-root --oversubscribe -np "$n" "$dpc" train "$model" \
+    --devices mpi --threads 1 "$@" </dev/null >"$work/out" 2>&1
+}
+losses() { # the per-step losses of a --log file, one a line
+  grep '"batch"' "$1" | sed -E 's/.*"loss": ([^,]*),.*/\1/'
+}
+same() { # same A B WHAT: the two logs' per-step losses are identical and there are some
+  losses "$1" >"$work/a"
+  losses "$2" >"$work/b"
+  [ -s "$work/a" ] || fail "$3: no steps logged"
+  cmp -s "$work/a" "$work/b" || {
+    paste "$work/a" "$work/b" | head -25
+    fail "$3: the losses differ"
+  }
+}
+
+case $mode in
+data) extra="--steps 20" ;;
+accumulate) extra="--steps 20 --accumulate 2" ;;
+local_sgd) extra="--steps 20 --local-sgd 3" ;;
+tail)
+  # 201 random samples: batches of 64, then 9, which runs on the first device alone
+  python3 - "$work" <<'PY' || fail "could not write the data"
+import random, struct, sys
+def save(path, descr, shape, fmt, data):
+    hdr = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        descr, ", ".join(map(str, shape)) + ("," if len(shape) == 1 else ""))
+    hdr += " " * (64 - (10 + len(hdr) + 1) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+        f.write(struct.pack("<%d%s" % (len(data), fmt), *data))
+random.seed(7)
+n = 201
+save(sys.argv[1] + "/x.npy", "<f4", (n, 28, 28), "f", [random.gauss(0, 1) for _ in range(n * 784)])
+save(sys.argv[1] + "/y.npy", "<i4", (n,), "i", [random.randrange(10) for _ in range(n)])
+PY
+  extra="--epochs 3 --data $work/x.npy,$work/y.npy --test-data $work/x.npy,$work/y.npy"
+  ;;
+resume | reshard)
+  first=2
+  [ "$mode" = resume ] && first=$np
+  mpi "$first" --steps 10 --checkpoint "$work/ck.safetensors" --log "$work/a.jsonl" || {
+    cat "$work/out"
+    fail "the first 10 steps on $first ranks failed"
+  }
+  mpi "$np" --steps 20 --resume "$work/ck.safetensors" --log "$work/b.jsonl" || {
+    cat "$work/out"
+    fail "resuming on $np ranks failed"
+  }
+  cat "$work/out"
+  if [ "$mode" = resume ]; then
+    mpi "$np" --steps 20 --log "$work/whole.jsonl" || fail "20 steps on $np ranks failed"
+    cat "$work/a.jsonl" "$work/b.jsonl" >"$work/ab.jsonl"
+    same "$work/whole.jsonl" "$work/ab.jsonl" "10 steps, then resumed to 20, on $np ranks"
+  else
+    "$dpc" train "$model" --devices "cpu:$np" --steps 20 --resume "$work/ck.safetensors" \
+      --log "$work/one.jsonl" >"$work/out" 2>&1 || fail "resuming on cpu:$np failed"
+    same "$work/one.jsonl" "$work/b.jsonl" "a 2-rank checkpoint resumed on $np ranks"
+  fi
+  [ "$(losses "$work/b.jsonl" | wc -l)" -eq 10 ] || fail "the resumed run did not run 10 steps"
+  rm -rf "$work"
+  echo "ok: $mode on $np ranks: losses identical"
+  exit 0
+  ;;
+mismatch)
+  timeout 120 "$mpiexec" --allow-run-as-root --oversubscribe \
+    -np 1 "$dpc" train "$model" --devices mpi --steps 3 --lr 0.05 : \
+    -np 1 "$dpc" train "$model" --devices mpi --steps 3 --lr 0.1 </dev/null >"$work/out" 2>&1
+  rc=$?
+  cat "$work/out"
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "mpirun exited $rc"
+  grep -q "rank 1 planned a different step than rank 0" "$work/out" ||
+    fail "no message naming the rank whose plan differs"
+  rm -rf "$work"
+  echo "ok: different options refused before the first step"
+  exit 0
+  ;;
+kill | kill_recovery)
+  batch=$((32 * np))
+  recovery=
+  [ "$mode" = kill ] || recovery=--enable-recovery
+  # a run of its own session, so the test can end whatever is left of it
+  setsid "$mpiexec" --allow-run-as-root --oversubscribe $recovery -np "$np" "$dpc" train "$model" \
+    --devices mpi --threads 1 --batch $batch --epochs 20 --timeout 5 --log "$work/k.jsonl" \
+    </dev/null >"$work/out" 2>&1 &
+  mp=$!
+  n=0
+  while [ "$(cat "$work/k.jsonl" 2>/dev/null | wc -l)" -lt 5 ] && [ $n -lt 600 ]; do
+    sleep 0.1
+    n=$((n + 1))
+  done
+  victim=
+  for p in $(pgrep -f "log $work/k.jsonl"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$p
+  done
+  [ -n "$victim" ] || {
+    kill -9 -- -"$mp" 2>/dev/null
+    fail "rank 1 never ran 5 steps"
+  }
+  kill -9 "$victim"
+  t0=$(date +%s)
+  # the run must end by itself within the timeout (5 s) and some slack
+  n=0
+  while kill -0 "$mp" 2>/dev/null && [ $n -lt 300 ]; do
+    sleep 0.1
+    n=$((n + 1))
+  done
+  took=$(($(date +%s) - t0))
+  if kill -0 "$mp" 2>/dev/null; then
+    kill -9 -- -"$mp" 2>/dev/null
+    fail "mpirun still running 30 s after rank 1 was killed"
+  fi
+  wait "$mp"
+  rc=$?
+  cat "$work/out"
+  left=$(pgrep -f "log $work/k.jsonl")
+  [ -z "$left" ] || {
+    kill -9 $left 2>/dev/null
+    fail "processes left: $left"
+  }
+  if [ -z "$recovery" ]; then
+    [ $rc -ne 0 ] || fail "mpirun exited 0 although rank 1 was killed"
+    grep -q "process rank 1 .* exited on signal 9" "$work/out" || fail "no message naming rank 1"
+  else
+    [ $took -le 15 ] || fail "the run took $took s to end, past the 5 s timeout and slack"
+    grep -Eq "error: step [0-9]+: rank [0-9] \(cpu:[0-9] on [^)]*\) waited 5.0 s for rank 1 \(cpu:1 on [^)]*\).*stuck or gone" "$work/out" ||
+      fail "no message naming rank 1, its host and the step"
+  fi
+  rm -rf "$work"
+  echo "ok: rank 1 killed, the run ended in ${took} s with exit $rc, nothing left"
+  exit 0
+  ;;
+*) fail "unknown mode $mode" ;;
+esac
+
+# shellcheck disable=SC2086 # extra is a list of options
+"$dpc" train "$model" --devices "cpu:$np" --threads 1 $extra --log "$work/one.jsonl" \
+  >"$work/out" 2>&1 || {
+  cat "$work/out"
+  fail "dpc train --devices cpu:$np failed"
+}
+for run in 1 2; do
+  # shellcheck disable=SC2086
+  mpi "$np" $extra --log "$work/mpi$run.jsonl" --save "$work/p$run.safetensors" || {
+    cat "$work/out"
+    fail "mpirun -np $np (run $run) failed"
+  }
+done
+cat "$work/out"
+same "$work/one.jsonl" "$work/mpi1.jsonl" "$np ranks against cpu:$np in one process"
+same "$work/mpi1.jsonl" "$work/mpi2.jsonl" "two runs of $np ranks"
+cmp -s "$work/p1.safetensors" "$work/p2.safetensors" || fail "two runs saved different params"
+steps=$(losses "$work/mpi1.jsonl" | wc -l)
+rm -rf "$work"
+echo "ok: $np ranks, $mode: $steps steps' losses identical to cpu:$np and run to run"
