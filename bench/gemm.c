@@ -75,7 +75,7 @@ typedef struct compiled {
 } compiled;
 
 /* BENCH_DUMP=FILE writes the optimised IR of the kernels there (to read the micro-kernel's
- * code: llc-14 -O3 -mattr=+avx512f,+avx512vl,+fma FILE). */
+ * code: llc-19 -O3 -mattr=+avx512f,+avx512vl,+fma FILE). */
 static void dump(void *user, const char *what, const char *text) {
   (void)user;
   const char *path = getenv("BENCH_DUMP");

@@ -1,9 +1,11 @@
 /*
  * cg.h — inside the CPU code generator: how a kernel is written as LLVM IR text.
  *
- * Kernels are generated as textual LLVM IR (LLVM 14, typed pointers) and parsed with
- * LLVMParseIRInContext: the text is easy to read back (--dump-llvm), and it is the only way the
- * LLVM 14 C API offers to put fast-math flags on instructions. Every kernel has the signature
+ * Kernels are generated as textual LLVM IR and parsed with LLVMParseIRInContext: the text is easy
+ * to read back (--dump-llvm), and it puts fast-math flags on exactly the instructions that need
+ * them. The text spells pointers with their pointee (`float*`), which LLVM 19's parser reads as
+ * the opaque `ptr` (loads, stores and GEPs name their element type anyway); intrinsics that take
+ * pointers are named with "p0". Every kernel has the signature
  *
  *   i32 @name(i8** noalias %args, i64 %begin, i64 %end, i64 %step, i32 %training)
  *

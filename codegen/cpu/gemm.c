@@ -229,7 +229,7 @@ void gm_choose(gm_cfg *c, int vector_bits, dpc_dtype calc, int64_t m, int64_t n,
   snprintf(c->vty, sizeof c->vty, "<%d x %s>", c->vl, c->ty);
   snprintf(c->mty, sizeof c->mty, "<%d x i1>", c->vl);
   snprintf(c->ity, sizeof c->ity, "<%d x i32>", c->vl);
-  snprintf(c->sfx, sizeof c->sfx, "v%d%s.p0v%d%s", c->vl, sc, c->vl, sc);
+  snprintf(c->sfx, sizeof c->sfx, "v%d%s.p0", c->vl, sc);
   if (m < 1) m = 1;
   if (n < 1) n = 1;
   if (k < 1) k = 1;
@@ -363,7 +363,7 @@ static void micro(cg_fn *f, const gm_cfg *c, const micro_args *x) {
     for (int l = 0; l < lines; l++) {
       cg_val at = gm_gep(f, c->ty, cptr[r][0], cg_const_i64(l * 64 / c->esize), false);
       cg_val raw = gm_ev(f, "bitcast %s* %s to i8*", c->ty, at.s);
-      cg_line(f, "call void @llvm.prefetch.p0i8(i8* %s, i32 1, i32 3, i32 1)", raw.s);
+      cg_line(f, "call void @llvm.prefetch.p0(i8* %s, i32 1, i32 3, i32 1)", raw.s);
     }
   cg_line(f, "br label %%K%u.k", id);
   dpc_buf_printf(&f->body, "K%u.k:\n", id);
@@ -514,7 +514,7 @@ static void prefetch_row(cg_fn *f, const gm_cfg *c, cg_val p, int64_t ahead, int
   cg_val row = gm_gep(f, c->ty, p, cg_const_i64(ahead), false);
   for (int64_t l = 0; l < ceil_div(n * c->esize, 64); l++) {
     cg_val at = gm_gep(f, c->ty, row, cg_const_i64(l * 64 / c->esize), false);
-    cg_line(f, "call void @llvm.prefetch.p0i8(i8* %s, i32 0, i32 3, i32 1)",
+    cg_line(f, "call void @llvm.prefetch.p0(i8* %s, i32 0, i32 3, i32 1)",
             gm_ev(f, "bitcast %s* %s to i8*", c->ty, at.s).s);
   }
 }

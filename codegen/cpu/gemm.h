@@ -28,7 +28,7 @@ typedef struct gm_cfg {
   char vty[32];       /* "<16 x float>" */
   char mty[24];       /* "<16 x i1>" */
   char ity[24];       /* "<16 x i32>" */
-  char sfx[24];       /* masked intrinsic suffix, "v16f32.p0v16f32" */
+  char sfx[24];       /* masked intrinsic suffix, "v16f32.p0" */
   int mr, nv, nr;     /* micro-tile: mr rows x nv vectors (nr = nv * vl columns) */
   int64_t kc;         /* depth of a packed block */
   int64_t mc, nc;     /* rows of a packed A block, columns of a packed B block */
