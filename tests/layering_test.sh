@@ -94,7 +94,7 @@ fi
 # tools/dpc: every include is its own header, a public <dpc/...> header, or the C library's.
 libc='assert.h ctype.h errno.h fcntl.h float.h inttypes.h limits.h math.h signal.h stdarg.h
 stdbool.h stddef.h stdint.h stdio.h stdlib.h string.h strings.h time.h unistd.h sys/stat.h
-sys/types.h sys/time.h sys/wait.h dirent.h'
+sys/types.h sys/time.h sys/wait.h sys/resource.h dirent.h'
 tools_hits=$(cd "$src" && grep -rnE '^[[:space:]]*#[[:space:]]*include' --include='*.c' \
   --include='*.h' tools/dpc)
 [ -n "$tools_hits" ] || fail "tools/dpc: no includes found"
