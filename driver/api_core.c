@@ -2,6 +2,7 @@
  * api_core.c — libdpc's version, messages, arrays and models (include/dpc/compiler.h).
  */
 #include "driver/api_internal.h"
+#include "codegen/cuda/cuda.h"
 #include "ir/path.h"
 #include "runtime/npy.h"
 
@@ -18,6 +19,10 @@ DPC_COMPILER_API bool dpc_has_mpi(void) {
 #else
   return false;
 #endif
+}
+
+DPC_COMPILER_API bool dpc_has_cuda_codegen(void) {
+  return dpc_cuda_have_nvrtc();
 }
 
 /* ---- messages ---------------------------------------------------------------------------- */

@@ -57,6 +57,9 @@ DPC_COMPILER_API const char *dpc_compiler_version(void);
 /* Whether this build has the MPI transport (runtime/transport_mpi.c, docs/distributed.md): the
  * build found MPI and DPC_MPI was on. */
 DPC_COMPILER_API bool dpc_has_mpi(void);
+/* Whether this build generates GPU code: the CUDA toolkit (NVRTC) was found when dpc was built,
+ * so CUDA kernels are generated and compiled to PTX and CUBIN (docs/codegen.md). */
+DPC_COMPILER_API bool dpc_has_cuda_codegen(void);
 
 /* ---- messages ---------------------------------------------------------------------------- */
 
