@@ -62,8 +62,15 @@ static dpc_status reduce_into(cu_gen *c, const bool *red, dpc_op op, dpc_diag *d
   for (uint32_t i = 0; i < nk; i++) nout *= kd[i];
   for (uint32_t i = 0; i < nc; i++) ncut *= cd[i];
   bool ints = dpc_dtype_is_int(x->dtype);
-  const char *A =
-      ints ? (op == DPC_OP_REDUCE_SUM ? "unsigned long long" : "long long") : acc_type(x->dtype);
+  /* float sums are kept in double, as the reference keeps them */
+  const char *A = ints ? (op == DPC_OP_REDUCE_SUM ? "unsigned long long" : "long long")
+                  : op == DPC_OP_REDUCE_MAX ? acc_type(x->dtype)
+                                            : "double";
+  /* each thread sums a contiguous run of at least 32 elements in order, so a short reduction
+   * is one thread's sequential sum (the reference's order, which decides sums like
+   * 1e30 + 1 - 1e30) and a long one combines 128 in-order partial sums */
+  int64_t chunk = (ncut + CU_RED_BLOCK - 1) / CU_RED_BLOCK;
+  if (chunk < 32) chunk = 32;
   cu_kernel_begin(c, "", red_grid(nout), CU_RED_BLOCK);
   cu_printf(c, "  for (long long o = blockIdx.x; o < %lldll; o += gridDim.x) {\n", (long long)nout);
   box_offset(c, kd, ks, nk, "o", "base");
@@ -76,8 +83,10 @@ static dpc_status reduce_into(cu_gen *c, const bool *red, dpc_op op, dpc_diag *d
   else
     snprintf(init, sizeof init, "-%s", inf_of(x->dtype));
   cu_printf(c, "    %s acc = %s;\n", A, init);
-  cu_printf(c, "    for (long long k = threadIdx.x; k < %lldll; k += blockDim.x) {\n",
-            (long long)ncut);
+  cu_printf(c,
+            "    for (long long k = threadIdx.x * %lldll; k < (threadIdx.x + 1) * %lldll && k < "
+            "%lldll; k++) {\n",
+            (long long)chunk, (long long)chunk, (long long)ncut);
   box_offset(c, cd, cs, nc, "k", "off");
   cu_expr v = cu_load(x->dtype, "x0", "base + off");
   if (op == DPC_OP_REDUCE_MAX)
@@ -317,7 +326,7 @@ static dpc_status lower_mse(cu_gen *c, dpc_diag *d) {
 static dpc_status lower_layer_norm(cu_gen *c, dpc_diag *d) {
   (void)d;
   const dpc_value *x = cu_in(c, 0), *sc = cu_in(c, 1), *y = cu_out(c, 0);
-  const char *A = acc_type(x->dtype), *f = fsuf(x->dtype);
+  const char *A = "double", *f = ""; /* statistics in double, as the reference */
   uint32_t ax = axis_of(c, x->shape.rank);
   int64_t outer = 1, inner = 1;
   for (uint32_t i = 0; i < ax; i++) outer *= x->shape.d[i];
@@ -355,7 +364,7 @@ static dpc_status lower_layer_norm(cu_gen *c, dpc_diag *d) {
 static dpc_status lower_batch_norm(cu_gen *c, dpc_diag *d) {
   (void)d;
   const dpc_value *x = cu_in(c, 0);
-  const char *A = acc_type(x->dtype), *f = fsuf(x->dtype);
+  const char *A = "double", *f = ""; /* statistics in double, as the reference */
   bool training = c->training;
   if (dpc_attrs_get(c->at, "training")) training = dpc_attrs_int(c->at, "training") != 0;
   double eps = dpc_attrs_float(c->at, "epsilon"), mom = dpc_attrs_float(c->at, "momentum");
@@ -415,7 +424,7 @@ static dpc_status lower_batch_norm(cu_gen *c, dpc_diag *d) {
 static dpc_status lower_batch_norm_grad(cu_gen *c, dpc_diag *d) {
   (void)d;
   const dpc_value *dy = cu_in(c, 0), *x = cu_in(c, 1);
-  const char *A = acc_type(x->dtype), *f = fsuf(x->dtype);
+  const char *A = "double", *f = ""; /* statistics in double, as the reference */
   bool training = c->training;
   if (dpc_attrs_get(c->at, "training")) training = dpc_attrs_int(c->at, "training") != 0;
   double eps = dpc_attrs_float(c->at, "epsilon");
@@ -486,7 +495,7 @@ static void ln_row_stats(cu_gen *c, dpc_dtype t, const char *A, const char *f, d
 static dpc_status lower_layer_norm_grad(cu_gen *c, dpc_diag *d) {
   (void)d;
   const dpc_value *dy = cu_in(c, 0), *x = cu_in(c, 1), *sc = cu_in(c, 2);
-  const char *A = acc_type(x->dtype), *f = fsuf(x->dtype);
+  const char *A = "double", *f = ""; /* statistics in double, as the reference */
   uint32_t ax = axis_of(c, x->shape.rank);
   int64_t outer = 1, inner = 1;
   for (uint32_t i = 0; i < ax; i++) outer *= x->shape.d[i];

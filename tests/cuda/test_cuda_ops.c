@@ -4,6 +4,8 @@
  *   test_cuda_ops table                 every row of ir/ops.def has a CUDA lowering or a reason
  *   test_cuda_ops nvrtc CASES_DIR OP    each case's kernels compile with NVRTC for sm_80 and
  *                                       sm_90 and ptxas accepts the PTX for both
+ *   test_cuda_ops source MODEL OP       print the kernels of OP's nodes in MODEL (shapes must
+ *                                       be concrete), for reading and debugging
  *   test_cuda_ops emu CASES_DIR OP      each case's kernels run on the host (the same source,
  *                                       compiled by the system C++ compiler against
  *                                       codegen/cuda/emu/dpc_cuda_emu.h) and match the
@@ -153,7 +155,9 @@ static int run_emu(const dpc_graph *gb, uint32_t node, const dpc_cuda_kernel *k,
   char src[4200], wrap[4200], so[4200], cmd[16000];
   snprintf(src, sizeof src, "%s/kernel.cu", g_work);
   snprintf(wrap, sizeof wrap, "%s/wrap.cpp", g_work);
-  snprintf(so, sizeof so, "%s/kernel_%u.so", g_work, node);
+  /* a fresh name each time: dlopen of a path already loaded returns the loaded library */
+  static unsigned serial;
+  snprintf(so, sizeof so, "%s/kernel_%u_%u.so", g_work, node, serial++);
   FILE *f = fopen(src, "w");
   if (!f || fputs(k->source, f) < 0) {
     printf("FAIL %s: cannot write %s\n", label, src);
@@ -170,7 +174,11 @@ static int run_emu(const dpc_graph *gb, uint32_t node, const dpc_cuda_kernel *k,
       f, "#include \"%s/dpc_cuda_emu.h\"\n#include \"%s\"\n#include \"%s/dpc_cuda_emu_launch.h\"\n",
       DPC_CUDA_EMU_DIR, src, DPC_CUDA_EMU_DIR);
   fclose(f);
-  snprintf(cmd, sizeof cmd, "'%s' -std=c++17 -O1 -fPIC -shared -o '%s' '%s' -lpthread -lm 2>&1",
+  /* -fno-gnu-unique: the shared memory of a templated block reduction is a static in a
+   * template, which would otherwise be one object for the whole process and keep every
+   * library loaded */
+  snprintf(cmd, sizeof cmd,
+           "'%s' -std=c++17 -O1 -fPIC -shared -fno-gnu-unique -o '%s' '%s' -lpthread -lm 2>&1",
            DPC_HOST_CXX, so, wrap);
   FILE *p = popen(cmd, "r");
   char out[4096] = "";
@@ -426,8 +434,38 @@ static int check_table(void) {
   return fails ? 1 : 0;
 }
 
+/* The kernels of op's nodes in a model, printed with their launches. */
+static int print_source(const char *model, const char *opname) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_graph *g = NULL;
+  int rc = 0;
+  if (dpc_driver_load(model, &g, &d)) {
+    printf("FAIL: %s\n", d.msg);
+    rc = 1;
+  }
+  for (uint32_t i = 0; g && i < g->n_nodes; i++) {
+    if (strcmp(dpc_op_name(g->nodes[i].op), opname)) continue;
+    dpc_cuda_kernel k;
+    if (dpc_cuda_lower(g, i, false, &k, &d)) {
+      printf("FAIL: %s\n", d.msg);
+      rc = 1;
+      continue;
+    }
+    fputs(k.source, stdout);
+    for (uint32_t l = 0; l < k.n_launch; l++)
+      printf("// launch %s<<<%u, %u>>>\n", k.launch[l].name, k.launch[l].grid[0],
+             k.launch[l].block[0]);
+    dpc_cuda_kernel_free(&k);
+  }
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "table")) return check_table();
+  if (argc == 4 && !strcmp(argv[1], "source")) return print_source(argv[2], argv[3]);
   if (argc != 4 || (strcmp(argv[1], "nvrtc") && strcmp(argv[1], "emu"))) {
     fprintf(stderr, "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP\n");
     return 2;
