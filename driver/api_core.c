@@ -4,8 +4,10 @@
 #include "driver/api_internal.h"
 #include "codegen/cuda/cuda.h"
 #include "ir/path.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/npy.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +25,13 @@ DPC_COMPILER_API bool dpc_has_mpi(void) {
 
 DPC_COMPILER_API bool dpc_has_cuda_codegen(void) {
   return dpc_cuda_have_nvrtc();
+}
+
+DPC_COMPILER_API int dpc_cuda_gpus(char *note, size_t n) {
+  dpc_cuda_probe p;
+  dpc_cuda_driver_probe(&p);
+  if (note && n) snprintf(note, n, "%s", p.note);
+  return p.gpus;
 }
 
 /* ---- messages ---------------------------------------------------------------------------- */
