@@ -178,7 +178,7 @@ static int run_emu(const dpc_graph *gb, uint32_t node, const dpc_cuda_kernel *k,
    * template, which would otherwise be one object for the whole process and keep every
    * library loaded */
   snprintf(cmd, sizeof cmd,
-           "'%s' -std=c++17 -O1 -fPIC -shared -fno-gnu-unique -o '%s' '%s' -lpthread -lm 2>&1",
+           "'%s' -std=c++17 -O0 -pipe -fPIC -shared -fno-gnu-unique -o '%s' '%s' -lpthread -lm 2>&1",
            DPC_HOST_CXX, so, wrap);
   FILE *p = popen(cmd, "r");
   char out[4096] = "";
