@@ -4,11 +4,13 @@
  * header in front of it and dpc_cuda_emu_launch.h behind it (codegen/cuda/emu.c writes the
  * three-line wrapper).
  *
- * What it maps: a grid's blocks run one after another; the threads of a block are pthreads that
- * meet at a barrier for __syncthreads (so the kernel must reach it uniformly, as CUDA requires);
- * __shared__ becomes `static`, one copy that the block running at the time owns; warp shuffles
- * go through a slot per thread between two barriers (the generated kernels call them with the
- * whole block, which is what makes a block-wide barrier a correct stand-in for a warp's).
+ * What it maps: a grid's blocks run one after another; the threads of a block are fibers
+ * (ucontext) on the launching thread, and __syncthreads hands control back to the launcher, which
+ * resumes every thread once all of them have reached it; a thread that ends while others wait at
+ * a barrier fails the launch (CUDA leaves that undefined). __shared__ becomes `static`, one copy
+ * that the block running at the time owns; warp shuffles go through a slot per thread between two
+ * barriers (the generated kernels call them with the whole block, which is what makes a
+ * block-wide barrier a correct stand-in for a warp's).
  *
  * Must not: be included by dpc's own code (only the emulated kernels' translation unit), or keep
  * state across launches beyond what a launch sets up itself.
@@ -17,7 +19,8 @@
 #define DPC_CUDA_EMU_H
 
 #include <math.h>
-#include <pthread.h>
+#include <stdlib.h>
+#include <ucontext.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -34,15 +37,24 @@ struct dpc_emu_dim3 {
 };
 typedef struct dpc_emu_dim3 dim3;
 
-static thread_local dim3 threadIdx, blockIdx;
-static dim3 blockDim, gridDim;
+/* Per launching thread: launches on different threads (devices) do not meet. */
+static thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 #define DPC_EMU_MAX_THREADS 1024
-static pthread_barrier_t dpc_emu_barrier;
-static unsigned long long dpc_emu_slot[DPC_EMU_MAX_THREADS];
+static thread_local unsigned long long dpc_emu_slot[DPC_EMU_MAX_THREADS];
+
+/* The fibers of the running block and the launcher's context. */
+struct dpc_emu_fiber {
+  ucontext_t ctx;
+  unsigned x, y, z;
+  bool done;
+};
+static thread_local ucontext_t dpc_emu_main;
+static thread_local struct dpc_emu_fiber *dpc_emu_fibers;
+static thread_local unsigned dpc_emu_cur;
 
 static inline void __syncthreads(void) {
-  pthread_barrier_wait(&dpc_emu_barrier);
+  swapcontext(&dpc_emu_fibers[dpc_emu_cur].ctx, &dpc_emu_main);
 }
 
 static inline unsigned dpc_emu_tid(void) {
