@@ -46,10 +46,10 @@ dpc_status dpc_cuda_compile(const char *source, const char *what, const char *ar
     return dpc_diag_fail(d, DPC_ERR_INTERNAL, "NVRTC cannot take kernel %s: %s", what,
                          nvrtcGetErrorString(r));
   char opt_arch[32];
-  strcpy(opt_arch, "--gpu-architecture=");
+  strcpy(opt_arch, "-arch=");
   strcat(opt_arch, arch);
-  /* IEEE division and square root (NVRTC's defaults, said here so they stay) */
-  const char *opts[] = {opt_arch, "--std=c++17", "--prec-div=true", "--prec-sqrt=true"};
+  /* NVRTC's short option names; IEEE division and square root are its defaults */
+  const char *opts[] = {opt_arch, "-std=c++17", "-prec-div=true", "-prec-sqrt=true"};
   r = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof *opts), opts);
   if (r != NVRTC_SUCCESS) {
     size_t n = 0;
