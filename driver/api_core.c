@@ -2,9 +2,12 @@
  * api_core.c — libdpc's version, messages, arrays and models (include/dpc/compiler.h).
  */
 #include "driver/api_internal.h"
+#include "codegen/cuda/cuda.h"
 #include "ir/path.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/npy.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +21,17 @@ DPC_COMPILER_API bool dpc_has_mpi(void) {
 #else
   return false;
 #endif
+}
+
+DPC_COMPILER_API bool dpc_has_cuda_codegen(void) {
+  return dpc_cuda_have_nvrtc();
+}
+
+DPC_COMPILER_API int dpc_cuda_gpus(char *note, size_t n) {
+  dpc_cuda_probe p;
+  dpc_cuda_driver_probe(&p);
+  if (note && n) snprintf(note, n, "%s", p.note);
+  return p.gpus;
 }
 
 /* ---- messages ---------------------------------------------------------------------------- */

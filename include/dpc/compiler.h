@@ -57,6 +57,13 @@ DPC_COMPILER_API const char *dpc_compiler_version(void);
 /* Whether this build has the MPI transport (runtime/transport_mpi.c, docs/distributed.md): the
  * build found MPI and DPC_MPI was on. */
 DPC_COMPILER_API bool dpc_has_mpi(void);
+/* Whether this build generates GPU code: the CUDA toolkit (NVRTC) was found when dpc was built,
+ * so CUDA kernels are generated and compiled to PTX and CUBIN (docs/codegen.md). */
+DPC_COMPILER_API bool dpc_has_cuda_codegen(void);
+/* How many GPUs the CUDA driver sees, looked up at run time (the driver is never linked): 0
+ * without a driver. `note` (may be NULL) gets a sentence: "no CUDA driver found (...)" or
+ * "CUDA driver 13.0, 2 GPUs". */
+DPC_COMPILER_API int dpc_cuda_gpus(char *note, size_t n);
 
 /* ---- messages ---------------------------------------------------------------------------- */
 

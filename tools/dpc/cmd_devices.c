@@ -92,7 +92,8 @@ int dpc_cmd_devices(int argc, char **argv) {
            "Each device is measured: GFLOP/s of dpc's GEMM on its cores, and GB/s of a copy\n"
            "from each device's memory into each other's. The figures are cached per machine\n"
            "in dpc's cache folder ($DPC_CACHE_DIR, else ~/.cache/dpc); the cost model uses\n"
-           "them to place work. See docs/devices.md.\n");
+           "them to place work. The last line says whether a CUDA driver was found and how\n"
+           "many GPUs it sees (GPUs are not yet devices dpc runs on). See docs/devices.md.\n");
     cli_print_options(devices_opts, NDEV);
     return DPC_EXIT_OK;
   }
@@ -112,8 +113,12 @@ int dpc_cmd_devices(int argc, char **argv) {
     rc = cli_report("devices", m);
   else if (cli_get(devices_opts, NDEV, &p, "json"))
     print_json(r);
-  else
+  else {
     print_table(r);
+    char note[256];
+    dpc_cuda_gpus(note, sizeof note);
+    printf("cuda: %s\n", note);
+  }
   dpc_devices_report_free(r);
   dpc_message_free(m);
   return rc;

@@ -49,11 +49,14 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
     if (argc > 2 && !strcmp(argv[2], "--help")) {
       printf(
-          "Usage: dpc version\n\nPrint dpc's version and whether the MPI transport is built in.\n");
+          "Usage: dpc version\n\nPrint dpc's version, whether the MPI transport is built in, and "
+          "whether CUDA code generation (NVRTC) is.\n");
       return DPC_EXIT_OK;
     }
     printf("dpc %s\n", DPC_VERSION_STRING);
     printf("mpi transport: %s\n", dpc_has_mpi() ? "built in" : "not built");
+    printf("cuda codegen: %s\n",
+           dpc_has_cuda_codegen() ? "built in (NVRTC)" : "not built (no CUDA toolkit found)");
     return DPC_EXIT_OK;
   }
   if (!strcmp(cmd, "check")) return dpc_cmd_check(argc, argv);

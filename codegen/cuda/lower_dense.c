@@ -1,0 +1,291 @@
+/*
+ * lower_dense.c — CUDA kernels for the dense and windowed layers: matmul (shared-memory tiles),
+ * conv2d and its two gradients (direct), max_pool2d, avg_pool2d and their gradients.
+ *
+ * matmul: 16x16 output tiles, one per block of 256 threads, K walked in 16-wide slices staged
+ * in shared memory; batch dims broadcast as NumPy does, 1-D operands promoted as runtime/ref
+ * promotes them. (cuBLAS is the runtime's fast path for large GEMMs; this kernel is the one
+ * dpc generates and checks everywhere.) The windowed ops take their geometry from
+ * dpc_window_of, the function the shape rule and the reference kernels use, and gather: every
+ * output element forms its own sum, so nothing needs atomics and results are deterministic.
+ */
+#include "codegen/cuda/cu.h"
+#include "ir/rules.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define TILE 16
+
+static const char *acc_type(dpc_dtype t) {
+  return t == DPC_F64 ? "double" : "float";
+}
+
+static dpc_status lower_matmul(cu_gen *c, dpc_diag *d) {
+  (void)d;
+  const dpc_value *va = cu_in(c, 0), *vb = cu_in(c, 1), *vy = cu_out(c, 0);
+  bool ta = dpc_attrs_int(c->at, "transpose_a") != 0, tb = dpc_attrs_int(c->at, "transpose_b") != 0;
+  dpc_shape sa = va->shape, sb = vb->shape;
+  if (sa.rank == 1) sa.rank = 2, sa.d[1] = sa.d[0], sa.d[0] = 1, ta = false;
+  if (sb.rank == 1) sb.rank = 2, sb.d[1] = 1, tb = false;
+  int64_t ar = sa.d[sa.rank - 2], ac = sa.d[sa.rank - 1], br = sb.d[sb.rank - 2],
+          bc = sb.d[sb.rank - 1];
+  int64_t M = ta ? ac : ar, K = ta ? ar : ac, N = tb ? br : bc;
+  /* batch dims, broadcast; strides in elements (0 along a broadcast dim) */
+  dpc_shape ba = {.rank = sa.rank - 2}, bb = {.rank = sb.rank - 2}, bo = {0};
+  memcpy(ba.d, sa.d, ba.rank * sizeof(int64_t));
+  memcpy(bb.d, sb.d, bb.rank * sizeof(int64_t));
+  bo.rank = ba.rank > bb.rank ? ba.rank : bb.rank;
+  int64_t sta[DPC_MAX_RANK] = {0}, stb[DPC_MAX_RANK] = {0};
+  for (uint32_t i = 0; i < bo.rank; i++) {
+    int64_t u = i + ba.rank < bo.rank ? 1 : ba.d[i + ba.rank - bo.rank];
+    int64_t v = i + bb.rank < bo.rank ? 1 : bb.d[i + bb.rank - bo.rank];
+    bo.d[i] = u == 1 ? v : u;
+  }
+  for (int64_t i = bo.rank, s1 = ar * ac, s2 = br * bc; i-- > 0;) {
+    int64_t ia = i - (int64_t)(bo.rank - ba.rank), ib = i - (int64_t)(bo.rank - bb.rank);
+    if (ia >= 0) {
+      sta[i] = ba.d[ia] == 1 ? 0 : s1;
+      s1 *= ba.d[ia];
+    }
+    if (ib >= 0) {
+      stb[i] = bb.d[ib] == 1 ? 0 : s2;
+      s2 *= bb.d[ib];
+    }
+  }
+  int64_t nbatch = dpc_shape_numel(&bo), tm = (M + TILE - 1) / TILE, tn = (N + TILE - 1) / TILE;
+  int64_t tiles = nbatch * tm * tn;
+  const char *A = acc_type(vy->dtype);
+  cu_kernel_begin(c, "", (uint32_t)(tiles < 1 ? 1 : tiles > 65535 ? 65535 : tiles), TILE * TILE);
+  cu_printf(c, "  __shared__ %s As[%d][%d], Bs[%d][%d];\n", A, TILE, TILE + 1, TILE, TILE + 1);
+  cu_printf(c, "  const long long M = %lldll, K = %lldll, N = %lldll, TM = %lldll, TN = %lldll;\n",
+            (long long)M, (long long)K, (long long)N, (long long)tm, (long long)tn);
+  cu_printf(c, "  const int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;\n", TILE, TILE);
+  cu_printf(c, "  for (long long t = blockIdx.x; t < %lldll; t += gridDim.x) {\n",
+            (long long)tiles);
+  cu_printf(c,
+            "    long long bt = t / (TM * TN), row = ((t / TN) %% TM) * %d + ty, col = (t %% TN) * "
+            "%d + tx;\n",
+            TILE, TILE);
+  cu_printf(c, "    long long aoff = 0, boff = 0;\n    { long long r = bt;\n");
+  for (uint32_t i = bo.rank; i-- > 0;)
+    cu_printf(c,
+              "      { long long q = r %% %lldll; r /= %lldll; aoff += q * %lldll; boff += q * "
+              "%lldll; }\n",
+              (long long)bo.d[i], (long long)bo.d[i], (long long)sta[i], (long long)stb[i]);
+  cu_printf(c, "      (void)r; }\n");
+  cu_printf(c, "    %s acc = 0;\n", A);
+  cu_printf(c, "    for (long long k0 = 0; k0 < K; k0 += %d) {\n", TILE);
+  char ai[128], bi[128];
+  snprintf(ai, sizeof ai, "aoff + %s", ta ? "(k0 + tx) * M + row" : "row * K + k0 + tx");
+  snprintf(bi, sizeof bi, "boff + %s", tb ? "col * K + k0 + ty" : "(k0 + ty) * N + col");
+  cu_expr la = cu_load(va->dtype, "x0", ai), lb = cu_load(vb->dtype, "x1", bi);
+  cu_printf(c, "      As[ty][tx] = (row < M && k0 + tx < K) ? (%s)(%s) : (%s)0;\n", A, la.s, A);
+  cu_printf(c, "      Bs[ty][tx] = (col < N && k0 + ty < K) ? (%s)(%s) : (%s)0;\n", A, lb.s, A);
+  cu_printf(c, "      __syncthreads();\n");
+  cu_printf(c, "      for (int kk = 0; kk < %d; kk++) acc += As[ty][kk] * Bs[kk][tx];\n", TILE);
+  cu_printf(c, "      __syncthreads();\n    }\n");
+  cu_printf(c, "    if (row < M && col < N) {\n");
+  cu_store(c, vy->dtype, "y0", "bt * M * N + row * N + col", "acc");
+  cu_printf(c, "    }\n  }\n");
+  cu_kernel_end(c);
+  return DPC_OK;
+}
+
+/* The window geometry as constants in the kernel. */
+static void window_consts(cu_gen *c, const dpc_window *w) {
+  cu_printf(c,
+            "  const long long H = %lldll, W = %lldll, OH = %lldll, OW = %lldll, KH = %lldll, "
+            "KW = %lldll;\n",
+            (long long)w->h, (long long)w->w, (long long)w->oh, (long long)w->ow, (long long)w->kh,
+            (long long)w->kw);
+  cu_printf(c,
+            "  const long long SH = %lldll, SW = %lldll, PT = %lldll, PL = %lldll, PB = %lldll, "
+            "PR = %lldll, DH = %lldll, DW = %lldll;\n",
+            (long long)w->sh, (long long)w->sw, (long long)w->pt, (long long)w->pl,
+            (long long)w->pb, (long long)w->pr, (long long)w->dh, (long long)w->dw);
+  cu_printf(c, "  const long long C = %lldll, OC = %lldll, CPG = %lldll, OPG = %lldll;\n",
+            (long long)w->c, (long long)w->oc, (long long)(w->c / (w->groups ? w->groups : 1)),
+            (long long)(w->oc / (w->groups ? w->groups : 1)));
+  cu_printf(c, "  (void)PB; (void)PR; (void)C; (void)OC; (void)CPG; (void)OPG;\n");
+}
+
+static dpc_status lower_conv2d(cu_gen *c, dpc_diag *d) {
+  dpc_window w;
+  dpc_status st = dpc_window_of(c->g, c->node, &w, d);
+  if (st) return st;
+  const dpc_value *x = cu_in(c, 0), *k = cu_in(c, 1), *y = cu_out(c, 0);
+  const char *A = acc_type(y->dtype);
+  cu_elementwise_begin(c, "", dpc_shape_numel(&y->shape));
+  window_consts(c, &w);
+  cu_printf(c, "    long long ox = i %% OW, oy = (i / OW) %% OH, o = (i / (OW * OH)) %% OC, b = i "
+               "/ (OW * OH * OC);\n");
+  cu_printf(c, "    long long c0 = (o / OPG) * CPG;\n    %s acc = 0;\n", A);
+  cu_printf(c, "    for (long long ci = 0; ci < CPG; ci++)\n");
+  cu_printf(c, "      for (long long ky = 0; ky < KH; ky++) {\n");
+  cu_printf(
+      c,
+      "        long long iy = oy * SH - PT + ky * DH;\n        if (iy < 0 || iy >= H) continue;\n");
+  cu_printf(c, "        for (long long kx = 0; kx < KW; kx++) {\n");
+  cu_printf(c, "          long long ix = ox * SW - PL + kx * DW;\n          if (ix < 0 || ix >= W) "
+               "continue;\n");
+  cu_expr xv = cu_load(x->dtype, "x0", "((b * C + c0 + ci) * H + iy) * W + ix");
+  cu_expr kv = cu_load(k->dtype, "x1", "((o * CPG + ci) * KH + ky) * KW + kx");
+  cu_printf(c, "          acc += (%s)(%s) * (%s)(%s);\n        }\n      }\n", A, kv.s, A, xv.s);
+  cu_store(c, y->dtype, "y0", "i", "acc");
+  cu_elementwise_end(c);
+  return DPC_OK;
+}
+
+/* dx[b, c, iy, ix]: the outputs of c's group whose taps land on (iy, ix). */
+static dpc_status lower_conv2d_grad_input(cu_gen *c, dpc_diag *d) {
+  dpc_window w;
+  dpc_status st = dpc_window_of(c->g, c->node, &w, d);
+  if (st) return st;
+  const dpc_value *dy = cu_in(c, 0), *k = cu_in(c, 1), *dx = cu_out(c, 0);
+  const char *A = acc_type(dx->dtype);
+  cu_elementwise_begin(c, "", dpc_shape_numel(&dx->shape));
+  window_consts(c, &w);
+  cu_printf(c, "    long long ix = i %% W, iy = (i / W) %% H, ch = (i / (W * H)) %% C, b = i / (W "
+               "* H * C);\n");
+  cu_printf(c, "    long long o0 = (ch / CPG) * OPG, ci = ch %% CPG;\n    %s acc = 0;\n", A);
+  cu_printf(c, "    for (long long o = o0; o < o0 + OPG; o++)\n");
+  cu_printf(c, "      for (long long ky = 0; ky < KH; ky++) {\n");
+  cu_printf(c, "        long long ty = iy + PT - ky * DH;\n");
+  cu_printf(c, "        if (ty < 0 || ty %% SH || ty / SH >= OH) continue;\n");
+  cu_printf(c, "        for (long long kx = 0; kx < KW; kx++) {\n");
+  cu_printf(c, "          long long tx = ix + PL - kx * DW;\n");
+  cu_printf(c, "          if (tx < 0 || tx %% SW || tx / SW >= OW) continue;\n");
+  cu_expr gv = cu_load(dy->dtype, "x0", "((b * OC + o) * OH + ty / SH) * OW + tx / SW");
+  cu_expr kv = cu_load(k->dtype, "x1", "((o * CPG + ci) * KH + ky) * KW + kx");
+  cu_printf(c, "          acc += (%s)(%s) * (%s)(%s);\n        }\n      }\n", A, kv.s, A, gv.s);
+  cu_store(c, dx->dtype, "y0", "i", "acc");
+  cu_elementwise_end(c);
+  return DPC_OK;
+}
+
+/* dw[o, ci, ky, kx]: one block per weight, its threads over (b, oy, ox). */
+static dpc_status lower_conv2d_grad_weight(cu_gen *c, dpc_diag *d) {
+  dpc_window w;
+  dpc_status st = dpc_window_of(c->g, c->node, &w, d);
+  if (st) return st;
+  const dpc_value *dy = cu_in(c, 0), *x = cu_in(c, 1), *dw = cu_out(c, 0);
+  const char *A = acc_type(dw->dtype);
+  int64_t n = x->shape.d[0], nw = dpc_shape_numel(&dw->shape);
+  cu_kernel_begin(c, "", (uint32_t)(nw < 1 ? 1 : nw > 65535 ? 65535 : nw), CU_RED_BLOCK);
+  window_consts(c, &w);
+  cu_printf(c, "  for (long long e = blockIdx.x; e < %lldll; e += gridDim.x) {\n", (long long)nw);
+  cu_printf(c, "    long long kx = e %% KW, ky = (e / KW) %% KH, ci = (e / (KW * KH)) %% CPG, o = "
+               "e / (KW * KH * CPG);\n");
+  cu_printf(c, "    long long c0 = (o / OPG) * CPG;\n    %s acc = 0;\n", A);
+  cu_printf(c, "    for (long long q = threadIdx.x; q < %lldll * OH * OW; q += blockDim.x) {\n",
+            (long long)n);
+  cu_printf(c, "      long long ox = q %% OW, oy = (q / OW) %% OH, b = q / (OW * OH);\n");
+  cu_printf(c, "      long long iy = oy * SH - PT + ky * DH, ix = ox * SW - PL + kx * DW;\n");
+  cu_printf(c, "      if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;\n");
+  cu_expr gv = cu_load(dy->dtype, "x0", "((b * OC + o) * OH + oy) * OW + ox");
+  cu_expr xv = cu_load(x->dtype, "x1", "((b * C + c0 + ci) * H + iy) * W + ix");
+  cu_printf(c, "      acc += (%s)(%s) * (%s)(%s);\n    }\n", A, gv.s, A, xv.s);
+  cu_printf(c, "    acc = dpc_block_sum<%s>(acc);\n    if (threadIdx.x == 0) {\n", A);
+  cu_store(c, dw->dtype, "y0", "e", "acc");
+  cu_printf(c, "    }\n  }\n");
+  cu_kernel_end(c);
+  return DPC_OK;
+}
+
+/* Both pools: the window positions inside the input (padding is never a candidate for max
+ * nor a summand for avg; count_include_pad counts it in avg's divisor). */
+static dpc_status lower_pool(cu_gen *c, dpc_diag *d) {
+  dpc_window w;
+  dpc_status st = dpc_window_of(c->g, c->node, &w, d);
+  if (st) return st;
+  bool is_max = c->n->op == DPC_OP_MAX_POOL2D;
+  bool include_pad = !is_max && dpc_attrs_int(c->at, "count_include_pad") != 0;
+  const dpc_value *x = cu_in(c, 0), *y = cu_out(c, 0);
+  const char *A = acc_type(y->dtype);
+  const char *inf = y->dtype == DPC_F64 ? "DPC_INF_D" : "DPC_INF_F";
+  const char *nan = y->dtype == DPC_F64 ? "DPC_NAN_D" : "DPC_NAN_F";
+  cu_elementwise_begin(c, "", dpc_shape_numel(&y->shape));
+  window_consts(c, &w);
+  cu_printf(c, "    long long ox = i %% OW, oy = (i / OW) %% OH, pl = i / (OW * OH);\n");
+  cu_printf(c, "    %s m = -%s, sum = 0;\n    long long inside = 0, padded = 0;\n", A, inf);
+  cu_printf(c, "    for (long long ky = 0; ky < KH; ky++) {\n");
+  cu_printf(c, "      long long iy = oy * SH - PT + ky * DH;\n");
+  cu_printf(c, "      for (long long kx = 0; kx < KW; kx++) {\n");
+  cu_printf(c, "        long long ix = ox * SW - PL + kx * DW;\n");
+  cu_printf(c, "        if (iy >= -PT && iy < H + PB && ix >= -PL && ix < W + PR) padded++;\n");
+  cu_printf(c, "        if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;\n");
+  cu_expr v = cu_load(x->dtype, "x0", "(pl * H + iy) * W + ix");
+  cu_printf(c, "        %s v = (%s)(%s);\n        inside++;\n        sum += v;\n", A, A, v.s);
+  cu_printf(c, "        if (v > m || v != v) m = v;\n      }\n    }\n");
+  cu_printf(c, "    (void)inside; (void)padded; (void)sum;\n");
+  char val[160];
+  if (is_max)
+    snprintf(val, sizeof val, "m");
+  else
+    snprintf(val, sizeof val, "%s ? sum / (%s)%s : %s", include_pad ? "padded" : "inside", A,
+             include_pad ? "padded" : "inside", nan);
+  cu_store(c, y->dtype, "y0", "i", val);
+  cu_elementwise_end(c);
+  return DPC_OK;
+}
+
+/* dx at an input position: over the windows covering it, dy when it is the window's argmax
+ * (the first maximum, or the first NaN, row-major) or dy / the window's divisor. */
+static dpc_status lower_pool_grad(cu_gen *c, dpc_diag *d) {
+  dpc_window w;
+  dpc_status st = dpc_window_of(c->g, c->node, &w, d);
+  if (st) return st;
+  bool is_max = c->n->op == DPC_OP_MAX_POOL2D_GRAD;
+  bool include_pad = !is_max && dpc_attrs_int(c->at, "count_include_pad") != 0;
+  const dpc_value *dy = cu_in(c, 0), *x = cu_in(c, 1), *dx = cu_out(c, 0);
+  const char *A = acc_type(dx->dtype);
+  cu_elementwise_begin(c, "", dpc_shape_numel(&dx->shape));
+  window_consts(c, &w);
+  cu_printf(c, "    long long ix = i %% W, iy = (i / W) %% H, pl = i / (W * H);\n");
+  cu_printf(c, "    %s acc = 0;\n", A);
+  cu_printf(c, "    for (long long ky = 0; ky < KH; ky++) {\n");
+  cu_printf(c, "      long long ty = iy + PT - ky * DH;\n");
+  cu_printf(c, "      if (ty < 0 || ty %% SH || ty / SH >= OH) continue;\n");
+  cu_printf(c, "      for (long long kx = 0; kx < KW; kx++) {\n");
+  cu_printf(c, "        long long tx = ix + PL - kx * DW;\n");
+  cu_printf(c, "        if (tx < 0 || tx %% SW || tx / SW >= OW) continue;\n");
+  cu_printf(c, "        long long oy = ty / SH, ox = tx / SW;\n");
+  cu_expr g = cu_load(dy->dtype, "x0", "(pl * OH + oy) * OW + ox");
+  cu_printf(c, "        %s g = (%s)(%s);\n", A, A, g.s);
+  cu_printf(c, "        long long best = -1, inside = 0, padded = 0;\n        %s m = 0;\n", A);
+  cu_printf(c, "        for (long long qy = 0; qy < KH; qy++) {\n");
+  cu_printf(c, "          long long jy = oy * SH - PT + qy * DH;\n");
+  cu_printf(c, "          for (long long qx = 0; qx < KW; qx++) {\n");
+  cu_printf(c, "            long long jx = ox * SW - PL + qx * DW;\n");
+  cu_printf(c, "            if (jy >= -PT && jy < H + PB && jx >= -PL && jx < W + PR) padded++;\n");
+  cu_printf(c, "            if (jy < 0 || jy >= H || jx < 0 || jx >= W) continue;\n");
+  cu_printf(c, "            inside++;\n");
+  if (is_max) {
+    cu_expr v = cu_load(x->dtype, "x1", "(pl * H + jy) * W + jx");
+    cu_printf(c, "            %s v = (%s)(%s);\n", A, A, v.s);
+    cu_printf(
+        c, "            if (best < 0 || v > m || (v != v && m == m)) m = v, best = jy * W + jx;\n");
+  }
+  cu_printf(c,
+            "          }\n        }\n        (void)m; (void)best; (void)inside; (void)padded;\n");
+  if (is_max)
+    cu_printf(c, "        if (best == iy * W + ix) acc += g;\n");
+  else
+    cu_printf(c, "        acc += g / (%s)%s;\n", A, include_pad ? "padded" : "inside");
+  cu_printf(c, "      }\n    }\n");
+  cu_store(c, dx->dtype, "y0", "i", "acc");
+  cu_elementwise_end(c);
+  return DPC_OK;
+}
+
+const cu_lower_fn cu_dense_table[DPC_OP_COUNT] = {
+    [DPC_OP_MATMUL] = lower_matmul,
+    [DPC_OP_CONV2D] = lower_conv2d,
+    [DPC_OP_CONV2D_GRAD_INPUT] = lower_conv2d_grad_input,
+    [DPC_OP_CONV2D_GRAD_WEIGHT] = lower_conv2d_grad_weight,
+    [DPC_OP_MAX_POOL2D] = lower_pool,
+    [DPC_OP_AVG_POOL2D] = lower_pool,
+    [DPC_OP_MAX_POOL2D_GRAD] = lower_pool_grad,
+    [DPC_OP_AVG_POOL2D_GRAD] = lower_pool_grad,
+};

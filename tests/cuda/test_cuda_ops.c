@@ -1,0 +1,606 @@
+/*
+ * test_cuda_ops.c — every op's CUDA kernel, checked without a GPU, on the op test cases.
+ *
+ *   test_cuda_ops table                 every row of ir/ops.def has a CUDA lowering or a reason
+ *   test_cuda_ops nvrtc CASES_DIR OP    each case's kernels compile with NVRTC for sm_80 and
+ *                                       sm_90 and ptxas accepts the PTX for both
+ *   test_cuda_ops train MODEL           12 training steps of an example on fashion-sized data
+ *                                       (x [48, 784], labels of 10 classes, batch 8, 2 epochs)
+ *                                       with every kernel an emulated CUDA kernel (the
+ *                                       cuda-emu backend, codegen/cuda/emu.c): the losses
+ *                                       match the reference backend's within 1e-5
+ *   test_cuda_ops source MODEL OP       print the kernels of OP's nodes in MODEL (shapes must
+ *                                       be concrete), for reading and debugging
+ *   test_cuda_ops emu CASES_DIR OP      each case's kernels run on the host (the same source,
+ *                                       compiled by the system C++ compiler against
+ *                                       codegen/cuda/emu/dpc_cuda_emu.h) and match the
+ *                                       reference backend on the case's inputs
+ *
+ * The cases are tests/ops/cases/OP/NAME (model.graph, inputs as .npy, `# test:` directives),
+ * the same ones the reference and LLVM backends are checked on. Every node of the op in the
+ * case's graph is checked, with the graph bound at the shapes of the case's inputs; its inputs
+ * are the reference backend's values of them, and its outputs are compared with the reference
+ * backend's, at the tolerances the CPU op tests use. A case whose reference run fails (an
+ * `error=` case: a bad label, an integer division by zero) has no values to compare and is
+ * reported as skipped, never as passed.
+ */
+#include "codegen/cuda/cuda.h"
+#include "codegen/cuda/emu.h"
+#include "driver/train.h"
+#include "runtime/rng.h"
+#include "driver/driver.h"
+#include "runtime/npy.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_FEEDS 64
+
+typedef struct directives {
+  double rtol, atol;
+  bool have_rtol, have_atol, training, error;
+} directives;
+
+static void read_directives(const char *path, directives *dv) {
+  memset(dv, 0, sizeof *dv);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char line[1024];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "# test:", 7)) continue;
+    for (char *tok = strtok(line + 7, " \t\n"); tok; tok = strtok(NULL, " \t\n")) {
+      if (!strncmp(tok, "rtol=", 5))
+        dv->rtol = strtod(tok + 5, NULL), dv->have_rtol = true;
+      else if (!strncmp(tok, "atol=", 5))
+        dv->atol = strtod(tok + 5, NULL), dv->have_atol = true;
+      else if (!strncmp(tok, "training=", 9))
+        dv->training = atoi(tok + 9) != 0;
+      else if (!strncmp(tok, "error=", 6)) {
+        dv->error = true;
+        break;
+      }
+    }
+  }
+  fclose(f);
+}
+
+/* The tolerances of tests/ops/run_cases.c. */
+static void default_tol(dpc_dtype t, double *rtol, double *atol) {
+  switch (t) {
+  case DPC_F64: *rtol = 1e-10, *atol = 1e-12; break;
+  case DPC_F32: *rtol = 1e-5, *atol = 1e-6; break;
+  case DPC_F16: *rtol = 2e-3, *atol = 1e-3; break;
+  case DPC_BF16: *rtol = 1e-2, *atol = 1e-2; break;
+  default: *rtol = 0, *atol = 0; break;
+  }
+}
+
+static bool close_enough(double a, double b, double rtol, double atol) {
+  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+  if (isinf(a) || isinf(b)) return a == b;
+  return fabs(a - b) <= atol + rtol * fabs(b);
+}
+
+static const char *g_work; /* a scratch folder for sources, PTX and shared objects */
+static const char *g_mode;
+
+/* ---- nvrtc: compile for both architectures, ptxas on the PTX --------------------------------- */
+
+static int check_nvrtc(const dpc_cuda_kernel *k, const char *label) {
+  static const char *const archs[] = {"sm_80", "sm_90"};
+  int fails = 0;
+  for (size_t a = 0; a < 2; a++) {
+    dpc_diag d;
+    dpc_diag_init(&d);
+    dpc_cuda_binary b;
+    if (dpc_cuda_compile(k->source, label, archs[a], &b, &d)) {
+      printf("FAIL %s: %s\n", label, d.msg);
+      dpc_diag_free(&d);
+      fails++;
+      continue;
+    }
+    dpc_diag_free(&d);
+    char ptx[4200], cmd[9000];
+    snprintf(ptx, sizeof ptx, "%s/k_%s.ptx", g_work, archs[a]);
+    FILE *f = fopen(ptx, "wb");
+    bool wrote = f && fwrite(b.ptx, 1, b.ptx_size, f) == b.ptx_size;
+    if (f) fclose(f);
+    bool elf = b.cubin_size > 4 && !memcmp(b.cubin,
+                                           "\x7f"
+                                           "ELF",
+                                           4);
+    size_t ptx_size = b.ptx_size, cubin_size = b.cubin_size;
+    dpc_cuda_binary_free(&b);
+    if (!wrote || !elf) {
+      printf("FAIL %s: %s\n", label, !wrote ? "cannot write the PTX" : "the CUBIN is not ELF");
+      fails++;
+      continue;
+    }
+    snprintf(cmd, sizeof cmd, "'%s' -arch=%s '%s' -o '%s/k.cubin' 2>&1", DPC_PTXAS, archs[a], ptx,
+             g_work);
+    FILE *p = popen(cmd, "r");
+    char out[2048] = "";
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = 0;
+    int rc = p ? pclose(p) : -1;
+    if (rc != 0) {
+      printf("FAIL %s: ptxas -arch=%s rejected the PTX (exit %d):\n%s\n", label, archs[a], rc, out);
+      fails++;
+      continue;
+    }
+    printf("ok   %s: %s, PTX %zu bytes, CUBIN %zu bytes, ptxas accepts it\n", label, archs[a],
+           ptx_size, cubin_size);
+  }
+  return fails;
+}
+
+/* ---- emu: the same source compiled for the host and run on the reference values ---------------
+ */
+
+typedef struct dpc_kargs_host {
+  void *p[32];
+  unsigned long long step;
+} dpc_kargs_host; /* the prelude's dpc_kargs, as the host sees it */
+
+typedef int (*launch_fn)(void *kernel, const unsigned *grid, const unsigned *block,
+                         const dpc_kargs_host *args);
+
+static const dpc_tensor *find_named(const dpc_named *v, uint32_t n, const char *name) {
+  for (uint32_t i = 0; i < n; i++)
+    if (!strcmp(v[i].name, name)) return &v[i].t;
+  return NULL;
+}
+
+static int run_emu(const dpc_graph *gb, uint32_t node, const dpc_cuda_kernel *k,
+                   const dpc_named *vals, uint32_t nv, const directives *dv, const char *label) {
+  const dpc_node *n = &gb->nodes[node];
+  char src[4200], wrap[4200], so[4200], cmd[16000];
+  snprintf(src, sizeof src, "%s/kernel.cu", g_work);
+  snprintf(wrap, sizeof wrap, "%s/wrap.cpp", g_work);
+  /* a fresh name each time: dlopen of a path already loaded returns the loaded library */
+  static unsigned serial;
+  snprintf(so, sizeof so, "%s/kernel_%u_%u.so", g_work, node, serial++);
+  FILE *f = fopen(src, "w");
+  if (!f || fputs(k->source, f) < 0) {
+    printf("FAIL %s: cannot write %s\n", label, src);
+    if (f) fclose(f);
+    return 1;
+  }
+  fclose(f);
+  f = fopen(wrap, "w");
+  if (!f) {
+    printf("FAIL %s: cannot write %s\n", label, wrap);
+    return 1;
+  }
+  fprintf(
+      f, "#include \"%s/dpc_cuda_emu.h\"\n#include \"%s\"\n#include \"%s/dpc_cuda_emu_launch.h\"\n",
+      DPC_CUDA_EMU_DIR, src, DPC_CUDA_EMU_DIR);
+  fclose(f);
+  /* -fno-gnu-unique: the shared memory of a templated block reduction is a static in a
+   * template, which would otherwise be one object for the whole process and keep every
+   * library loaded */
+  snprintf(
+      cmd, sizeof cmd,
+      "'%s' -std=c++17 -O0 -pipe -fPIC -shared -fno-gnu-unique -o '%s' '%s' -lpthread -lm 2>&1",
+      DPC_HOST_CXX, so, wrap);
+  FILE *p = popen(cmd, "r");
+  char out[4096] = "";
+  size_t got = p ? fread(out, 1, sizeof out - 1, p) : 0;
+  out[got] = 0;
+  if (!p || pclose(p) != 0) {
+    printf("FAIL %s: the host compiler rejected the kernel source:\n%s\n", label, out);
+    return 1;
+  }
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    printf("FAIL %s: dlopen: %s\n", label, dlerror());
+    return 1;
+  }
+  unlink(so);
+  /* POSIX's dlsym returns functions as void *; C has no cast between the two */
+  launch_fn launch = NULL;
+  void *sym = dlsym(h, "dpc_emu_launch");
+  memcpy(&launch, &sym, sizeof launch);
+  int fails = 0;
+  dpc_kargs_host args = {{0}, 0};
+  dpc_tensor outs[DPC_CUDA_MAX_ARGS];
+  memset(outs, 0, sizeof outs);
+  for (uint32_t i = 0; i < n->n_in; i++) {
+    const dpc_value *v = dpc_node_input(gb, n, i);
+    const dpc_tensor *t = find_named(vals, nv, dpc_graph_str(gb, v->name));
+    if (!t) {
+      printf("FAIL %s: no reference value for input %u\n", label, i);
+      fails = 1;
+      goto done;
+    }
+    args.p[i] = t->data;
+  }
+  for (uint32_t j = 0; j < n->n_out; j++) {
+    const dpc_value *v = &gb->values[n->out + j];
+    outs[j].dtype = v->dtype;
+    outs[j].shape = v->shape;
+    size_t bytes = dpc_tensor_bytes(&outs[j]);
+    outs[j].data = malloc(bytes ? bytes : 1);
+    /* all ones: NaN in the floats, -1 in the integers, so an element never written shows */
+    memset(outs[j].data, 0xff, bytes ? bytes : 1);
+    args.p[n->n_in + j] = outs[j].data;
+  }
+  for (uint32_t l = 0; l < k->n_launch && launch; l++) {
+    void *fn = dlsym(h, k->launch[l].name);
+    if (!fn || launch(fn, k->launch[l].grid, k->launch[l].block, &args)) {
+      printf("FAIL %s: cannot launch %s\n", label, k->launch[l].name);
+      fails = 1;
+      goto done;
+    }
+  }
+  if (!launch) {
+    printf("FAIL %s: no dpc_emu_launch in the compiled kernel\n", label);
+    fails = 1;
+    goto done;
+  }
+  for (uint32_t j = 0; j < n->n_out; j++) {
+    const dpc_value *v = &gb->values[n->out + j];
+    const dpc_tensor *want = find_named(vals, nv, dpc_graph_str(gb, v->name));
+    if (!want) {
+      printf("FAIL %s: no reference value for output %u\n", label, j);
+      fails = 1;
+      continue;
+    }
+    double rtol, atol;
+    default_tol(v->dtype, &rtol, &atol);
+    if (dv->have_rtol) rtol = dv->rtol;
+    if (dv->have_atol) atol = dv->atol;
+    int64_t cnt = dpc_tensor_numel(&outs[j]), bad = 0;
+    double worst = 0;
+    for (int64_t e = 0; e < cnt; e++) {
+      double a = dpc_tload(&outs[j], e), b = dpc_tload(want, e);
+      bool ok = dpc_dtype_is_float(v->dtype) ? close_enough(a, b, rtol, atol)
+                                             : dpc_tload_i64(&outs[j], e) == dpc_tload_i64(want, e);
+      if (!ok && bad++ < 5)
+        printf("     %s[%lld] = %.9g, reference %.9g\n", dpc_graph_str(gb, v->name), (long long)e,
+               a, b);
+      if (isfinite(a) && isfinite(b) && fabs(a - b) > worst) worst = fabs(a - b);
+    }
+    if (bad) {
+      printf("FAIL %s: output %u: %lld of %lld elements differ from the reference (rtol %g, atol "
+             "%g)\n",
+             label, j, (long long)bad, (long long)cnt, rtol, atol);
+      fails = 1;
+    } else {
+      printf("ok   %s: output %u %s, %lld elements, %u launch(es), max abs error %.3g\n", label, j,
+             dpc_dtype_name(v->dtype), (long long)cnt, k->n_launch, worst);
+    }
+  }
+done:
+  for (uint32_t j = 0; j < n->n_out; j++) free(outs[j].data);
+  dlclose(h);
+  return fails;
+}
+
+/* ---- one case ----------------------------------------------------------------------------------
+ */
+
+/* Give every value the op's nodes touch a name and make it an output, so the reference run
+ * returns it. */
+static dpc_status expose_values(dpc_graph *g, dpc_op op, dpc_diag *d) {
+  uint32_t n_nodes = g->n_nodes;
+  for (uint32_t i = 0; i < n_nodes; i++) {
+    if (g->nodes[i].op != op) continue;
+    uint32_t ids[DPC_CUDA_MAX_ARGS * 2], m = 0;
+    const dpc_node *n = &g->nodes[i];
+    for (uint32_t k = 0; k < n->n_in && m < DPC_CUDA_MAX_ARGS; k++) ids[m++] = g->ids[n->in + k];
+    for (uint32_t k = 0; k < n->n_out && m < 2 * DPC_CUDA_MAX_ARGS; k++) ids[m++] = n->out + k;
+    for (uint32_t k = 0; k < m; k++) {
+      uint32_t v = ids[k];
+      if (g->values[v].name == DPC_NONE) {
+        char name[48];
+        snprintf(name, sizeof name, "cuda_test_v%u", v);
+        dpc_status st = dpc_graph_set_name(g, v, name, strlen(name), d);
+        if (st) return st;
+      }
+      bool is_out = false;
+      for (uint32_t o = 0; o < g->n_outputs; o++) is_out |= g->outputs[o] == v;
+      if (!is_out) {
+        dpc_status st = dpc_graph_add_output(g, v, d);
+        if (st) return st;
+      }
+    }
+  }
+  return DPC_OK;
+}
+
+typedef struct tally {
+  int passed, failed, skipped, nodes;
+} tally;
+
+static void run_case(const char *dir, const char *label, dpc_op op, tally *t) {
+  char path[8192];
+  snprintf(path, sizeof path, "%s/model.graph", dir);
+  directives dv;
+  read_directives(path, &dv);
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_graph *g = NULL, *gb = NULL;
+  dpc_named feeds[MAX_FEEDS] = {{0}}, *vals = NULL;
+  uint32_t nf = 0, nv = 0;
+  int fails = 0;
+  if (dpc_driver_load(path, &g, &d)) {
+    printf("skip %s: the model does not load (%s)\n", label, dv.error ? "an error case" : d.msg);
+    t->skipped++;
+    if (!dv.error) t->failed++, t->skipped--;
+    goto done;
+  }
+  for (uint32_t i = 0; i < g->n_nodes && nf < MAX_FEEDS; i++) {
+    dpc_op o = g->nodes[i].op;
+    if (o != DPC_OP_INPUT && o != DPC_OP_PARAM && o != DPC_OP_STATE) continue;
+    const char *vn = dpc_graph_str(g, g->values[g->nodes[i].out].name);
+    snprintf(path, sizeof path, "%s/%s.npy", dir, vn);
+    if (access(path, R_OK)) continue;
+    feeds[nf].name = dpc_strdup(vn);
+    if (dpc_npy_read(path, &feeds[nf++].t, &d)) {
+      printf("FAIL %s: %s\n", label, d.msg);
+      fails = 1;
+      goto done;
+    }
+  }
+  /* bind the symbols at the inputs' shapes */
+  int64_t *sv = calloc(g->n_syms + 1, sizeof *sv);
+  for (uint32_t s = 0; s < g->n_syms; s++) sv[s] = -1;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    const dpc_node *n = &g->nodes[i];
+    if (n->op != DPC_OP_INPUT && n->op != DPC_OP_PARAM && n->op != DPC_OP_STATE) continue;
+    const dpc_value *v = &g->values[n->out];
+    for (uint32_t f = 0; f < nf; f++) {
+      if (strcmp(feeds[f].name, dpc_graph_str(g, v->name))) continue;
+      for (uint32_t k = 0; k < v->shape.rank && k < feeds[f].t.shape.rank; k++)
+        if (DPC_DIM_IS_SYM(v->shape.d[k]))
+          sv[DPC_DIM_SYM_NO(v->shape.d[k])] = feeds[f].t.shape.d[k];
+    }
+  }
+  if (expose_values(g, op, &d)) {
+    free(sv);
+    printf("FAIL %s: %s\n", label, d.msg);
+    fails = 1;
+    goto done;
+  }
+  gb = dpc_graph_clone(g);
+  dpc_status st = gb ? dpc_graph_bind(gb, sv, &d) : DPC_ERR_NOMEM;
+  free(sv);
+  if (st) {
+    printf("FAIL %s: cannot bind the graph: %s\n", label, d.msg ? d.msg : "out of memory");
+    fails = 1;
+    goto done;
+  }
+  if (!strcmp(g_mode, "emu")) {
+    if (dpc_driver_infer(g, NULL, NULL, feeds, nf, dv.training, &vals, &nv, &d)) {
+      if (dv.error) {
+        printf("skip %s: the reference run fails, as the case expects (%s)\n", label, d.msg);
+        t->skipped++;
+      } else {
+        printf("FAIL %s: the reference run failed: %s\n", label, d.msg);
+        t->failed++;
+      }
+      goto done;
+    }
+  }
+  for (uint32_t i = 0; i < gb->n_nodes; i++) {
+    if (gb->nodes[i].op != op) continue;
+    char nlabel[700];
+    snprintf(nlabel, sizeof nlabel, "%s#%u", label, i);
+    dpc_cuda_kernel k;
+    dpc_diag_clear(&d);
+    if (dpc_cuda_lower(gb, i, dv.training, &k, &d)) {
+      printf("FAIL %s: %s\n", nlabel, d.msg);
+      fails = 1;
+      continue;
+    }
+    t->nodes++;
+    if (!strcmp(g_mode, "nvrtc"))
+      fails |= check_nvrtc(&k, nlabel) != 0;
+    else
+      fails |= run_emu(gb, i, &k, vals, nv, &dv, nlabel) != 0;
+    dpc_cuda_kernel_free(&k);
+  }
+  if (fails)
+    t->failed++;
+  else
+    t->passed++;
+done:
+  for (uint32_t i = 0; i < nf; i++) {
+    free(feeds[i].name);
+    free(feeds[i].t.data);
+  }
+  dpc_named_free(vals, nv);
+  dpc_graph_free(gb);
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every op has a lowering or a stated reason; "not yet" is a failure. */
+static int check_table(void) {
+  int fails = 0, lowered = 0;
+  for (int op = 0; op < DPC_OP_COUNT; op++) {
+    const char *why = NULL;
+    if (dpc_cuda_lowers((dpc_op)op, &why)) {
+      lowered++;
+      continue;
+    }
+    bool reason = why && strcmp(why, "no CUDA lowering yet");
+    printf("%s %s: %s\n", reason ? "ok  " : "FAIL", dpc_op_name((dpc_op)op), why);
+    fails += !reason;
+  }
+  printf("%d of %d ops lowered to CUDA, %d without a reason\n", lowered, DPC_OP_COUNT, fails);
+  return fails ? 1 : 0;
+}
+
+/* The kernels of op's nodes in a model, printed with their launches. */
+static int print_source(const char *model, const char *opname) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_graph *g = NULL;
+  int rc = 0;
+  if (dpc_driver_load(model, &g, &d)) {
+    printf("FAIL: %s\n", d.msg);
+    rc = 1;
+  }
+  for (uint32_t i = 0; g && i < g->n_nodes; i++) {
+    if (strcmp(dpc_op_name(g->nodes[i].op), opname)) continue;
+    dpc_cuda_kernel k;
+    if (dpc_cuda_lower(g, i, false, &k, &d)) {
+      printf("FAIL: %s\n", d.msg);
+      rc = 1;
+      continue;
+    }
+    fputs(k.source, stdout);
+    for (uint32_t l = 0; l < k.n_launch; l++)
+      printf("// launch %s<<<%u, %u>>>\n", k.launch[l].name, k.launch[l].grid[0],
+             k.launch[l].block[0]);
+    dpc_cuda_kernel_free(&k);
+  }
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+  return rc;
+}
+
+/* The "loss" of each step line of a training log, up to max. */
+static int read_losses(const char *path, double *out, int max) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[1024];
+  int n = 0;
+  while (fgets(line, sizeof line, f) && n < max) {
+    const char *p = strstr(line, "\"loss\": ");
+    if (strncmp(line, "{\"step\"", 7) || !p) continue;
+    out[n++] = strtod(p + 8, NULL);
+  }
+  fclose(f);
+  return n;
+}
+
+static int train_model(const char *model) {
+  char work[] = "/tmp/dpc_cuda_train_XXXXXX";
+  if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
+  char xs[128], ys[128], data[300], log[2][128];
+  snprintf(xs, sizeof xs, "%s/x.npy", work);
+  snprintf(ys, sizeof ys, "%s/y.npy", work);
+  snprintf(data, sizeof data, "%s,%s", xs, ys);
+  enum { N = 48 };
+  float *x = malloc(sizeof(float) * N * 784);
+  int32_t labels[N];
+  for (int i = 0; i < N * 784; i++) x[i] = (float)dpc_rng_uniform(3, (uint64_t)i);
+  for (int i = 0; i < N; i++) labels[i] = (int32_t)(dpc_rng_bits(4, (uint64_t)i) % 10);
+  dpc_tensor tx = {x, DPC_F32, {2, {N, 784}}}, ty = {labels, DPC_I32, {1, {N}}};
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_graph *g = NULL;
+  int fails = 0;
+  if (dpc_npy_write(xs, &tx, &d) || dpc_npy_write(ys, &ty, &d) || dpc_driver_load(model, &g, &d)) {
+    printf("FAIL: %s\n", d.msg);
+    fails = 1;
+    goto done;
+  }
+  for (int b = 0; b < 2; b++) {
+    snprintf(log[b], sizeof log[b], "%s/%s.jsonl", work, b ? "cuda" : "ref");
+    dpc_train_opts o;
+    dpc_train_defaults(&o);
+    o.data = data, o.batch = 8, o.epochs = 2, o.seed = 9, o.log_path = log[b];
+    o.exec.backend = b ? &dpc_codegen_cuda_emu : NULL;
+    o.exec.cpu.cache_dir = "off";
+    o.threads = 1;
+    if (dpc_train(g, &o, &d)) {
+      printf("FAIL %s on %s: %s\n", model, b ? "cuda-emu" : "ref", d.msg);
+      fails = 1;
+      goto done;
+    }
+  }
+  double l[2][16];
+  int n0 = read_losses(log[0], l[0], 16), n1 = read_losses(log[1], l[1], 16);
+  if (n0 != 12 || n1 != 12) {
+    printf("FAIL: %d and %d steps logged, 12 expected\n", n0, n1);
+    fails = 1;
+  }
+  for (int s = 0; s < n0 && s < n1; s++) {
+    bool ok = fabs(l[0][s] - l[1][s]) <= 1e-5 * fabs(l[0][s]);
+    printf("%s step %2d: reference %.9g, CUDA (emulated) %.9g\n", ok ? "ok  " : "FAIL", s + 1,
+           l[0][s], l[1][s]);
+    fails |= !ok;
+  }
+done:
+  free(x);
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+  if (system(cmd)) printf("note: could not remove %s\n", work);
+  return fails;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "train")) return train_model(argv[2]);
+  if (argc == 2 && !strcmp(argv[1], "table")) return check_table();
+  if (argc == 4 && !strcmp(argv[1], "source")) return print_source(argv[2], argv[3]);
+  if (argc != 4 || (strcmp(argv[1], "nvrtc") && strcmp(argv[1], "emu"))) {
+    fprintf(stderr, "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP\n");
+    return 2;
+  }
+  g_mode = argv[1];
+  dpc_op op;
+  if (!dpc_op_find(argv[3], strlen(argv[3]), &op)) {
+    printf("FAIL: no op '%s'\n", argv[3]);
+    return 1;
+  }
+  const char *why = NULL;
+  if (!dpc_cuda_lowers(op, &why)) {
+    bool reason = why && strcmp(why, "no CUDA lowering yet");
+    printf("%s: op '%s' has no CUDA kernel: %s\n", reason ? "ok" : "FAIL", argv[3], why);
+    return reason ? 0 : 1;
+  }
+  char work[] = "/tmp/dpc_cuda_test_XXXXXX";
+  if (!mkdtemp(work)) {
+    printf("FAIL: cannot make a scratch folder\n");
+    return 1;
+  }
+  g_work = work;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/%s", argv[2], argv[3]);
+  DIR *dp = opendir(dir);
+  if (!dp) {
+    printf("FAIL: op '%s' has no test cases (expected a folder %s)\n", argv[3], dir);
+    return 1;
+  }
+  char *names[512];
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(dp)) && n < 512)
+    if (e->d_name[0] != '.') names[n++] = dpc_strdup(e->d_name);
+  closedir(dp);
+  qsort(names, (size_t)n, sizeof *names, cmp_str);
+  tally t = {0};
+  for (int i = 0; i < n; i++) {
+    char cdir[4096 + 300], label[600];
+    snprintf(cdir, sizeof cdir, "%s/%s", dir, names[i]);
+    snprintf(label, sizeof label, "%s/%s", argv[3], names[i]);
+    run_case(cdir, label, op, &t);
+    free(names[i]);
+  }
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+  if (system(cmd)) printf("note: could not remove %s\n", work);
+  printf("%s: %d cases passed, %d failed, %d skipped (%d kernels checked)\n", g_mode, t.passed,
+         t.failed, t.skipped, t.nodes);
+  if (t.nodes == 0) {
+    printf("FAIL: no kernel of '%s' was checked\n", argv[3]);
+    return 1;
+  }
+  return t.failed ? 1 : 0;
+}
