@@ -86,6 +86,9 @@ struct dpc_batcher {
   char why[sizeof((dpc_auto_choice *)0)->why];
 };
 
+/* The auto delay measures batches in the buckets the statistics count them in. */
+_Static_assert(DPC_AUTO_BUCKETS == DPC_BATCHER_HIST, "one bucket per batch_hist entry");
+
 /* How quickly the measurements follow a change: the weight of the newest. */
 #define SERVICE_WEIGHT 0.25
 #define RATE_WEIGHT    0.5
@@ -152,12 +155,11 @@ static void release(dpc_batcher *b, dpc_batcher_ticket *t) {
   if (--b->outstanding == 0 && b->closing) pthread_cond_broadcast(&b->idle);
 }
 
-/* After a batch, under the lock: its service time into the measurements, and every
+/* After a batch of `rows` rows (size bucket k, as batch_hist counts it), under the lock: its
+ * service time into the measurements, and every
  * CHOOSE_EVERY_NS the arrival rate measured and the delay chosen again. */
-static void tune_delay(dpc_batcher *b, uint64_t rows, uint64_t dt_ns, uint64_t now) {
+static void tune_delay(dpc_batcher *b, unsigned k, uint64_t rows, uint64_t dt_ns, uint64_t now) {
   dpc_auto_input *m = &b->measured;
-  unsigned k = 0;
-  while (k + 1 < DPC_AUTO_BUCKETS && (rows >> (k + 1))) k++;
   double s = (double)dt_ns * 1e-9;
   if (m->bucket_rows[k] <= 0)
     m->bucket_rows[k] = (double)rows, m->bucket_s[k] = s;
@@ -233,8 +235,9 @@ static void *worker_main(void *arg) {
     unsigned bucket = 0;
     while (bucket + 1 < DPC_BATCHER_HIST && (rows >> (bucket + 1))) bucket++;
     b->st.batch_hist[bucket]++;
+    if (b->latency_target_us) tune_delay(b, bucket, rows, dt, t0 + dt);
     b->st.compute_ns_total += dt;
-    if (b->latency_target_us) tune_delay(b, rows, dt, t0 + dt);
+
     if (dt > b->st.compute_ns_max) b->st.compute_ns_max = dt;
     b->st.requests += n;
     if (st) b->st.failed += n;

@@ -30,6 +30,8 @@
 #include "runtime/rng.h"
 #include "driver/driver.h"
 #include "runtime/npy.h"
+#include "tests/ops/tolerance.h"
+#include "tests/unit/unit.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -68,23 +70,6 @@ static void read_directives(const char *path, directives *dv) {
     }
   }
   fclose(f);
-}
-
-/* The tolerances of tests/ops/run_cases.c. */
-static void default_tol(dpc_dtype t, double *rtol, double *atol) {
-  switch (t) {
-  case DPC_F64: *rtol = 1e-10, *atol = 1e-12; break;
-  case DPC_F32: *rtol = 1e-5, *atol = 1e-6; break;
-  case DPC_F16: *rtol = 2e-3, *atol = 1e-3; break;
-  case DPC_BF16: *rtol = 1e-2, *atol = 1e-2; break;
-  default: *rtol = 0, *atol = 0; break;
-  }
-}
-
-static bool close_enough(double a, double b, double rtol, double atol) {
-  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
-  if (isinf(a) || isinf(b)) return a == b;
-  return fabs(a - b) <= atol + rtol * fabs(b);
 }
 
 static const char *g_work; /* a scratch folder for sources, PTX and shared objects */
@@ -472,21 +457,6 @@ static int print_source(const char *model, const char *opname) {
   return rc;
 }
 
-/* The "loss" of each step line of a training log, up to max. */
-static int read_losses(const char *path, double *out, int max) {
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  char line[1024];
-  int n = 0;
-  while (fgets(line, sizeof line, f) && n < max) {
-    const char *p = strstr(line, "\"loss\": ");
-    if (strncmp(line, "{\"step\"", 7) || !p) continue;
-    out[n++] = strtod(p + 8, NULL);
-  }
-  fclose(f);
-  return n;
-}
-
 static int train_model(const char *model) {
   char work[] = "/tmp/dpc_cuda_train_XXXXXX";
   if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
@@ -524,7 +494,7 @@ static int train_model(const char *model) {
     }
   }
   double l[2][16];
-  int n0 = read_losses(log[0], l[0], 16), n1 = read_losses(log[1], l[1], 16);
+  int n0 = unit_read_losses(log[0], l[0], 16), n1 = unit_read_losses(log[1], l[1], 16);
   if (n0 != 12 || n1 != 12) {
     printf("FAIL: %d and %d steps logged, 12 expected\n", n0, n1);
     fails = 1;

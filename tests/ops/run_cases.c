@@ -13,6 +13,7 @@
  */
 #include "runtime/npy.h"
 #include "driver/driver.h"
+#include "tests/ops/tolerance.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -53,22 +54,6 @@ static void read_directives(const char *path, directives *dv) {
     }
   }
   fclose(f);
-}
-
-static void default_tol(dpc_dtype t, double *rtol, double *atol) {
-  switch (t) {
-  case DPC_F64: *rtol = 1e-10, *atol = 1e-12; break;
-  case DPC_F32: *rtol = 1e-5, *atol = 1e-6; break;
-  case DPC_F16: *rtol = 2e-3, *atol = 1e-3; break;
-  case DPC_BF16: *rtol = 1e-2, *atol = 1e-2; break;
-  default: *rtol = 0, *atol = 0; break;
-  }
-}
-
-static bool close_enough(double a, double b, double rtol, double atol) {
-  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
-  if (isinf(a) || isinf(b)) return a == b;
-  return fabs(a - b) <= atol + rtol * fabs(b);
 }
 
 /* The dtype NumPy stores an output of dtype t as: it has no bfloat16, so gen_cases.py writes
