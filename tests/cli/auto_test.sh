@@ -126,5 +126,16 @@ else
   fails=$((fails + 1))
 fi
 
+# dpc bench times the choice, and refuses the settings the choice makes
+expect 0 "bench --strategy auto" -- "$dpc" bench "$mlp" --devices cpu:2 --strategy auto --batch 32 \
+  --steps 2 --warmup 0 --backend ref --json
+contains "$work/err" "^dpc bench: --strategy auto: " "bench says what it chose"
+contains "$work/out" '"median_ms": ' "bench times it"
+expect 2 "bench auto with --accumulate" -- "$dpc" bench "$mlp" --devices cpu:2 --strategy auto \
+  --accumulate 2
+contains "$work/err" "chooses it itself" "bench auto refuses --accumulate"
+expect 2 "bench auto for inference" -- "$dpc" bench "$mlp" --strategy auto --inference
+contains "$work/err" "training strategy" "bench auto refuses --inference"
+
 [ "$fails" -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" -eq 0 ]

@@ -22,8 +22,9 @@ static const cli_opt bench_opts[] = {
     {"profile", false, false, "then time each kernel: where the step's time goes"},
     {"devices", true, false, "cpu (default), or cpu:N / numa: data-parallel training over them"},
     {"strategy", true, false,
-     "with several devices: data (default), model (@ cpu:K placement, else METIS's) or pipeline "
-     "(the devices as stages, --accumulate K micro-batches)"},
+     "with several devices: data (default), model (@ cpu:K placement, else METIS's), pipeline "
+     "(the devices as stages, --accumulate K micro-batches), or auto (the fastest predicted, as "
+     "dpc plan --strategy auto)"},
     CLI_OPT_PIPELINE_SCHEDULE,
     CLI_OPT_OLD_SCHEDULE,
     {"accumulate", true, false, "K: each device's share of the batch in K micro-batches"},
@@ -44,6 +45,41 @@ static bool get_u32(const cli_parsed *p, const char *name, uint32_t *out, uint32
   }
   *out = (uint32_t)x;
   return true;
+}
+
+/* --strategy auto: the fastest predicted strategy on the devices (dpc_net_plan_auto), timed as
+ * `dpc plan --strategy auto --measure` times its candidates; what it chose goes to stderr so
+ * --json stays one object. */
+static int choose_strategy(const cli_parsed *p, const dpc_net *net, dpc_benchmark_opts *o,
+                           dpc_strategy *s, uint32_t D, dpc_message *m) {
+  static const char *const chosen_by_auto[] = {"accumulate", "pipeline-schedule", "schedule",
+                                               "shares"};
+  for (size_t k = 0; k < sizeof chosen_by_auto / sizeof *chosen_by_auto; k++)
+    if (cli_get(bench_opts, NBENCH, p, chosen_by_auto[k]))
+      return cli_usage_error("bench", "--%s: --strategy auto chooses it itself", chosen_by_auto[k]);
+  if (o->inference)
+    return cli_usage_error("bench", "--strategy auto chooses a training strategy; --inference "
+                                    "times one device's forward pass");
+  dpc_auto_report *r = NULL;
+  dpc_auto_opts ao = {sizeof ao, .batch = o->batch, .devices = o->devices};
+  dpc_status st = dpc_net_plan_auto(net, &ao, &r, m);
+  if (!st) {
+    const dpc_auto_candidate *b = &r->candidates[r->best];
+    fprintf(stderr,
+            "dpc bench: --strategy auto: %s, predicted %.3f ms a step, the fastest of %u (dpc "
+            "plan --strategy auto --explain shows them)\n",
+            b->strategy, b->step_ms, r->n_candidates);
+    dpc_strategy_args a;
+    dpc_strategy_args_init(&a);
+    a.text = b->strategy, a.devices = D, a.batch = o->batch;
+    st = dpc_strategy_parse(&a, s, NULL, m);
+  }
+  dpc_auto_report_free(r);
+  if (st) return cli_report("bench", m);
+  /* one device: the plain benchmark; a pipeline's micro-batches are the benchmark's accumulate */
+  o->strategy = D > 1 ? s : NULL;
+  o->accumulate = s->microbatches;
+  return DPC_EXIT_OK;
 }
 
 /* The strategies dpc bench times. */
@@ -80,6 +116,8 @@ int dpc_cmd_bench(int argc, char **argv) {
   dpc_strategy_args a;
   dpc_strategy_args_init(&a);
   a.text = cli_get(bench_opts, NBENCH, &p, "strategy");
+  bool automatic = a.text && !strcmp(a.text, "auto");
+  if (automatic) a.text = NULL; /* checked as the default, chosen once the model is loaded */
   a.kinds = BENCH_KINDS, a.schedule = sched, a.devices = D, a.shares = o.shares;
   if (!get_u32(&p, "accumulate", &o.accumulate, 1)) return DPC_EXIT_USAGE;
   dpc_strategy_kind named = DPC_STRATEGY_DATA;
@@ -118,8 +156,10 @@ int dpc_cmd_bench(int argc, char **argv) {
   dpc_net *net = NULL;
   dpc_benchmark_result *r = NULL;
   const char *loss = cli_get(bench_opts, NBENCH, &p, "loss");
-  if (cli_load_batched("bench", p.pos[0], loss, &net, m) || dpc_net_benchmark(net, &o, &r, m))
-    rc = cli_report("bench", m);
+  if (cli_load_batched("bench", p.pos[0], loss, &net, m)) rc = cli_report("bench", m);
+  dpc_strategy chosen;
+  if (!rc && automatic) rc = choose_strategy(&p, net, &o, &chosen, D, m);
+  if (!rc && dpc_net_benchmark(net, &o, &r, m)) rc = cli_report("bench", m);
   if (r) {
     const char *name = dpc_net_name(net);
     const char *what = o.inference ? "inference" : "training";
