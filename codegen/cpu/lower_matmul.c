@@ -115,13 +115,20 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   gm_cfg c, ct;
   gm_choose(&c, f->vector_bits, t, mg.m, mg.n, mg.k);
   gm_choose(&ct, f->vector_bits, t, mg.n, mg.m, mg.k);
-  bool tr = ct.cost < 0.8 * c.cost;
+  /* A few rows (inference at batch 1 to 8): packing B, often a whole weight matrix, costs more
+   * than the product, which uses each of its elements once per row. The micro-kernel then reads
+   * B where it lies (gm_mat.direct), a row of B per step of k, so B is streamed once; its
+   * vectors must exist, so only when the pieces are whole panels (checked once they are cut).
+   * The sums run in the same order either way: a row gets the same bits at any batch. */
+  bool few = mg.m <= 8 && mg.b_cs == 1 && gm_vec_ok(&c, t) && mg.n % c.vl == 0;
+  bool tr = !few && ct.cost < 0.8 * c.cost;
   if (tr) c = ct;
   int64_t M = tr ? mg.n : mg.m, N = tr ? mg.m : mg.n;
   int64_t mb, nb;
   gm_split(&c, M, N, mg.k, mg.nbatch, tr || !gm_vec_ok(&c, t), &mb, &nb);
   gm_choose(&c, f->vector_bits, t, mb, nb, mg.k); /* the tile that suits one piece */
   gm_fit(&c, mb, nb);
+  bool direct = few && N % c.nr == 0 && nb % c.nr == 0;
   int64_t tm = (M + mb - 1) / mb, tn = (N + nb - 1) / nb;
   k->total = mg.nbatch * tm * tn;
   /* iteration = (batch, row block, column block), column blocks innermost */
@@ -144,7 +151,7 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   gm_mat A = tr ? (gm_mat){gm_gep(f, st, pb, rbase, true), t, mg.b_cs, mg.b_rs, false}
                 : (gm_mat){gm_gep(f, st, pa, rbase, true), t, mg.a_rs, mg.a_cs, false};
   gm_mat B = tr ? (gm_mat){gm_gep(f, st, pa, cbase, true), t, mg.a_cs, mg.a_rs, false}
-                : (gm_mat){gm_gep(f, st, pb, cbase, true), t, mg.b_rs, mg.b_cs, false};
+                : (gm_mat){gm_gep(f, st, pb, cbase, true), t, mg.b_rs, mg.b_cs, direct};
   /* y[bt][i][j] at bt*m*n + i*n + j; the transposed product's (i, j) is y's (j, i) */
   cg_val corner = tr ? cg_add(f, cg_mul(f, n0, cg_const_i64(mg.n)), m0)
                      : cg_add(f, cg_mul(f, m0, cg_const_i64(mg.n)), n0);

@@ -921,6 +921,12 @@ def gen_matmul():
     a, b = bf16_round(randn(rng, (2, 4))), bf16_round(randn(rng, (4, 3)))
     case("matmul", "bf16", f"input a: {ty(a, dtype='bf16')}\ninput b: {ty(b, dtype='bf16')}\n"
          "y = matmul(a, b)\noutput y", {"a": a, "b": b}, {"y": np.matmul(up(a), up(b)).astype(f32)})
+    # a few rows against a wide B (inference at batch 1 to 8): the GEMM reads B where it lies;
+    # deep enough for several blocks of k, and batched with B broadcast
+    mm("few_rows", randn(rng, (1, 70)), randn(rng, (70, 128)))
+    # (positive: 530 terms of both signs cancel to values f32 cannot hold to 1e-5)
+    mm("few_rows_deep", np.abs(randn(rng, (5, 530))), np.abs(randn(rng, (530, 64))))
+    mm("few_rows_batched", randn(rng, (2, 3, 40)), randn(rng, (40, 96)))
 
 
 # ---- conv2d and the pools --------------------------------------------------------------------------
