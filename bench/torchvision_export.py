@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Export torchvision's ResNet-18 and MobileNetV2 to ONNX for bench/ort_compare.
+"""Export torchvision's ResNet-18 and MobileNetV2, and the MLP of examples/fashion_mlp.graph, to
+ONNX for bench/ort_compare.
 
 Random weights from a fixed seed, eval mode (batch norm folded by the exporter's constant
 folding where it can), ONNX opset 13, input 1x3x224x224 with the batch dimension dynamic so the
@@ -8,7 +9,8 @@ tens of megabytes of noise. Run with Debian's python (python3-torch, python3-tor
 
   /usr/bin/python3 bench/torchvision_export.py OUT_DIR
 
-writes OUT_DIR/resnet18.onnx and OUT_DIR/mobilenet_v2.onnx (skips a file that exists).
+writes OUT_DIR/resnet18.onnx, OUT_DIR/mobilenet_v2.onnx and OUT_DIR/fashion_mlp.onnx (784 ->
+512 -> 512 -> 10 with ReLUs, input 1x784, batch dynamic) and skips a file that exists.
 """
 import os
 import sys
@@ -17,14 +19,14 @@ import torch
 import torchvision
 
 
-def export(name, make, out_dir):
+def export(name, make, out_dir, shape=(1, 3, 224, 224)):
     path = os.path.join(out_dir, name + ".onnx")
     if os.path.exists(path):
         print(path, "(exists)")
         return
     torch.manual_seed(17)
     model = make().eval()
-    x = torch.randn(1, 3, 224, 224)
+    x = torch.randn(*shape)
     tmp = path + ".tmp"
     torch.onnx.export(model, x, tmp, opset_version=13, input_names=["input"],
                       output_names=["output"], do_constant_folding=True,
@@ -38,6 +40,9 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     export("resnet18", lambda: torchvision.models.resnet18(weights=None), out_dir)
     export("mobilenet_v2", lambda: torchvision.models.mobilenet_v2(weights=None), out_dir)
+    L, R = torch.nn.Linear, torch.nn.ReLU
+    export("fashion_mlp", lambda: torch.nn.Sequential(L(784, 512), R(), L(512, 512), R(), L(512, 10)),
+           out_dir, (1, 784))
 
 
 if __name__ == "__main__":
