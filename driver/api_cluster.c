@@ -337,7 +337,8 @@ static dpc_status evaluate(const cluster_ctx *x, dpc_cluster_candidate *c, clust
 
 typedef struct cands {
   dpc_cluster_candidate *c;
-  uint32_t n, cap;
+  cluster_detail *det; /* each one's devices, kept for the one chosen */
+  uint32_t n, cap, cap_det;
 } cands;
 
 /* A strategy's text form into a candidate (kind, mp, micro-batches); false with why. */
@@ -406,14 +407,17 @@ static bool parse_strategy(const char *text, uint32_t D, dpc_cluster_candidate *
 
 static dpc_status add(const cluster_ctx *x, cands *cs, const char *text,
                       dpc_cluster_candidate **out, dpc_diag *d) {
-  if (DPC_VEC_RESERVE(cs->c, cs->cap, cs->n + 1))
+  if (DPC_VEC_RESERVE(cs->c, cs->cap, cs->n + 1) ||
+      DPC_VEC_RESERVE(cs->det, cs->cap_det, cs->n + 1))
     return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  cluster_detail *det = &cs->det[cs->n];
+  memset(det, 0, sizeof *det);
   dpc_cluster_candidate *c = &cs->c[cs->n++];
   char why[200];
   *out = c;
   if (!parse_strategy(text, x->D, c, why, sizeof why))
     return dpc_diag_fail(d, DPC_ERR_INVALID, "%s", why);
-  return evaluate(x, c, NULL, d);
+  return evaluate(x, c, det, d);
 }
 
 static int by_step(const void *a, const void *b) {
@@ -449,6 +453,12 @@ static dpc_status search(const cluster_ctx *x, cands *cs, dpc_diag *d) {
       if (st || !c->planned || !c->fits || c->step_ms >= prev) break;
       prev = c->step_ms;
       if (c->step_ms < best_pipe) best_pipe = c->step_ms, best_s = S, best_m = S * k;
+      /* more micro-batches can at best take the bubble away: grow them only when that could
+       * beat the best so far (each doubling doubles the replica's graph to plan) */
+      double best = INFINITY;
+      for (uint32_t i = 0; i < cs->n; i++)
+        if (cs->c[i].planned && cs->c[i].fits && cs->c[i].step_ms < best) best = cs->c[i].step_ms;
+      if (c->allreduce_ms + c->replica_ms * (1 - c->bubble_pct / 100) >= best) break;
     }
   }
   if (!st && best_s) {
@@ -584,8 +594,23 @@ DPC_COMPILER_API dpc_status dpc_net_plan_cluster(const dpc_net *n, const dpc_clu
   }
   dpc_cluster_report *r = st ? NULL : calloc(1, sizeof *r);
   if (!st && !r) st = dpc_diag_fail(m, DPC_ERR_NOMEM, "out of memory");
+  /* the best's devices, as its evaluation kept them: found before the sort, and put first after
+   * it (its strategy's text is its name) */
+  uint32_t bi = 0;
+  for (uint32_t i = 1; r && cs.det && i < cs.n; i++)
+    if (by_step(&cs.c[i], &cs.c[bi]) < 0) bi = i;
+  char best_text[96] = "";
+  if (r && cs.det && cs.n) {
+    det = cs.det[bi], cs.det[bi].dev = NULL;
+    snprintf(best_text, sizeof best_text, "%s", cs.c[bi].strategy);
+  }
   if (r) {
     qsort(cs.c, cs.n, sizeof *cs.c, by_step);
+    for (uint32_t i = 1; best_text[0] && i < cs.n; i++)
+      if (!strcmp(cs.c[i].strategy, best_text) && by_step(&cs.c[i], &cs.c[0]) == 0) {
+        dpc_cluster_candidate t = cs.c[0];
+        cs.c[0] = cs.c[i], cs.c[i] = t;
+      }
     r->best = cs.n && cs.c[0].planned && cs.c[0].fits ? 0 : cs.n;
     if (r->best < cs.n && autos) explain(&cs);
     r->candidates = cs.c, r->n_candidates = cs.n;
@@ -593,7 +618,7 @@ DPC_COMPILER_API dpc_status dpc_net_plan_cluster(const dpc_net *n, const dpc_clu
     r->cluster = *cl;
     r->devices = x->D, r->batch = x->batch, r->memory_limit = x->limit;
     /* the choice's devices: planned once more, keeping them (the replicated plan has them) */
-    if (r->best < r->n_candidates && !o->replicated)
+    if (r->best < r->n_candidates && !o->replicated && !det.dev)
       st = evaluate(x, &r->candidates[r->best], &det, m);
     if (!st && r->best == r->n_candidates && autos)
       st = dpc_diag_fail(m, DPC_ERR_INVALID,
@@ -615,6 +640,8 @@ DPC_COMPILER_API dpc_status dpc_net_plan_cluster(const dpc_net *n, const dpc_clu
     r->seconds = dpc_now_s() - t0;
   }
   free(det.dev);
+  for (uint32_t i = 0; cs.det && i < cs.n; i++) free(cs.det[i].dev);
+  free(cs.det);
   free(cs.c);
   free(x);
   *out = r;
