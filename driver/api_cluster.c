@@ -461,7 +461,16 @@ static dpc_status search(const cluster_ctx *x, cands *cs, dpc_diag *d) {
       if (c->allreduce_ms + c->replica_ms * (1 - c->bubble_pct / 100) >= best) break;
     }
   }
-  if (!st && best_s) {
+  /* GPipe's order for the best pipeline: the same bubble as 1F1B's, so it is planned only when
+   * the step without any bubble could beat the best so far */
+  const dpc_cluster_candidate *bp = NULL, *best = NULL;
+  for (uint32_t i = 0; i < cs->n; i++) {
+    const dpc_cluster_candidate *k = &cs->c[i];
+    if (!k->planned || !k->fits) continue;
+    if (!best || k->step_ms < best->step_ms) best = k;
+    if (k->kind == DPC_STRATEGY_PIPELINE && k->mp == best_s && k->microbatches == best_m) bp = k;
+  }
+  if (!st && bp && bp->allreduce_ms + bp->replica_ms * (1 - bp->bubble_pct / 100) < best->step_ms) {
     snprintf(text, sizeof text, "pipeline:stages=%u,microbatches=%u,schedule=gpipe", best_s,
              best_m);
     st = add(x, cs, text, &c, d);
