@@ -188,9 +188,7 @@ static dpc_status replica_plan(const cluster_ctx *x, const dpc_cluster_candidate
   dpc_status st = DPC_OK;
   bool own = false; /* the model's own placement */
   for (uint32_t i = 0; i < g->n_nodes && !own; i++) own = g->nodes[i].device != DPC_NONE;
-  dpc_pipeline_schedule sched =
-      c->kind == DPC_STRATEGY_PIPELINE ? (c->microbatches > 1 ? DPC_SCHEDULE_1F1B : 0) : 0;
-  if (c->kind == DPC_STRATEGY_PIPELINE && strstr(c->strategy, "gpipe")) sched = DPC_SCHEDULE_GPIPE;
+  dpc_pipeline_schedule sched = c->schedule;
   if (c->mp > 1 && !own) {
     dpc_driver_place_opts po = {x->limit, NULL, c->microbatches, sched};
     st = dpc_driver_place_on(g, share, c->mp, x->speed, &po, NULL, d);
@@ -358,7 +356,8 @@ static bool parse_strategy(const char *text, uint32_t D, dpc_cluster_candidate *
   c->mp = c->kind == DPC_STRATEGY_MODEL ? D : 1;
   c->microbatches = 1;
   const char *s = text[k] ? text + k + 1 : "";
-  bool sched = false;
+  c->schedule = c->kind == DPC_STRATEGY_PIPELINE ? DPC_SCHEDULE_1F1B : DPC_SCHEDULE_NONE;
+  bool micro_given = false;
   while (*s) {
     char key[32], val[32];
     size_t kl = strcspn(s, "="), vl;
@@ -376,7 +375,7 @@ static bool parse_strategy(const char *text, uint32_t D, dpc_cluster_candidate *
     bool num = end != val && !*end && v >= 1 && v <= 65536;
     if (!strcmp(key, "schedule") && c->kind == DPC_STRATEGY_PIPELINE &&
         (!strcmp(val, "1f1b") || !strcmp(val, "gpipe"))) {
-      sched = true;
+      c->schedule = strcmp(val, "gpipe") ? DPC_SCHEDULE_1F1B : DPC_SCHEDULE_GPIPE;
       continue;
     }
     if (!num) {
@@ -389,7 +388,7 @@ static bool parse_strategy(const char *text, uint32_t D, dpc_cluster_candidate *
       c->mp = (uint32_t)v;
     else if ((!strcmp(key, "accumulate") && c->kind == DPC_STRATEGY_DATA) ||
              (!strcmp(key, "microbatches") && c->kind == DPC_STRATEGY_PIPELINE))
-      c->microbatches = (uint32_t)v;
+      c->microbatches = (uint32_t)v, micro_given = true;
     else {
       snprintf(why, cap, "'%s': %s is not a setting of %s here", text, key, kind);
       return false;
@@ -400,8 +399,7 @@ static bool parse_strategy(const char *text, uint32_t D, dpc_cluster_candidate *
              c->kind == DPC_STRATEGY_HYBRID ? "mp" : "stages");
     return false;
   }
-  if (c->kind == DPC_STRATEGY_PIPELINE && c->microbatches == 1) c->microbatches = 2 * c->mp;
-  (void)sched;
+  if (c->kind == DPC_STRATEGY_PIPELINE && !micro_given) c->microbatches = 4; /* as dpc plan */
   return true;
 }
 

@@ -44,8 +44,9 @@ typedef struct dpc_cluster_opts {
   size_t size;
   uint32_t batch; /* samples per step over the whole cluster (0: 64 per device) */
   /* NULL or "auto": the fastest predicted that fits; else one of "data", "data:accumulate=K",
-   * "model" (one host), "hybrid:mp=K", "pipeline:stages=S[,microbatches=M][,schedule=1f1b|gpipe]"
-   * (K and S divide the devices of a host: a replica stays within one) */
+   * "model" (one host), "hybrid:mp=K", "pipeline:stages=S[,microbatches=M][,schedule=S]" (4
+   * micro-batches and 1f1b unless given; K and S divide a host's devices: a replica stays
+   * within one host) */
   const char *strategy;
   uint64_t memory_limit; /* bytes each device has (0: the cluster's) */
   /* plan every replica's graph and simulate them all instead of composing (one host only, at
@@ -58,6 +59,7 @@ typedef struct dpc_cluster_candidate {
   char strategy[96]; /* its text form (dpc_cluster_opts.strategy reads it back) */
   dpc_strategy_kind kind;
   uint32_t replicas, mp, microbatches;
+  dpc_pipeline_schedule schedule; /* a pipeline's order (NONE otherwise) */
   bool planned, fits;
   double step_ms;      /* predicted: the replica's step and the all-reduce across replicas */
   double replica_ms;   /* of which one replica's own step */

@@ -73,6 +73,11 @@ int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const 
                              "--%s is for this machine's devices; --cluster FILE plans for the "
                              "described cluster instead",
                              local[k]);
+  if (cli_get(opts, nopts, p, "schedule"))
+    return cli_usage_error("plan", "--schedule: with --cluster, say --pipeline-schedule");
+  if (cli_get(opts, nopts, p, "dp"))
+    return cli_usage_error("plan", "--dp: with --cluster, the replicas are the devices over the "
+                                   "devices of one (--mp or --stages)");
   const char *strategy = cli_get(opts, nopts, p, "strategy");
   bool autos = !strategy || !strcmp(strategy, "auto");
   /* the strategy's settings by flag, as text */
