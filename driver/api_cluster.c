@@ -6,8 +6,9 @@
  *
  * The replica is planned as two replicas (when there are two or more), so its collectives are
  * the real ones data parallelism makes: their number and bytes per device, the gradients
- * bucketed as training buckets them. The two-replica plan's own all-reduce time is taken out of
- * its simulated step and the cluster's put in, device by device, the slowest deciding. The
+ * bucketed as training buckets them. The two stand for all R: the simulator costs each of their
+ * collectives as the all-reduce among R peers over the cluster's links, so its delay reaches
+ * the rest of the step as it would with every replica there. The
  * search is that of --strategy auto, over what fits a host: replicas of mp devices for each mp
  * dividing a host's devices, pipelines of as many stages, micro-batches grown while they help,
  * accumulation only when plain data parallelism does not fit. So its time grows with the
@@ -202,13 +203,13 @@ static dpc_status replica_plan(const cluster_ctx *x, const dpc_cluster_candidate
   return st;
 }
 
-/* Simulate plan p at the cluster's speeds; the first n devices' figures into dev. */
-static dpc_status simulate(const cluster_ctx *x, const dpc_plan *p, dpc_sim_device *sum,
+/* Simulate plan p at the given speeds: its step and each device's figures. */
+static dpc_status simulate(const dpc_device_speed *speed, const dpc_plan *p, dpc_sim_device *sum,
                            double *step, dpc_diag *d) {
   dpc_node_cost *cost = calloc(p->g->n_nodes ? p->g->n_nodes : 1, sizeof *cost);
   dpc_status st =
       cost ? dpc_cost_graph(p->g, cost, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  if (!st) *step = dpc_simulate_step(p, cost, x->speed, sum);
+  if (!st) *step = dpc_simulate_step(p, cost, speed, sum);
   free(cost);
   return st;
 }
@@ -251,10 +252,24 @@ static dpc_status evaluate(const cluster_ctx *x, dpc_cluster_candidate *c, clust
   double step = 0;
   dpc_diag m;
   dpc_diag_init(&m);
+  /* the all-reduce across R replicas: each replica device with its peers of the other
+   * replicas, host-major, so a host holds per_host of them; the two replicas planned stand for
+   * them all, their collectives costed as the cluster's */
+  uint32_t per_host = R > 1 ? cl->devices_per_host / mp : 1;
+  if (per_host > R) per_host = R;
+  if (per_host < 1) per_host = 1;
+  uint32_t hosts = R / per_host;
+  dpc_device_speed speed[DPC_MAX_DEVICES];
+  for (uint32_t i = 0; i < DPC_MAX_DEVICES; i++) {
+    speed[i] = x->speed[i];
+    speed[i].coll_per_host = per_host, speed[i].coll_hosts = hosts;
+    speed[i].between_gbs = x->between.gbs, speed[i].between_latency_s = x->between.latency_s;
+  }
   dpc_status st = replica_plan(x, c, reps, share, &p, &m);
   if (!st) {
     sum = calloc(p->n_devs, sizeof *sum);
-    st = sum ? simulate(x, p, sum, &step, &m) : dpc_diag_fail(&m, DPC_ERR_NOMEM, "out of memory");
+    st = sum ? simulate(speed, p, sum, &step, &m)
+             : dpc_diag_fail(&m, DPC_ERR_NOMEM, "out of memory");
   }
   if (st == DPC_ERR_NOMEM) {
     st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
@@ -262,17 +277,22 @@ static dpc_status evaluate(const cluster_ctx *x, dpc_cluster_candidate *c, clust
     snprintf(c->reason, sizeof c->reason, "not planned: %s", m.msg ? m.msg : "failed");
     st = DPC_OK;
   } else {
-    /* the all-reduce across R replicas: each replica device with its peers of the other
-     * replicas, host-major, so a host holds per_host of them */
-    uint32_t per_host = R > 1 ? cl->devices_per_host / mp : 1;
-    if (per_host > R) per_host = R;
-    if (per_host < 1) per_host = 1;
-    uint32_t hosts = R / per_host;
-    double worst_two = 0, worst_all = 0, swap = -INFINITY, most_bytes = 0, sent = 0;
+    double worst_all = 0, most_bytes = 0, sent = 0;
     uint32_t colls = 0;
     uint64_t mem = 0;
+    /* each replica device's collectives across all replicas: time, and bytes as the simulator
+     * counted them received and as the ring sends them */
+    double *all_s = calloc(mp, sizeof *all_s);
+    double *two_b = calloc(mp, sizeof *two_b), *all_b = calloc(mp, sizeof *all_b);
+    if (!all_s || !two_b || !all_b) {
+      free(all_s), free(two_b), free(all_b);
+      free(sum);
+      dpc_plan_free(p);
+      dpc_diag_free(&m);
+      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    }
     for (uint32_t i = 0; i < mp && i < p->n_devs; i++) {
-      double two = 0, all = 0, bytes = 0;
+      double all = 0, bytes = 0;
       uint32_t n = 0;
       for (uint32_t j = 0; j < p->devs[i].n_steps; j++) {
         const dpc_step *s = &p->devs[i].steps[j];
@@ -280,20 +300,20 @@ static dpc_status evaluate(const cluster_ctx *x, dpc_cluster_candidate *c, clust
           continue;
         const dpc_node *nd = &p->g->nodes[s->node];
         double b = (double)p->slots[nd->out].bytes;
-        two += dpc_allreduce_seconds(b, nd->n_in, 1, &x->within, NULL);
         all += dpc_allreduce_seconds(b, per_host, hosts, &x->within, &x->between);
+        two_b[i] += b * 2.0 * (p->n_devs - 1) / p->n_devs;
+        all_b[i] += dpc_allreduce_bytes(b, per_host, hosts);
         bytes += b, n++;
       }
-      if (all - two > swap) swap = all - two;
-      if (two > worst_two) worst_two = two;
+      all_s[i] = all;
       if (all > worst_all) worst_all = all;
       if (bytes > most_bytes) most_bytes = bytes, colls = n;
       if ((uint64_t)p->devs[i].bytes > mem) mem = p->devs[i].bytes;
     }
     sent = dpc_allreduce_bytes(most_bytes, per_host, hosts);
     c->planned = true;
-    c->step_ms = (step + (R > 1 ? swap : 0)) * 1e3;
-    c->replica_ms = (step - (R > 1 ? worst_two : 0)) * 1e3;
+    c->step_ms = step * 1e3;
+    c->replica_ms = (step - worst_all) * 1e3; /* the rest of the step */
     c->allreduce_ms = R > 1 ? worst_all * 1e3 : 0;
     c->samples_per_s = c->step_ms > 0 ? x->batch / (c->step_ms / 1e3) : 0;
     c->max_memory_bytes = mem;
@@ -304,9 +324,8 @@ static dpc_status evaluate(const cluster_ctx *x, dpc_cluster_candidate *c, clust
                mib((double)x->limit));
     double busy = 0;
     for (uint32_t i = 0; i < mp && i < p->n_devs; i++) busy += sum[i].compute_s + sum[i].comm_s;
-    c->bubble_pct = c->kind == DPC_STRATEGY_PIPELINE && step > 0
-                        ? 100 * (1 - busy / (mp * (step - (R > 1 ? worst_two : 0))))
-                        : 0;
+    c->bubble_pct =
+        c->kind == DPC_STRATEGY_PIPELINE && step > 0 ? 100 * (1 - busy / (mp * step)) : 0;
     if (c->bubble_pct < 0) c->bubble_pct = 0;
     if (det) {
       det->dev = calloc(mp, sizeof *det->dev);
@@ -316,14 +335,18 @@ static dpc_status evaluate(const cluster_ctx *x, dpc_cluster_candidate *c, clust
         snprintf(v->name, sizeof v->name, "host0/%.3s:%u", kind_dev(cl), i);
         v->kernels = sum[i].kernels, v->collectives = sum[i].comms;
         v->compute_ms = sum[i].compute_s * 1e3;
-        v->comm_ms = R > 1 ? c->allreduce_ms : 0; /* the all-reduce across replicas */
-        v->memory_bytes = p->devs[i].bytes, v->comm_bytes = sum[i].comm_bytes;
+        /* its all-reduce across the replicas; its values crossing devices within the replica
+         * and its all-reduce's bytes */
+        v->comm_ms = R > 1 ? all_s[i] * 1e3 : 0;
+        v->memory_bytes = p->devs[i].bytes;
+        v->comm_bytes = sum[i].comm_bytes - two_b[i] + (R > 1 ? all_b[i] : 0);
         v->stage = 0;
       }
       det->n = mp, det->allreduces = R > 1 ? colls : 0, det->replica_batch = share;
       det->ar_bytes = R > 1 ? most_bytes : 0, det->ar_sent = R > 1 ? sent : 0;
       det->per_host = per_host, det->hosts = hosts;
     }
+    free(all_s), free(two_b), free(all_b);
   }
   free(sum);
   dpc_plan_free(p);
@@ -520,7 +543,8 @@ static dpc_status replicated(const cluster_ctx *x, dpc_cluster_candidate *c, clu
   dpc_status st = replica_plan(x, c, R, x->batch / R, &p, d);
   if (!st) {
     sum = calloc(p->n_devs, sizeof *sum);
-    st = sum ? simulate(x, p, sum, &step, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    st = sum ? simulate(x->speed, p, sum, &step, d)
+             : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   }
   uint64_t mem = 0;
   if (!st) {

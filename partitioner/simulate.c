@@ -31,10 +31,13 @@ static void summarise(const dpc_plan *p, const dpc_node_cost *c, const dpc_devic
         double bytes = (double)p->slots[n->out].bytes * 2.0 * (p->n_devs - 1) / p->n_devs;
         s->comms++;
         s->comm_bytes += bytes;
-        if (sp.link_gbs > 0) { /* a ring over the devices' link, latency per step */
+        if (sp.link_gbs > 0) { /* a ring over the devices it joins, latency per step */
           dpc_link_speed l = {sp.link_gbs, sp.link_latency_s};
-          s->comm_s +=
-              dpc_allreduce_seconds((double)p->slots[n->out].bytes, p->n_devs, 1, &l, NULL);
+          dpc_link_speed b = {sp.between_gbs, sp.between_latency_s};
+          double v = (double)p->slots[n->out].bytes;
+          s->comm_s += sp.coll_per_host
+                           ? dpc_allreduce_seconds(v, sp.coll_per_host, sp.coll_hosts, &l, &b)
+                           : dpc_allreduce_seconds(v, n->n_in, 1, &l, NULL);
         } else {
           s->comm_s += bytes / (sp.mem_gbs * 1e9);
         }

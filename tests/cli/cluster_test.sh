@@ -59,16 +59,17 @@ expect 1 "wide_mlp on 8 x 8 in 1M a device" -- \
 contains "$work/err" "no strategy fits" "1M: no strategy fits, said so"
 
 # the composition checked: one replica and the all-reduce against every replica simulated
-cat >"$work/four.json" <<'JSON'
-{"name": "four", "hosts": 1, "devices_per_host": 4,
+cat >"$work/eight.json" <<'JSON'
+{"name": "eight", "hosts": 1, "devices_per_host": 8,
  "device": {"gflops": 1000, "mem_gbs": 200, "memory": "8G"},
  "links": {"within_host": {"gbs": 10, "latency_us": 20}}}
 JSON
 for model in "$mlp" "$tb"; do
   m=$(basename "$model" .graph)
-  for s in data hybrid:mp=2; do
-    "$dpc" plan "$model" --cluster "$work/four.json" --strategy $s --batch 256 >"$work/c.txt" 2>&1
-    "$dpc" plan "$model" --cluster "$work/four.json" --strategy $s --batch 256 --replicated \
+  # 8, 4, 4 and 2 replicas: the two planned stand for 8 and 4 of them
+  for s in data hybrid:mp=2 pipeline:stages=2,microbatches=4 hybrid:mp=4; do
+    "$dpc" plan "$model" --cluster "$work/eight.json" --strategy $s --batch 512 >"$work/c.txt" 2>&1
+    "$dpc" plan "$model" --cluster "$work/eight.json" --strategy $s --batch 512 --replicated \
       >"$work/r.txt" 2>&1
     a=$(sed -n 's/^predicted step \([0-9.]*\) ms.*/\1/p' "$work/c.txt")
     b=$(sed -n 's/^predicted step \([0-9.]*\) ms.*/\1/p' "$work/r.txt")
@@ -78,9 +79,9 @@ for model in "$mlp" "$tb"; do
     if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" -v ar="$ar" -v ma="$ma" -v mb="$mb" \
       'BEGIN { d = a - b; if (d < 0) d = -d; e = ma - mb; if (e < 0) e = -e
                exit !(ar > 0 && d <= 0.02 * b && e <= 0.1 * mb) }'; then
-      echo "ok   $m $s on 4 devices: composed $a ms (all-reduce $ar), every replica $b ms; memory $ma / $mb MiB"
+      echo "ok   $m $s on 8 devices: composed $a ms (all-reduce $ar), every replica $b ms; memory $ma / $mb MiB"
     else
-      echo "FAIL $m $s on 4 devices: composed '$a' ms (all-reduce '$ar'), every replica '$b' ms; memory '$ma' / '$mb' MiB"
+      echo "FAIL $m $s on 8 devices: composed '$a' ms (all-reduce '$ar'), every replica '$b' ms; memory '$ma' / '$mb' MiB"
       sed 's/^/    /' "$work/c.txt" "$work/r.txt" | head -30
       fails=$((fails + 1))
     fi
