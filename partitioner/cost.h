@@ -52,6 +52,16 @@ typedef struct dpc_device_speed {
   /* NULL, or what timing the model's kernels found (`dpc plan --profile`): the roofline knows
    * nothing of a kernel's loop structure, such as a stride-1 pooling gradient's gather */
   const struct dpc_cost_profile *profile;
+  /* the link to the other devices of its plan (a described cluster's within-host link): a
+   * value that crosses devices costs latency + bytes / bandwidth, a collective over D devices
+   * 2 (D - 1) ring steps (collective.h). 0: no link figures, the copy bandwidth above instead */
+  double link_gbs, link_latency_s;
+  /* a plan that stands for a larger cluster (two of its many replicas): each collective costs
+   * the all-reduce among coll_per_host peers on each of coll_hosts hosts, over the link above
+   * within a host and the between_* link across hosts, whatever devices it joins in the plan.
+   * 0: the devices it joins, in one ring */
+  uint32_t coll_per_host, coll_hosts;
+  double between_gbs, between_latency_s;
 } dpc_device_speed;
 
 /* Measured over predicted time, per kernel kind: a kernel is known by its key (its ops and the

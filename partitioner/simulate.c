@@ -5,6 +5,8 @@
  */
 #include "partitioner/partitioner.h"
 
+#include "partitioner/collective.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +31,16 @@ static void summarise(const dpc_plan *p, const dpc_node_cost *c, const dpc_devic
         double bytes = (double)p->slots[n->out].bytes * 2.0 * (p->n_devs - 1) / p->n_devs;
         s->comms++;
         s->comm_bytes += bytes;
-        s->comm_s += bytes / (sp.mem_gbs * 1e9);
+        if (sp.link_gbs > 0) { /* a ring over the devices it joins, latency per step */
+          dpc_link_speed l = {sp.link_gbs, sp.link_latency_s};
+          dpc_link_speed b = {sp.between_gbs, sp.between_latency_s};
+          double v = (double)p->slots[n->out].bytes;
+          s->comm_s += sp.coll_per_host
+                           ? dpc_allreduce_seconds(v, sp.coll_per_host, sp.coll_hosts, &l, &b)
+                           : dpc_allreduce_seconds(v, n->n_in, 1, &l, NULL);
+        } else {
+          s->comm_s += bytes / (sp.mem_gbs * 1e9);
+        }
         continue;
       }
       if (n->fused != DPC_NONE) continue;
@@ -75,7 +86,10 @@ static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_devi
         const dpc_step *st = &p->devs[i].steps[pos[i]];
         if (st->kind == DPC_STEP_WAIT) {
           if (sig[st->event] < 0) break;
-          double arrive = sig[st->event] + ebytes[st->event] / (sp.mem_gbs * 1e9);
+          double arrive =
+              sig[st->event] + (sp.link_gbs > 0
+                                    ? sp.link_latency_s + ebytes[st->event] / (sp.link_gbs * 1e9)
+                                    : ebytes[st->event] / (sp.mem_gbs * 1e9));
           if (arrive > clock[i]) clock[i] = arrive;
           sum[i].comm_bytes += ebytes[st->event];
         } else if (st->kind == DPC_STEP_SIGNAL) {

@@ -5,6 +5,7 @@
  */
 #include "tools/dpc/cli.h"
 #include "tools/dpc/outpath.h"
+#include "tools/dpc/plan_cluster.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -40,6 +41,12 @@ static const cli_opt plan_opts[] = {
     {"measure", false, false,
      "run the plan (30 steps) and print its measured step beside the prediction; with "
      "--strategy auto, the 3 fastest predicted, choosing the fastest measured"},
+    {"cluster", true, false,
+     "FILE: plan for the cluster described there instead of this machine's devices (see "
+     "docs/clusters.md); not with --devices"},
+    {"replicated", false, false,
+     "with --cluster (one host) and a named strategy: plan every replica instead of composing "
+     "one replica with the all-reduce, to check the composition"},
 };
 #define NPLAN (int)(sizeof plan_opts / sizeof *plan_opts)
 
@@ -172,11 +179,20 @@ int dpc_cmd_plan(int argc, char **argv) {
            "holding its kernels and collectives, a node per fused kernel or named value, the\n"
            "bytes on every edge between devices (--dot-full: every node of the step graph,\n"
            "scalar constants and unnamed values included). --json writes the figures.\n"
+           "--cluster FILE plans for a described cluster instead (hosts, devices, links),\n"
+           "composing one replica's plan with the all-reduce across replicas.\n"
            "See docs/strategies.md.\n");
     cli_print_options(plan_opts, NPLAN);
     return DPC_EXIT_OK;
   }
   if (p.npos != 1) return cli_usage_error("plan", "expects one model file (see dpc plan --help)");
+  const char *cluster = cli_get(plan_opts, NPLAN, &p, "cluster");
+  if (cluster && cli_get(plan_opts, NPLAN, &p, "devices"))
+    return cli_usage_error("plan", "--devices and --cluster exclude each other: this machine's "
+                                   "devices, or the described cluster's");
+  if (cluster) return cli_plan_cluster(plan_opts, NPLAN, &p, cluster);
+  if (cli_get(plan_opts, NPLAN, &p, "replicated"))
+    return cli_usage_error("plan", "--replicated checks a --cluster FILE plan; give it too");
   if (cli_get(plan_opts, NPLAN, &p, "dot-full") && !cli_get(plan_opts, NPLAN, &p, "dot"))
     return cli_usage_error("plan", "--dot-full says how --dot FILE draws; give --dot FILE too");
   const char *spec = cli_get(plan_opts, NPLAN, &p, "devices");

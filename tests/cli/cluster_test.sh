@@ -1,0 +1,117 @@
+#!/bin/sh
+# dpc plan --cluster FILE: the shipped cluster files plan; a wrong file is refused naming the key;
+# the 8 x 8 GPU plans of wide_mlp and transformer_block keep every device within its memory; a
+# small memory limit changes the choice or says nothing fits; and the composed plan (one replica
+# planned, the all-reduce across replicas added) agrees with every replica planned and simulated.
+#   cluster_test.sh DPC SOURCE_DIR WORK_DIR
+dpc=$1
+src=$2
+work=$3
+fails=0
+rm -rf "$work" && mkdir -p "$work"
+. "$(dirname "$0")/lib.sh"
+clusters="$src/examples/clusters"
+mlp="$src/examples/wide_mlp.graph"
+tb="$src/examples/transformer_block.graph"
+
+# every device's memory within the limit printed beside it, and the summary line says so
+within_limits() { # within_limits FILE WHAT
+  if awk '$1 ~ /^host0\// { n++; if ($(NF - 1) + 0 > $NF + 0) bad = 1 }
+          END { exit bad || !n }' "$1" && grep -q "^memory: at most .* within its" "$1"; then
+    echo "ok   $2: every device within its memory"
+  else
+    echo "FAIL $2: a device over its memory, or no devices shown"
+    sed 's/^/    /' "$1" | head -30
+    fails=$((fails + 1))
+  fi
+}
+
+for f in "$clusters"/*.json; do
+  name=$(basename "$f" .json)
+  expect 0 "$name: plan wide_mlp --strategy auto" -- "$dpc" plan "$mlp" --cluster "$f" --strategy auto
+  contains "$work/out" "^strategy auto: " "$name: the choice is named"
+  within_limits "$work/out" "$name"
+done
+
+for model in "$mlp" "$tb"; do
+  m=$(basename "$model" .graph)
+  expect 0 "$m on 8 x 8 GPUs: --strategy auto --explain" -- \
+    "$dpc" plan "$model" --cluster "$clusters/h100-8x8-ib.json" --strategy auto --explain
+  contains "$work/out" "^planned for 64 devices in " "$m on 8 x 8: planning time shown"
+  contains "$work/out" "^1 .*the fastest predicted step" "$m on 8 x 8: rank 1 is the choice"
+  within_limits "$work/out" "$m on 8 x 8"
+  # each ranked row's memory (column 6) within the cluster's 80 GiB
+  if awk '$1 ~ /^[0-9]+$/ { n++; if ($6 + 0 > 81920) bad = 1 } END { exit bad || n < 4 }' \
+    "$work/out"; then echo "ok   $m on 8 x 8: the ranked strategies fit"; else
+    echo "FAIL $m on 8 x 8: too few ranked strategies, or one over the memory"
+    fails=$((fails + 1))
+  fi
+done
+
+# a memory limit data parallelism does not fit: another strategy that fits, or nothing fits
+expect 0 "wide_mlp on 8 x 8 in 50M a device" -- \
+  "$dpc" plan "$mlp" --cluster "$clusters/h100-8x8-ib.json" --device-memory 50M --explain
+contains "$work/out" "^-  *data  .*does not fit: a device needs" "50M: data parallel does not fit"
+lacks "$work/out" "^strategy auto: data," "50M: the choice is not data parallel"
+within_limits "$work/out" "50M"
+expect 1 "wide_mlp on 8 x 8 in 1M a device" -- \
+  "$dpc" plan "$mlp" --cluster "$clusters/h100-8x8-ib.json" --device-memory 1M
+contains "$work/err" "no strategy fits" "1M: no strategy fits, said so"
+
+# the composition checked: one replica and the all-reduce against every replica simulated
+cat >"$work/eight.json" <<'JSON'
+{"name": "eight", "hosts": 1, "devices_per_host": 8,
+ "device": {"gflops": 1000, "mem_gbs": 200, "memory": "8G"},
+ "links": {"within_host": {"gbs": 10, "latency_us": 20}}}
+JSON
+for model in "$mlp" "$tb"; do
+  m=$(basename "$model" .graph)
+  # 8, 4, 4 and 2 replicas: the two planned stand for 8 and 4 of them
+  for s in data hybrid:mp=2 pipeline:stages=2,microbatches=4 hybrid:mp=4; do
+    "$dpc" plan "$model" --cluster "$work/eight.json" --strategy $s --batch 512 >"$work/c.txt" 2>&1
+    "$dpc" plan "$model" --cluster "$work/eight.json" --strategy $s --batch 512 --replicated \
+      >"$work/r.txt" 2>&1
+    a=$(sed -n 's/^predicted step \([0-9.]*\) ms.*/\1/p' "$work/c.txt")
+    b=$(sed -n 's/^predicted step \([0-9.]*\) ms.*/\1/p' "$work/r.txt")
+    ar=$(sed -n 's/.*+ all-reduce \([0-9.]*\) ms$/\1/p' "$work/c.txt")
+    ma=$(sed -n 's/^memory: at most \([0-9.]*\) MiB.*/\1/p' "$work/c.txt")
+    mb=$(sed -n 's/^memory: at most \([0-9.]*\) MiB.*/\1/p' "$work/r.txt")
+    if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" -v ar="$ar" -v ma="$ma" -v mb="$mb" \
+      'BEGIN { d = a - b; if (d < 0) d = -d; e = ma - mb; if (e < 0) e = -e
+               exit !(ar > 0 && d <= 0.02 * b && e <= 0.1 * mb) }'; then
+      echo "ok   $m $s on 8 devices: composed $a ms (all-reduce $ar), every replica $b ms; memory $ma / $mb MiB"
+    else
+      echo "FAIL $m $s on 8 devices: composed '$a' ms (all-reduce '$ar'), every replica '$b' ms; memory '$ma' / '$mb' MiB"
+      sed 's/^/    /' "$work/c.txt" "$work/r.txt" | head -30
+      fails=$((fails + 1))
+    fi
+  done
+done
+
+# wrong files, each refused naming the key
+bad() { # bad DESCRIPTION TEXT EXPECTED
+  printf '%s\n' "$2" >"$work/bad.json"
+  expect 1 "$1" -- "$dpc" plan "$mlp" --cluster "$work/bad.json"
+  contains "$work/err" "$3" "$1: the error names it"
+}
+dev='"device": {"gflops": 1000, "mem_gbs": 200, "memory": "8G"}'
+link='"links": {"within_host": {"gbs": 10, "latency_us": 2}}'
+bad "hosts missing" "{\"devices_per_host\": 2, $dev, $link}" "bad.json: 'hosts'"
+bad "gflops a string" "{\"hosts\": 1, \"devices_per_host\": 2, \"device\": {\"gflops\": \"fast\", \"mem_gbs\": 200, \"memory\": \"8G\"}, $link}" "'device.gflops' must be a positive number"
+bad "memory malformed" "{\"hosts\": 1, \"devices_per_host\": 2, \"device\": {\"gflops\": 1, \"mem_gbs\": 200, \"memory\": \"lots\"}, $link}" "'device.memory' must be a size"
+bad "a misspelt key" "{\"hosts\": 1, \"devices_per_host\": 2, \"devcie\": {}, $dev, $link}" "unknown key 'devcie'"
+bad "no between-hosts link" "{\"hosts\": 2, \"devices_per_host\": 2, $dev, $link}" "'links.between_hosts'"
+bad "latency negative" "{\"hosts\": 1, \"devices_per_host\": 2, $dev, \"links\": {\"within_host\": {\"gbs\": 10, \"latency_us\": -1}}}" "'links.within_host.latency_us'"
+bad "not JSON" "{hosts: 1" "bad.json:1: not a cluster file"
+expect 1 "a missing file" -- "$dpc" plan "$mlp" --cluster "$work/none.json"
+contains "$work/err" "none.json" "a missing file: named"
+
+# flags that are this machine's, refused with --cluster
+expect 2 "--devices with --cluster" -- "$dpc" plan "$mlp" --cluster "$clusters/h100-host.json" --devices cpu:2
+contains "$work/err" "exclude each other" "--devices with --cluster: said why"
+expect 2 "--replicated without --cluster" -- "$dpc" plan "$mlp" --replicated
+expect 1 "a replica larger than a host" -- "$dpc" plan "$mlp" --cluster "$clusters/h100-8x8-ib.json" --strategy hybrid:mp=16
+contains "$work/err" "does not fit in hosts of 8" "a replica larger than a host: said why"
+
+[ "$fails" -eq 0 ] && echo "all passed" || echo "$fails failed"
+[ "$fails" -eq 0 ]

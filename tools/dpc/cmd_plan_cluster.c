@@ -1,0 +1,130 @@
+/*
+ * cmd_plan_cluster.c — `dpc plan MODEL --cluster FILE`: a plan for a cluster described in a file
+ * (dpc_net_plan_cluster, <dpc/cluster.h>): the flags that go with it in, the report out — the
+ * strategies tried (with --explain), one replica's devices, the all-reduce across replicas, each
+ * device's memory against its limit, and the planning time.
+ */
+#include "tools/dpc/plan_cluster.h"
+
+#include <dpc/cluster.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double mib(double b) {
+  return b / (1024.0 * 1024.0);
+}
+
+static void print_table(const dpc_cluster_report *r) {
+  printf("%-4s %-48s %10s %11s %13s %11s  %s\n", "rank", "strategy", "step ms", "replica ms",
+         "all-reduce ms", "memory MiB", "why");
+  for (uint32_t i = 0; i < r->n_candidates; i++) {
+    const dpc_cluster_candidate *c = &r->candidates[i];
+    char rank[16] = "-";
+    if (c->planned && c->fits) snprintf(rank, sizeof rank, "%u", i + 1);
+    if (c->planned)
+      printf("%-4s %-48s %10.3f %11.3f %13.3f %11.1f  %s\n", rank, c->strategy, c->step_ms,
+             c->replica_ms, c->allreduce_ms, mib((double)c->max_memory_bytes), c->reason);
+    else
+      printf("%-4s %-48s %10s %11s %13s %11s  %s\n", "-", c->strategy, "-", "-", "-", "-",
+             c->reason);
+  }
+}
+
+static void print_plan(const dpc_cluster_report *r, const char *model) {
+  const dpc_cluster *c = &r->cluster;
+  const dpc_cluster_candidate *b = &r->candidates[r->best];
+  printf("%s, training step, batch %u, %s on %s: %u host%s x %u %s (%s, %.0f GFLOP/s, %.0f "
+         "GB/s, %.1f GiB)\n",
+         model, r->batch, b->strategy, c->name, c->hosts, c->hosts == 1 ? "" : "s",
+         c->devices_per_host, c->device_kind, c->device_name[0] ? c->device_name : "unnamed",
+         c->gflops, c->mem_gbs, (double)c->memory / (1024.0 * 1024 * 1024));
+  printf("%u replica%s of %u device%s, %u samples each%s\n", r->replicas,
+         r->replicas == 1 ? "" : "s", r->mp, r->mp == 1 ? "" : "s", r->replica_batch,
+         r->microbatches > 1 ? " in micro-batches" : "");
+  printf("%-14s %8s %12s %12s %10s %11s %11s\n", "device", "kernels", "collectives", "compute ms",
+         "comm ms", "memory MiB", "limit MiB");
+  for (uint32_t i = 0; i < r->n_replica_devices; i++) {
+    const dpc_plan_report_device *v = &r->replica_devices[i];
+    printf("%-14s %8u %12u %12.3f %10.3f %11.1f %11.1f\n", v->name, v->kernels, v->collectives,
+           v->compute_ms, v->comm_ms, mib((double)v->memory_bytes), mib((double)r->memory_limit));
+  }
+  if (r->replicas > 1 && r->allreduces)
+    printf("all-reduce across %u replicas (%u per host over %.0f GB/s, %u host%s%s): %u "
+           "collectives, %.2f MB of gradients and %.2f MB sent per device, %.3f ms a step\n",
+           r->replicas, r->peers_per_host, c->within_host.gbs, r->hosts_spanned,
+           r->hosts_spanned == 1 ? "" : "s",
+           r->hosts_spanned > 1 ? " over the between-hosts link" : "", r->allreduces,
+           r->allreduce_bytes / 1e6, r->allreduce_sent / 1e6, b->allreduce_ms);
+  printf("predicted step %.3f ms (%.0f samples/s): one replica's step %.3f ms + all-reduce %.3f "
+         "ms\n",
+         b->step_ms, b->samples_per_s, b->replica_ms, b->allreduce_ms);
+  printf("memory: at most %.1f MiB on a device, within its %.1f MiB\n",
+         mib((double)b->max_memory_bytes), mib((double)r->memory_limit));
+}
+
+int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file) {
+  static const char *const local[] = {"devices", "dot",     "dot-full", "json",
+                                      "profile", "measure", "placement"};
+  for (size_t k = 0; k < sizeof local / sizeof *local; k++)
+    if (cli_get(opts, nopts, p, local[k]))
+      return cli_usage_error("plan",
+                             "--%s is for this machine's devices; --cluster FILE plans for the "
+                             "described cluster instead",
+                             local[k]);
+  if (cli_get(opts, nopts, p, "schedule"))
+    return cli_usage_error("plan", "--schedule: with --cluster, say --pipeline-schedule");
+  if (cli_get(opts, nopts, p, "dp"))
+    return cli_usage_error("plan", "--dp: with --cluster, the replicas are the devices over the "
+                                   "devices of one (--mp or --stages)");
+  const char *strategy = cli_get(opts, nopts, p, "strategy");
+  bool autos = !strategy || !strcmp(strategy, "auto");
+  /* the strategy's settings by flag, as text */
+  char text[96];
+  snprintf(text, sizeof text, "%s", strategy ? strategy : "auto");
+  static const char *const keys[] = {"mp", "stages", "microbatches", "accumulate",
+                                     "pipeline-schedule"};
+  for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+    const char *v = cli_get(opts, nopts, p, keys[k]);
+    if (!v) continue;
+    if (autos) return cli_usage_error("plan", "--%s: --strategy auto chooses it itself", keys[k]);
+    size_t n = strlen(text);
+    snprintf(text + n, sizeof text - n, "%s%s=%s", strchr(text, ':') ? "," : ":",
+             strcmp(keys[k], "pipeline-schedule") ? keys[k] : "schedule", v);
+  }
+  if (cli_get(opts, nopts, p, "explain") && !autos)
+    return cli_usage_error("plan", "--explain shows how --strategy auto chose; give it too");
+  const char *bs = cli_get(opts, nopts, p, "batch");
+  char *end = NULL;
+  unsigned long batch = bs ? strtoul(bs, &end, 10) : 0;
+  if (bs && (end == bs || *end || batch < 1 || batch > (1ul << 24)))
+    return cli_usage_error("plan", "--batch expects a whole number from 1, got '%s'", bs);
+  const char *mem = cli_get(opts, nopts, p, "device-memory");
+  uint64_t limit = 0;
+  if (mem && !dpc_parse_size(mem, &limit))
+    return cli_usage_error("plan", "--device-memory expects a size such as 512M or 2G, got '%s'",
+                           mem);
+  dpc_message *m = dpc_message_new();
+  dpc_cluster cl;
+  dpc_net *net = NULL;
+  dpc_cluster_report *r = NULL;
+  dpc_status st = dpc_cluster_load(file, &cl, m);
+  if (!st) st = cli_load_batched("plan", p->pos[0], cli_get(opts, nopts, p, "loss"), &net, m);
+  dpc_cluster_opts o = {sizeof o, .batch = (uint32_t)batch, .strategy = text, .memory_limit = limit,
+                        .replicated = cli_get(opts, nopts, p, "replicated") != NULL};
+  if (!st) st = dpc_net_plan_cluster(net, &cl, &o, &r, m);
+  if (r && autos && r->best < r->n_candidates)
+    printf("strategy auto: %s, predicted %.3f ms a step (%.0f samples/s), the fastest of %u "
+           "strategies tried\n",
+           r->candidates[r->best].strategy, r->candidates[r->best].step_ms,
+           r->candidates[r->best].samples_per_s, r->n_candidates);
+  if (r && (cli_get(opts, nopts, p, "explain") || (st && autos))) print_table(r);
+  if (r && r->best < r->n_candidates && r->n_replica_devices) print_plan(r, dpc_net_name(net));
+  if (r) printf("planned for %u devices in %.2f s\n", r->devices, r->seconds);
+  int rc = st ? cli_report("plan", m) : DPC_EXIT_OK;
+  dpc_cluster_report_free(r);
+  dpc_net_free(net);
+  dpc_message_free(m);
+  return rc;
+}
