@@ -113,5 +113,23 @@ expect 2 "--replicated without --cluster" -- "$dpc" plan "$mlp" --replicated
 expect 1 "a replica larger than a host" -- "$dpc" plan "$mlp" --cluster "$clusters/h100-8x8-ib.json" --strategy hybrid:mp=16
 contains "$work/err" "does not fit in hosts of 8" "a replica larger than a host: said why"
 
+# GPUs this machine does not have: --devices cuda:0,cuda:1 with a described device
+expect 0 "cuda:0,cuda:1 simulated" -- "$dpc" plan "$mlp" --devices cuda:0,cuda:1 \
+  --simulate-devices "$clusters/h100-host.json" --strategy data
+contains "$work/out" "^planned for 2 devices in " "simulated GPUs: two planned"
+contains "$work/out" "2 simulated H100 SXM" "simulated GPUs: the described device named"
+contains "$work/out" "^host0/gpu:0 " "simulated GPUs: the replica's device shown"
+expect 0 "cuda:0..3 simulated, auto" -- "$dpc" plan "$mlp" --devices cuda:0,cuda:1,cuda:2,cuda:3 \
+  --simulate-devices "$clusters/h100-8x8-ib.json" --strategy auto
+contains "$work/out" "^planned for 4 devices in " "simulated GPUs: four from a cluster's device"
+expect 2 "a GPU named twice" -- "$dpc" plan "$mlp" --devices cuda:0,cuda:0 \
+  --simulate-devices "$clusters/h100-host.json"
+contains "$work/err" "distinct GPUs" "a GPU named twice: said why"
+expect 2 "--simulate-devices without --devices" -- "$dpc" plan "$mlp" \
+  --simulate-devices "$clusters/h100-host.json"
+expect 1 "a CPU file for GPUs" -- "$dpc" plan "$mlp" --devices cuda:0 \
+  --simulate-devices "$clusters/epyc-2socket.json"
+contains "$work/err" "describes a cpu" "a CPU file for GPUs: said why"
+
 [ "$fails" -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" -eq 0 ]

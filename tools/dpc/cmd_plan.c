@@ -41,6 +41,10 @@ static const cli_opt plan_opts[] = {
     {"measure", false, false,
      "run the plan (30 steps) and print its measured step beside the prediction; with "
      "--strategy auto, the 3 fastest predicted, choosing the fastest measured"},
+    {"simulate-devices", true, false,
+     "FILE: with --devices cuda:0,cuda:1,...: plan for those GPUs as the cluster file describes "
+     "its devices and the link within a host (examples/clusters/h100-host.json), on a machine "
+     "without them"},
     {"cluster", true, false,
      "FILE: plan for the cluster described there instead of this machine's devices (see "
      "docs/clusters.md); not with --devices"},
@@ -166,6 +170,28 @@ static bool plan_num(const cli_parsed *p, const char *name, int64_t *out) {
   return true;
 }
 
+/* `--devices cuda:0,cuda:1,...` for --simulate-devices: how many GPUs, each named once. */
+static int cuda_devices(const char *spec, uint32_t *n) {
+  if (!spec)
+    return cli_usage_error("plan", "--simulate-devices FILE stands in for GPUs: name them with "
+                                   "--devices cuda:0,cuda:1,...");
+  bool seen[64] = {false};
+  *n = 0;
+  for (const char *s = spec; *s;) {
+    char *end = NULL;
+    unsigned long k = strncmp(s, "cuda:", 5) ? 64 : strtoul(s + 5, &end, 10);
+    if (k >= 64 || !end || end == s + 5 || (*end && *end != ',') || seen[k])
+      return cli_usage_error("plan",
+                             "--devices with --simulate-devices: a list of distinct GPUs "
+                             "cuda:0,cuda:1,... (at most cuda:63), got '%s'",
+                             spec);
+    seen[k] = true;
+    ++*n;
+    s = *end ? end + 1 : end;
+  }
+  return DPC_EXIT_OK;
+}
+
 int dpc_cmd_plan(int argc, char **argv) {
   cli_parsed p;
   if (!cli_parse("plan", plan_opts, NPLAN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
@@ -190,7 +216,13 @@ int dpc_cmd_plan(int argc, char **argv) {
   if (cluster && cli_get(plan_opts, NPLAN, &p, "devices"))
     return cli_usage_error("plan", "--devices and --cluster exclude each other: this machine's "
                                    "devices, or the described cluster's");
-  if (cluster) return cli_plan_cluster(plan_opts, NPLAN, &p, cluster);
+  if (cluster) return cli_plan_cluster(plan_opts, NPLAN, &p, cluster, 0);
+  const char *simulated = cli_get(plan_opts, NPLAN, &p, "simulate-devices");
+  if (simulated) {
+    uint32_t gpus = 0;
+    int grc = cuda_devices(cli_get(plan_opts, NPLAN, &p, "devices"), &gpus);
+    return grc ? grc : cli_plan_cluster(plan_opts, NPLAN, &p, simulated, gpus);
+  }
   if (cli_get(plan_opts, NPLAN, &p, "replicated"))
     return cli_usage_error("plan", "--replicated checks a --cluster FILE plan; give it too");
   if (cli_get(plan_opts, NPLAN, &p, "dot-full") && !cli_get(plan_opts, NPLAN, &p, "dot"))

@@ -64,10 +64,11 @@ static void print_plan(const dpc_cluster_report *r, const char *model) {
          mib((double)b->max_memory_bytes), mib((double)r->memory_limit));
 }
 
-int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file) {
+int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file,
+                     uint32_t gpus) {
   static const char *const local[] = {"devices", "dot",     "dot-full", "json",
                                       "profile", "measure", "placement"};
-  for (size_t k = 0; k < sizeof local / sizeof *local; k++)
+  for (size_t k = gpus ? 1 : 0; k < sizeof local / sizeof *local; k++)
     if (cli_get(opts, nopts, p, local[k]))
       return cli_usage_error("plan",
                              "--%s is for this machine's devices; --cluster FILE plans for the "
@@ -110,6 +111,21 @@ int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const 
   dpc_net *net = NULL;
   dpc_cluster_report *r = NULL;
   dpc_status st = dpc_cluster_load(file, &cl, m);
+  if (!st && gpus && strcmp(cl.device_kind, "gpu")) {
+    fprintf(stderr,
+            "dpc plan: error: %s: --simulate-devices stands a described GPU in for the cuda "
+            "devices, and this file describes a %s\n",
+            file, cl.device_kind);
+    dpc_message_free(m);
+    return DPC_EXIT_ERROR;
+  }
+  if (!st && gpus) { /* the GPUs named, on one host of the described ones */
+    cl.hosts = 1, cl.devices_per_host = gpus;
+    cl.between_hosts = (dpc_cluster_link){0, 0};
+    char name[sizeof cl.name];
+    snprintf(name, sizeof name, "%u simulated %s (cuda:*)", gpus, cl.device_name);
+    memcpy(cl.name, name, sizeof name);
+  }
   if (!st) st = cli_load_batched("plan", p->pos[0], cli_get(opts, nopts, p, "loss"), &net, m);
   dpc_cluster_opts o = {sizeof o, .batch = (uint32_t)batch, .strategy = text, .memory_limit = limit,
                         .replicated = cli_get(opts, nopts, p, "replicated") != NULL};

@@ -7,7 +7,10 @@
 
 #include "tools/dpc/cli.h"
 
-/* Plan the model of p (its one positional argument) for the cluster in `file`; the exit code. */
-int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file);
+/* Plan the model of p (its one positional argument) for the cluster in `file`; the exit code.
+ * gpus > 0 (`--devices cuda:0,cuda:1 --simulate-devices FILE`): that many of the file's
+ * devices on one host, joined by its within-host link, stand for the GPUs named. */
+int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file,
+                     uint32_t gpus);
 
 #endif
