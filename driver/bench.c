@@ -76,7 +76,7 @@ static dpc_status speed_of(uint32_t threads, const char *devices, dpc_device_spe
     st = dpc_devices_parse(t, devices ? devices : spec, &l, d);
   }
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, d);
-  if (!st) *sp = (dpc_device_speed){cal.gflops[0], cal.copy_gbs[0]};
+  if (!st) *sp = dpc_calibration_speed(&cal, &l, 0, NULL);
   dpc_calibration_free(&cal);
   dpc_device_list_free(&l);
   dpc_topology_free(t);
@@ -97,7 +97,7 @@ static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uin
     return st;
   }
   r->gflops = sp.gflops;
-  r->mem_gbs = sp.mem_gbs;
+  r->mem_gbs = sp.mem_gbs / 2; /* as dpc devices shows it: the copy rate */
   st = dpc_session_profile(s, true, d);
   for (uint32_t i = 0; !st && i < steps; i++) st = dpc_session_run(s, d);
   if (st) {

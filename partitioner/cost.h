@@ -52,6 +52,9 @@ typedef struct dpc_device_speed {
   /* NULL, or what timing the model's kernels found (`dpc plan --profile`): the roofline knows
    * nothing of a kernel's loop structure, such as a stride-1 pooling gradient's gather */
   const struct dpc_cost_profile *profile;
+  /* devices with the same nonzero group share their cores (more devices than cores): while
+   * one computes, the others on its cores take their turns (0: cores of its own) */
+  uint32_t core_group;
 } dpc_device_speed;
 
 /* Measured over predicted time, per kernel kind: a kernel is known by its key (its ops and the
