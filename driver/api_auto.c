@@ -140,8 +140,6 @@ static void measure_one(const search *s, dpc_auto_candidate *c, uint32_t steps) 
   dpc_diag_init(&m);
   dpc_benchmark_result *br = NULL;
   dpc_status st = dpc_strategy_parse(&a, &ps, NULL, &m);
-  if (!st && c->kind == DPC_STRATEGY_HYBRID)
-    st = dpc_diag_fail(&m, DPC_ERR_UNSUPPORTED, "the benchmark runs no hybrid strategy yet");
   if (!st) {
     dpc_benchmark_opts bo = {sizeof bo,
                              .batch = s->batch,

@@ -41,16 +41,22 @@ DPC_COMPILER_API dpc_status dpc_net_benchmark(const dpc_net *n, const dpc_benchm
   bo.shares_spec = DPC_API_HAS(o, shares) && o->shares ? o->shares : s ? s->shares : NULL;
   if (s) {
     if (s->kind != DPC_STRATEGY_DATA && s->kind != DPC_STRATEGY_MODEL &&
-        s->kind != DPC_STRATEGY_PIPELINE && s->kind != DPC_STRATEGY_SINGLE)
+        s->kind != DPC_STRATEGY_PIPELINE && s->kind != DPC_STRATEGY_HYBRID &&
+        s->kind != DPC_STRATEGY_SINGLE)
       return dpc_diag_fail(m, DPC_ERR_UNSUPPORTED,
-                           "a benchmark times single, data, model and pipeline strategies, not %s",
+                           "a benchmark times single, data, model, hybrid and pipeline strategies, "
+                           "not %s",
                            dpc_strategy_kind_name(s->kind));
     if (s->given & (1u << DPC_STRATEGY_FIELD_PLACEMENT))
       return dpc_diag_fail(m, DPC_ERR_UNSUPPORTED,
                            "a benchmark places a model as training does; a placement method is "
                            "for plans");
-    /* a pipeline here is the devices as its stages, each share in micro-batches */
-    bo.model = s->kind == DPC_STRATEGY_MODEL || s->kind == DPC_STRATEGY_PIPELINE;
+    /* hybrid and pipeline: replicas of mp devices (a pipeline's stages), each placed alike,
+     * each share in micro-batches */
+    bo.model = s->kind == DPC_STRATEGY_MODEL || s->kind == DPC_STRATEGY_PIPELINE ||
+               s->kind == DPC_STRATEGY_HYBRID;
+    if (s->kind == DPC_STRATEGY_PIPELINE || s->kind == DPC_STRATEGY_HYBRID) bo.mp = s->mp;
+    if (s->kind == DPC_STRATEGY_HYBRID && s->microbatches > 1) bo.accumulate = s->microbatches;
     if (s->kind == DPC_STRATEGY_PIPELINE) {
       if (s->given & (1u << DPC_STRATEGY_FIELD_MICROBATCHES)) bo.accumulate = s->microbatches;
       bo.pipeline = s->schedule;

@@ -201,12 +201,12 @@ static dpc_status write_json(const char *path, const dpc_plan *p, const dpc_sim_
 /* The plan as Graphviz, each kernel with its predicted time on its own device. */
 static dpc_status write_dot(const char *path, bool full, const dpc_plan *plan,
                             const dpc_node_cost *cost, const dpc_calibration *cal,
-                            const dpc_cost_profile *prof, dpc_diag *d) {
+                            const dpc_device_list *l, const dpc_cost_profile *prof, dpc_diag *d) {
   dpc_buf b = {0};
   FILE *f = fopen(path, "w");
   double *ms = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *ms);
   for (uint32_t i = 0; ms && i < plan->n_devs; i++) {
-    dpc_device_speed sp = {cal->gflops[i], cal->copy_gbs[(size_t)i * cal->n + i], prof};
+    dpc_device_speed sp = dpc_calibration_speed(cal, l, i, prof);
     for (uint32_t j = 0; j < plan->devs[i].n_steps; j++) {
       const dpc_step *s = &plan->devs[i].steps[j];
       if (s->kind == DPC_STEP_KERNEL)
@@ -335,8 +335,7 @@ DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *net, const dpc_plan_opts
   double step = 0;
   if (!st) {
     dpc_device_speed *speed = calloc(D, sizeof *speed);
-    for (uint32_t i = 0; speed && i < D; i++)
-      speed[i] = (dpc_device_speed){cal.gflops[i], cal.copy_gbs[(size_t)i * cal.n + i], prof};
+    for (uint32_t i = 0; speed && i < D; i++) speed[i] = dpc_calibration_speed(&cal, &l, i, prof);
     step = speed ? dpc_simulate_step(plan, cost, speed, sum) : 0;
     free(speed);
     double comm = 0;
@@ -356,7 +355,7 @@ DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *net, const dpc_plan_opts
     r->placed = q.placed, r->order_kept = q.rep.order_kept, r->chain_moves = q.rep.chain_moves;
     st = warn_memory(plan, t, &l, r, m);
   }
-  if (!st && dot) st = write_dot(dot, dot_full, plan, cost, &cal, prof, m);
+  if (!st && dot) st = write_dot(dot, dot_full, plan, cost, &cal, &l, prof, m);
   if (!st && json) st = write_json(json, plan, sum, step, m);
   if (!st && want_measure) {
     double median = 0;

@@ -76,7 +76,7 @@ static dpc_status speed_of(uint32_t threads, const char *devices, dpc_device_spe
     st = dpc_devices_parse(t, devices ? devices : spec, &l, d);
   }
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, d);
-  if (!st) *sp = (dpc_device_speed){cal.gflops[0], cal.copy_gbs[0]};
+  if (!st) *sp = dpc_calibration_speed(&cal, &l, 0, NULL);
   dpc_calibration_free(&cal);
   dpc_device_list_free(&l);
   dpc_topology_free(t);
@@ -97,7 +97,7 @@ static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uin
     return st;
   }
   r->gflops = sp.gflops;
-  r->mem_gbs = sp.mem_gbs;
+  r->mem_gbs = sp.mem_gbs / 2; /* as dpc devices shows it: the copy rate */
   st = dpc_session_profile(s, true, d);
   for (uint32_t i = 0; !st && i < steps; i++) st = dpc_session_run(s, d);
   if (st) {
@@ -183,16 +183,23 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   dpc_status st = g && times ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_pass_opts po = {.training = !o->inference, .fuse = dpc_codegen_fusion(o->exec.backend)};
   if (!st && po.training) st = dpc_driver_default_horizon(g, d);
-  if (!st && o->model && o->devices) {
-    uint32_t nd = 1;
-    bool placed;
-    st = dpc_driver_count_devices(o->devices, &nd, d);
-    dpc_driver_place_opts pl = {0, NULL, o->pipeline ? o->accumulate : 1, o->pipeline};
-    if (!st) st = dpc_driver_place(g, o->batch, o->devices, nd, &pl, &placed, NULL, d);
-  }
-  if (!st) st = dpc_passes_run(g, &po, d);
   uint32_t D = 1;
   if (!st && o->devices) st = dpc_driver_count_devices(o->devices, &D, d);
+  /* model parallel: replicas of mp devices each (hybrid, or pipelines side by side), the model
+   * placed over one replica's devices at its share of the batch, as dpc train and dpc plan do */
+  uint32_t mp = o->model ? (o->mp > 1 && o->mp < D ? o->mp : D) : 1, R = D / mp;
+  if (!st && o->model && (D % mp || o->batch % R))
+    st = dpc_diag_fail(d, DPC_ERR_INVALID,
+                       "%s: %u replicas of %u devices do not split the %u devices or a batch of %u",
+                       o->devices, R, mp, D, o->batch);
+  if (!st && o->model && o->devices) {
+    bool placed;
+    char rspec[32];
+    snprintf(rspec, sizeof rspec, "cpu:%u", mp);
+    dpc_driver_place_opts pl = {0, NULL, o->pipeline ? o->accumulate : 1, o->pipeline};
+    st = dpc_driver_place(g, o->batch / R, R > 1 ? rspec : o->devices, mp, &pl, &placed, NULL, d);
+  }
+  if (!st) st = dpc_passes_run(g, &po, d);
   bool dp = D > 1 && !o->model;
   if (!st && dp && !po.training)
     st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s: data parallel is for training", o->devices);
@@ -201,13 +208,13 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
                        "%s: a batch of %u does not split evenly over %u devices (give it uneven "
                        "shares)",
                        o->devices, o->batch, D);
-  dpc_driver_strategy ds = {o->model ? 1 : D,
-                            o->model ? D : 1,
+  dpc_driver_strategy ds = {o->model ? R : D,
+                            o->model ? mp : 1,
                             o->accumulate,
                             o->model ? o->pipeline : DPC_SCHEDULE_NONE,
                             false,
                             dp ? o->shares : NULL};
-  uint32_t first = o->model ? o->batch : dp && o->shares ? o->shares[0] : o->batch / D;
+  uint32_t first = o->model ? o->batch / R : dp && o->shares ? o->shares[0] : o->batch / D;
   if (!st) st = dpc_driver_plan_share(g, o->batch, first, &ds, po.training, &plan, d);
   if (!st && dpc_codegen_compiles(o->exec.backend)) {
     native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);

@@ -24,6 +24,7 @@ typedef struct dpc_bench_opts {
   bool profile;        /* after the timed steps, as many again with each kernel timed */
   const char *devices; /* NULL or cpu: one device; cpu:N / numa: data parallel (training) */
   bool model;          /* with devices: model parallel by the graph's own placement */
+  uint32_t mp;         /* with model: replicas of mp devices each (0: one over all of them) */
   uint32_t accumulate; /* training: micro-batches per device's share (0, 1: none) */
   dpc_pipeline_schedule pipeline; /* with model: the micro-batches as a pipeline, this order */
   dpc_cost_profile *collect;      /* with profile (one device): every kernel's times added here */

@@ -16,6 +16,7 @@
 #ifndef DPC_TOOLS_CALIBRATE_H
 #define DPC_TOOLS_CALIBRATE_H
 
+#include "partitioner/cost.h"
 #include "runtime/topology.h"
 
 typedef struct dpc_calibrate_opts {
@@ -36,5 +37,12 @@ typedef struct dpc_calibration {
 dpc_status dpc_calibrate(const dpc_topology *t, const dpc_device_list *devs,
                          const dpc_calibrate_opts *o, dpc_calibration *out, dpc_diag *d);
 void dpc_calibration_free(dpc_calibration *c);
+
+/* Device i of l as the cost model and the simulator see it (dpc_device_speed): its GEMM rate;
+ * the rate its kernels stream memory at, reads and writes counted apart, which is twice the
+ * copy rate measured (a memcpy reads and writes every byte it copies); `profile`; and, when it
+ * shares its cores with other devices, its core group. */
+dpc_device_speed dpc_calibration_speed(const dpc_calibration *c, const dpc_device_list *l,
+                                       uint32_t i, const dpc_cost_profile *profile);
 
 #endif

@@ -566,8 +566,7 @@ dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, u
   dpc_device_speed *speed = st ? NULL : calloc(n, sizeof *speed);
   if (!st && !speed) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   for (uint32_t k = 0; !st && k < n; k++)
-    speed[k] = (dpc_device_speed){cal.gflops[k], cal.copy_gbs[(size_t)k * cal.n + k],
-                                  o ? o->profile : NULL};
+    speed[k] = dpc_calibration_speed(&cal, &l, k, o ? o->profile : NULL);
   if (!st) st = dpc_driver_place_on(model, batch, n, speed, o, report, d);
   *placed_auto = !st;
   free(speed);

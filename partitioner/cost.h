@@ -62,6 +62,9 @@ typedef struct dpc_device_speed {
    * 0: the devices it joins, in one ring */
   uint32_t coll_per_host, coll_hosts;
   double between_gbs, between_latency_s;
+  /* devices with the same nonzero group share their cores (more devices than cores): while
+   * one computes, the others on its cores take their turns (0: cores of its own) */
+  uint32_t core_group;
 } dpc_device_speed;
 
 /* Measured over predicted time, per kernel kind: a kernel is known by its key (its ops and the

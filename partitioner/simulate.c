@@ -130,8 +130,35 @@ static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_devi
   return end;
 }
 
+/* Devices that share cores take turns on them: device i runs at its own speed over
+ * 1 + the busy share of the step of each other device of its group (processor sharing; a device
+ * busy all step halves its partner's speed, one that mostly waits barely slows it). The busy
+ * shares come from the previous round's simulation, a few rounds to settle. */
+#define SHARE_ROUNDS 4
+
 double dpc_simulate_step(const dpc_plan *p, const dpc_node_cost *c, const dpc_device_speed *speed,
                          dpc_sim_device *out) {
   summarise(p, c, speed, out);
-  return simulate(p, c, speed, out);
+  double step = simulate(p, c, speed, out);
+  bool shared = false;
+  for (uint32_t i = 0; i < p->n_devs; i++) shared |= speed[i].core_group != 0;
+  dpc_device_speed *sp = shared ? malloc(p->n_devs * sizeof *sp) : NULL;
+  double *busy = shared ? malloc(p->n_devs * sizeof *busy) : NULL;
+  for (int round = 0; sp && busy && step > 0 && round < SHARE_ROUNDS; round++) {
+    for (uint32_t i = 0; i < p->n_devs; i++) {
+      double b = (out[i].compute_s + out[i].comm_s) / step;
+      busy[i] = b < 1 ? b : 1;
+    }
+    for (uint32_t i = 0; i < p->n_devs; i++) {
+      double slow = 1;
+      for (uint32_t j = 0; j < p->n_devs && speed[i].core_group; j++)
+        if (j != i && speed[j].core_group == speed[i].core_group) slow += busy[j];
+      sp[i] = speed[i];
+      sp[i].gflops /= slow, sp[i].mem_gbs /= slow;
+    }
+    summarise(p, c, sp, out);
+    step = simulate(p, c, sp, out);
+  }
+  free(sp), free(busy);
+  return step;
 }

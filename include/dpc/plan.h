@@ -318,8 +318,8 @@ typedef struct dpc_auto_report {
  * data; model; hybrid over each divisor; pipelines over each divisor of stages, their
  * micro-batches grown while it helps, 1F1B and GPipe; accumulation under a memory limit) planned
  * and predicted as dpc_net_plan does, those over the memory limit dropped, the fastest predicted
- * step chosen; with measure_top, the fastest measured of the best predicted instead (those a
- * benchmark cannot run yet, hybrid ones, say so in measure_note). On success (and when nothing
+ * step chosen; with measure_top, the fastest measured of the best predicted instead (one whose
+ * benchmark failed says why in measure_note). On success (and when nothing
  * fits, with DPC_ERR_INVALID) *out holds the ranked table. Free with dpc_auto_report_free. */
 DPC_COMPILER_API dpc_status dpc_net_plan_auto(const dpc_net *n, const dpc_auto_opts *o,
                                               dpc_auto_report **out, dpc_message *m);
@@ -339,8 +339,9 @@ typedef struct dpc_benchmark_opts {
                            top and the totals) */
   const char *devices;  /* NULL or "cpu": one device; "cpu:N" / "numa": training over them */
   /* with several devices: data parallel (NULL), model (the graph's own placement, else
-   * METIS's) or pipeline (the devices as its stages, accumulate micro-batches), from
-   * dpc_strategy_parse; a placement method is not taken (a benchmark places as training does) */
+   * METIS's), hybrid (replicas of mp devices, the model placed over each) or pipeline (replicas
+   * of mp stages, accumulate micro-batches), from dpc_strategy_parse; a placement method is not
+   * taken (a benchmark places as training does) */
   const dpc_strategy *strategy;
   uint32_t accumulate; /* training: each device's share in this many micro-batches (0, 1: whole);
                           a pipeline strategy's own micro-batches, when given, win */

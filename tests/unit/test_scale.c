@@ -271,7 +271,51 @@ static void same_cores_measured_once(void) {
   dpc_diag_free(&d);
 }
 
+/* The simulator's step of p with its devices at 100 GFLOP/s, 20 GB/s, device k in core group
+ * group[k] (0: cores of its own). */
+static double step_grouped(const dpc_plan *p, const uint32_t *group) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_node_cost *c = calloc(p->g->n_nodes, sizeof *c);
+  dpc_device_speed *sp = calloc(p->n_devs, sizeof *sp);
+  dpc_sim_device *sim = calloc(p->n_devs, sizeof *sim);
+  double step = 0;
+  for (uint32_t k = 0; sp && k < p->n_devs; k++)
+    sp[k] = (dpc_device_speed){100, 20, NULL, group[k]};
+  if (c && sp && sim && dpc_cost_graph(p->g, c, &d) == DPC_OK)
+    step = dpc_simulate_step(p, c, sp, sim);
+  free(c), free(sp), free(sim);
+  dpc_diag_free(&d);
+  return step;
+}
+
+/* Devices sharing cores take turns: two data-parallel replicas, busy all step, on one core take
+ * about twice as long as on two; on cores of their own, exactly as long as unshared; a
+ * two-stage model split, whose devices mostly wait on each other, slows less than that. */
+static void shared_cores_take_turns(void) {
+  dpc_place_report rep;
+  dpc_plan *dp = plan_on(2, 1, 64, 1, DPC_SCHEDULE_NONE, &rep);
+  dpc_plan *mp = plan_on(2, 2, 64, 1, DPC_SCHEDULE_NONE, &rep);
+  static const uint32_t alone[2] = {0, 0}, apart[2] = {1, 2}, together[2] = {1, 1};
+  if (dp) {
+    double a = step_grouped(dp, alone), b = step_grouped(dp, apart), t = step_grouped(dp, together);
+    CHECK_MSG(a > 0 && b == a, "data parallel: %.4g ms alone, %.4g ms on cores apart", a * 1e3,
+              b * 1e3);
+    CHECK_MSG(t > 1.8 * a && t < 2.05 * a, "data parallel: %.4g ms alone, %.4g ms on one core",
+              a * 1e3, t * 1e3);
+    if (mp) {
+      double ma = step_grouped(mp, alone), mt = step_grouped(mp, together);
+      CHECK_MSG(ma > 0 && mt > ma && mt / ma < t / a,
+                "model parallel: %.4g ms alone, %.4g ms on one core (data: x%.2f)", ma * 1e3,
+                mt * 1e3, t / a);
+    }
+  }
+  dpc_plan_free(dp);
+  dpc_plan_free(mp);
+}
+
 const unit_test unit_tests[] = {
+    {"shared_cores_take_turns", shared_cores_take_turns},
     {"model_parallel", model_parallel},
     {"data_parallel_and_hybrid", data_parallel_and_hybrid},
     {"pipelines", pipelines},
