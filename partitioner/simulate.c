@@ -1,7 +1,7 @@
 /*
  * simulate.c — a plan's step, predicted: each device's compute and communication from the cost
  * model at its calibrated speed, and a small event simulation of the step lists (see
- * partitioner.h).
+ * partitioner.h), optionally with each device's intervals (the timeline of a report).
  */
 #include "partitioner/partitioner.h"
 
@@ -39,12 +39,24 @@ static void summarise(const dpc_plan *p, const dpc_node_cost *c, const dpc_devic
   }
 }
 
+/* One interval of device dev into the trace (a no-op without one, or for an empty interval). A
+ * failed allocation marks the trace instead of changing the prediction. */
+static void trace_add(dpc_sim_trace *t, uint32_t dev, dpc_sim_kind kind, uint32_t node, double a,
+                      double b) {
+  if (!t || b <= a) return;
+  if (DPC_VEC_RESERVE(t->spans, t->cap, t->n + 1)) {
+    t->oom = true;
+    return;
+  }
+  t->spans[t->n++] = (dpc_sim_span){a, b, dev, node, kind};
+}
+
 /* The step's predicted time: each device walks its step list with its own clock; a wait takes
  * the clock of the signal it waits for (a value crossing devices costs its bytes at the copy
  * bandwidth), a collective starts when every device has reached it. Returns the latest clock,
  * and adds the bytes that cross devices through events to each receiver's comm_bytes. */
 static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_device_speed *speed,
-                       dpc_sim_device *sum) {
+                       dpc_sim_device *sum, dpc_sim_trace *tr) {
   uint32_t n = p->n_devs;
   double *clock = calloc(n, sizeof *clock), *sig = malloc((p->n_events + 1) * sizeof *sig);
   uint32_t *pos = calloc(n, sizeof *pos);
@@ -76,12 +88,15 @@ static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_devi
         if (st->kind == DPC_STEP_WAIT) {
           if (sig[st->event] < 0) break;
           double arrive = sig[st->event] + ebytes[st->event] / (sp.mem_gbs * 1e9);
+          trace_add(tr, i, DPC_SIM_WAIT, DPC_NONE, clock[i], arrive);
           if (arrive > clock[i]) clock[i] = arrive;
           sum[i].comm_bytes += ebytes[st->event];
         } else if (st->kind == DPC_STEP_SIGNAL) {
           sig[st->event] = clock[i];
         } else if (st->kind == DPC_STEP_COPY) {
+          double t0 = clock[i];
           clock[i] += 2.0 * (double)p->slots[st->dst].bytes / (sp.mem_gbs * 1e9);
+          trace_add(tr, i, DPC_SIM_COPY, DPC_NONE, t0, clock[i]);
         } else if (st->kind == DPC_STEP_KERNEL && dpc_op_has(g->nodes[st->node].op, DPC_OPF_COMM) &&
                    n > 1) {
           /* every device it connects (its inputs' devices) must be at this collective */
@@ -98,11 +113,15 @@ static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_devi
           if (!all) break;
           for (uint32_t k = 0; k < cn->n_in; k++) {
             uint32_t q = p->slots[g->ids[cn->in + k]].device;
+            trace_add(tr, q, DPC_SIM_WAIT, DPC_NONE, clock[q], start);
             clock[q] = start + sum[q].comm_s / (sum[q].comms ? sum[q].comms : 1);
+            trace_add(tr, q, DPC_SIM_COMM, st->node, start, clock[q]);
             if (q != i) pos[q]++;
           }
         } else if (st->kind == DPC_STEP_KERNEL) {
+          double t0 = clock[i];
           clock[i] += dpc_cost_kernel_seconds(g, c, st->node, &sp);
+          trace_add(tr, i, DPC_SIM_KERNEL, st->node, t0, clock[i]);
         }
         pos[i]++;
         progress = true;
@@ -118,6 +137,17 @@ static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_devi
 
 double dpc_simulate_step(const dpc_plan *p, const dpc_node_cost *c, const dpc_device_speed *speed,
                          dpc_sim_device *out) {
+  return dpc_simulate_step_trace(p, c, speed, out, NULL);
+}
+
+double dpc_simulate_step_trace(const dpc_plan *p, const dpc_node_cost *c,
+                               const dpc_device_speed *speed, dpc_sim_device *out,
+                               dpc_sim_trace *trace) {
   summarise(p, c, speed, out);
-  return simulate(p, c, speed, out);
+  return simulate(p, c, speed, out, trace);
+}
+
+void dpc_sim_trace_free(dpc_sim_trace *t) {
+  free(t->spans);
+  *t = (dpc_sim_trace){0};
 }
