@@ -78,7 +78,8 @@ static const char STYLE[] =
     "svg.chart{width:100%;height:auto;display:block}"
     "svg.chart text{font-size:11px;fill:#333}svg.chart .axis{stroke:#bbb;stroke-width:.6}"
     /* each colour fills the SVG shapes and the legend's swatches alike */
-    ".lane{fill:#eceef1;background:#eceef1}.k-compute,.k-fwd{fill:#4e79a7;background:#4e79a7}"
+    ".lane{fill:#eceef1;background:#eceef1}.k-compute{fill:#4e79a7;background:#4e79a7}"
+    ".k-fwd{fill:#8cb8e6;background:#8cb8e6}"
     ".k-bwd{fill:#59a14f;background:#59a14f}.k-copy{fill:#b07aa1;background:#b07aa1}"
     ".k-comm{fill:#f28e2b;background:#f28e2b}.k-wait{fill:#e15759;background:#e15759}"
     ".mem{fill:#4e79a7}.mem-over{fill:#e15759}"
@@ -240,7 +241,10 @@ static void timeline(dpc_buf *b, const dpc_html_input *in) {
   /* the legend, of the kinds drawn */
   dpc_buf_puts(b, "<div class=\"legend\">");
   for (int k = 0; k < C_KINDS; k++)
-    if (seen[k]) dpc_buf_printf(b, "<i class=\"%s\"></i>%s", CLASS_CSS[k], CLASS_WHAT[k]);
+    if (seen[k])
+      dpc_buf_printf(b, "<i class=\"%s\"></i>%s", CLASS_CSS[k],
+                     k == C_COMPUTE && (seen[C_FWD] || seen[C_BWD]) ? "optimizer and other compute"
+                                                                    : CLASS_WHAT[k]);
   dpc_buf_puts(b, "<i class=\"lane\" style=\"border:1px solid #ccc\"></i>idle (bubble)</div>");
   if (rows < D)
     dpc_buf_printf(b, "<p class=\"note\">The first %u of the %u devices are drawn.</p>", rows, D);
