@@ -88,7 +88,8 @@ static const char STYLE[] =
     "th,td{border-bottom:1px solid #e6e8ec;padding:4px 7px;text-align:left;vertical-align:top}"
     "th{background:#f7f8fa;font-weight:600;white-space:nowrap}td.n,th.n{text-align:right;"
     "white-space:nowrap;font-variant-numeric:tabular-nums}tr.chosen td{background:#eaf3e6}"
-    "td.why{color:#444;font-size:12.5px}.mono{font-family:ui-monospace,'DejaVu Sans Mono',"
+    "td.why{color:#444;font-size:12.5px;min-width:300px}.mono{font-family:ui-monospace,'DejaVu "
+    "Sans Mono',"
     "monospace;font-size:12.5px}"
     ".scroll{overflow-x:auto}"
     /* the placement fits the page's width; the box ticked, it is drawn at full size in a
@@ -455,8 +456,9 @@ static void page(dpc_buf *b, const dpc_html_input *in) {
                    a->n_candidates, a->by_measurement ? " by measurement" : "");
   }
   dpc_buf_puts(b, ". Times are the cost model's, with this machine's calibrated speeds.</p>\n"
-                  "<nav><a href=\"#timeline\">Timeline</a><a href=\"#memory\">Memory</a>");
+                  "<nav><a href=\"#timeline\">Timeline</a>");
   if (a) dpc_buf_puts(b, "<a href=\"#candidates\">Strategies</a>");
+  dpc_buf_puts(b, "<a href=\"#memory\">Memory</a>");
   dpc_buf_puts(b, "<a href=\"#devices\">Devices</a><a href=\"#placement\">Placement</a></nav>"
                   "<div class=\"cards\" id=\"summary\">");
   card(b, strcat(strcpy(v, ms_text(r->step_ms, t, sizeof t)), " ms"), "predicted step");
@@ -464,6 +466,12 @@ static void page(dpc_buf *b, const dpc_html_input *in) {
     snprintf(v, sizeof v, "%s ms", ms_text(r->measured_ms, t, sizeof t));
     char w[64];
     snprintf(w, sizeof w, "measured step (prediction %+.0f%%)", r->error_pct);
+    card(b, v, w);
+  } else if (a && a->best < a->n_candidates && a->candidates[a->best].measured) {
+    const dpc_auto_candidate *c = &a->candidates[a->best];
+    snprintf(v, sizeof v, "%s ms", ms_text(c->measured_ms, t, sizeof t));
+    char w[64];
+    snprintf(w, sizeof w, "measured step (prediction %+.0f%%)", c->error_pct);
     card(b, v, w);
   }
   snprintf(v, sizeof v, "%.0f", r->samples_per_s);
@@ -493,17 +501,18 @@ static void page(dpc_buf *b, const dpc_html_input *in) {
   }
   dpc_buf_puts(b, "<section id=\"timeline\"><h2>One step, predicted, per device</h2>");
   timeline(b, in);
-  dpc_buf_puts(b, "</section>\n<section id=\"memory\"><h2>Memory per device</h2>");
-  memory_bars(b, in);
-  dpc_buf_puts(b, "</section>\n<section id=\"devices\"><h2>Devices</h2><div class=\"scroll\">");
-  device_table(b, in);
-  dpc_buf_puts(b, "</div></section>\n");
+  dpc_buf_puts(b, "</section>\n");
   if (a) {
     dpc_buf_printf(b, "<section id=\"candidates\"><h2>Strategies tried (%.1f s)</h2>", a->seconds);
     dpc_buf_puts(b, "<div class=\"scroll\">");
     candidates_table(b, a);
     dpc_buf_puts(b, "</div></section>\n");
   }
+  dpc_buf_puts(b, "<section id=\"memory\"><h2>Memory per device</h2>");
+  memory_bars(b, in);
+  dpc_buf_puts(b, "</section>\n<section id=\"devices\"><h2>Devices</h2><div class=\"scroll\">");
+  device_table(b, in);
+  dpc_buf_puts(b, "</div></section>\n");
   dpc_buf_puts(b, "<section id=\"placement\"><h2>Placement</h2><input type=\"checkbox\" "
                   "id=\"full\"><label for=\"full\"> full size</label><div class=\"pic\">");
   placement(b, in->placement_svg);

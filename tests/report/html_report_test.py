@@ -155,6 +155,9 @@ PROBE = r"""(() => {
     deviceRows: all('#devices table:first-of-type tbody tr').length,
     candidates: box(document.querySelector('#candidates table')),
     candidateRows: all('#candidates tbody tr').length,
+    measuredRows: all('#candidates tbody tr').filter(tr => {
+      const i = all('#candidates thead th').findIndex(th => th.textContent == 'measured ms');
+      return i >= 0 && /^[0-9.]+$/.test(tr.children[i].textContent); }).length,
     pageWidth: document.documentElement.scrollWidth,
     pageHeight: document.documentElement.scrollHeight,
     scripts: all('script').length
@@ -218,6 +221,8 @@ def main():
     # the cases: (name, model, flags, devices drawn)
     cases = [
         ("auto", "wide_mlp", ["--devices", "cpu:2", "--strategy", "auto", "--explain"], 2),
+        ("measure", "fashion_mlp", ["--devices", "cpu:2", "--strategy", "auto", "--explain",
+                                    "--measure"], 2),
         ("pipeline", "transformer_block", ["--strategy", "pipeline", "--stages", "2", "--dp", "2",
                                            "--microbatches", "4"], 4),
     ]
@@ -244,7 +249,11 @@ def main():
                         break
                     ranked += 1
             check(ranked > 1, "%s: --explain ranked strategies" % name, out)
-        pages.append((name, page, ndev, ranked))
+        # the strategies the command measured: "  measured STRATEGY  X ms a step, predicted ..."
+        measured = len(re.findall(r"^  measured \S+ +[0-9.]+ ms a step", out, re.M))
+        if "--measure" in flags:
+            check(measured > 0, "%s: --measure measured strategies" % name, out)
+        pages.append((name, page, ndev, ranked, measured))
 
     exe = find_chromium()
     if not exe:
@@ -255,7 +264,7 @@ def main():
         browser = Browser(exe, profile)
         try:
             browser.send("Target.setDiscoverTargets", {"discover": False})
-            for name, page, ndev, ranked in pages:
+            for name, page, ndev, ranked, measured in pages:
                 facts, away = render(browser, page, os.path.join(work, name))
                 check(not away, "%s: no request leaves the page" % name, "requested %s" % away)
                 w, h = facts["placement"]
@@ -277,6 +286,10 @@ def main():
                     check(facts["candidates"][1] > 0 and facts["candidateRows"] == ranked,
                           "%s: the strategies table has the %d ranked by dpc plan" %
                           (name, ranked), json.dumps(facts))
+                if measured:
+                    check(facts["measuredRows"] == measured,
+                          "%s: the %d measured show their measured step beside the prediction" %
+                          (name, measured), json.dumps(facts))
                 check(facts["pageWidth"] <= 1366,
                       "%s: the page fits 1366 pixels across (%d)" % (name, facts["pageWidth"]))
                 check(facts["scripts"] == 0, "%s: the page runs no script" % name)
