@@ -217,6 +217,13 @@ def main():
                                  "--html", bad])
     check(rc != 0 and bad in err and "does not exist" in err,
           "--html into a missing folder is refused naming it", "exit %d, stderr %r" % (rc, err))
+    # and before --strategy auto searches and measures: nothing measured, nothing printed
+    rc, out, err = run_dpc(dpc, ["plan", os.path.join(src, "examples/fashion_mlp.graph"),
+                                 "--devices", "cpu:2", "--strategy", "auto", "--measure",
+                                 "--html", "/proc/report.html"])
+    check(rc == 1 and "--html '/proc/report.html'" in err and not out,
+          "--html into an unwritable folder is refused before the search",
+          "exit %d, stdout %r, stderr %r" % (rc, out, err))
 
     # the cases: (name, model, flags, devices drawn)
     cases = [
