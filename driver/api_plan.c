@@ -242,9 +242,13 @@ static dpc_status write_html(const char *path, const dpc_net *net, const dpc_pla
                              uint64_t limit, dpc_diag *d) {
   dpc_buf b = {0};
   char *svg = NULL;
+  uint32_t nodes = 0;
   dpc_status st = dot_text(false, plan, cost, cal, prof, &b)
                       ? dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory drawing the placement")
-                      : dpc_report_dot_svg(b.data, b.len, &svg, d);
+                      : DPC_OK;
+  if (!st) nodes = dpc_report_dot_nodes(b.data);
+  if (!st && nodes <= DPC_REPORT_PICTURE_NODES)
+    st = dpc_report_dot_svg(b.data, b.len, nodes > DPC_REPORT_PICTURE_FAST, &svg, d);
   dpc_buf_free(&b);
   if (st) return st;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -256,6 +260,7 @@ static dpc_status write_html(const char *path, const dpc_net *net, const dpc_pla
                        .g = plan->g,
                        .trace = trace,
                        .placement_svg = svg,
+                       .placement_nodes = nodes,
                        .memory_limit = limit ? limit : share,
                        .limit_given = limit != 0};
   st = dpc_report_html_write(path, &in, d);

@@ -53,7 +53,13 @@ static char *read_all(const char *path, size_t *len) {
   return s;
 }
 
-dpc_status dpc_report_dot_svg(const char *dot, size_t len, char **svg, dpc_diag *d) {
+uint32_t dpc_report_dot_nodes(const char *dot) {
+  uint32_t n = 0;
+  for (const char *p = dot; (p = strstr(p, "shape=")); p++) n++;
+  return n;
+}
+
+dpc_status dpc_report_dot_svg(const char *dot, size_t len, bool fast, char **svg, dpc_diag *d) {
   *svg = NULL;
   char in[512], out[512], err[512];
   int fi = temp_file(in, sizeof in, "dot"), fo = temp_file(out, sizeof out, "svg"),
@@ -73,7 +79,11 @@ dpc_status dpc_report_dot_svg(const char *dot, size_t len, char **svg, dpc_diag 
     posix_spawn_file_actions_addopen(&fa, 0, in, O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, fo, 1);
     posix_spawn_file_actions_adddup2(&fa, fe, 2);
-    char *argv[] = {"dot", "-Tsvg", NULL};
+    char *argv[] = {"dot", "-Tsvg", NULL, NULL, NULL, NULL, NULL};
+    if (fast) { /* fewer crossing-reduction and ranking passes, straight edges */
+      argv[2] = "-Gmclimit=0.3", argv[3] = "-Gnslimit=2", argv[4] = "-Gnslimit1=2";
+      argv[5] = "-Gsplines=line";
+    }
     pid_t pid;
     int rc = posix_spawnp(&pid, "dot", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);

@@ -513,6 +513,16 @@ static void page(dpc_buf *b, const dpc_html_input *in) {
   dpc_buf_puts(b, "</section>\n<section id=\"devices\"><h2>Devices</h2><div class=\"scroll\">");
   device_table(b, in);
   dpc_buf_puts(b, "</div></section>\n");
+  if (!in->placement_svg) {
+    dpc_buf_printf(b,
+                   "<section id=\"placement\"><h2>Placement</h2><p class=\"note\">The picture "
+                   "would have %u nodes over %u devices, more than the %u Graphviz lays out in "
+                   "seconds: <span class=\"mono\">dpc plan ... --dot plan.dot</span> writes it, "
+                   "for <span class=\"mono\">dot -Tsvg plan.dot</span> to draw.</p></section>\n"
+                   "</main></body></html>\n",
+                   in->placement_nodes, r->n_devices, DPC_REPORT_PICTURE_NODES);
+    return;
+  }
   dpc_buf_puts(b, "<section id=\"placement\"><h2>Placement</h2><input type=\"checkbox\" "
                   "id=\"full\"><label for=\"full\"> full size</label><div class=\"pic\">");
   placement(b, in->placement_svg);
