@@ -1,12 +1,13 @@
 /*
  * api_plan.c — plans of a training step over devices and their predicted figures
  * (dpc_net_plan, include/dpc/plan.h): placement, the plan, the cost model with this machine's
- * calibration, the simulated step, a pipeline's schedule, memory against this machine, the dot
- * and JSON files, and the measured step beside the prediction.
+ * calibration, the simulated step, a pipeline's schedule, memory against this machine, the dot,
+ * JSON and HTML files, and the measured step beside the prediction.
  */
 #include "driver/api_internal.h"
 #include "driver/bench.h"
 #include "driver/calibrate.h"
+#include "driver/report_html.h"
 #include "partitioner/cost.h"
 #include "partitioner/partitioner.h"
 #include "passes/pass.h"
@@ -198,14 +199,13 @@ static dpc_status write_json(const char *path, const dpc_plan *p, const dpc_sim_
   return fclose(f) ? dpc_diag_fail(d, DPC_ERR_IO, "cannot write '%s'", path) : DPC_OK;
 }
 
-/* The plan as Graphviz, each kernel with its predicted time on its own device. */
-static dpc_status write_dot(const char *path, bool full, const dpc_plan *plan,
-                            const dpc_node_cost *cost, const dpc_calibration *cal,
-                            const dpc_device_list *l, const dpc_cost_profile *prof, dpc_diag *d) {
-  dpc_buf b = {0};
-  FILE *f = fopen(path, "w");
+/* The plan as Graphviz text, each kernel with its predicted time on its own device. */
+static dpc_status dot_text(bool full, const dpc_plan *plan, const dpc_node_cost *cost,
+                           const dpc_calibration *cal, const dpc_device_list *l,
+                           const dpc_cost_profile *prof, dpc_buf *b) {
   double *ms = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *ms);
-  for (uint32_t i = 0; ms && i < plan->n_devs; i++) {
+  if (!ms) return DPC_ERR_NOMEM;
+  for (uint32_t i = 0; i < plan->n_devs; i++) {
     dpc_device_speed sp = dpc_calibration_speed(cal, l, i, prof);
     for (uint32_t j = 0; j < plan->devs[i].n_steps; j++) {
       const dpc_step *s = &plan->devs[i].steps[j];
@@ -213,14 +213,59 @@ static dpc_status write_dot(const char *path, bool full, const dpc_plan *plan,
         ms[s->node] = dpc_cost_kernel_seconds(plan->g, cost, s->node, &sp) * 1e3;
     }
   }
+  dpc_status st = full ? dpc_dot_graph_full(plan->g, ms, b) : dpc_dot_graph_costs(plan->g, ms, b);
+  free(ms);
+  return st ? st : b->oom ? DPC_ERR_NOMEM : DPC_OK;
+}
+
+static dpc_status write_dot(const char *path, bool full, const dpc_plan *plan,
+                            const dpc_node_cost *cost, const dpc_calibration *cal,
+                            const dpc_device_list *l, const dpc_cost_profile *prof, dpc_diag *d) {
+  dpc_buf b = {0};
+  FILE *f = fopen(path, "w");
   dpc_status st = DPC_OK;
-  if (!f || (full ? dpc_dot_graph_full(plan->g, ms, &b) : dpc_dot_graph_costs(plan->g, ms, &b)))
+  if (!f || dot_text(full, plan, cost, cal, l, prof, &b))
     st = dpc_diag_fail(d, DPC_ERR_IO, "cannot write '%s'", path);
   else
     fwrite(b.data, 1, b.len, f);
   if (f) fclose(f);
-  free(ms);
   dpc_buf_free(&b);
+  return st;
+}
+
+/* The HTML page of the plan (driver/report_html.c): its placement laid out by dot, the
+ * simulated step's intervals, memory against the limit, else against this machine's memory
+ * shared by the devices. */
+static dpc_status write_html(const char *path, const dpc_net *net, const dpc_plan_report *r,
+                             const struct dpc_auto_report *autos, const dpc_plan *plan,
+                             const dpc_sim_trace *trace, const dpc_node_cost *cost,
+                             const dpc_calibration *cal, const dpc_device_list *l,
+                             const dpc_cost_profile *prof, uint64_t limit, dpc_diag *d) {
+  dpc_buf b = {0};
+  char *svg = NULL;
+  uint32_t nodes = 0;
+  dpc_status st = dot_text(false, plan, cost, cal, l, prof, &b)
+                      ? dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory drawing the placement")
+                      : DPC_OK;
+  if (!st) nodes = dpc_report_dot_nodes(b.data);
+  if (!st && nodes <= DPC_REPORT_PICTURE_NODES)
+    st = dpc_report_dot_svg(b.data, b.len, nodes > DPC_REPORT_PICTURE_FAST, &svg, d);
+  dpc_buf_free(&b);
+  if (st) return st;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  uint64_t share =
+      pages > 0 && page > 0 && r->n_devices ? (uint64_t)pages * (uint64_t)page / r->n_devices : 0;
+  dpc_html_input in = {.model = dpc_net_name(net),
+                       .plan = r,
+                       .autos = autos,
+                       .g = plan->g,
+                       .trace = trace,
+                       .placement_svg = svg,
+                       .placement_nodes = nodes,
+                       .memory_limit = limit ? limit : share,
+                       .limit_given = limit != 0};
+  st = dpc_report_html_write(path, &in, d);
+  free(svg);
   return st;
 }
 
@@ -253,6 +298,8 @@ DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *net, const dpc_plan_opts
   const char *dot = DPC_API_HAS(o, dot_path) ? o->dot_path : NULL;
   bool dot_full = DPC_API_HAS(o, dot_full) && o->dot_full;
   const char *json = DPC_API_HAS(o, json_path) ? o->json_path : NULL;
+  const char *html = DPC_API_HAS(o, html_path) ? o->html_path : NULL;
+  const struct dpc_auto_report *html_auto = DPC_API_HAS(o, html_auto) ? o->html_auto : NULL;
   dpc_strategy ps;
   if (given) {
     ps = *given;
@@ -295,6 +342,7 @@ DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *net, const dpc_plan_opts
   dpc_node_cost *cost = NULL;
   dpc_sim_device *sum = NULL;
   dpc_cost_profile *prof = NULL;
+  dpc_sim_trace trace = {0};
   plan_req q = {0};
   dpc_status st = dpc_topology_load(NULL, &t, m);
   if (!st) st = dpc_devices_parse(t, spec, &l, m);
@@ -336,7 +384,7 @@ DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *net, const dpc_plan_opts
   if (!st) {
     dpc_device_speed *speed = calloc(D, sizeof *speed);
     for (uint32_t i = 0; speed && i < D; i++) speed[i] = dpc_calibration_speed(&cal, &l, i, prof);
-    step = speed ? dpc_simulate_step(plan, cost, speed, sum) : 0;
+    step = speed ? dpc_simulate_step_trace(plan, cost, speed, sum, html ? &trace : NULL) : 0;
     free(speed);
     double comm = 0;
     for (uint32_t i = 0; i < D; i++) {
@@ -371,9 +419,12 @@ DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *net, const dpc_plan_opts
       r->error_pct = (step - median) / median * 100;
     }
   }
+  if (!st && html)
+    st = write_html(html, net, r, html_auto, plan, &trace, cost, &cal, &l, prof, limit, m);
   if (prof) dpc_cost_profile_free(prof);
   free(prof);
   dpc_graph_free(q.placed_g);
+  dpc_sim_trace_free(&trace);
   free(sum);
   free(cost);
   dpc_plan_free(plan);

@@ -141,6 +141,30 @@ typedef struct dpc_sim_device {
 double dpc_simulate_step(const dpc_plan *p, const dpc_node_cost *c, const dpc_device_speed *speed,
                          dpc_sim_device *out);
 
+/* What a device does over an interval of the simulated step: a kernel, a local copy, its part
+ * of a collective, or waiting (for a value from another device, or for the others to reach a
+ * collective). Time not covered by an interval is idle: the step's bubbles. */
+typedef enum dpc_sim_kind { DPC_SIM_KERNEL, DPC_SIM_COPY, DPC_SIM_COMM, DPC_SIM_WAIT } dpc_sim_kind;
+typedef struct dpc_sim_span {
+  double start_s, end_s;
+  uint32_t device;
+  uint32_t node; /* the kernel's or collective's node of p->g; DPC_NONE for copies and waits */
+  dpc_sim_kind kind;
+} dpc_sim_span;
+/* The intervals of one simulated step, in the order the simulation made them (each device's in
+ * time order). oom: an interval could not be kept, the trace is incomplete. */
+typedef struct dpc_sim_trace {
+  dpc_sim_span *spans;
+  uint32_t n, cap;
+  bool oom;
+} dpc_sim_trace;
+/* dpc_simulate_step, also appending each device's intervals to *trace (NULL: none kept); the
+ * prediction is the same either way. Free the trace with dpc_sim_trace_free. */
+double dpc_simulate_step_trace(const dpc_plan *p, const dpc_node_cost *c,
+                               const dpc_device_speed *speed, dpc_sim_device *out,
+                               dpc_sim_trace *trace);
+void dpc_sim_trace_free(dpc_sim_trace *t);
+
 /* Copy node i of src into dst (data_parallel.c; the builders of this module share it): inputs
  * through val (value of src -> value of dst; an input mapped to DPC_NONE is an error), on
  * `device`, with its attributes, phase and micro-batch. A dropout's offset moves by

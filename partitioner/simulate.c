@@ -1,7 +1,7 @@
 /*
  * simulate.c — a plan's step, predicted: each device's compute and communication from the cost
  * model at its calibrated speed, and a small event simulation of the step lists (see
- * partitioner.h).
+ * partitioner.h), optionally with each device's intervals (the timeline of a report).
  */
 #include "partitioner/partitioner.h"
 
@@ -50,12 +50,24 @@ static void summarise(const dpc_plan *p, const dpc_node_cost *c, const dpc_devic
   }
 }
 
+/* One interval of device dev into the trace (a no-op without one, or for an empty interval). A
+ * failed allocation marks the trace instead of changing the prediction. */
+static void trace_add(dpc_sim_trace *t, uint32_t dev, dpc_sim_kind kind, uint32_t node, double a,
+                      double b) {
+  if (!t || b <= a) return;
+  if (DPC_VEC_RESERVE(t->spans, t->cap, t->n + 1)) {
+    t->oom = true;
+    return;
+  }
+  t->spans[t->n++] = (dpc_sim_span){a, b, dev, node, kind};
+}
+
 /* The step's predicted time: each device walks its step list with its own clock; a wait takes
  * the clock of the signal it waits for (a value crossing devices costs its bytes at the copy
  * bandwidth), a collective starts when every device has reached it. Returns the latest clock,
  * and adds the bytes that cross devices through events to each receiver's comm_bytes. */
 static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_device_speed *speed,
-                       dpc_sim_device *sum) {
+                       dpc_sim_device *sum, dpc_sim_trace *tr) {
   uint32_t n = p->n_devs;
   double *clock = calloc(n, sizeof *clock), *sig = malloc((p->n_events + 1) * sizeof *sig);
   uint32_t *pos = calloc(n, sizeof *pos);
@@ -90,12 +102,15 @@ static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_devi
               sig[st->event] + (sp.link_gbs > 0
                                     ? sp.link_latency_s + ebytes[st->event] / (sp.link_gbs * 1e9)
                                     : ebytes[st->event] / (sp.mem_gbs * 1e9));
+          trace_add(tr, i, DPC_SIM_WAIT, DPC_NONE, clock[i], arrive);
           if (arrive > clock[i]) clock[i] = arrive;
           sum[i].comm_bytes += ebytes[st->event];
         } else if (st->kind == DPC_STEP_SIGNAL) {
           sig[st->event] = clock[i];
         } else if (st->kind == DPC_STEP_COPY) {
+          double t0 = clock[i];
           clock[i] += 2.0 * (double)p->slots[st->dst].bytes / (sp.mem_gbs * 1e9);
+          trace_add(tr, i, DPC_SIM_COPY, DPC_NONE, t0, clock[i]);
         } else if (st->kind == DPC_STEP_KERNEL && dpc_op_has(g->nodes[st->node].op, DPC_OPF_COMM) &&
                    n > 1) {
           /* every device it connects (its inputs' devices) must be at this collective */
@@ -112,11 +127,15 @@ static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_devi
           if (!all) break;
           for (uint32_t k = 0; k < cn->n_in; k++) {
             uint32_t q = p->slots[g->ids[cn->in + k]].device;
+            trace_add(tr, q, DPC_SIM_WAIT, DPC_NONE, clock[q], start);
             clock[q] = start + sum[q].comm_s / (sum[q].comms ? sum[q].comms : 1);
+            trace_add(tr, q, DPC_SIM_COMM, st->node, start, clock[q]);
             if (q != i) pos[q]++;
           }
         } else if (st->kind == DPC_STEP_KERNEL) {
+          double t0 = clock[i];
           clock[i] += dpc_cost_kernel_seconds(g, c, st->node, &sp);
+          trace_add(tr, i, DPC_SIM_KERNEL, st->node, t0, clock[i]);
         }
         pos[i]++;
         progress = true;
@@ -138,12 +157,20 @@ static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_devi
 
 double dpc_simulate_step(const dpc_plan *p, const dpc_node_cost *c, const dpc_device_speed *speed,
                          dpc_sim_device *out) {
-  summarise(p, c, speed, out);
-  double step = simulate(p, c, speed, out);
+  return dpc_simulate_step_trace(p, c, speed, out, NULL);
+}
+
+double dpc_simulate_step_trace(const dpc_plan *p, const dpc_node_cost *c,
+                               const dpc_device_speed *speed, dpc_sim_device *out,
+                               dpc_sim_trace *trace) {
   bool shared = false;
   for (uint32_t i = 0; i < p->n_devs; i++) shared |= speed[i].core_group != 0;
-  dpc_device_speed *sp = shared ? malloc(p->n_devs * sizeof *sp) : NULL;
-  double *busy = shared ? malloc(p->n_devs * sizeof *busy) : NULL;
+  summarise(p, c, speed, out);
+  double step = simulate(p, c, speed, out, shared ? NULL : trace);
+  if (!shared) return step;
+  dpc_device_speed *sp = malloc(p->n_devs * sizeof *sp);
+  double *busy = malloc(p->n_devs * sizeof *busy);
+  const dpc_device_speed *last = speed; /* the speeds of the last round: the trace's */
   for (int round = 0; sp && busy && step > 0 && round < SHARE_ROUNDS; round++) {
     for (uint32_t i = 0; i < p->n_devs; i++) {
       double b = (out[i].compute_s + out[i].comm_s) / step;
@@ -157,8 +184,18 @@ double dpc_simulate_step(const dpc_plan *p, const dpc_node_cost *c, const dpc_de
       sp[i].gflops /= slow, sp[i].mem_gbs /= slow;
     }
     summarise(p, c, sp, out);
-    step = simulate(p, c, sp, out);
+    step = simulate(p, c, sp, out, NULL);
+    last = sp;
+  }
+  if (trace) { /* the settled round again, recorded */
+    summarise(p, c, last, out);
+    step = simulate(p, c, last, out, trace);
   }
   free(sp), free(busy);
   return step;
+}
+
+void dpc_sim_trace_free(dpc_sim_trace *t) {
+  free(t->spans);
+  *t = (dpc_sim_trace){0};
 }

@@ -192,6 +192,15 @@ typedef struct dpc_plan_opts {
                             node per fused kernel or named value, bytes on edges between devices */
   bool dot_full;         /* the dot file draws every node of the step graph instead */
   const char *json_path; /* NULL, or write the per-device figures there as JSON */
+  /* NULL, or write the plan there as one self-contained HTML page (inline CSS and SVG, no
+   * script, no URL): the placement picture (laid out by Graphviz's dot program, which must be on
+   * PATH), the predicted timeline of one step per device, memory per device against its limit
+   * (memory_limit, else this machine's memory shared by the devices), the per-device figures,
+   * and with measure the measured step beside the predicted one */
+  const char *html_path;
+  /* with html_path: the strategies dpc_net_plan_auto tried, ranked in the page with their
+   * predicted and measured steps and why each lost (NULL: none) */
+  const struct dpc_auto_report *html_auto;
 } dpc_plan_opts;
 
 /* One device's share of the step, as the cost model with this machine's calibration predicts. */

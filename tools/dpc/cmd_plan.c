@@ -36,6 +36,10 @@ static const cli_opt plan_opts[] = {
      "kernel or named value, bytes on edges between devices"},
     {"dot-full", false, false, "with --dot: draw every node of the step graph instead"},
     {"json", true, false, "FILE: per device predicted time, memory, and the communication"},
+    {"html", true, false,
+     "FILE: one self-contained page (no network): the placement picture, each device's "
+     "predicted step as a timeline, memory per device against its limit, and the ranked "
+     "strategies with --strategy auto (measured beside predicted with --measure)"},
     {"profile", false, false,
      "time this model's kernels on one core first and correct the cost model by them"},
     {"measure", false, false,
@@ -197,7 +201,7 @@ int dpc_cmd_plan(int argc, char **argv) {
   if (!cli_parse("plan", plan_opts, NPLAN, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
     printf("Usage: dpc plan FILE.graph|FILE.onnx [--devices SPEC] [--strategy data] [--batch B]\n"
-           "                [--dot FILE [--dot-full]] [--json FILE]\n\n"
+           "                [--dot FILE [--dot-full]] [--json FILE] [--html FILE]\n\n"
            "Plan a model's training step over devices and show it: each device's kernels and\n"
            "collectives, its predicted compute and communication time (the cost model with\n"
            "this machine's calibration, as dpc devices measures it), its memory, and the bytes\n"
@@ -207,6 +211,10 @@ int dpc_cmd_plan(int argc, char **argv) {
            "scalar constants and unnamed values included). --json writes the figures.\n"
            "--cluster FILE plans for a described cluster instead (hosts, devices, links),\n"
            "composing one replica's plan with the all-reduce across replicas.\n"
+           "--html writes a page to open in a browser, from disk and offline: the placement\n"
+           "(drawn with Graphviz's dot), one predicted step per device as a timeline of\n"
+           "compute, communication, waits and idle time, memory per device against its limit,\n"
+           "and with --strategy auto the strategies tried, ranked, measured with --measure.\n"
            "See docs/strategies.md.\n");
     cli_print_options(plan_opts, NPLAN);
     return DPC_EXIT_OK;
@@ -265,11 +273,13 @@ int dpc_cmd_plan(int argc, char **argv) {
     if (drc) return drc;
   }
   char chosen[96];
+  const char *html = cli_get(plan_opts, NPLAN, &p, "html");
+  if (cli_check_output_file("plan", "html", html)) return DPC_EXIT_ERROR;
+  dpc_auto_report *ar = NULL; /* with --strategy auto: the table, kept for --html */
   if (autos) {
     /* the choice, then its plan shown as any other */
     dpc_message *am = dpc_message_new();
     dpc_net *anet = NULL;
-    dpc_auto_report *ar = NULL;
     dpc_auto_opts ao = {sizeof ao, .batch = (uint32_t)batch, .devices = spec, .memory_limit = limit,
                         .measure_top = cli_get(plan_opts, NPLAN, &p, "measure") ? 3 : 0};
     dpc_status ast =
@@ -278,10 +288,12 @@ int dpc_cmd_plan(int argc, char **argv) {
     if (ar) print_auto(ar, cli_get(plan_opts, NPLAN, &p, "explain") != NULL);
     int arc = ast ? cli_report("plan", am) : DPC_EXIT_OK;
     if (!ast) snprintf(chosen, sizeof chosen, "%s", ar->candidates[ar->best].strategy);
-    dpc_auto_report_free(ar);
     dpc_net_free(anet);
     dpc_message_free(am);
-    if (arc) return arc;
+    if (arc) {
+      dpc_auto_report_free(ar);
+      return arc;
+    }
     a.text = chosen;
     strategy = chosen;
   }
@@ -292,11 +304,15 @@ int dpc_cmd_plan(int argc, char **argv) {
                 ? cli_strategy_error("plan", &e, PLAN_KINDS, spec ? spec : "cpu", sm)
                 : DPC_EXIT_OK;
   dpc_message_free(sm);
-  if (vrc) return vrc;
   const char *dot = cli_get(plan_opts, NPLAN, &p, "dot");
   const char *json = cli_get(plan_opts, NPLAN, &p, "json");
-  if (cli_check_output_file("plan", "dot", dot) || cli_check_output_file("plan", "json", json))
-    return DPC_EXIT_ERROR;
+  if (!vrc &&
+      (cli_check_output_file("plan", "dot", dot) || cli_check_output_file("plan", "json", json)))
+    vrc = DPC_EXIT_ERROR;
+  if (vrc) {
+    dpc_auto_report_free(ar);
+    return vrc;
+  }
   /* the layout of replicas of mp devices: --measure does not run it yet */
   bool hybrid = ps.kind == DPC_STRATEGY_PIPELINE || ps.kind == DPC_STRATEGY_HYBRID;
   /* with auto, the measuring was the choosing: its figures are printed already */
@@ -310,7 +326,9 @@ int dpc_cmd_plan(int argc, char **argv) {
                      .measure = measure && !hybrid,
                      .dot_path = dot,
                      .dot_full = cli_get(plan_opts, NPLAN, &p, "dot-full") != NULL,
-                     .json_path = json};
+                     .json_path = json,
+                     .html_path = html,
+                     .html_auto = ar};
   dpc_message *m = dpc_message_new();
   dpc_net *net = NULL;
   dpc_plan_report *r = NULL;
@@ -327,7 +345,9 @@ int dpc_cmd_plan(int argc, char **argv) {
   else if (r->measured)
     printf("measured step %.3f ms (median of 30): the prediction is %+.0f%% of it\n",
            r->measured_ms, r->error_pct);
+  if (!rc && html) printf("report: %s\n", html);
   dpc_plan_report_free(r);
+  dpc_auto_report_free(ar);
   dpc_net_free(net);
   dpc_message_free(m);
   return rc;

@@ -1,0 +1,162 @@
+/*
+ * test_trace.c — the simulated step's intervals (dpc_simulate_step_trace), which the HTML
+ * report draws as its timeline: keeping them changes no prediction; each device's intervals
+ * follow one another inside the step and the last ends it; its kernels and copies add up to the
+ * compute the simulator reports, its collectives to its communication; a pipeline's later
+ * stage starts by waiting for the first.
+ *
+ * The plans are of the transformer example with fixed device speeds (a machine's calibration
+ * would make the test its own).
+ */
+#include "driver/driver.h"
+#include "partitioner/cost.h"
+#include "partitioner/partitioner.h"
+#include "passes/pass.h"
+#include "unit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The transformer's training step over D devices in replicas of mp (mp 1: data parallel; one
+ * replica: model parallel, or a pipeline of M micro-batches), placed by METIS as dpc plan does. */
+static dpc_plan *plan_on(uint32_t D, uint32_t mp, uint32_t M, dpc_pipeline_schedule sched) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/examples/transformer_block.graph", DPC_SOURCE_DIR);
+  dpc_graph *g = NULL;
+  dpc_plan *p = NULL;
+  const uint32_t batch = 64, R = D / mp;
+  dpc_device_speed speed[8];
+  for (uint32_t k = 0; k < 8; k++) speed[k] = (dpc_device_speed){100, 20, NULL};
+  dpc_status st = dpc_driver_load(path, &g, &d);
+  if (!st && mp > 1) {
+    dpc_place_report rep;
+    dpc_driver_place_opts po = {0, NULL, M, sched};
+    st = dpc_driver_place_on(g, batch / R, mp, speed, &po, &rep, &d);
+  }
+  dpc_pass_opts po = {.training = true, .fuse = DPC_FUSE_ELEMWISE | DPC_FUSE_EPILOGUE};
+  if (!st) st = dpc_driver_default_horizon(g, &d);
+  if (!st) st = dpc_passes_run(g, &po, &d);
+  dpc_driver_strategy ds = {R, mp, M, sched, false};
+  if (!st) st = dpc_driver_plan_share(g, batch, batch / R, &ds, true, &p, &d);
+  CHECK_MSG(st == DPC_OK, "%u devices, %u per replica: %s", D, mp, d.msg);
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+  return p;
+}
+
+/* Simulate p without and with the trace; check the trace against the prediction. Returns the
+ * trace (the caller frees it) for checks of its own. */
+static dpc_sim_trace traced(const dpc_plan *p, const char *what) {
+  dpc_sim_trace t = {0};
+  dpc_diag d;
+  dpc_diag_init(&d);
+  uint32_t D = p->n_devs;
+  dpc_node_cost *c = calloc(p->g->n_nodes, sizeof *c);
+  dpc_device_speed *sp = calloc(D, sizeof *sp);
+  dpc_sim_device *plain = calloc(D, sizeof *plain), *sim = calloc(D, sizeof *sim);
+  double *compute = calloc(D, sizeof *compute), *comm = calloc(D, sizeof *comm),
+         *last = calloc(D, sizeof *last);
+  uint32_t *comms = calloc(D, sizeof *comms);
+  CHECK(c && sp && plain && sim && compute && comm && last && comms &&
+        dpc_cost_graph(p->g, c, &d) == DPC_OK);
+  for (uint32_t k = 0; sp && k < D; k++) sp[k] = (dpc_device_speed){100, 20, NULL};
+  double step = dpc_simulate_step(p, c, sp, plain);
+  double step_t = dpc_simulate_step_trace(p, c, sp, sim, &t);
+  CHECK_MSG(step > 0 && step == step_t, "%s: the step is %.9g s traced, %.9g s not", what, step_t,
+            step);
+  CHECK_MSG(!t.oom && t.n > 0, "%s: %u intervals", what, t.n);
+  double end = 0;
+  uint32_t bad = 0;
+  for (uint32_t i = 0; i < t.n; i++) {
+    const dpc_sim_span *s = &t.spans[i];
+    if (s->device >= D) {
+      bad++;
+      continue;
+    }
+    /* in order on its device, inside the step, not empty */
+    if (s->start_s < last[s->device] - 1e-15 || s->end_s <= s->start_s || s->end_s > step + 1e-15)
+      bad++;
+    last[s->device] = s->end_s;
+    if (s->end_s > end) end = s->end_s;
+    if (s->kind == DPC_SIM_KERNEL || s->kind == DPC_SIM_COPY)
+      compute[s->device] += s->end_s - s->start_s;
+    if (s->kind == DPC_SIM_COMM) comm[s->device] += s->end_s - s->start_s, comms[s->device]++;
+  }
+  CHECK_MSG(bad == 0, "%s: %u intervals out of order, empty or past the step", what, bad);
+  CHECK_MSG(end == step, "%s: the last interval ends at %.9g s, the step at %.9g s", what, end,
+            step);
+  for (uint32_t k = 0; k < D; k++) {
+    CHECK_MSG(fabs(compute[k] - sim[k].compute_s) <= 1e-9 * sim[k].compute_s + 1e-15,
+              "%s: device %u computes %.9g s in its intervals, %.9g s by the simulator", what, k,
+              compute[k], sim[k].compute_s);
+    CHECK_MSG(fabs(comm[k] - sim[k].comm_s) <= 1e-9 * sim[k].comm_s + 1e-15 &&
+                  comms[k] == sim[k].comms,
+              "%s: device %u communicates %.9g s in %u intervals, %.9g s in %u by the simulator",
+              what, k, comm[k], comms[k], sim[k].comm_s, sim[k].comms);
+  }
+  free(c), free(sp), free(plain), free(sim), free(compute), free(comm), free(last), free(comms);
+  dpc_diag_free(&d);
+  return t;
+}
+
+/* Data parallel over 2: each device's all-reduces are intervals of their own. */
+static void data_parallel(void) {
+  dpc_plan *p = plan_on(2, 1, 1, DPC_SCHEDULE_NONE);
+  if (!p) return;
+  dpc_sim_trace t = traced(p, "data parallel on 2");
+  uint32_t comm = 0;
+  for (uint32_t i = 0; i < t.n; i++) comm += t.spans[i].kind == DPC_SIM_COMM;
+  CHECK_MSG(comm > 0, "data parallel on 2: %u collective intervals", comm);
+  dpc_sim_trace_free(&t);
+  dpc_plan_free(p);
+}
+
+/* A pipeline of 2 stages and 4 micro-batches: the last stage's first backward kernel starts
+ * after the first stage's forward pass of micro-batch 0 ends (the loss needs its activations),
+ * and the last stage waits at some point for the first. */
+static void pipeline(void) {
+  dpc_plan *p = plan_on(2, 2, 4, DPC_SCHEDULE_1F1B);
+  if (!p) return;
+  dpc_sim_trace t = traced(p, "pipeline of 2 stages");
+  uint32_t stage[2] = {0, 0};
+  CHECK(dpc_pipeline_stages(p, 2, stage) == 2);
+  double fwd0_end = -1, bwd1_start = -1; /* stage 0's forward of mb 0, stage 1's first backward */
+  uint32_t waits1 = 0;
+  for (uint32_t i = 0; i < t.n; i++) {
+    const dpc_sim_span *s = &t.spans[i];
+    uint32_t st = stage[s->device];
+    if (st == 1 && s->kind == DPC_SIM_WAIT) waits1++;
+    if (s->kind != DPC_SIM_KERNEL) continue;
+    const dpc_node *n = &p->g->nodes[s->node];
+    if (st == 0 && n->phase == DPC_PHASE_FORWARD && n->mb == 0 && s->end_s > fwd0_end)
+      fwd0_end = s->end_s;
+    if (st == 1 && n->phase == DPC_PHASE_BACKWARD && bwd1_start < 0) bwd1_start = s->start_s;
+  }
+  CHECK_MSG(fwd0_end > 0 && bwd1_start >= fwd0_end && waits1 > 0,
+            "the last stage's first backward kernel starts at %g s, the first stage's forward of "
+            "micro-batch 0 ends at %g s; the last stage waits %u times",
+            bwd1_start, fwd0_end, waits1);
+  dpc_sim_trace_free(&t);
+  dpc_plan_free(p);
+}
+
+/* Model parallel over 2 devices placed by METIS: one of them waits for the other. */
+static void model_parallel(void) {
+  dpc_plan *p = plan_on(2, 2, 1, DPC_SCHEDULE_NONE);
+  if (!p) return;
+  dpc_sim_trace t = traced(p, "model parallel on 2");
+  uint32_t waits = 0;
+  for (uint32_t i = 0; i < t.n; i++) waits += t.spans[i].kind == DPC_SIM_WAIT;
+  CHECK_MSG(waits > 0, "model parallel on 2: %u waits", waits);
+  dpc_sim_trace_free(&t);
+  dpc_plan_free(p);
+}
+
+const unit_test unit_tests[] = {
+    {"data_parallel", data_parallel},
+    {"pipeline", pipeline},
+    {"model_parallel", model_parallel},
+    {NULL, NULL},
+};
