@@ -598,8 +598,10 @@ DPC_COMPILER_API dpc_status dpc_net_plan_cluster(const dpc_net *n, const dpc_clu
   x->within = (dpc_link_speed){cl->within_host.gbs, cl->within_host.latency_us * 1e-6};
   x->between = (dpc_link_speed){cl->between_hosts.gbs, cl->between_hosts.latency_us * 1e-6};
   for (uint32_t i = 0; i < DPC_MAX_DEVICES; i++)
-    x->speed[i] =
-        (dpc_device_speed){cl->gflops, cl->mem_gbs, NULL, x->within.gbs, x->within.latency_s};
+    x->speed[i] = (dpc_device_speed){.gflops = cl->gflops,
+                                     .mem_gbs = cl->mem_gbs,
+                                     .link_gbs = x->within.gbs,
+                                     .link_latency_s = x->within.latency_s};
   double t0 = dpc_now_s();
   cands cs = {0};
   cluster_detail det = {0};

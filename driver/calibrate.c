@@ -31,8 +31,10 @@ void dpc_calibration_free(dpc_calibration *c) {
 dpc_device_speed dpc_calibration_speed(const dpc_calibration *c, const dpc_device_list *l,
                                        uint32_t i, const dpc_cost_profile *profile) {
   const dpc_device_spec *s = &l->devs[i];
-  return (dpc_device_speed){c->gflops[i], 2 * c->copy_gbs[(size_t)i * c->n + i], profile,
-                            s->shared && s->n_cores ? s->cores[0] + 1 : 0};
+  return (dpc_device_speed){.gflops = c->gflops[i],
+                            .mem_gbs = 2 * c->copy_gbs[(size_t)i * c->n + i],
+                            .profile = profile,
+                            .core_group = s->shared && s->n_cores ? s->cores[0] + 1 : 0};
 }
 
 /* ---- compute -------------------------------------------------------------------------------- */

@@ -281,7 +281,7 @@ static double step_grouped(const dpc_plan *p, const uint32_t *group) {
   dpc_sim_device *sim = calloc(p->n_devs, sizeof *sim);
   double step = 0;
   for (uint32_t k = 0; sp && k < p->n_devs; k++)
-    sp[k] = (dpc_device_speed){100, 20, NULL, group[k]};
+    sp[k] = (dpc_device_speed){.gflops = 100, .mem_gbs = 20, .core_group = group[k]};
   if (c && sp && sim && dpc_cost_graph(p->g, c, &d) == DPC_OK)
     step = dpc_simulate_step(p, c, sp, sim);
   free(c), free(sp), free(sim);

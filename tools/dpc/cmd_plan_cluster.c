@@ -66,8 +66,8 @@ static void print_plan(const dpc_cluster_report *r, const char *model) {
 
 int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file,
                      uint32_t gpus) {
-  static const char *const local[] = {"devices", "dot",     "dot-full", "json",
-                                      "profile", "measure", "placement"};
+  static const char *const local[] = {"devices", "dot",     "dot-full",  "json",
+                                      "profile", "measure", "placement", "html"};
   for (size_t k = gpus ? 1 : 0; k < sizeof local / sizeof *local; k++)
     if (cli_get(opts, nopts, p, local[k]))
       return cli_usage_error("plan",
