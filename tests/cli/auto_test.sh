@@ -131,6 +131,9 @@ expect 0 "bench --strategy auto" -- "$dpc" bench "$mlp" --devices cpu:2 --strate
   --steps 2 --warmup 0 --backend ref --json
 contains "$work/err" "^dpc bench: --strategy auto: " "bench says what it chose"
 contains "$work/out" '"median_ms": ' "bench times it"
+expect 0 "bench a hybrid strategy" -- "$dpc" bench "$mlp" --devices cpu:4 --strategy hybrid:mp=2 \
+  --batch 32 --steps 1 --warmup 0 --backend ref
+contains "$work/out" "samples/s" "bench times a hybrid strategy"
 expect 2 "bench auto with --accumulate" -- "$dpc" bench "$mlp" --devices cpu:2 --strategy auto \
   --accumulate 2
 contains "$work/err" "chooses it itself" "bench auto refuses --accumulate"

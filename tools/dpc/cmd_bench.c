@@ -22,9 +22,9 @@ static const cli_opt bench_opts[] = {
     {"profile", false, false, "then time each kernel: where the step's time goes"},
     {"devices", true, false, "cpu (default), or cpu:N / numa: data-parallel training over them"},
     {"strategy", true, false,
-     "with several devices: data (default), model (@ cpu:K placement, else METIS's), pipeline "
-     "(the devices as stages, --accumulate K micro-batches), or auto (the fastest predicted, as "
-     "dpc plan --strategy auto)"},
+     "with several devices: data (default), model (@ cpu:K placement, else METIS's), hybrid:mp=K "
+     "(replicas of K devices), pipeline (the devices as stages, --accumulate K micro-batches), or "
+     "auto (the fastest predicted, as dpc plan --strategy auto)"},
     CLI_OPT_PIPELINE_SCHEDULE,
     CLI_OPT_OLD_SCHEDULE,
     {"accumulate", true, false, "K: each device's share of the batch in K micro-batches"},
@@ -84,7 +84,8 @@ static int choose_strategy(const cli_parsed *p, const dpc_net *net, dpc_benchmar
 
 /* The strategies dpc bench times. */
 #define BENCH_KINDS                                                                                \
-  ((1u << DPC_STRATEGY_DATA) | (1u << DPC_STRATEGY_MODEL) | (1u << DPC_STRATEGY_PIPELINE))
+  ((1u << DPC_STRATEGY_DATA) | (1u << DPC_STRATEGY_MODEL) | (1u << DPC_STRATEGY_HYBRID) |          \
+   (1u << DPC_STRATEGY_PIPELINE))
 
 int dpc_cmd_bench(int argc, char **argv) {
   cli_parsed p;
