@@ -126,6 +126,9 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   int64_t M = tr ? mg.n : mg.m, N = tr ? mg.m : mg.n;
   int64_t mb, nb;
   gm_split(&c, M, N, mg.k, mg.nbatch, tr || !gm_vec_ok(&c, t), &mb, &nb);
+  /* a few rows are bound by reading B, not by their FLOPs: in two pieces, two cores read it */
+  if (few && mg.nbatch == 1 && mb >= M && nb >= N && N >= 128 && mg.k * N >= 65536)
+    nb = (N / 2 + 63) / 64 * 64;
   gm_choose(&c, f->vector_bits, t, mb, nb, mg.k); /* the tile that suits one piece */
   gm_fit(&c, mb, nb);
   bool direct = few && N % c.nr == 0 && nb % c.nr == 0;

@@ -927,6 +927,8 @@ def gen_matmul():
     # (positive: 530 terms of both signs cancel to values f32 cannot hold to 1e-5)
     mm("few_rows_deep", np.abs(randn(rng, (5, 530))), np.abs(randn(rng, (530, 64))))
     mm("few_rows_batched", randn(rng, (2, 3, 40)), randn(rng, (40, 96)))
+    # B large enough to be read by two cores: its columns in two pieces
+    mm("few_rows_split", np.abs(randn(rng, (2, 300))), np.abs(randn(rng, (300, 256))))
 
 
 # ---- conv2d and the pools --------------------------------------------------------------------------
