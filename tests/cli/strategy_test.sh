@@ -58,8 +58,10 @@ expect 2 "local SGD of a pipeline" -- "$dpc" train "$mlp" $fast --strategy pipel
   --local-sgd 2
 contains "$work/err" "^dpc train: --local-sgd averages data-parallel replicas: it takes --strategy data, not pipeline" \
   "local SGD of a pipeline names --local-sgd"
-expect 2 "bench: hybrid" -- "$dpc" bench "$mlp" --strategy hybrid --devices cpu:4
-contains "$work/err" "^dpc bench: --strategy is data, model or pipeline, not 'hybrid'" \
+expect 2 "bench: hybrid without its width" -- "$dpc" bench "$mlp" --strategy hybrid --devices cpu:4
+contains "$work/err" "^dpc bench: --strategy hybrid needs" "bench asks for a hybrid's devices per replica"
+expect 2 "bench: asynchronous" -- "$dpc" bench "$mlp" --strategy async --devices cpu:4
+contains "$work/err" "^dpc bench: --strategy is data, model, hybrid or pipeline, not 'async'" \
   "bench names the strategies it times"
 expect 2 "plan: --accumulate with a pipeline" -- "$dpc" plan "$mlp" --strategy pipeline \
   --stages 2 --accumulate 2
