@@ -97,7 +97,8 @@ contains "$work/out" "^cpu:3 " "a hybrid plan has every device"
 expect 2 "plan hybrid without --mp" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:4 --strategy hybrid
 expect 0 "plan within a tight memory limit" -- "$dpc" plan "$src/examples/wide_mlp.graph" --devices cpu:2 --strategy model --batch 128 --device-memory 64M
 expect 1 "plan with an impossible memory limit" -- "$dpc" plan "$src/examples/wide_mlp.graph" --devices cpu:2 --strategy model --batch 128 --device-memory 50M
-contains "$work/err" "needs 119.8 MiB in all, but 2 devices of 50.0 MiB hold only 100.0 MiB" "an impossible limit says what is needed and available"
+# (what it needs follows METIS's cut, which the calibrated speeds of the moment choose between)
+contains "$work/err" "needs 1[0-9][0-9]\.[0-9] MiB in all, but 2 devices of 50.0 MiB hold only 100.0 MiB" "an impossible limit says what is needed and available"
 expect 1 "train with an impossible memory limit" -- "$dpc" train "$src/examples/wide_mlp.graph" --devices cpu:2 --strategy model --device-memory 50M --steps 1
 contains "$work/err" "hold only 100.0 MiB" "train refuses a plan that does not fit"
 expect 2 "plan with an unknown strategy" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --strategy zigzag
