@@ -12,6 +12,7 @@
 #include "passes/pass.h"
 #include "driver/calibrate.h"
 #include "driver/driver.h"
+#include "plan_fixture.h"
 #include "unit.h"
 
 #include <stdio.h>
@@ -38,39 +39,6 @@ static uint32_t device_of(const dpc_graph *g, uint32_t i, uint32_t n) {
   return end && !*end && k < n ? (uint32_t)k : n;
 }
 
-/* The transformer's training step over D devices, as dpc plan makes it: R = D / mp replicas,
- * each placed over its mp devices by METIS (mp 1: plain data parallel; R 1: model parallel, or
- * a pipeline with M micro-batches). *rep gets the placement's report. */
-static dpc_plan *plan_on(uint32_t D, uint32_t mp, uint32_t batch, uint32_t M,
-                         dpc_pipeline_schedule sched, dpc_place_report *rep) {
-  dpc_diag d;
-  dpc_diag_init(&d);
-  char path[1024];
-  snprintf(path, sizeof path, "%s/examples/transformer_block.graph", DPC_SOURCE_DIR);
-  dpc_graph *g = NULL;
-  dpc_plan *p = NULL;
-  uint32_t R = D / mp;
-  dpc_device_speed *speed = calloc(mp, sizeof *speed);
-  CHECK_MSG(dpc_driver_load(path, &g, &d) == DPC_OK && speed, "%s", d.msg);
-  for (uint32_t k = 0; speed && k < mp; k++) speed[k] = (dpc_device_speed){100, 20, NULL};
-  dpc_status st = g && speed ? DPC_OK : DPC_ERR_NOMEM;
-  memset(rep, 0, sizeof *rep);
-  if (!st && mp > 1) {
-    dpc_driver_place_opts po = {0, NULL, M, sched};
-    st = dpc_driver_place_on(g, batch / R, mp, speed, &po, rep, &d);
-  }
-  dpc_pass_opts po = {.training = true, .fuse = DPC_FUSE_ELEMWISE | DPC_FUSE_EPILOGUE};
-  if (!st) st = dpc_driver_default_horizon(g, &d);
-  if (!st) st = dpc_passes_run(g, &po, &d);
-  dpc_driver_strategy ds = {R, mp, M, sched, false};
-  if (!st) st = dpc_driver_plan_share(g, batch, batch / R, &ds, true, &p, &d);
-  CHECK_MSG(st == DPC_OK, "%u devices, %u per replica: %s", D, mp, d.msg);
-  dpc_graph_free(g);
-  free(speed);
-  dpc_diag_free(&d);
-  return p;
-}
-
 /* The simulator's step of p with every device alike (dpc plan's prediction). */
 static double simulated_step(const dpc_plan *p) {
   dpc_diag d;
@@ -79,7 +47,7 @@ static double simulated_step(const dpc_plan *p) {
   dpc_device_speed *sp = calloc(p->n_devs, sizeof *sp);
   dpc_sim_device *sim = calloc(p->n_devs, sizeof *sim);
   double step = 0;
-  for (uint32_t k = 0; sp && k < p->n_devs; k++) sp[k] = (dpc_device_speed){100, 20, NULL};
+  for (uint32_t k = 0; sp && k < p->n_devs; k++) sp[k] = unit_plan_speed();
   if (c && sp && sim && dpc_cost_graph(p->g, c, &d) == DPC_OK)
     step = dpc_simulate_step(p, c, sp, sim);
   free(c), free(sp), free(sim);
@@ -109,7 +77,7 @@ static void model_parallel(void) {
     uint32_t D = Ds[i];
     dpc_place_report rep;
     double t0 = now_s();
-    dpc_plan *p = plan_on(D, D, 128, 1, DPC_SCHEDULE_NONE, &rep);
+    dpc_plan *p = unit_plan_transformer(D, D, 128, 1, DPC_SCHEDULE_NONE, &rep);
     double step = p ? simulated_step(p) : 0, secs = now_s() - t0;
     if (!p) continue;
     CHECK_MSG(p->n_devs == D, "%u devices in a plan for %u", p->n_devs, D);
@@ -145,7 +113,7 @@ static void data_parallel_and_hybrid(void) {
     uint32_t D = cases[i][0], mp = cases[i][1], R = D / mp;
     dpc_place_report rep;
     double t0 = now_s();
-    dpc_plan *p = plan_on(D, mp, 256, 1, DPC_SCHEDULE_NONE, &rep);
+    dpc_plan *p = unit_plan_transformer(D, mp, 256, 1, DPC_SCHEDULE_NONE, &rep);
     double step = p ? simulated_step(p) : 0, secs = now_s() - t0;
     if (!p) continue;
     CHECK_MSG(p->n_devs == D, "%u devices in a plan for %u", p->n_devs, D);
@@ -173,7 +141,7 @@ static void pipelines(void) {
     uint32_t D = cases[i][0], S = cases[i][1];
     dpc_place_report rep;
     double t0 = now_s();
-    dpc_plan *p = plan_on(D, S, 256, 4, DPC_SCHEDULE_1F1B, &rep);
+    dpc_plan *p = unit_plan_transformer(D, S, 256, 4, DPC_SCHEDULE_1F1B, &rep);
     double step = p ? simulated_step(p) : 0, secs = now_s() - t0;
     if (!p) continue;
     CHECK_MSG(p->n_devs == D, "%u devices in a plan for %u", p->n_devs, D);
@@ -281,7 +249,7 @@ static double step_grouped(const dpc_plan *p, const uint32_t *group) {
   dpc_sim_device *sim = calloc(p->n_devs, sizeof *sim);
   double step = 0;
   for (uint32_t k = 0; sp && k < p->n_devs; k++)
-    sp[k] = (dpc_device_speed){.gflops = 100, .mem_gbs = 20, .core_group = group[k]};
+    sp[k] = unit_plan_speed(), sp[k].core_group = group[k];
   if (c && sp && sim && dpc_cost_graph(p->g, c, &d) == DPC_OK)
     step = dpc_simulate_step(p, c, sp, sim);
   free(c), free(sp), free(sim);
@@ -294,8 +262,8 @@ static double step_grouped(const dpc_plan *p, const uint32_t *group) {
  * two-stage model split, whose devices mostly wait on each other, slows less than that. */
 static void shared_cores_take_turns(void) {
   dpc_place_report rep;
-  dpc_plan *dp = plan_on(2, 1, 64, 1, DPC_SCHEDULE_NONE, &rep);
-  dpc_plan *mp = plan_on(2, 2, 64, 1, DPC_SCHEDULE_NONE, &rep);
+  dpc_plan *dp = unit_plan_transformer(2, 1, 64, 1, DPC_SCHEDULE_NONE, &rep);
+  dpc_plan *mp = unit_plan_transformer(2, 2, 64, 1, DPC_SCHEDULE_NONE, &rep);
   static const uint32_t alone[2] = {0, 0}, apart[2] = {1, 2}, together[2] = {1, 1};
   if (dp) {
     double a = step_grouped(dp, alone), b = step_grouped(dp, apart), t = step_grouped(dp, together);

@@ -12,39 +12,11 @@
 #include "partitioner/cost.h"
 #include "partitioner/partitioner.h"
 #include "passes/pass.h"
+#include "plan_fixture.h"
 #include "unit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-/* The transformer's training step over D devices in replicas of mp (mp 1: data parallel; one
- * replica: model parallel, or a pipeline of M micro-batches), placed by METIS as dpc plan does. */
-static dpc_plan *plan_on(uint32_t D, uint32_t mp, uint32_t M, dpc_pipeline_schedule sched) {
-  dpc_diag d;
-  dpc_diag_init(&d);
-  char path[1024];
-  snprintf(path, sizeof path, "%s/examples/transformer_block.graph", DPC_SOURCE_DIR);
-  dpc_graph *g = NULL;
-  dpc_plan *p = NULL;
-  const uint32_t batch = 64, R = D / mp;
-  dpc_device_speed speed[8];
-  for (uint32_t k = 0; k < 8; k++) speed[k] = (dpc_device_speed){100, 20, NULL};
-  dpc_status st = dpc_driver_load(path, &g, &d);
-  if (!st && mp > 1) {
-    dpc_place_report rep;
-    dpc_driver_place_opts po = {0, NULL, M, sched};
-    st = dpc_driver_place_on(g, batch / R, mp, speed, &po, &rep, &d);
-  }
-  dpc_pass_opts po = {.training = true, .fuse = DPC_FUSE_ELEMWISE | DPC_FUSE_EPILOGUE};
-  if (!st) st = dpc_driver_default_horizon(g, &d);
-  if (!st) st = dpc_passes_run(g, &po, &d);
-  dpc_driver_strategy ds = {R, mp, M, sched, false};
-  if (!st) st = dpc_driver_plan_share(g, batch, batch / R, &ds, true, &p, &d);
-  CHECK_MSG(st == DPC_OK, "%u devices, %u per replica: %s", D, mp, d.msg);
-  dpc_graph_free(g);
-  dpc_diag_free(&d);
-  return p;
-}
 
 /* Simulate p without and with the trace; check the trace against the prediction. Returns the
  * trace (the caller frees it) for checks of its own. */
@@ -61,7 +33,7 @@ static dpc_sim_trace traced(const dpc_plan *p, const char *what) {
   uint32_t *comms = calloc(D, sizeof *comms);
   CHECK(c && sp && plain && sim && compute && comm && last && comms &&
         dpc_cost_graph(p->g, c, &d) == DPC_OK);
-  for (uint32_t k = 0; sp && k < D; k++) sp[k] = (dpc_device_speed){100, 20, NULL};
+  for (uint32_t k = 0; sp && k < D; k++) sp[k] = unit_plan_speed();
   double step = dpc_simulate_step(p, c, sp, plain);
   double step_t = dpc_simulate_step_trace(p, c, sp, sim, &t);
   CHECK_MSG(step > 0 && step == step_t, "%s: the step is %.9g s traced, %.9g s not", what, step_t,
@@ -101,23 +73,29 @@ static dpc_sim_trace traced(const dpc_plan *p, const char *what) {
   return t;
 }
 
-/* Data parallel over 2: each device's all-reduces are intervals of their own. */
-static void data_parallel(void) {
-  dpc_plan *p = plan_on(2, 1, 1, DPC_SCHEDULE_NONE);
-  if (!p) return;
-  dpc_sim_trace t = traced(p, "data parallel on 2");
-  uint32_t comm = 0;
-  for (uint32_t i = 0; i < t.n; i++) comm += t.spans[i].kind == DPC_SIM_COMM;
-  CHECK_MSG(comm > 0, "data parallel on 2: %u collective intervals", comm);
+/* The plan of 2 devices in replicas of mp, traced: its intervals of one kind. */
+static uint32_t spans_of(uint32_t mp, dpc_sim_kind kind, const char *what) {
+  dpc_plan *p = unit_plan_transformer(2, mp, 64, 1, DPC_SCHEDULE_NONE, NULL);
+  if (!p) return 0;
+  dpc_sim_trace t = traced(p, what);
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < t.n; i++) n += t.spans[i].kind == kind;
   dpc_sim_trace_free(&t);
   dpc_plan_free(p);
+  return n;
+}
+
+/* Data parallel over 2: each device's all-reduces are intervals of their own. */
+static void data_parallel(void) {
+  uint32_t comm = spans_of(1, DPC_SIM_COMM, "data parallel on 2");
+  CHECK_MSG(comm > 0, "data parallel on 2: %u collective intervals", comm);
 }
 
 /* A pipeline of 2 stages and 4 micro-batches: the last stage's first backward kernel starts
  * after the first stage's forward pass of micro-batch 0 ends (the loss needs its activations),
  * and the last stage waits at some point for the first. */
 static void pipeline(void) {
-  dpc_plan *p = plan_on(2, 2, 4, DPC_SCHEDULE_1F1B);
+  dpc_plan *p = unit_plan_transformer(2, 2, 64, 4, DPC_SCHEDULE_1F1B, NULL);
   if (!p) return;
   dpc_sim_trace t = traced(p, "pipeline of 2 stages");
   uint32_t stage[2] = {0, 0};
@@ -144,14 +122,8 @@ static void pipeline(void) {
 
 /* Model parallel over 2 devices placed by METIS: one of them waits for the other. */
 static void model_parallel(void) {
-  dpc_plan *p = plan_on(2, 2, 1, DPC_SCHEDULE_NONE);
-  if (!p) return;
-  dpc_sim_trace t = traced(p, "model parallel on 2");
-  uint32_t waits = 0;
-  for (uint32_t i = 0; i < t.n; i++) waits += t.spans[i].kind == DPC_SIM_WAIT;
+  uint32_t waits = spans_of(2, DPC_SIM_WAIT, "model parallel on 2");
   CHECK_MSG(waits > 0, "model parallel on 2: %u waits", waits);
-  dpc_sim_trace_free(&t);
-  dpc_plan_free(p);
 }
 
 const unit_test unit_tests[] = {
