@@ -87,9 +87,10 @@ int cli_strategy_error(const char *cmd, const dpc_strategy_error *e, uint32_t ki
       return cli_usage_error(cmd, "--strategy pipeline needs --stages S, from 2 to %u",
                              DPC_MAX_DEVICES);
     if (e->field == DPC_STRATEGY_FIELD_MP)
+      /* the text form, which every command takes (dpc bench has no --mp) */
       return cli_usage_error(cmd,
-                             "--strategy hybrid needs --mp M, the devices per replica: at least 2, "
-                             "at most %u",
+                             "--strategy hybrid needs its devices per replica, at least 2 and at "
+                             "most %u: --strategy hybrid:mp=M",
                              DPC_MAX_DEVICES);
     return cli_usage_error(cmd, "%s needs %s K, the steps between averagings", kf, f);
   case DPC_STRATEGY_EXCLUDES:
