@@ -117,6 +117,11 @@ void cli_print_dump(void *user, const char *pass, const char *text);
 int cli_strategy_error(const char *cmd, const dpc_strategy_error *e, uint32_t kinds,
                        const char *devices, dpc_message *m);
 
+/* --strategy auto: the fastest predicted strategy for net (dpc_net_plan_auto with o), its text
+ * form into chosen, and unless quiet a line on stderr saying what was chosen; the exit code. */
+int cli_strategy_auto(const char *cmd, const dpc_net *net, const dpc_auto_opts *o, bool quiet,
+                      char *chosen, size_t n);
+
 /* Print a diagnostic for a person (stderr) and return the exit code that goes with it. */
 int cli_report(const char *cmd, dpc_message *m);
 int cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);

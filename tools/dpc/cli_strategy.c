@@ -1,6 +1,7 @@
 /*
  * cli_strategy.c — a strategy's failure (dpc_strategy_parse) told in the command line's words:
- * the library says which setting and what is wrong, this names the flag that sets it.
+ * the library says which setting and what is wrong, this names the flag that sets it; and
+ * --strategy auto's choice, said the same way by every command that takes it.
  */
 #include "tools/dpc/cli.h"
 
@@ -160,4 +161,23 @@ int cli_strategy_error(const char *cmd, const dpc_strategy_error *e, uint32_t ki
   /* the text form: the library's words, after the flag that carried the text */
   return cli_usage_error(cmd, "--strategy: %s",
                          dpc_message_status(d) ? dpc_message_brief(d) : "invalid");
+}
+
+int cli_strategy_auto(const char *cmd, const dpc_net *net, const dpc_auto_opts *o, bool quiet,
+                      char *chosen, size_t n) {
+  dpc_message *m = dpc_message_new();
+  dpc_auto_report *r = NULL;
+  int rc = dpc_net_plan_auto(net, o, &r, m) ? cli_report(cmd, m) : DPC_EXIT_OK;
+  if (!rc) {
+    const dpc_auto_candidate *b = &r->candidates[r->best];
+    snprintf(chosen, n, "%s", b->strategy);
+    if (!quiet)
+      fprintf(stderr,
+              "dpc %s: --strategy auto: %s, predicted %.3f ms a step, the fastest of %u (dpc "
+              "plan --strategy auto --explain shows them)\n",
+              cmd, b->strategy, b->step_ms, r->n_candidates);
+  }
+  dpc_auto_report_free(r);
+  dpc_message_free(m);
+  return rc;
 }

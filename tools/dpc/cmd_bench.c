@@ -60,22 +60,14 @@ static int choose_strategy(const cli_parsed *p, const dpc_net *net, dpc_benchmar
   if (o->inference)
     return cli_usage_error("bench", "--strategy auto chooses a training strategy; --inference "
                                     "times one device's forward pass");
-  dpc_auto_report *r = NULL;
   dpc_auto_opts ao = {sizeof ao, .batch = o->batch, .devices = o->devices};
-  dpc_status st = dpc_net_plan_auto(net, &ao, &r, m);
-  if (!st) {
-    const dpc_auto_candidate *b = &r->candidates[r->best];
-    fprintf(stderr,
-            "dpc bench: --strategy auto: %s, predicted %.3f ms a step, the fastest of %u (dpc "
-            "plan --strategy auto --explain shows them)\n",
-            b->strategy, b->step_ms, r->n_candidates);
-    dpc_strategy_args a;
-    dpc_strategy_args_init(&a);
-    a.text = b->strategy, a.devices = D, a.batch = o->batch;
-    st = dpc_strategy_parse(&a, s, NULL, m);
-  }
-  dpc_auto_report_free(r);
-  if (st) return cli_report("bench", m);
+  char chosen[96];
+  int rc = cli_strategy_auto("bench", net, &ao, false, chosen, sizeof chosen);
+  if (rc) return rc;
+  dpc_strategy_args a;
+  dpc_strategy_args_init(&a);
+  a.text = chosen, a.devices = D, a.batch = o->batch;
+  if (dpc_strategy_parse(&a, s, NULL, m)) return cli_report("bench", m);
   /* one device: the plain benchmark; a pipeline's micro-batches are the benchmark's accumulate */
   o->strategy = D > 1 ? s : NULL;
   o->accumulate = s->microbatches;

@@ -279,23 +279,13 @@ static int choose_strategy(const cli_parsed *p, const dpc_trainer_opts *o, bool 
                                     "strategy is the one it was compiled with");
   dpc_message *m = dpc_message_new();
   dpc_net *net = NULL;
-  dpc_auto_report *r = NULL;
   dpc_load_opts lo = {sizeof lo, .batched = true, .loss = cli_get(train_opts, NTRAIN, p, "loss")};
   dpc_auto_opts ao = {sizeof ao, .batch = o->batch, .devices = o->devices,
                       .memory_limit = o->device_memory};
-  dpc_status st = dpc_net_load(p->pos[0], &lo, &net, m);
-  if (!st) st = dpc_net_plan_auto(net, &ao, &r, m);
-  int rc = st ? cli_report("train", m) : DPC_EXIT_OK;
-  if (!st) {
-    const dpc_auto_candidate *b = &r->candidates[r->best];
-    snprintf(chosen, n, "%s", b->strategy);
-    if (!cli_get(train_opts, NTRAIN, p, "quiet"))
-      fprintf(stderr,
-              "dpc train: --strategy auto: %s, predicted %.3f ms a step, the fastest of %u "
-              "(dpc plan --strategy auto --explain shows them)\n",
-              b->strategy, b->step_ms, r->n_candidates);
-  }
-  dpc_auto_report_free(r);
+  int rc = dpc_net_load(p->pos[0], &lo, &net, m)
+               ? cli_report("train", m)
+               : cli_strategy_auto("train", net, &ao,
+                                   cli_get(train_opts, NTRAIN, p, "quiet") != NULL, chosen, n);
   dpc_net_free(net);
   dpc_message_free(m);
   return rc;
