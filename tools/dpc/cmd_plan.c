@@ -220,16 +220,28 @@ int dpc_cmd_plan(int argc, char **argv) {
     return DPC_EXIT_OK;
   }
   if (p.npos != 1) return cli_usage_error("plan", "expects one model file (see dpc plan --help)");
+  /* the batch and the memory limit, for this machine's devices and a described cluster alike */
+  const char *bs = cli_get(plan_opts, NPLAN, &p, "batch");
+  char *end = NULL;
+  unsigned long batch = bs ? strtoul(bs, &end, 10) : DPC_DEFAULT_BATCH;
+  if (bs && (end == bs || *end || batch < 1 || batch > (1ul << 24)))
+    return cli_usage_error("plan", "--batch expects a whole number from 1, got '%s'", bs);
+  const char *mem = cli_get(plan_opts, NPLAN, &p, "device-memory");
+  uint64_t limit = 0;
+  if (mem && !dpc_parse_size(mem, &limit))
+    return cli_usage_error("plan", "--device-memory expects a size such as 512M or 2G, got '%s'",
+                           mem);
+  cli_plan_sizes sizes = {bs ? (uint32_t)batch : 0, limit};
   const char *cluster = cli_get(plan_opts, NPLAN, &p, "cluster");
   if (cluster && cli_get(plan_opts, NPLAN, &p, "devices"))
     return cli_usage_error("plan", "--devices and --cluster exclude each other: this machine's "
                                    "devices, or the described cluster's");
-  if (cluster) return cli_plan_cluster(plan_opts, NPLAN, &p, cluster, 0);
+  if (cluster) return cli_plan_cluster(plan_opts, NPLAN, &p, cluster, 0, &sizes);
   const char *simulated = cli_get(plan_opts, NPLAN, &p, "simulate-devices");
   if (simulated) {
     uint32_t gpus = 0;
     int grc = cuda_devices(cli_get(plan_opts, NPLAN, &p, "devices"), &gpus);
-    return grc ? grc : cli_plan_cluster(plan_opts, NPLAN, &p, simulated, gpus);
+    return grc ? grc : cli_plan_cluster(plan_opts, NPLAN, &p, simulated, gpus, &sizes);
   }
   if (cli_get(plan_opts, NPLAN, &p, "replicated"))
     return cli_usage_error("plan", "--replicated checks a --cluster FILE plan; give it too");
@@ -246,11 +258,6 @@ int dpc_cmd_plan(int argc, char **argv) {
   for (size_t k = 0; autos && k < sizeof chosen_by_auto / sizeof *chosen_by_auto; k++)
     if (cli_get(plan_opts, NPLAN, &p, chosen_by_auto[k]))
       return cli_usage_error("plan", "--%s: --strategy auto chooses it itself", chosen_by_auto[k]);
-  const char *bs = cli_get(plan_opts, NPLAN, &p, "batch");
-  char *end = NULL;
-  unsigned long batch = bs ? strtoul(bs, &end, 10) : DPC_DEFAULT_BATCH;
-  if (bs && (end == bs || *end || batch < 1 || batch > (1ul << 24)))
-    return cli_usage_error("plan", "--batch expects a whole number from 1, got '%s'", bs);
   dpc_pipeline_schedule sched = DPC_SCHEDULE_NONE;
   int src = cli_schedules("plan", plan_opts, NPLAN, &p, NULL, &sched);
   if (src) return src;
@@ -262,11 +269,6 @@ int dpc_cmd_plan(int argc, char **argv) {
       !plan_num(&p, "microbatches", &a.microbatches) || !plan_num(&p, "dp", &a.dp) ||
       !plan_num(&p, "accumulate", &a.accumulate))
     return DPC_EXIT_USAGE;
-  const char *mem = cli_get(plan_opts, NPLAN, &p, "device-memory");
-  uint64_t limit = 0;
-  if (mem && !dpc_parse_size(mem, &limit))
-    return cli_usage_error("plan", "--device-memory expects a size such as 512M or 2G, got '%s'",
-                           mem);
   a.memory_limit = limit;
   if (spec) {
     int drc = cli_devices("plan", spec, &a.devices);

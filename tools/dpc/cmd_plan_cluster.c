@@ -65,7 +65,7 @@ static void print_plan(const dpc_cluster_report *r, const char *model) {
 }
 
 int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file,
-                     uint32_t gpus) {
+                     uint32_t gpus, const cli_plan_sizes *sizes) {
   static const char *const local[] = {"devices", "dot",     "dot-full",  "json",
                                       "profile", "measure", "placement", "html"};
   for (size_t k = gpus ? 1 : 0; k < sizeof local / sizeof *local; k++)
@@ -96,16 +96,6 @@ int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const 
   }
   if (cli_get(opts, nopts, p, "explain") && !autos)
     return cli_usage_error("plan", "--explain shows how --strategy auto chose; give it too");
-  const char *bs = cli_get(opts, nopts, p, "batch");
-  char *end = NULL;
-  unsigned long batch = bs ? strtoul(bs, &end, 10) : 0;
-  if (bs && (end == bs || *end || batch < 1 || batch > (1ul << 24)))
-    return cli_usage_error("plan", "--batch expects a whole number from 1, got '%s'", bs);
-  const char *mem = cli_get(opts, nopts, p, "device-memory");
-  uint64_t limit = 0;
-  if (mem && !dpc_parse_size(mem, &limit))
-    return cli_usage_error("plan", "--device-memory expects a size such as 512M or 2G, got '%s'",
-                           mem);
   dpc_message *m = dpc_message_new();
   dpc_cluster cl;
   dpc_net *net = NULL;
@@ -127,7 +117,8 @@ int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const 
     memcpy(cl.name, name, sizeof name);
   }
   if (!st) st = cli_load_batched("plan", p->pos[0], cli_get(opts, nopts, p, "loss"), &net, m);
-  dpc_cluster_opts o = {sizeof o, .batch = (uint32_t)batch, .strategy = text, .memory_limit = limit,
+  dpc_cluster_opts o = {sizeof o, .batch = sizes->batch, .strategy = text,
+                        .memory_limit = sizes->limit,
                         .replicated = cli_get(opts, nopts, p, "replicated") != NULL};
   if (!st) st = dpc_net_plan_cluster(net, &cl, &o, &r, m);
   if (r && autos && r->best < r->n_candidates)

@@ -7,10 +7,16 @@
 
 #include "tools/dpc/cli.h"
 
+/* What dpc plan has read already: --batch (0: not given) and --device-memory (0: none). */
+typedef struct cli_plan_sizes {
+  uint32_t batch;
+  uint64_t limit;
+} cli_plan_sizes;
+
 /* Plan the model of p (its one positional argument) for the cluster in `file`; the exit code.
  * gpus > 0 (`--devices cuda:0,cuda:1 --simulate-devices FILE`): that many of the file's
  * devices on one host, joined by its within-host link, stand for the GPUs named. */
 int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file,
-                     uint32_t gpus);
+                     uint32_t gpus, const cli_plan_sizes *sizes);
 
 #endif
