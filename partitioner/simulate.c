@@ -170,7 +170,7 @@ double dpc_simulate_step_trace(const dpc_plan *p, const dpc_node_cost *c,
   if (!shared) return step;
   dpc_device_speed *sp = malloc(p->n_devs * sizeof *sp);
   double *busy = malloc(p->n_devs * sizeof *busy);
-  const dpc_device_speed *last = speed; /* the speeds of the last round: the trace's */
+  bool traced = false; /* the last round records the trace */
   for (int round = 0; sp && busy && step > 0 && round < SHARE_ROUNDS; round++) {
     for (uint32_t i = 0; i < p->n_devs; i++) {
       double b = (out[i].compute_s + out[i].comm_s) / step;
@@ -184,12 +184,12 @@ double dpc_simulate_step_trace(const dpc_plan *p, const dpc_node_cost *c,
       sp[i].gflops /= slow, sp[i].mem_gbs /= slow;
     }
     summarise(p, c, sp, out);
-    step = simulate(p, c, sp, out, NULL);
-    last = sp;
+    traced = round + 1 == SHARE_ROUNDS;
+    step = simulate(p, c, sp, out, traced ? trace : NULL);
   }
-  if (trace) { /* the settled round again, recorded */
-    summarise(p, c, last, out);
-    step = simulate(p, c, last, out, trace);
+  if (trace && !traced) { /* no rounds ran (out of memory, or an empty step): the first, recorded */
+    summarise(p, c, speed, out);
+    step = simulate(p, c, speed, out, trace);
   }
   free(sp), free(busy);
   return step;
