@@ -11,6 +11,8 @@
  * with the divisors of the device count, not with their combinations.
  */
 #include "driver/api_internal.h"
+#include "driver/bench.h"
+#include "runtime/topology.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +28,7 @@ typedef struct search {
   uint32_t batch, devices;
   const char *spec;
   uint64_t limit;
+  const dpc_cost_profile *profile; /* NULL: the cost model as calibrated */
   dpc_auto_candidate *c;
   uint32_t n, cap;
 } search;
@@ -60,7 +63,7 @@ static dpc_status try_candidate(search *s, const char *text, dpc_auto_candidate 
   dpc_plan_opts o = {sizeof o, .batch = s->batch, .devices = s->spec, .strategy = &ps,
                      .memory_limit = s->limit};
   dpc_plan_report *r = NULL;
-  dpc_status st = dpc_net_plan(s->net, &o, &r, &m);
+  dpc_status st = dpc_api_plan_profiled(s->net, &o, s->profile, &r, &m);
   if (st && s->limit) {
     /* over the limit? the same plan without it says by how much */
     char why[200];
@@ -70,7 +73,7 @@ static dpc_status try_candidate(search *s, const char *text, dpc_auto_candidate 
     dpc_diag_clear(&m);
     o.memory_limit = 0;
     ps.memory_limit = 0;
-    if (!dpc_net_plan(s->net, &o, &r, &m)) {
+    if (!dpc_api_plan_profiled(s->net, &o, s->profile, &r, &m)) {
       c->planned = true;
       c->fits = false;
       snprintf(c->reason, sizeof c->reason, "does not fit: %s", why);
@@ -191,6 +194,63 @@ static void measure_top(const search *s, dpc_auto_report *r, uint32_t top, uint3
   r->best = fastest;
 }
 
+/* The batch each device runs a kernel at, for every candidate the search may try: the whole
+ * batch (single, model), its data-parallel shares, and the pipelines' micro-batches. */
+static uint32_t kernel_batches(const search *s, uint32_t *v, uint32_t cap) {
+  uint32_t n = 0, B = s->batch, D = s->devices;
+  uint32_t want[64], nw = 0;
+  want[nw++] = B;
+  if (D > 1 && B % D == 0) want[nw++] = B / D;
+  for (uint32_t mp = 2; mp < D; mp++)
+    if (D % mp == 0 && B % (D / mp) == 0) want[nw++] = B / (D / mp);
+  for (uint32_t st = 2; st <= D && nw + 3 <= 64; st++) {
+    if (D % st) continue;
+    for (uint32_t k = 1; k <= 4; k *= 2)
+      if (B % ((D / st) * st * k) == 0) want[nw++] = B / ((D / st) * st * k);
+  }
+  for (uint32_t k = 2; k <= 8 && s->limit && nw < 64; k *= 2)
+    if (B % (D * k) == 0) want[nw++] = B / (D * k);
+  for (uint32_t i = 0; i < nw; i++) {
+    bool seen = false;
+    for (uint32_t j = 0; j < n; j++) seen |= v[j] == want[i];
+    if (!seen && n < cap) v[n++] = want[i];
+  }
+  return n;
+}
+
+/* Time the model's kernels on one core at each batch its candidates run: the cost model is then
+ * corrected kernel by kernel, at the sizes each candidate's devices compute. */
+static dpc_status profile_kernels(const search *s, dpc_auto_report *r, dpc_diag *d) {
+  double t0 = dpc_now_s();
+  r->profile = calloc(1, sizeof *r->profile);
+  if (!r->profile) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  r->n_profile_batches = kernel_batches(s, r->profile_batches, 12);
+  /* timed on the cores of one device, as the plan's devices will run them */
+  dpc_topology *t = NULL;
+  dpc_device_list l = {0};
+  dpc_status st = dpc_topology_load(NULL, &t, d);
+  if (!st) st = dpc_devices_parse(t, s->spec ? s->spec : "cpu", &l, d);
+  uint32_t threads = st || !l.n ? 1 : l.devs[0].n_cores;
+  r->profile_threads = threads;
+  dpc_device_list_free(&l);
+  dpc_topology_free(t);
+  for (uint32_t i = 0; i < r->n_profile_batches && !st; i++) {
+    dpc_cost_profile one;
+    uint32_t nk = 0;
+    /* the first (the whole batch) keeps its sums by op for the report */
+    st = dpc_bench_cost_profile(s->net->g, r->profile_batches[i], threads, i ? &one : r->profile,
+                                &nk, d);
+    if (!st) r->profile_kernels += nk;
+    if (!st && i) {
+      if (dpc_cost_profile_merge(r->profile, &one))
+        st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+      dpc_cost_profile_free(&one);
+    }
+  }
+  r->profile_seconds = dpc_now_s() - t0;
+  return st;
+}
+
 static int by_step(const void *a, const void *b) {
   const dpc_auto_candidate *x = a, *y = b;
   int rx = x->planned && x->fits, ry = y->planned && y->fits;
@@ -215,6 +275,16 @@ DPC_COMPILER_API dpc_status dpc_net_plan_auto(const dpc_net *n, const dpc_auto_o
   dpc_status st = dpc_devices_count(o->devices ? o->devices : "cpu", &s.devices, m);
   if (st) return st;
   double t0 = dpc_now_s();
+  dpc_auto_report *r = calloc(1, sizeof *r);
+  if (!r) return dpc_diag_fail(m, DPC_ERR_NOMEM, "out of memory");
+  if (DPC_API_HAS(o, profile) && o->profile) {
+    st = profile_kernels(&s, r, m);
+    if (st) {
+      dpc_auto_report_free(r);
+      return st;
+    }
+    s.profile = r->profile;
+  }
   dpc_auto_candidate *c = NULL;
   char text[96];
   if (s.devices == 1) {
@@ -256,14 +326,10 @@ DPC_COMPILER_API dpc_status dpc_net_plan_auto(const dpc_net *n, const dpc_auto_o
   }
   if (st) {
     free(s.c);
+    dpc_auto_report_free(r);
     return st;
   }
   qsort(s.c, s.n, sizeof *s.c, by_step);
-  dpc_auto_report *r = calloc(1, sizeof *r);
-  if (!r) {
-    free(s.c);
-    return dpc_diag_fail(m, DPC_ERR_NOMEM, "out of memory");
-  }
   r->candidates = s.c;
   r->n_candidates = s.n;
   r->devices = s.devices;
@@ -293,5 +359,7 @@ DPC_COMPILER_API dpc_status dpc_net_plan_auto(const dpc_net *n, const dpc_auto_o
 DPC_COMPILER_API void dpc_auto_report_free(dpc_auto_report *r) {
   if (!r) return;
   free(r->candidates);
+  if (r->profile) dpc_cost_profile_free(r->profile);
+  free(r->profile);
   free(r);
 }

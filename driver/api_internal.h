@@ -27,4 +27,11 @@ dpc_status dpc_api_build(const dpc_build_opts *b, dpc_exec_opts *x, dpc_pass_opt
 dpc_status dpc_api_named(const dpc_array *a, unsigned n, dpc_named **out, dpc_diag *d);
 dpc_status dpc_api_arrays(dpc_named *v, uint32_t n, dpc_array **out, dpc_diag *d);
 
+/* dpc_net_plan with the cost model corrected by `timed` (NULL: by a profile of its own when
+ * o->profile asks for one) */
+struct dpc_cost_profile;
+dpc_status dpc_api_plan_profiled(const dpc_net *net, const dpc_plan_opts *o,
+                                 const struct dpc_cost_profile *timed, dpc_plan_report **out,
+                                 dpc_diag *m);
+
 #endif

@@ -289,6 +289,15 @@ static dpc_status measure(const dpc_graph *placed, uint32_t batch, uint32_t D, c
 
 DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *net, const dpc_plan_opts *o,
                                          dpc_plan_report **out, dpc_message *m) {
+  /* the automatic choice timed the kernels already, at every batch its candidates run */
+  const dpc_auto_report *a = DPC_API_HAS(o, html_auto) ? o->html_auto : NULL;
+  bool want_profile = DPC_API_HAS(o, profile) && o->profile;
+  return dpc_api_plan_profiled(net, o, want_profile && a ? a->profile : NULL, out, m);
+}
+
+dpc_status dpc_api_plan_profiled(const dpc_net *net, const dpc_plan_opts *o,
+                                 const dpc_cost_profile *timed, dpc_plan_report **out,
+                                 dpc_diag *m) {
   *out = NULL;
   uint32_t batch = DPC_API_HAS(o, batch) && o->batch ? o->batch : 64;
   const char *spec = DPC_API_HAS(o, devices) ? o->devices : NULL;
@@ -351,10 +360,13 @@ DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *net, const dpc_plan_opts
                        spec, l.n);
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, m);
   /* the cost model corrected per op kind by timing this model's kernels */
-  if (!st && want_profile) {
+  if (!st && timed) {
+    r->profiled = true, r->profile_kernels = timed->n;
+    profile_furthest(timed, r);
+  } else if (!st && want_profile) {
     uint32_t nk = 0;
     prof = calloc(1, sizeof *prof);
-    st = prof ? dpc_bench_cost_profile(g, batch, prof, &nk, m)
+    st = prof ? dpc_bench_cost_profile(g, batch, l.devs[0].n_cores, prof, &nk, m)
               : dpc_diag_fail(m, DPC_ERR_NOMEM, "out of memory");
     if (!st) {
       r->profiled = true, r->profile_kernels = nk;
@@ -366,7 +378,7 @@ DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *net, const dpc_plan_opts
                  .mp = hybrid ? ps.mp : 1,
                  .accumulate = ps.microbatches,
                  .schedule = ps.schedule,
-                 .profile = prof,
+                 .profile = timed ? timed : prof,
                  .model = model,
                  .spec = spec,
                  .placement = ps.placement,
@@ -383,7 +395,8 @@ DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *net, const dpc_plan_opts
   double step = 0;
   if (!st) {
     dpc_device_speed *speed = calloc(D, sizeof *speed);
-    for (uint32_t i = 0; speed && i < D; i++) speed[i] = dpc_calibration_speed(&cal, &l, i, prof);
+    for (uint32_t i = 0; speed && i < D; i++)
+      speed[i] = dpc_calibration_speed(&cal, &l, i, q.profile);
     step = speed ? dpc_simulate_step_trace(plan, cost, speed, sum, html ? &trace : NULL) : 0;
     free(speed);
     double comm = 0;
@@ -403,7 +416,7 @@ DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *net, const dpc_plan_opts
     r->placed = q.placed, r->order_kept = q.rep.order_kept, r->chain_moves = q.rep.chain_moves;
     st = warn_memory(plan, t, &l, r, m);
   }
-  if (!st && dot) st = write_dot(dot, dot_full, plan, cost, &cal, &l, prof, m);
+  if (!st && dot) st = write_dot(dot, dot_full, plan, cost, &cal, &l, q.profile, m);
   if (!st && json) st = write_json(json, plan, sum, step, m);
   if (!st && want_measure) {
     double median = 0;
@@ -420,7 +433,7 @@ DPC_COMPILER_API dpc_status dpc_net_plan(const dpc_net *net, const dpc_plan_opts
     }
   }
   if (!st && html)
-    st = write_html(html, net, r, html_auto, plan, &trace, cost, &cal, &l, prof, limit, m);
+    st = write_html(html, net, r, html_auto, plan, &trace, cost, &cal, &l, q.profile, limit, m);
   if (prof) dpc_cost_profile_free(prof);
   free(prof);
   dpc_graph_free(q.placed_g);

@@ -310,11 +310,15 @@ dpc_status dpc_bench_measure_shares(const dpc_graph *g, const dpc_bench_opts *o,
   return st;
 }
 
-dpc_status dpc_bench_cost_profile(const dpc_graph *g, uint32_t batch, dpc_cost_profile *out,
-                                  uint32_t *kernels, dpc_diag *d) {
+dpc_status dpc_bench_cost_profile(const dpc_graph *g, uint32_t batch, uint32_t threads,
+                                  dpc_cost_profile *out, uint32_t *kernels, dpc_diag *d) {
   memset(out, 0, sizeof *out);
-  dpc_bench_opts o = {
-      .batch = batch, .threads = 1, .warmup = 5, .steps = 30, .profile = true, .collect = out};
+  dpc_bench_opts o = {.batch = batch,
+                      .threads = threads ? threads : 1,
+                      .warmup = 5,
+                      .steps = 30,
+                      .profile = true,
+                      .collect = out};
   dpc_status st = dpc_codegen_backend_find("llvm", &o.exec.backend, d);
   dpc_bench_result *r = st ? NULL : calloc(1, sizeof *r);
   if (!r) return st ? st : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");

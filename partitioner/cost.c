@@ -345,6 +345,25 @@ void dpc_cost_profile_finish(dpc_cost_profile *p) {
     p->op_factor[k] = p->op_pred_ms[k] > 0 ? ratio(p->op_ms[k], p->op_pred_ms[k]) : 0;
 }
 
+dpc_status dpc_cost_profile_merge(dpc_cost_profile *into, const dpc_cost_profile *from) {
+  for (uint32_t j = 0; j < from->n; j++) {
+    uint32_t i = 0;
+    while (i < into->n && into->key[i] != from->key[j]) i++;
+    if (i < into->n) continue;
+    if (into->n == into->cap) {
+      uint32_t cap = into->cap ? 2 * into->cap : 64;
+      uint64_t *k = realloc(into->key, cap * sizeof *k);
+      if (k) into->key = k;
+      double *f = realloc(into->factor, 2 * (size_t)cap * sizeof *f);
+      if (f) into->factor = f;
+      if (!k || !f) return DPC_ERR_NOMEM;
+      into->cap = cap;
+    }
+    into->key[into->n] = from->key[j], into->factor[into->n] = from->factor[j], into->n++;
+  }
+  return DPC_OK;
+}
+
 void dpc_cost_profile_free(dpc_cost_profile *p) {
   free(p->key);
   free(p->factor);

@@ -86,6 +86,10 @@ uint64_t dpc_cost_kernel_key(const dpc_graph *g, uint32_t node);
 dpc_status dpc_cost_profile_add(dpc_cost_profile *p, const dpc_graph *g, uint32_t node,
                                 double measured, double predicted);
 void dpc_cost_profile_finish(dpc_cost_profile *p);
+/* Add a finished profile's kernel kinds that `into` does not know yet (profiles of one model at
+ * several batch sizes: their kernels differ by the size of their outputs). The sums by op stay
+ * `into`'s. */
+dpc_status dpc_cost_profile_merge(dpc_cost_profile *into, const dpc_cost_profile *from);
 void dpc_cost_profile_free(dpc_cost_profile *p);
 
 /* The predicted time of the kernel rooted at `node` (with its fusion group, if any): its

@@ -198,8 +198,9 @@ typedef struct dpc_plan_opts {
    * (memory_limit, else this machine's memory shared by the devices), the per-device figures,
    * and with measure the measured step beside the predicted one */
   const char *html_path;
-  /* with html_path: the strategies dpc_net_plan_auto tried, ranked in the page with their
-   * predicted and measured steps and why each lost (NULL: none) */
+  /* NULL, or the report of the dpc_net_plan_auto that chose this strategy: with html_path, its
+   * candidates are ranked in the page with their predicted and measured steps and why each
+   * lost; with profile, its kernel profile is used instead of timing the kernels again */
   const struct dpc_auto_report *html_auto;
 } dpc_plan_opts;
 
@@ -285,6 +286,10 @@ typedef struct dpc_auto_opts {
    * after 5 untimed, and choose by the measured step: the prediction ranks, the machine decides */
   uint32_t measure_top;
   uint32_t measure_steps;
+  /* first time the model's kernels on one device's cores at every per-device batch the candidates
+   * run (the whole batch, its data-parallel shares, the pipelines' micro-batches), and predict with
+   * the cost model corrected by those times: seconds more, closer predictions */
+  bool profile;
 } dpc_auto_opts;
 
 /* One strategy tried: its text form (dpc_strategy_parse reads it back), its predicted figures,
@@ -321,6 +326,12 @@ typedef struct dpc_auto_report {
    * not the fastest predicted (the measurement reversed the ranking) */
   uint32_t n_measured;
   bool by_measurement;
+  /* with opts.profile: the batches whose kernels were timed, the kernel kinds timed, the time
+   * it took, and the profile itself (dpc_net_plan reuses it when given this report in
+   * html_auto and asked to profile) */
+  uint32_t profile_batches[12], n_profile_batches, profile_kernels, profile_threads;
+  double profile_seconds;
+  struct dpc_cost_profile *profile;
 } dpc_auto_report;
 
 /* Choose the training strategy for model n on these devices: every strategy they allow (single;

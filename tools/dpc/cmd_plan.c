@@ -41,7 +41,9 @@ static const cli_opt plan_opts[] = {
      "predicted step as a timeline, memory per device against its limit, and the ranked "
      "strategies with --strategy auto (measured beside predicted with --measure)"},
     {"profile", false, false,
-     "time this model's kernels on one core first and correct the cost model by them"},
+     "time this model's kernels on one device's cores first and correct the cost model by them; "
+     "with "
+     "--strategy auto, at every per-device batch its candidates run"},
     {"measure", false, false,
      "run the plan (30 steps) and print its measured step beside the prediction; with "
      "--strategy auto, the 3 fastest predicted, choosing the fastest measured"},
@@ -61,6 +63,14 @@ static const cli_opt plan_opts[] = {
 /* --strategy auto: the strategies tried, fastest first (--explain: all of them, with why each
  * lost; else the choice alone). */
 static void print_auto(const dpc_auto_report *r, bool explain) {
+  if (r->n_profile_batches) {
+    printf("profile: %u kernels timed on %u core%s (one device's) in %.1f s, at batch",
+           r->profile_kernels, r->profile_threads, r->profile_threads == 1 ? "" : "s",
+           r->profile_seconds);
+    for (uint32_t i = 0; i < r->n_profile_batches; i++)
+      printf("%s %u", i ? "," : "", r->profile_batches[i]);
+    printf(" (each candidate's share); the cost model corrected by their times\n");
+  }
   if (r->best < r->n_candidates) {
     const dpc_auto_candidate *b = &r->candidates[r->best];
     printf("strategy auto: %s, predicted %.3f ms a step (%.0f samples/s), the fastest of %u "
@@ -97,9 +107,13 @@ static void print_auto(const dpc_auto_report *r, bool explain) {
 }
 
 /* The op kinds whose kernels the profile found furthest from the cost model, in ms a step. */
-static void print_profile(const dpc_plan_report *r) {
-  printf("profile: %u kernels timed on one core; the cost model corrected by their times",
-         r->profile_kernels);
+static void print_profile(const dpc_plan_report *r, bool autos) {
+  if (autos) /* the count and batches were said with the choice */
+    printf("profile: the cost model corrected by the kernels' times");
+  else
+    printf("profile: %u kernels timed on one device's cores; the cost model corrected by their "
+           "times",
+           r->profile_kernels);
   for (uint32_t n = 0; n < r->n_furthest; n++)
     printf("%s %s %.2f ms for %.2f predicted", n ? "," : " (furthest:", r->furthest[n].op,
            r->furthest[n].measured_ms, r->furthest[n].predicted_ms);
@@ -282,8 +296,12 @@ int dpc_cmd_plan(int argc, char **argv) {
     /* the choice, then its plan shown as any other */
     dpc_message *am = dpc_message_new();
     dpc_net *anet = NULL;
-    dpc_auto_opts ao = {sizeof ao, .batch = (uint32_t)batch, .devices = spec, .memory_limit = limit,
-                        .measure_top = cli_get(plan_opts, NPLAN, &p, "measure") ? 3 : 0};
+    dpc_auto_opts ao = {sizeof ao,
+                        .batch = (uint32_t)batch,
+                        .devices = spec,
+                        .memory_limit = limit,
+                        .measure_top = cli_get(plan_opts, NPLAN, &p, "measure") ? 3 : 0,
+                        .profile = cli_get(plan_opts, NPLAN, &p, "profile") != NULL};
     dpc_status ast =
         cli_load_batched("plan", p.pos[0], cli_get(plan_opts, NPLAN, &p, "loss"), &anet, am);
     if (!ast) ast = dpc_net_plan_auto(anet, &ao, &ar, am);
@@ -338,7 +356,7 @@ int dpc_cmd_plan(int argc, char **argv) {
   dpc_status st =
       cli_load_batched("plan", p.pos[0], cli_get(plan_opts, NPLAN, &p, "loss"), &net, m);
   if (!st) st = dpc_net_plan(net, &o, &r, m);
-  if (r && r->profiled) print_profile(r);
+  if (r && r->profiled && r->n_furthest) print_profile(r, autos);
   if (r && r->n_devices) print_plan(r, dpc_net_name(net));
   if (st)
     rc = cli_report("plan", m);
