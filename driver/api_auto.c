@@ -194,26 +194,30 @@ static void measure_top(const search *s, dpc_auto_report *r, uint32_t top, uint3
   r->best = fastest;
 }
 
-/* The batch each device runs a kernel at, for every candidate the search may try: the whole
- * batch (single, model), its data-parallel shares, and the pipelines' micro-batches. */
-static uint32_t kernel_batches(const search *s, uint32_t *v, uint32_t cap) {
+/* The batch one replica runs and in how many micro-batches, for every candidate the search may
+ * try: the whole batch (single, model), its data-parallel and hybrid shares, a pipeline's share
+ * in its micro-batches (whose kernels are the micro-batch's, and its sums of gradients over
+ * them), accumulation's. */
+static uint32_t kernel_batches(const search *s, uint32_t *batch, uint32_t *micro, uint32_t cap) {
   uint32_t n = 0, B = s->batch, D = s->devices;
-  uint32_t want[64], nw = 0;
-  want[nw++] = B;
-  if (D > 1 && B % D == 0) want[nw++] = B / D;
+  uint32_t wb[64], wm[64], nw = 0;
+#define WANT(b, m) (wb[nw] = (b), wm[nw] = (m), nw++)
+  WANT(B, 1);
+  if (D > 1 && B % D == 0) WANT(B / D, 1);
   for (uint32_t mp = 2; mp < D; mp++)
-    if (D % mp == 0 && B % (D / mp) == 0) want[nw++] = B / (D / mp);
+    if (D % mp == 0 && B % (D / mp) == 0) WANT(B / (D / mp), 1);
   for (uint32_t st = 2; st <= D && nw + 3 <= 64; st++) {
     if (D % st) continue;
     for (uint32_t k = 1; k <= 4; k *= 2)
-      if (B % ((D / st) * st * k) == 0) want[nw++] = B / ((D / st) * st * k);
+      if (B % ((D / st) * st * k) == 0) WANT(B / (D / st), st * k);
   }
   for (uint32_t k = 2; k <= 8 && s->limit && nw < 64; k *= 2)
-    if (B % (D * k) == 0) want[nw++] = B / (D * k);
+    if (B % (D * k) == 0) WANT(B / D, k);
+#undef WANT
   for (uint32_t i = 0; i < nw; i++) {
     bool seen = false;
-    for (uint32_t j = 0; j < n; j++) seen |= v[j] == want[i];
-    if (!seen && n < cap) v[n++] = want[i];
+    for (uint32_t j = 0; j < n; j++) seen |= batch[j] == wb[i] && micro[j] == wm[i];
+    if (!seen && n < cap) batch[n] = wb[i], micro[n++] = wm[i];
   }
   return n;
 }
@@ -224,7 +228,7 @@ static dpc_status profile_kernels(const search *s, dpc_auto_report *r, dpc_diag 
   double t0 = dpc_now_s();
   r->profile = calloc(1, sizeof *r->profile);
   if (!r->profile) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  r->n_profile_batches = kernel_batches(s, r->profile_batches, 12);
+  r->n_profile_batches = kernel_batches(s, r->profile_batches, r->profile_microbatches, 12);
   /* timed on the cores of one device, as the plan's devices will run them */
   dpc_topology *t = NULL;
   dpc_device_list l = {0};
@@ -238,8 +242,8 @@ static dpc_status profile_kernels(const search *s, dpc_auto_report *r, dpc_diag 
     dpc_cost_profile one;
     uint32_t nk = 0;
     /* the first (the whole batch) keeps its sums by op for the report */
-    st = dpc_bench_cost_profile(s->net->g, r->profile_batches[i], threads, i ? &one : r->profile,
-                                &nk, d);
+    st = dpc_bench_cost_profile(s->net->g, r->profile_batches[i], r->profile_microbatches[i],
+                                threads, i ? &one : r->profile, &nk, d);
     if (!st) r->profile_kernels += nk;
     if (!st && i) {
       if (dpc_cost_profile_merge(r->profile, &one))

@@ -366,7 +366,10 @@ dpc_status dpc_api_plan_profiled(const dpc_net *net, const dpc_plan_opts *o,
   } else if (!st && want_profile) {
     uint32_t nk = 0;
     prof = calloc(1, sizeof *prof);
-    st = prof ? dpc_bench_cost_profile(g, batch, l.devs[0].n_cores, prof, &nk, m)
+    /* at the batch one replica runs, in its micro-batches */
+    uint32_t replicas = model ? 1 : hybrid ? D / (ps.mp ? ps.mp : 1) : D;
+    uint32_t share = replicas && batch % replicas == 0 ? batch / replicas : batch;
+    st = prof ? dpc_bench_cost_profile(g, share, ps.microbatches, l.devs[0].n_cores, prof, &nk, m)
               : dpc_diag_fail(m, DPC_ERR_NOMEM, "out of memory");
     if (!st) {
       r->profiled = true, r->profile_kernels = nk;

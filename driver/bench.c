@@ -110,8 +110,12 @@ static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uin
   r->profiled_ms = r->predicted_ms = 0;
   for (uint32_t j = 0; j < pd->n_steps; j++) {
     double ms = sec[j] * 1e3 / steps, pred = 0;
+    dpc_step_kind kind = pd->steps[j].kind;
     r->profiled_ms += ms;
-    if (pd->steps[j].kind == DPC_STEP_KERNEL)
+    /* a pipeline's sends, receives and event waits are its waiting, not its work: in the
+     * step's time, not among its kernels */
+    if (kind != DPC_STEP_KERNEL && kind != DPC_STEP_COPY) continue;
+    if (kind == DPC_STEP_KERNEL)
       pred = dpc_cost_kernel_seconds(p->g, cost, pd->steps[j].node, &sp) * 1e3;
     else /* a copy reads and writes its bytes */
       pred = 2.0 * (double)p->slots[pd->steps[j].dst].bytes / (sp.mem_gbs * 1e9) * 1e3;
@@ -310,13 +314,17 @@ dpc_status dpc_bench_measure_shares(const dpc_graph *g, const dpc_bench_opts *o,
   return st;
 }
 
-dpc_status dpc_bench_cost_profile(const dpc_graph *g, uint32_t batch, uint32_t threads,
-                                  dpc_cost_profile *out, uint32_t *kernels, dpc_diag *d) {
+dpc_status dpc_bench_cost_profile(const dpc_graph *g, uint32_t batch, uint32_t accumulate,
+                                  uint32_t threads, dpc_cost_profile *out, uint32_t *kernels,
+                                  dpc_diag *d) {
   memset(out, 0, sizeof *out);
+  /* micro-batches repeat the same kernels: fewer steps time as many */
+  uint32_t steps = accumulate > 1 ? 10 + 20 / accumulate : 30;
   dpc_bench_opts o = {.batch = batch,
+                      .accumulate = accumulate > 1 ? accumulate : 0,
                       .threads = threads ? threads : 1,
-                      .warmup = 5,
-                      .steps = 30,
+                      .warmup = accumulate > 1 ? 3 : 5,
+                      .steps = steps,
                       .profile = true,
                       .collect = out};
   dpc_status st = dpc_codegen_backend_find("llvm", &o.exec.backend, d);

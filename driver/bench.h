@@ -72,12 +72,13 @@ dpc_status dpc_bench(const dpc_graph *g, const dpc_bench_opts *o, dpc_bench_resu
 dpc_status dpc_bench_measure_shares(const dpc_graph *g, const dpc_bench_opts *o, uint32_t R,
                                     uint32_t *shares, dpc_diag *d);
 
-/* The cost model's correction for model g's training step at `batch` on this machine: a few
- * steps on `threads` cores (the cores of one device of the plan, so that how a kernel shares
- * its work between threads is in its time) with every kernel timed, each kernel's measured
- * time over the cost model's prediction at those cores' calibrated speed (dpc_cost_profile).
- * *kernels gets the kernels timed. */
-dpc_status dpc_bench_cost_profile(const dpc_graph *g, uint32_t batch, uint32_t threads,
-                                  dpc_cost_profile *out, uint32_t *kernels, dpc_diag *d);
+/* The cost model's correction for model g's training step at `batch` (in `accumulate`
+ * micro-batches, 0 or 1: none) on this machine: a few steps on `threads` cores (the cores of one
+ * device of the plan, so that how a kernel shares its work between threads is in its time) with
+ * every kernel timed, each kernel's measured time over the cost model's prediction at those cores'
+ * calibrated speed (dpc_cost_profile). *kernels gets the kernels timed. */
+dpc_status dpc_bench_cost_profile(const dpc_graph *g, uint32_t batch, uint32_t accumulate,
+                                  uint32_t threads, dpc_cost_profile *out, uint32_t *kernels,
+                                  dpc_diag *d);
 
 #endif

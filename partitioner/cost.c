@@ -274,6 +274,34 @@ dpc_cost_total dpc_cost_sum(const dpc_graph *g, const dpc_node_cost *c) {
   return t;
 }
 
+/* A power-of-two size class of a kernel's output: kernels of the same ops in one class run at
+ * much the same efficiency (a tiny kernel's time is mostly overhead, a large one's is not). */
+static uint64_t size_class(const dpc_graph *g, uint32_t node) {
+  uint64_t n = (uint64_t)dpc_shape_numel(&g->values[g->nodes[node].out].shape), c = 0;
+  while (n > 1) n >>= 1, c++;
+  return c;
+}
+
+/* FNV-1a over a kernel's ops (its fusion group's, then its root's) and, with_size, its
+ * output's element count; without it, a different seed keeps the two kinds of key apart (the
+ * caller mixes in a size class) */
+static uint64_t kernel_hash(const dpc_graph *g, uint32_t node, bool with_size) {
+  uint64_t h = with_size ? 1469598103934665603ull : 7809847782465536322ull;
+  for (uint32_t i = 0; i <= node; i++) {
+    const dpc_node *n = &g->nodes[i];
+    if (i != node && n->fused != node) continue;
+    h = (h ^ (uint64_t)n->op) * 1099511628211ull;
+  }
+  const dpc_node *root = &g->nodes[node];
+  h = (h ^ (uint64_t)root->op) * 1099511628211ull;
+  if (!with_size) return h;
+  return (h ^ (uint64_t)dpc_shape_numel(&g->values[root->out].shape)) * 1099511628211ull;
+}
+
+static uint64_t sig_key(uint64_t ops, uint64_t size_class) {
+  return (ops ^ (size_class + 1)) * 1099511628211ull;
+}
+
 double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint32_t node,
                                const dpc_device_speed *s) {
   const dpc_node *root = &g->nodes[node];
@@ -284,10 +312,18 @@ double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint3
   double memory = bytes / (s->mem_gbs * 1e9);
   double t = compute > memory ? compute : memory;
   if (s->profile) {
+    /* this kernel at this size; else the same ops timed at a size of its class or the next
+     * (a pipeline's sums of gradients over micro-batches, a fusion group cut by a stage); else
+     * the roofline alone */
     const dpc_cost_profile *p = s->profile;
-    uint64_t key = dpc_cost_kernel_key(g, node);
+    uint64_t key = dpc_cost_kernel_key(g, node), ops = kernel_hash(g, node, false);
+    uint64_t sc = size_class(g, node);
+    uint64_t near[3] = {sig_key(ops, sc), sig_key(ops, sc + 1), sc ? sig_key(ops, sc - 1) : 0};
     for (uint32_t i = 0; i < p->n; i++)
       if (p->key[i] == key) return t * p->factor[i];
+    for (int k = 0; k < 3; k++)
+      for (uint32_t i = 0; near[k] && i < p->n; i++)
+        if (p->key[i] == near[k]) return t * p->factor[i];
   }
   return t;
 }
@@ -295,22 +331,12 @@ double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint3
 /* ---- measured corrections ------------------------------------------------------------------- */
 
 uint64_t dpc_cost_kernel_key(const dpc_graph *g, uint32_t node) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a over the ops and the output's size */
-  for (uint32_t i = 0; i <= node; i++) {
-    const dpc_node *n = &g->nodes[i];
-    if (i != node && n->fused != node) continue;
-    h = (h ^ (uint64_t)n->op) * 1099511628211ull;
-  }
-  const dpc_node *root = &g->nodes[node];
-  h = (h ^ (uint64_t)root->op) * 1099511628211ull;
-  return (h ^ (uint64_t)dpc_shape_numel(&g->values[root->out].shape)) * 1099511628211ull;
+  return kernel_hash(g, node, true);
 }
 
 /* While adding, factor[i] holds kernel kind i's measured sum and factor[cap + i] its predicted
  * sum; finish divides. */
-dpc_status dpc_cost_profile_add(dpc_cost_profile *p, const dpc_graph *g, uint32_t node,
-                                double measured, double predicted) {
-  uint64_t key = dpc_cost_kernel_key(g, node);
+static dpc_status add_timing(dpc_cost_profile *p, uint64_t key, double measured, double predicted) {
   uint32_t i = 0;
   while (i < p->n && p->key[i] != key) i++;
   if (i == p->n) {
@@ -327,6 +353,15 @@ dpc_status dpc_cost_profile_add(dpc_cost_profile *p, const dpc_graph *g, uint32_
     p->key[i] = key, p->factor[i] = 0, p->factor[p->cap + i] = 0, p->n++;
   }
   p->factor[i] += measured, p->factor[p->cap + i] += predicted;
+  return DPC_OK;
+}
+
+dpc_status dpc_cost_profile_add(dpc_cost_profile *p, const dpc_graph *g, uint32_t node,
+                                double measured, double predicted) {
+  /* the kernel at its size, and its ops in its size class */
+  if (add_timing(p, dpc_cost_kernel_key(g, node), measured, predicted) ||
+      add_timing(p, sig_key(kernel_hash(g, node, false), size_class(g, node)), measured, predicted))
+    return DPC_ERR_NOMEM;
   dpc_op op = g->nodes[node].op;
   p->op_ms[op] += measured * 1e3, p->op_pred_ms[op] += predicted * 1e3;
   return DPC_OK;

@@ -68,7 +68,9 @@ typedef struct dpc_device_speed {
 } dpc_device_speed;
 
 /* Measured over predicted time, per kernel kind: a kernel is known by its key (its ops and the
- * size of its output); one not timed keeps the roofline's figure. (A factor per root op was
+ * size of its output), and failing that by its ops and the power of two of that size (the sums
+ * over the sizes of that class timed; the next class up or down when that has none); one not
+ * timed at any size near its own keeps the roofline's figure. (A factor per root op was
  * tried for those: a fused GELU makes `mul` kernels look 7x slow, and every other `mul`
  * inherited it; the sums by op are kept for the report.) */
 typedef struct dpc_cost_profile {

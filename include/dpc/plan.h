@@ -326,10 +326,12 @@ typedef struct dpc_auto_report {
    * not the fastest predicted (the measurement reversed the ranking) */
   uint32_t n_measured;
   bool by_measurement;
-  /* with opts.profile: the batches whose kernels were timed, the kernel kinds timed, the time
+  /* with opts.profile: the batches whose kernels were timed, each in how many micro-batches
+   * (1: none; a pipeline's stages sum their gradients over them), the kernels timed, the time
    * it took, and the profile itself (dpc_net_plan reuses it when given this report in
    * html_auto and asked to profile) */
-  uint32_t profile_batches[12], n_profile_batches, profile_kernels, profile_threads;
+  uint32_t profile_batches[12], profile_microbatches[12], n_profile_batches;
+  uint32_t profile_kernels, profile_threads;
   double profile_seconds;
   struct dpc_cost_profile *profile;
 } dpc_auto_report;

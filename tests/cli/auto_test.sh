@@ -126,6 +126,20 @@ else
   fails=$((fails + 1))
 fi
 
+# --profile: the kernels timed first on one device's cores, at the whole batch and at the
+# shares the candidates run (data parallel's half, a pipeline's batch in its micro-batches), then the same
+# search and table over the corrected predictions
+expect 0 "plan --strategy auto --profile" -- "$dpc" plan "$mlp" --devices cpu:2 --strategy auto \
+  --profile --explain --batch 32
+contains "$work/out" "^profile: [0-9]* kernels timed on 1 core (one device's) in [0-9.]* s, at batch 32, 16, 32 in 2, 32 in 4" \
+  "--profile times the kernels at each candidate's batch, a pipeline's in its micro-batches"
+contains "$work/out" "^1 .*the fastest predicted step" "--profile ranks the candidates"
+rows=$(grep -c '^[0-9] ' "$work/out")
+if [ "$rows" -ge 4 ]; then echo "ok   --profile: $rows strategies ranked"; else
+  echo "FAIL --profile: only $rows strategies ranked"
+  fails=$((fails + 1))
+fi
+
 # dpc bench times the choice, and refuses the settings the choice makes
 expect 0 "bench --strategy auto" -- "$dpc" bench "$mlp" --devices cpu:2 --strategy auto --batch 32 \
   --steps 2 --warmup 0 --backend ref --json

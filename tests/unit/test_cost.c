@@ -134,12 +134,37 @@ static void fused_bytes(void) {
     CHECK(dpc_cost_profile_add(&pr, g, root, 3e-3, 1e-3) == DPC_OK);
     dpc_cost_profile_finish(&pr);
     dpc_device_speed timed = {1, 1e9, &pr};
-    CHECK(pr.n == 1 && fabs(pr.factor[0] - 3) < 1e-12);
+    /* two entries: the kernel at its size, and its ops in its size class */
+    CHECK(pr.n == 2 && fabs(pr.factor[0] - 3) < 1e-12 && fabs(pr.factor[1] - 3) < 1e-12);
     CHECK(fabs(dpc_cost_kernel_seconds(g, c, root, &timed) - 3 * s) < 1e-12 * s);
     uint32_t logits = g->values[dpc_graph_find(g, "logits")].node;
     CHECK(dpc_cost_kernel_key(g, logits) != dpc_cost_kernel_key(g, root));
     CHECK(dpc_cost_kernel_seconds(g, c, logits, &timed) ==
           dpc_cost_kernel_seconds(g, c, logits, &fast));
+    /* the same kernel at half the batch, not timed at that size: its ops' factor in the next
+     * size class applies */
+    dpc_graph *g32 = example("fashion_mlp", false, dpc_cpu_fusion(), 32);
+    if (g32) {
+      dpc_node_cost *c32 = costs(g32);
+      uint32_t r32 = g32->values[dpc_graph_find(g32, "h1")].node;
+      CHECK(dpc_cost_kernel_key(g32, r32) != dpc_cost_kernel_key(g, root));
+      double f32 = dpc_cost_kernel_seconds(g32, c32, r32, &fast);
+      CHECK(fabs(dpc_cost_kernel_seconds(g32, c32, r32, &timed) - 3 * f32) < 1e-12 * f32);
+      free(c32);
+      dpc_graph_free(g32);
+    }
+    /* a profile of other kernels (another batch's) merged in: each kernel keeps its own
+     * factor, and one both timed keeps the first's */
+    dpc_cost_profile other = {0};
+    CHECK(dpc_cost_profile_add(&other, g, logits, 1e-3, 2e-3) == DPC_OK);
+    CHECK(dpc_cost_profile_add(&other, g, root, 5e-3, 1e-3) == DPC_OK);
+    dpc_cost_profile_finish(&other);
+    CHECK(dpc_cost_profile_merge(&pr, &other) == DPC_OK);
+    CHECK(pr.n == 4);
+    CHECK(fabs(dpc_cost_kernel_seconds(g, c, root, &timed) - 3 * s) < 1e-12 * s);
+    double lf = dpc_cost_kernel_seconds(g, c, logits, &fast);
+    CHECK(fabs(dpc_cost_kernel_seconds(g, c, logits, &timed) - 0.5 * lf) < 1e-12 * lf);
+    dpc_cost_profile_free(&other);
     dpc_cost_profile_free(&pr);
   }
   free(c);

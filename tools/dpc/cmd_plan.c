@@ -67,9 +67,12 @@ static void print_auto(const dpc_auto_report *r, bool explain) {
     printf("profile: %u kernels timed on %u core%s (one device's) in %.1f s, at batch",
            r->profile_kernels, r->profile_threads, r->profile_threads == 1 ? "" : "s",
            r->profile_seconds);
-    for (uint32_t i = 0; i < r->n_profile_batches; i++)
+    for (uint32_t i = 0; i < r->n_profile_batches; i++) {
       printf("%s %u", i ? "," : "", r->profile_batches[i]);
-    printf(" (each candidate's share); the cost model corrected by their times\n");
+      if (r->profile_microbatches[i] > 1) printf(" in %u", r->profile_microbatches[i]);
+    }
+    printf(" (what each candidate's devices run, in micro-batches for pipelines); the cost model "
+           "corrected by their times\n");
   }
   if (r->best < r->n_candidates) {
     const dpc_auto_candidate *b = &r->candidates[r->best];
