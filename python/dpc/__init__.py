@@ -241,13 +241,15 @@ class Net:
             with open(path) as f:
                 return json.load(f)
 
-    def choose(self, devices="cpu", batch=64, memory_limit=0, measure=0):
+    def choose(self, devices="cpu", batch=64, memory_limit=0, measure=0, profile=False):
         """The strategies `--strategy auto` tries on these devices, fastest predicted first:
         [{"strategy", "step_ms", "fits", "planned", "max_memory_bytes", "comm_bytes",
         "bubble_pct", "reason", "measured_ms"}, ...]; the first is the choice when its "fits" is
         true. Its "strategy" is the text form train(strategy=...) and plan(strategy=...) take.
         measure=N runs the N fastest predicted and chooses the fastest measured (moved first;
-        "measured_ms" is None for those not run)."""
+        "measured_ms" is None for those not run). profile=True first times the model's kernels
+        at the batches the candidates run and predicts with the cost model corrected by them
+        (seconds more, closer predictions)."""
         lib = self._lib
         o = _lib.AutoOpts()
         o.size = c.sizeof(o)
@@ -255,6 +257,7 @@ class Net:
         o.devices = _b(devices)
         o.memory_limit = int(memory_limit)
         o.measure_top = int(measure)
+        o.profile = bool(profile)
         rep = c.POINTER(_lib.AutoReport)()
         m = _Message()
         st = lib.dpc_net_plan_auto(self._ptr, c.byref(o), c.byref(rep), m.ptr)

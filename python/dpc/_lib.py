@@ -152,7 +152,7 @@ class PlanOpts(c.Structure):
 class AutoOpts(c.Structure):
     _fields_ = [("size", c.c_size_t), ("batch", c.c_uint32), ("devices", _S),
                 ("memory_limit", c.c_uint64), ("measure_top", c.c_uint32),
-                ("measure_steps", c.c_uint32)]
+                ("measure_steps", c.c_uint32), ("profile", c.c_bool)]
 
 
 class AutoCandidate(c.Structure):

@@ -73,6 +73,10 @@ contains "$work/out" "samples/s" "bench prints samples/s"
 expect 0 "bench with a profile" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --batch 4 --steps 2 --warmup 1 --profile
 contains "$work/out" "profile: [0-9]* kernels" "the profile counts the kernels"
 contains "$work/out" "h1: matmul + add + relu" "the profile names a fused kernel by its group"
+# a pipeline's device 0 also sends, receives and waits: those are not kernels to describe
+expect 0 "bench a pipeline with a profile" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --devices cpu:2 \
+  --strategy pipeline --accumulate 2 --batch 8 --steps 2 --warmup 1 --profile
+contains "$work/out" "w1.grad.acc1: matmul + add" "the pipeline's profile names its gradient sums"
 expect 0 "devices without calibration" -- "$dpc" devices --devices cpu:3 --no-calibrate
 contains "$work/out" "^cpu:2 " "devices lists cpu:N's devices"
 contains "$work/out" "machine: .* cores" "devices describes the machine"

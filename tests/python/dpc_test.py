@@ -124,6 +124,11 @@ check(len(ranked) >= 4 and ranked[0]["fits"] and ranked[0]["strategy"] == chosen
 steps = [r["step_ms"] for r in ranked if r["planned"] and r["fits"]]
 check(steps == sorted(steps), "choose: ranked by predicted step (%s)" %
       ", ".join("%.2f" % x for x in steps))
+# with the kernels timed first: a ranking of its own, its figures from the corrected cost model
+profiled = net.choose(devices="cpu:2", batch=16, profile=True)
+psteps = [r["step_ms"] for r in profiled if r["planned"] and r["fits"]]
+check(len(psteps) >= 3 and psteps == sorted(psteps) and all(x > 0 for x in psteps),
+      "choose(profile=True): %d ranked by predicted step" % len(psteps))
 
 # compile from Python, run through libdpcrt
 dpx = os.path.join(work, "mlp.dpx")
