@@ -113,6 +113,14 @@ uint32_t cg_ew_layout(const dpc_shape *out, const dpc_shape *const *ops, uint32_
  * types; the result is in the calc type of its output. */
 dpc_status cg_ew_element(cg_fn *f, uint32_t node, const cg_val *x, cg_val *out, dpc_diag *d);
 
+/* ---- exp and erf as arithmetic, so loops around them vectorise (lower_math.c) ------------ */
+
+/* e^z in ty ("float" or "double"): within a few ulps, NaN kept, 0 and inf where it under- and
+ * overflows. */
+cg_val cg_exp(cg_fn *f, const char *ty, cg_val z);
+/* erf(x) of a float: within 2e-7 absolute and relative. */
+cg_val cg_erf(cg_fn *f, cg_val x);
+
 /* ---- fusion groups (lower_fused.c) ------------------------------------------------------- */
 
 /* The index in args of node f->node's first output: n_in alone, after the group's inputs in a

@@ -17,8 +17,8 @@
  *    the batch): the last kept dimension is cut into blocks of BLOCK columns with one
  *    accumulator per column in a fixed-size alloca; the innermost loop runs over the columns,
  *    elementwise, and the reduced dims are walked outside it in the reference's order.
- * exp is computed inline (range reduction and a polynomial, below) because a call to libm's
- * exp in a loop stops it vectorising.
+ * exp is computed inline (cg_exp, lower_math.c) because a call to libm's exp in a loop stops it
+ * vectorising.
  *
  * Parallelism: the outermost loop (rows, blocks of columns, or output elements) runs
  * [begin, end) and sets k->total; a loss that is one scalar has a trip count of 1.
@@ -66,10 +66,6 @@ static cg_val fconst(const char *ty, double v) {
   return cg_const(strcmp(ty, "double") ? DPC_F32 : DPC_F64, v);
 }
 
-static bool is_dbl(const char *ty) {
-  return !strcmp(ty, "double");
-}
-
 /* A floating calc-type value of dtype t in double, and back (the reference's precision). */
 static cg_val to_f64(cg_fn *f, cg_val v, dpc_dtype t) {
   return t == DPC_F64 ? v : conv(f, "fpext", "float", v, "double");
@@ -105,55 +101,6 @@ static void store_raw(cg_fn *f, cg_val ptr, const char *st, cg_val idx, cg_val v
   cg_val p = cg_tmp(f);
   cg_line(f, "%s = getelementptr inbounds %s, %s* %s, i64 %s", p.s, st, st, ptr.s, idx.s);
   cg_line(f, "store %s %s, %s* %s", st, v.s, st, p.s);
-}
-
-/* ---- exp, inline so that loops containing it vectorise --------------------------------------
- * exp(z) = 2^k * exp(r) with k = round(z / ln2) and r = z - k ln2, |r| <= ln2 / 2; exp(r) by
- * its Taylor series, to degree 7 in float (truncation error 5e-9 relative) and 13 in double
- * (4e-18), so the result is within a few ulps. z is clamped first to where the result is 0 or
- * inf anyway (the clamp's ordered compares leave NaN alone, and NaN stays NaN throughout). */
-static cg_val emit_exp(cg_fn *f, const char *ty, cg_val z) {
-  bool dbl = is_dbl(ty);
-  const char *it = dbl ? "i64" : "i32";
-  double lo = dbl ? -746.0 : -105.0, hi = dbl ? 710.0 : 89.0;
-  cg_val z1 = sel(f, op2(f, "fcmp olt", ty, z, fconst(ty, lo)), ty, fconst(ty, lo), z);
-  cg_val z2 = sel(f, op2(f, "fcmp ogt", ty, z1, fconst(ty, hi)), ty, fconst(ty, hi), z1);
-  /* k: adding 1.5 * 2^(mantissa bits) rounds to an integer, which then sits in the low bits.
-   * No fast-math flags here, or LLVM could fold (t + M) - M back to t. */
-  double magic = dbl ? 6755399441055744.0 : 12582912.0;
-  cg_val t = op2(f, "fmul", ty, z2, fconst(ty, 1.4426950408889634));
-  cg_val tm = op2(f, "fadd", ty, t, fconst(ty, magic));
-  cg_val kf = op2(f, "fsub", ty, tm, fconst(ty, magic));
-  cg_val bits = conv(f, "bitcast", ty, tm, it);
-  cg_val ki =
-      op2(f, "sub", it, bits, dbl ? cg_const_i64(0x4338000000000000LL) : cg_const_i64(0x4B400000));
-  /* r = z - k ln2 with ln2 in two parts: k * hi is exact, so only k * lo rounds */
-  double ln2_hi = dbl ? 6.93147180369123816490e-01 : 0.693359375;
-  double ln2_lo = dbl ? 1.90821492927058770002e-10 : -2.12194440e-4;
-  cg_val r = op2(f, "fsub", ty, z2, op2(f, "fmul", ty, kf, fconst(ty, ln2_hi)));
-  r = op2(f, "fsub", ty, r, op2(f, "fmul", ty, kf, fconst(ty, ln2_lo)));
-  int deg = dbl ? 13 : 7;
-  double fact = 1;
-  for (int i = 2; i <= deg; i++) fact *= i;
-  cg_val p = fconst(ty, 1 / fact);
-  for (int i = deg - 1; i >= 0; i--) {
-    fact = i > 0 ? fact / (i + 1) : 1;
-    cg_val pr = op2(f, "fmul contract", ty, p, r);
-    p = op2(f, "fadd contract", ty, pr, fconst(ty, 1 / fact));
-  }
-  /* 2^k as 2^k1 * 2^k2 (k1 = floor(k/2)), each a normal number even where 2^k is not, so
-   * results that are subnormal round once, and ones that overflow become inf */
-  int mant = dbl ? 52 : 23, bias = dbl ? 1023 : 127;
-  cg_val k1 = op2(f, "ashr", it, ki, cg_const_i64(1));
-  cg_val k2 = op2(f, "sub", it, ki, k1);
-  cg_val res = p;
-  cg_val ks[2] = {k1, k2};
-  for (int i = 0; i < 2; i++) {
-    cg_val e = op2(f, "add", it, ks[i], cg_const_i64(bias));
-    cg_val sh = op2(f, "shl", it, e, cg_const_i64(mant));
-    res = op2(f, "fmul", ty, res, conv(f, "bitcast", it, sh, ty));
-  }
-  return res;
 }
 
 static cg_val emit_log64(cg_fn *f, cg_val v) {
@@ -359,7 +306,7 @@ static maxacc row_max(cg_fn *f, rows *r, cg_val x, dpc_dtype t) {
 static cg_val exp_shifted(cg_fn *f, const rows *r, cg_val x, dpc_dtype t, maxacc mx, cg_val off) {
   const char *ct = cg_calc_type(t);
   cg_val v = cg_load(f, x, t, off);
-  return emit_exp(f, ct, op2(f, "fsub", ct, v, acc_get(f, &r->ln, mx.m)));
+  return cg_exp(f, ct, op2(f, "fsub", ct, v, acc_get(f, &r->ln, mx.m)));
 }
 
 /* The sum of exp(x - m) in double. With `keep`, each exp is also stored at out (whose stored
@@ -452,7 +399,7 @@ static dpc_status lower_softmax_grad(cg_kernel *k, dpc_diag *d) {
   g = to_f64(f, cg_load(f, dy, t, off), t);
   cg_val v = to_f64(f, cg_load(f, y, t, off), t), sv = acc_get(f, &r.ln, s), res;
   if (log_form) {
-    cg_val e = emit_exp(f, "double", v);
+    cg_val e = cg_exp(f, "double", v);
     res = op2(f, "fsub", "double", g, op2(f, "fmul", "double", e, sv));
   } else {
     res = op2(f, "fmul", "double", v, op2(f, "fsub", "double", g, sv));

@@ -499,9 +499,9 @@ static void damaged_artifact_refused(void) {
  * safe: fashion_mlp with SGD momentum, unfused (the reference backend's plan) and fused (the
  * LLVM backend's, where each weight gradient's matmul anchors the momentum update's group). */
 /* fashion_mlp's training step at batch 8 on one device, fused as the CPU backend fuses or not. */
-static dpc_plan *mlp_training_plan(bool fused, dpc_graph **g, dpc_diag *d) {
+static dpc_plan *example_training_plan(const char *name, bool fused, dpc_graph **g, dpc_diag *d) {
   dpc_plan *plan = NULL;
-  if (!(*g = load_example("fashion_mlp"))) return NULL;
+  if (!(*g = load_example(name))) return NULL;
   dpc_pass_opts po = {.training = true, .fuse = fused ? dpc_cpu_fusion() : 0};
   int64_t vals[4] = {8, 8, 8, 8};
   CHECK_MSG(dpc_driver_default_horizon(*g, d) == DPC_OK && dpc_passes_run(*g, &po, d) == DPC_OK &&
@@ -509,6 +509,10 @@ static dpc_plan *mlp_training_plan(bool fused, dpc_graph **g, dpc_diag *d) {
                 dpc_plan_single(*g, "cpu:0", true, &plan, d) == DPC_OK,
             "%s", d->msg);
   return plan;
+}
+
+static dpc_plan *mlp_training_plan(bool fused, dpc_graph **g, dpc_diag *d) {
+  return example_training_plan("fashion_mlp", fused, g, d);
 }
 
 static void updates_in_place(void) {
@@ -592,6 +596,48 @@ static void updates_vectorized(void) {
     const char *check = at ? strstr(at, "vector.memcheck") : NULL;
     CHECK_MSG(vec && vec < end, "w1's update is not vectorized");
     CHECK_MSG(!check || check > end, "w1's update runs vectorized only after an overlap check");
+  }
+  free(k);
+  dpc_buf_free(&dumps);
+  dpc_cpu_backend_free(b);
+  dpc_plan_free(plan);
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+}
+
+/* exp and erf are arithmetic in the kernels (lower_math.c), not calls to libm, which kept every
+ * loop around them scalar: the transformer's training step (GELU, its gradient, softmax) must
+ * call no expf, erff or llvm.exp anywhere, and its GELU kernel must come out as vector code. */
+static void transcendentals_vectorized(void) {
+  dpc_graph *g = NULL;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_plan *plan = example_training_plan("transformer_block", true, &g, &d);
+  dpc_buf dumps = {0};
+  dpc_cpu_backend *b = NULL;
+  dpc_native_kernel *k = plan ? calloc(plan->g->n_nodes, sizeof *k) : NULL;
+  if (k) {
+    const dpc_graph *pg = plan->g;
+    uint32_t gelu = DPC_NONE;
+    for (uint32_t i = 0; i < pg->n_nodes && gelu == DPC_NONE; i++)
+      if (pg->nodes[i].op == DPC_OP_GELU)
+        gelu = pg->nodes[i].fused == DPC_NONE ? i : pg->nodes[i].fused;
+    char sym[64] = "", name[80];
+    CHECK_MSG(dpc_cpu_backend_new(
+                  &(dpc_cpu_options){.dump = keep_optimised, .user = &dumps, .cache_dir = "off"},
+                  &b, &d) == DPC_OK &&
+                  gelu != DPC_NONE &&
+                  dpc_cpu_kernel_symbol(b, pg, gelu, sym, sizeof sym, &d) == DPC_OK &&
+                  dpc_cpu_compile_plan(b, plan, k, &d) == DPC_OK,
+              "%s", d.msg);
+    const char *all = dumps.data ? dumps.data : "";
+    CHECK_MSG(!strstr(all, "@erff(") && !strstr(all, "@expf(") && !strstr(all, "@llvm.exp."),
+              "a kernel of the transformer still calls erff or expf");
+    snprintf(name, sizeof name, "@%s(", sym);
+    const char *at = strstr(all, name);
+    const char *end = at ? strstr(at, "; ---- end of module ----") : NULL;
+    const char *vec = at ? strstr(at, " x float>") : NULL;
+    CHECK_MSG(at && end && vec && vec < end, "the GELU kernel %s is not vectorized", name);
   }
   free(k);
   dpc_buf_free(&dumps);
@@ -896,6 +942,7 @@ const unit_test unit_tests[] = {
     {"damaged_artifact_refused", damaged_artifact_refused},
     {"updates_in_place", updates_in_place},
     {"updates_vectorized", updates_vectorized},
+    {"transcendentals_vectorized", transcendentals_vectorized},
     {"disk_cache", disk_cache},
     {"cache_folder", cache_folder},
     {"backend_by_name", backend_by_name},

@@ -1,0 +1,121 @@
+/*
+ * lower_math.c — exp and erf as LLVM IR arithmetic, for every kernel that needs them (the
+ * elementwise ops exp, erf, sigmoid and gelu with their gradients, the softmax family).
+ *
+ * A call to libm (erff, or llvm.exp, which becomes a call to expf) in a loop keeps LLVM from
+ * vectorising it: each element pays a call and the loop runs one element at a time. Written as
+ * plain arithmetic, the same text vectorises, and the vector body and the scalar remainder
+ * compute the same bits, so a result does not depend on where an element falls in the loop.
+ */
+#include "codegen/cpu/cg.h"
+
+#include <string.h>
+
+#define TWO_OVER_SQRT_PI 1.1283791670955126
+
+static cg_val op2(cg_fn *f, const char *ins, const char *ty, cg_val a, cg_val b) {
+  cg_val r = cg_tmp(f);
+  cg_line(f, "%s = %s %s %s, %s", r.s, ins, ty, a.s, b.s);
+  return r;
+}
+
+static cg_val sel(cg_fn *f, cg_val c, const char *ty, cg_val a, cg_val b) {
+  cg_val r = cg_tmp(f);
+  cg_line(f, "%s = select i1 %s, %s %s, %s %s", r.s, c.s, ty, a.s, ty, b.s);
+  return r;
+}
+
+static cg_val conv(cg_fn *f, const char *ins, const char *from, cg_val v, const char *to) {
+  cg_val r = cg_tmp(f);
+  cg_line(f, "%s = %s %s %s to %s", r.s, ins, from, v.s, to);
+  return r;
+}
+
+static cg_val fconst(const char *ty, double v) {
+  return cg_const(strcmp(ty, "double") ? DPC_F32 : DPC_F64, v);
+}
+
+static bool is_dbl(const char *ty) {
+  return !strcmp(ty, "double");
+}
+
+/* exp(z) = 2^k * exp(r) with k = round(z / ln2) and r = z - k ln2, |r| <= ln2 / 2; exp(r) by
+ * its Taylor series, to degree 7 in float (truncation error 5e-9 relative) and 13 in double
+ * (4e-18), so the result is within a few ulps. z is clamped first to where the result is 0 or
+ * inf anyway (the clamp's ordered compares leave NaN alone, and NaN stays NaN throughout). */
+cg_val cg_exp(cg_fn *f, const char *ty, cg_val z) {
+  bool dbl = is_dbl(ty);
+  const char *it = dbl ? "i64" : "i32";
+  double lo = dbl ? -746.0 : -105.0, hi = dbl ? 710.0 : 89.0;
+  cg_val z1 = sel(f, op2(f, "fcmp olt", ty, z, fconst(ty, lo)), ty, fconst(ty, lo), z);
+  cg_val z2 = sel(f, op2(f, "fcmp ogt", ty, z1, fconst(ty, hi)), ty, fconst(ty, hi), z1);
+  /* k: adding 1.5 * 2^(mantissa bits) rounds to an integer, which then sits in the low bits.
+   * No fast-math flags here, or LLVM could fold (t + M) - M back to t. */
+  double magic = dbl ? 6755399441055744.0 : 12582912.0;
+  cg_val t = op2(f, "fmul", ty, z2, fconst(ty, 1.4426950408889634));
+  cg_val tm = op2(f, "fadd", ty, t, fconst(ty, magic));
+  cg_val kf = op2(f, "fsub", ty, tm, fconst(ty, magic));
+  cg_val bits = conv(f, "bitcast", ty, tm, it);
+  cg_val ki =
+      op2(f, "sub", it, bits, dbl ? cg_const_i64(0x4338000000000000LL) : cg_const_i64(0x4B400000));
+  /* r = z - k ln2 with ln2 in two parts: k * hi is exact, so only k * lo rounds */
+  double ln2_hi = dbl ? 6.93147180369123816490e-01 : 0.693359375;
+  double ln2_lo = dbl ? 1.90821492927058770002e-10 : -2.12194440e-4;
+  cg_val r = op2(f, "fsub", ty, z2, op2(f, "fmul", ty, kf, fconst(ty, ln2_hi)));
+  r = op2(f, "fsub", ty, r, op2(f, "fmul", ty, kf, fconst(ty, ln2_lo)));
+  int deg = dbl ? 13 : 7;
+  double fact = 1;
+  for (int i = 2; i <= deg; i++) fact *= i;
+  cg_val p = fconst(ty, 1 / fact);
+  for (int i = deg - 1; i >= 0; i--) {
+    fact = i > 0 ? fact / (i + 1) : 1;
+    cg_val pr = op2(f, "fmul contract", ty, p, r);
+    p = op2(f, "fadd contract", ty, pr, fconst(ty, 1 / fact));
+  }
+  /* 2^k as 2^k1 * 2^k2 (k1 = floor(k/2)), each a normal number even where 2^k is not, so
+   * results that are subnormal round once, and ones that overflow become inf */
+  int mant = dbl ? 52 : 23, bias = dbl ? 1023 : 127;
+  cg_val k1 = op2(f, "ashr", it, ki, cg_const_i64(1));
+  cg_val k2 = op2(f, "sub", it, ki, k1);
+  cg_val res = p;
+  cg_val ks[2] = {k1, k2};
+  for (int i = 0; i < 2; i++) {
+    cg_val e = op2(f, "add", it, ks[i], cg_const_i64(bias));
+    cg_val sh = op2(f, "shl", it, e, cg_const_i64(mant));
+    res = op2(f, "fmul", ty, res, conv(f, "bitcast", it, sh, ty));
+  }
+  return res;
+}
+
+/* erf in float. |x| < 1: x times the Taylor series of erf(x) / x in x^2 to degree 10 (the
+ * next term is 1e-9 of the sum at |x| = 1). |x| >= 1: 1 - t (a1 + a2 t + ... + a5 t^4) e^(-x^2)
+ * with t = 1 / (1 + p |x|), Abramowitz and Stegun's 7.1.26 (absolute error at most 1.5e-7,
+ * under 2e-7 relative there since erf(1) > 0.84). Both are computed and one selected, and the
+ * sign put back; NaN fails the |x| < 1 test and propagates through the second form. */
+cg_val cg_erf(cg_fn *f, cg_val x) {
+  const char *ty = "float";
+  cg_val a = cg_tmp(f);
+  cg_line(f, "%s = call float @llvm.fabs.f32(float %s)", a.s, x.s);
+  cg_val x2 = op2(f, "fmul", ty, a, a);
+  /* near 0: 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)), by Horner in x^2 */
+  double fact[11] = {1};
+  for (int n = 1; n <= 10; n++) fact[n] = fact[n - 1] * n;
+  cg_val p = fconst(ty, TWO_OVER_SQRT_PI / (fact[10] * 21));
+  for (int n = 9; n >= 0; n--) {
+    double c = TWO_OVER_SQRT_PI * (n % 2 ? -1 : 1) / (fact[n] * (2 * n + 1));
+    p = op2(f, "fadd", ty, op2(f, "fmul", ty, p, x2), fconst(ty, c));
+  }
+  cg_val near = op2(f, "fmul", ty, a, p);
+  /* away from 0: 1 - t q(t) e^(-x^2) */
+  static const double as[5] = {0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429};
+  cg_val den = op2(f, "fadd", ty, fconst(ty, 1), op2(f, "fmul", ty, a, fconst(ty, 0.3275911)));
+  cg_val t = op2(f, "fdiv", ty, fconst(ty, 1), den);
+  cg_val q = fconst(ty, as[4]);
+  for (int k = 3; k >= 0; k--) q = op2(f, "fadd", ty, op2(f, "fmul", ty, q, t), fconst(ty, as[k]));
+  cg_val e = cg_exp(f, ty, op2(f, "fsub", ty, fconst(ty, 0), x2));
+  cg_val far = op2(f, "fsub", ty, fconst(ty, 1), op2(f, "fmul", ty, op2(f, "fmul", ty, t, q), e));
+  cg_val r = sel(f, op2(f, "fcmp olt", ty, a, fconst(ty, 1)), ty, near, far);
+  cg_val neg = cg_tmp(f);
+  cg_line(f, "%s = fneg float %s", neg.s, r.s);
+  return sel(f, op2(f, "fcmp olt", ty, x, fconst(ty, 0)), ty, neg, r);
+}
