@@ -31,8 +31,18 @@ void dpc_calibration_free(dpc_calibration *c) {
 dpc_device_speed dpc_calibration_speed(const dpc_calibration *c, const dpc_device_list *l,
                                        uint32_t i, const dpc_cost_profile *profile) {
   const dpc_device_spec *s = &l->devs[i];
-  return (dpc_device_speed){.gflops = c->gflops[i],
-                            .mem_gbs = 2 * c->copy_gbs[(size_t)i * c->n + i],
+  /* devices of as many cores on one NUMA node are the same hardware: they differ only by what
+   * else ran while each was measured, and the best figure among them is the least disturbed
+   * (so equal replicas are predicted alike, and alike with a profile timed on device 0) */
+  double gf = c->gflops[i], copy = c->copy_gbs[(size_t)i * c->n + i];
+  for (uint32_t j = 0; j < l->n && j < c->n; j++) {
+    const dpc_device_spec *o = &l->devs[j];
+    if (o->n_cores != s->n_cores || o->numa != s->numa || o->shared != s->shared) continue;
+    if (c->gflops[j] > gf) gf = c->gflops[j];
+    if (c->copy_gbs[(size_t)j * c->n + j] > copy) copy = c->copy_gbs[(size_t)j * c->n + j];
+  }
+  return (dpc_device_speed){.gflops = gf,
+                            .mem_gbs = 2 * copy,
                             .profile = profile,
                             .core_group = s->shared && s->n_cores ? s->cores[0] + 1 : 0};
 }

@@ -38,7 +38,8 @@ dpc_status dpc_calibrate(const dpc_topology *t, const dpc_device_list *devs,
                          const dpc_calibrate_opts *o, dpc_calibration *out, dpc_diag *d);
 void dpc_calibration_free(dpc_calibration *c);
 
-/* Device i of l as the cost model and the simulator see it (dpc_device_speed): its GEMM rate;
+/* Device i of l as the cost model and the simulator see it (dpc_device_speed): its GEMM rate
+ * (the best measured among devices of as many cores on its NUMA node: the same hardware);
  * the rate its kernels stream memory at, reads and writes counted apart, which is twice the
  * copy rate measured (a memcpy reads and writes every byte it copies); `profile`; and, when it
  * shares its cores with other devices, its core group. */

@@ -38,6 +38,10 @@ same_losses "$work/lsgd_flag.jsonl" "$work/lsgd_text.jsonl" "local_sgd:period=2 
 
 expect 0 "bench a pipeline by its text" -- "$dpc" bench "$mlp" --devices cpu:2 \
   --strategy pipeline:microbatches=2 --steps 1 --warmup 0 --backend ref
+# the text naming its own stages, as dpc plan --strategy auto prints a pipeline
+expect 0 "bench a pipeline whose text names its stages" -- "$dpc" bench "$mlp" --devices cpu:4 \
+  --strategy pipeline:stages=2,dp=2,microbatches=2,schedule=1f1b --steps 1 --warmup 0 --backend ref
+contains "$work/out" "samples/s" "bench times a pipeline of 2 stages on 4 devices"
 
 # -- refused, the flag named --
 expect 2 "train with a placement" -- "$dpc" train "$mlp" $fast --devices cpu:2 \

@@ -104,8 +104,9 @@ int dpc_cmd_bench(int argc, char **argv) {
   if (src) return src;
   uint32_t D = 1;
   if (o.devices && (src = cli_devices("bench", o.devices, &D))) return src;
-  /* a pipeline here is the devices as its stages, each share in --accumulate micro-batches
-   * (the benchmark's own rule; the batch it checks itself) */
+  /* a plain "pipeline" here is the devices as its stages, each share in --accumulate
+   * micro-batches (the benchmark's own rule; the batch it checks itself); its text form may
+   * say otherwise (pipeline:stages=2,dp=2,microbatches=4) */
   dpc_strategy_args a;
   dpc_strategy_args_init(&a);
   a.text = cli_get(bench_opts, NBENCH, &p, "strategy");
@@ -118,7 +119,7 @@ int dpc_cmd_bench(int argc, char **argv) {
   snprintf(kind_name, sizeof kind_name, "%.*s", (int)strcspn(a.text ? a.text : "", ":"),
            a.text ? a.text : "");
   if (dpc_strategy_kind_parse(kind_name, &named) && named == DPC_STRATEGY_PIPELINE) {
-    a.stages = D;
+    if (!strstr(a.text, "stages=")) a.stages = D; /* the text may name its stages itself */
     if (cli_get(bench_opts, NBENCH, &p, "accumulate")) a.microbatches = o.accumulate;
   }
   dpc_strategy s;
