@@ -283,6 +283,24 @@ static dpc_status measure(const dpc_graph *placed, uint32_t batch, uint32_t D, c
   return st;
 }
 
+/* Run a strategy of replicas (hybrid, pipeline) as dpc train runs it: each replica of mp
+ * devices placed alike at its share of the batch, 30 timed steps after 5. */
+static dpc_status measure_replicas(const dpc_net *net, const dpc_strategy *ps, uint32_t batch,
+                                   const char *spec, double *median_s, dpc_diag *d) {
+  dpc_benchmark_opts bo = {sizeof bo,
+                           .batch = batch,
+                           .warmup = 5,
+                           .steps = 30,
+                           .devices = spec,
+                           .strategy = ps,
+                           .accumulate = ps->microbatches};
+  dpc_benchmark_result *br = NULL;
+  dpc_status st = dpc_net_benchmark(net, &bo, &br, d);
+  if (!st) *median_s = br->median_s;
+  dpc_benchmark_result_free(br);
+  return st;
+}
+
 #define PLAN_KINDS                                                                                 \
   ((1u << DPC_STRATEGY_SINGLE) | (1u << DPC_STRATEGY_DATA) | (1u << DPC_STRATEGY_MODEL) |          \
    (1u << DPC_STRATEGY_HYBRID) | (1u << DPC_STRATEGY_PIPELINE))
@@ -424,9 +442,7 @@ dpc_status dpc_api_plan_profiled(const dpc_net *net, const dpc_plan_opts *o,
   if (!st && want_measure) {
     double median = 0;
     if (hybrid)
-      st = dpc_diag_fail(m, DPC_ERR_UNSUPPORTED,
-                         "measuring runs data, model and single plans; not hybrid or pipeline "
-                         "ones yet");
+      st = measure_replicas(net, &ps, batch, spec, &median, m);
     else
       st = measure(q.placed_g, batch, D, spec, model, &median, m);
     if (!st) {

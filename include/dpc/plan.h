@@ -187,7 +187,8 @@ typedef struct dpc_plan_opts {
   const dpc_strategy *strategy;
   uint64_t memory_limit; /* bytes each device has; the plan must fit (0: the strategy's) */
   bool profile;          /* time the model's kernels on one core first, correcting the cost model */
-  bool measure;          /* then run the plan, 30 timed steps (single, data and model strategies) */
+  bool measure;          /* then run the plan, 30 timed steps (hybrid and pipeline as dpc train
+                            runs them: replicas placed alike) */
   const char *dot_path;  /* NULL, or write the plan there as Graphviz: a cluster per device, a
                             node per fused kernel or named value, bytes on edges between devices */
   bool dot_full;         /* the dot file draws every node of the step graph instead */

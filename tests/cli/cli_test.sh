@@ -98,6 +98,11 @@ contains "$work/out" "^profile: [0-9]* kernels timed" "plan --profile reports th
 contains "$work/out" "^measured step" "plan --measure reports the measured step"
 expect 0 "plan hybrid" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:4 --strategy hybrid --mp 2 --batch 64
 contains "$work/out" "^cpu:3 " "a hybrid plan has every device"
+# a pipeline (and a hybrid) measured as dpc train runs it, beside its prediction
+expect 0 "plan a pipeline, profiled and measured" -- "$dpc" plan "$src/examples/fashion_mlp.graph" \
+  --devices cpu:2 --strategy pipeline:stages=2,microbatches=2 --batch 32 --profile --measure
+contains "$work/out" "^measured step [0-9.]* ms (median of 30): the prediction is [-+][0-9]*% of it" \
+  "plan --measure runs a pipeline"
 expect 2 "plan hybrid without --mp" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:4 --strategy hybrid
 expect 0 "plan within a tight memory limit" -- "$dpc" plan "$src/examples/wide_mlp.graph" --devices cpu:2 --strategy model --batch 128 --device-memory 64M
 expect 1 "plan with an impossible memory limit" -- "$dpc" plan "$src/examples/wide_mlp.graph" --devices cpu:2 --strategy model --batch 128 --device-memory 50M

@@ -336,8 +336,6 @@ int dpc_cmd_plan(int argc, char **argv) {
     dpc_auto_report_free(ar);
     return vrc;
   }
-  /* the layout of replicas of mp devices: --measure does not run it yet */
-  bool hybrid = ps.kind == DPC_STRATEGY_PIPELINE || ps.kind == DPC_STRATEGY_HYBRID;
   /* with auto, the measuring was the choosing: its figures are printed already */
   bool measure = cli_get(plan_opts, NPLAN, &p, "measure") != NULL && !autos;
   dpc_plan_opts o = {sizeof o,
@@ -346,7 +344,7 @@ int dpc_cmd_plan(int argc, char **argv) {
                      .strategy = &ps,
                      .memory_limit = limit,
                      .profile = cli_get(plan_opts, NPLAN, &p, "profile") != NULL,
-                     .measure = measure && !hybrid,
+                     .measure = measure,
                      .dot_path = dot,
                      .dot_full = cli_get(plan_opts, NPLAN, &p, "dot-full") != NULL,
                      .json_path = json,
@@ -363,8 +361,6 @@ int dpc_cmd_plan(int argc, char **argv) {
   if (r && r->n_devices) print_plan(r, dpc_net_name(net));
   if (st)
     rc = cli_report("plan", m);
-  else if (measure && hybrid)
-    rc = cli_usage_error("plan", "--measure runs data, model and single plans; not hybrid yet");
   else if (r->measured)
     printf("measured step %.3f ms (median of 30): the prediction is %+.0f%% of it\n",
            r->measured_ms, r->error_pct);
