@@ -113,13 +113,15 @@ uint32_t cg_ew_layout(const dpc_shape *out, const dpc_shape *const *ops, uint32_
  * types; the result is in the calc type of its output. */
 dpc_status cg_ew_element(cg_fn *f, uint32_t node, const cg_val *x, cg_val *out, dpc_diag *d);
 
-/* ---- exp and erf as arithmetic, so loops around them vectorise (lower_math.c) ------------ */
+/* ---- exp, erf, tanh, log as arithmetic, so loops around them vectorise (lower_math.c) ---- */
 
 /* e^z in ty ("float" or "double"): within a few ulps, NaN kept, 0 and inf where it under- and
  * overflows. */
 cg_val cg_exp(cg_fn *f, const char *ty, cg_val z);
-/* erf(x) of a float: within 2e-7 absolute and relative. */
+/* erf(x), tanh(x) and log(x) of a float: within 2e-7 relative (erf and tanh also absolute). */
 cg_val cg_erf(cg_fn *f, cg_val x);
+cg_val cg_tanh(cg_fn *f, cg_val x);
+cg_val cg_log(cg_fn *f, cg_val x);
 
 /* ---- fusion groups (lower_fused.c) ------------------------------------------------------- */
 

@@ -8,7 +8,8 @@
  * own stride (0 along a broadcast dimension). The innermost loop is the one LLVM vectorises.
  * Semantics follow the reference kernels exactly (NaN propagation, integer wrap-around,
  * saturating casts); only floating-point rounding may differ, within the op tests' tolerance
- * (exp and float erf are arithmetic of their own, lower_math.c, so that their loops vectorise).
+ * (exp, and float erf, tanh and log, are arithmetic of their own, lower_math.c, so that their
+ * loops vectorise).
  */
 #include "codegen/cpu/cg.h"
 
@@ -211,15 +212,20 @@ static dpc_status scalar(cg_fn *f, uint32_t node, const ew *e, const cg_val *x, 
     r = sel(f, fcmp(f, "fcmp uno", ty, x[0], x[0]), ty, x[0], r);
     break;
   }
-  case DPC_OP_TANH: r = call1(f, strcmp(s, "f32") ? "tanh" : "tanhf", ty, x[0]); break;
+  case DPC_OP_TANH: r = strcmp(s, "f32") ? call1(f, "tanh", ty, x[0]) : cg_tanh(f, x[0]); break;
   case DPC_OP_EXP: r = cg_exp(f, ty, x[0]); break;
   case DPC_OP_LOG:
+    if (strcmp(s, "f32")) {
+      r = call1(f, "llvm.log.f64", ty, x[0]);
+    } else {
+      r = cg_log(f, x[0]);
+    }
+    break;
   case DPC_OP_SQRT:
   case DPC_OP_FLOOR:
   case DPC_OP_COS:
   case DPC_OP_SIN: {
-    const char *name = op == DPC_OP_LOG     ? "log"
-                       : op == DPC_OP_SQRT  ? "sqrt"
+    const char *name = op == DPC_OP_SQRT    ? "sqrt"
                        : op == DPC_OP_FLOOR ? "floor"
                        : op == DPC_OP_COS   ? "cos"
                                             : "sin";

@@ -1,14 +1,17 @@
 /*
- * lower_math.c — exp and erf as LLVM IR arithmetic, for every kernel that needs them (the
- * elementwise ops exp, erf, sigmoid and gelu with their gradients, the softmax family).
+ * lower_math.c — exp, erf, tanh and log as LLVM IR arithmetic, for every kernel that needs
+ * them (the elementwise ops exp, erf, tanh, log, sigmoid and gelu with their gradients, the
+ * softmax family).
  *
- * A call to libm (erff, or llvm.exp, which becomes a call to expf) in a loop keeps LLVM from
+ * A call to libm (erff, tanhf, or llvm.exp / llvm.log, which become calls to expf and logf) in
+ * a loop keeps LLVM from
  * vectorising it: each element pays a call and the loop runs one element at a time. Written as
  * plain arithmetic, the same text vectorises, and the vector body and the scalar remainder
  * compute the same bits, so a result does not depend on where an element falls in the loop.
  */
 #include "codegen/cpu/cg.h"
 
+#include <math.h>
 #include <string.h>
 
 #define TWO_OVER_SQRT_PI 1.1283791670955126
@@ -118,4 +121,70 @@ cg_val cg_erf(cg_fn *f, cg_val x) {
   cg_val neg = cg_tmp(f);
   cg_line(f, "%s = fneg float %s", neg.s, r.s);
   return sel(f, op2(f, "fcmp olt", ty, x, fconst(ty, 0)), ty, neg, r);
+}
+
+/* tanh in float. |x| < 0.625: x times its Taylor series in x^2 to degree 8 (the next term is
+ * 2e-9 of the sum there); above, 1 - 2 / (e^(2|x|) + 1), which has no cancellation there, with
+ * 2|x| capped at 88 (tanh is 1 in float long before). The sign is put back with copysign, so
+ * -0 stays -0; NaN fails the first test and propagates through the second form. */
+cg_val cg_tanh(cg_fn *f, cg_val x) {
+  const char *ty = "float";
+  static const double c[9] = {1,
+                              -1.0 / 3,
+                              2.0 / 15,
+                              -17.0 / 315,
+                              62.0 / 2835,
+                              -1382.0 / 155925,
+                              21844.0 / 6081075,
+                              -929569.0 / 638512875,
+                              6404582.0 / 10854718875};
+  cg_val a = cg_tmp(f);
+  cg_line(f, "%s = call float @llvm.fabs.f32(float %s)", a.s, x.s);
+  cg_val x2 = op2(f, "fmul", ty, a, a);
+  cg_val p = fconst(ty, c[8]);
+  for (int k = 7; k >= 0; k--) p = op2(f, "fadd", ty, op2(f, "fmul", ty, p, x2), fconst(ty, c[k]));
+  cg_val near = op2(f, "fmul", ty, a, p);
+  cg_val two_a = op2(f, "fmul", ty, a, fconst(ty, 2));
+  two_a = sel(f, op2(f, "fcmp ogt", ty, two_a, fconst(ty, 88)), ty, fconst(ty, 88), two_a);
+  cg_val e = cg_exp(f, ty, two_a);
+  cg_val q = op2(f, "fdiv", ty, fconst(ty, 2), op2(f, "fadd", ty, e, fconst(ty, 1)));
+  cg_val far = op2(f, "fsub", ty, fconst(ty, 1), q);
+  cg_val r = sel(f, op2(f, "fcmp olt", ty, a, fconst(ty, 0.625)), ty, near, far);
+  cg_val out = cg_tmp(f);
+  cg_line(f, "%s = call float @llvm.copysign.f32(float %s, float %s)", out.s, r.s, x.s);
+  return out;
+}
+
+/* log in float: x = 2^e m with m in [sqrt(1/2), sqrt(2)) taken from the bits (subnormals scaled
+ * up by 2^23 first), log m = 2 atanh(s) with s = (m - 1) / (m + 1), |s| < 0.172, its series to
+ * s^11 (the next term is 3e-10 of it), and e ln2 added with ln2 in two parts. 0 gives -inf,
+ * below 0 NaN, inf inf, NaN NaN. */
+cg_val cg_log(cg_fn *f, cg_val x) {
+  const char *ty = "float";
+  cg_val sub = op2(f, "fcmp olt", ty, x, fconst(ty, 1.17549435e-38));
+  cg_val xs = sel(f, sub, ty, op2(f, "fmul", ty, x, fconst(ty, 8388608.0)), x);
+  cg_val bits = conv(f, "bitcast", ty, xs, "i32");
+  cg_val ex =
+      op2(f, "and", "i32", op2(f, "lshr", "i32", bits, cg_const_i64(23)), cg_const_i64(255));
+  ex = op2(f, "sub", "i32", ex, sel(f, sub, "i32", cg_const_i64(150), cg_const_i64(127)));
+  cg_val mb = op2(f, "or", "i32", op2(f, "and", "i32", bits, cg_const_i64(0x7FFFFF)),
+                  cg_const_i64(0x3F800000));
+  cg_val m = conv(f, "bitcast", "i32", mb, ty);
+  cg_val big = op2(f, "fcmp ogt", ty, m, fconst(ty, 1.41421356));
+  m = sel(f, big, ty, op2(f, "fmul", ty, m, fconst(ty, 0.5)), m);
+  ex = op2(f, "add", "i32", ex, sel(f, big, "i32", cg_const_i64(1), cg_const_i64(0)));
+  cg_val s = op2(f, "fdiv", ty, op2(f, "fsub", ty, m, fconst(ty, 1)),
+                 op2(f, "fadd", ty, m, fconst(ty, 1)));
+  cg_val s2 = op2(f, "fmul", ty, s, s);
+  cg_val q = fconst(ty, 1.0 / 11);
+  for (int k = 9; k >= 1; k -= 2)
+    q = op2(f, "fadd", ty, op2(f, "fmul", ty, q, s2), fconst(ty, 1.0 / k));
+  cg_val lm = op2(f, "fmul", ty, op2(f, "fmul", ty, s, fconst(ty, 2)), q);
+  cg_val ef = conv(f, "sitofp", "i32", ex, ty);
+  cg_val lo = op2(f, "fadd", ty, lm, op2(f, "fmul", ty, ef, fconst(ty, -2.12194440e-4)));
+  cg_val r = op2(f, "fadd", ty, op2(f, "fmul", ty, ef, fconst(ty, 0.693359375)), lo);
+  r = sel(f, op2(f, "fcmp oeq", ty, x, fconst(ty, 0)), ty, fconst(ty, -INFINITY), r);
+  r = sel(f, op2(f, "fcmp olt", ty, x, fconst(ty, 0)), ty, fconst(ty, NAN), r);
+  r = sel(f, op2(f, "fcmp oeq", ty, x, fconst(ty, INFINITY)), ty, x, r);
+  return sel(f, op2(f, "fcmp uno", ty, x, x), ty, x, r);
 }

@@ -647,6 +647,39 @@ static void transcendentals_vectorized(void) {
   dpc_diag_free(&d);
 }
 
+/* tanh and log of floats likewise: one fused kernel, vector code, no call to tanhf or logf. */
+static void tanh_log_vectorized(void) {
+  dpc_graph *g = parse("model m\ninput x: f32[64, 256]\ny = tanh(x) + log(x * x + 1)\noutput y\n");
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_plan *plan = NULL;
+  dpc_buf dumps = {0};
+  dpc_cpu_backend *b = NULL;
+  int64_t none = 0;
+  dpc_pass_opts po = {.fuse = dpc_cpu_fusion()};
+  CHECK_MSG(g && dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, &none, &d) == DPC_OK &&
+                dpc_plan_single(g, "cpu:0", false, &plan, &d) == DPC_OK,
+            "%s", d.msg);
+  dpc_native_kernel *k = plan ? calloc(plan->g->n_nodes, sizeof *k) : NULL;
+  if (k) {
+    CHECK_MSG(dpc_cpu_backend_new(
+                  &(dpc_cpu_options){.dump = keep_optimised, .user = &dumps, .cache_dir = "off"},
+                  &b, &d) == DPC_OK &&
+                  dpc_cpu_compile_plan(b, plan, k, &d) == DPC_OK,
+              "%s", d.msg);
+    const char *all = dumps.data ? dumps.data : "";
+    CHECK_MSG(!strstr(all, "@tanhf(") && !strstr(all, "@logf(") && !strstr(all, "@llvm.log."),
+              "the kernel still calls tanhf or logf");
+    CHECK_MSG(strstr(all, " x float>") != NULL, "tanh(x) + log(x * x + 1) is not vectorized");
+  }
+  free(k);
+  dpc_buf_free(&dumps);
+  dpc_cpu_backend_free(b);
+  dpc_plan_free(plan);
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+}
+
 /* Compile a plan with a fresh backend on the cache folder; report what it compiled and read. */
 static void compile_with_cache(const dpc_plan *plan, const char *dir, uint32_t *compiled,
                                uint32_t *hits, float *logits) {
@@ -943,6 +976,7 @@ const unit_test unit_tests[] = {
     {"updates_in_place", updates_in_place},
     {"updates_vectorized", updates_vectorized},
     {"transcendentals_vectorized", transcendentals_vectorized},
+    {"tanh_log_vectorized", tanh_log_vectorized},
     {"disk_cache", disk_cache},
     {"cache_folder", cache_folder},
     {"backend_by_name", backend_by_name},
