@@ -75,6 +75,14 @@ void cg_fail_if(cg_fn *f, cg_val cond);
 cg_val cg_add(cg_fn *f, cg_val a, cg_val b);
 cg_val cg_mul(cg_fn *f, cg_val a, cg_val b);
 
+/* One instruction of any type: "r = ins ty a, b" (ins "fadd", "icmp slt", "fcmp olt", ...),
+ * "r = select i1 c, ty a, ty b", and "r = ins from v to to" (a cast: "bitcast", "fpext", ...). */
+cg_val cg_op2(cg_fn *f, const char *ins, const char *ty, cg_val a, cg_val b);
+cg_val cg_sel(cg_fn *f, cg_val c, const char *ty, cg_val a, cg_val b);
+cg_val cg_conv(cg_fn *f, const char *ins, const char *from, cg_val v, const char *to);
+/* A floating constant of calc type ty ("float" or "double"). */
+cg_val cg_fconst(const char *ty, double v);
+
 /* A counted loop: `for (i = lo; i < hi; i++) { ... }`. begin returns the index value and the
  * loop's id, end closes it. Loops nest. */
 typedef struct cg_loop {

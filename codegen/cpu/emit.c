@@ -177,6 +177,28 @@ cg_val cg_mul(cg_fn *f, cg_val a, cg_val b) {
   return r;
 }
 
+cg_val cg_op2(cg_fn *f, const char *ins, const char *ty, cg_val a, cg_val b) {
+  cg_val r = cg_tmp(f);
+  cg_line(f, "%s = %s %s %s, %s", r.s, ins, ty, a.s, b.s);
+  return r;
+}
+
+cg_val cg_sel(cg_fn *f, cg_val c, const char *ty, cg_val a, cg_val b) {
+  cg_val r = cg_tmp(f);
+  cg_line(f, "%s = select i1 %s, %s %s, %s %s", r.s, c.s, ty, a.s, ty, b.s);
+  return r;
+}
+
+cg_val cg_conv(cg_fn *f, const char *ins, const char *from, cg_val v, const char *to) {
+  cg_val r = cg_tmp(f);
+  cg_line(f, "%s = %s %s %s to %s", r.s, ins, from, v.s, to);
+  return r;
+}
+
+cg_val cg_fconst(const char *ty, double v) {
+  return cg_const(strcmp(ty, "double") ? DPC_F32 : DPC_F64, v);
+}
+
 cg_loop cg_loop_begin(cg_fn *f, cg_val lo, cg_val hi) {
   cg_loop l = {cg_label(f), {{0}}};
   dpc_buf_printf(&f->head, "  %%i%u.slot = alloca i64\n", l.id);

@@ -81,34 +81,22 @@ static const char *sfx(dpc_dtype t) {
   return strcmp(cg_calc_type(t), "double") ? "f32" : "f64";
 }
 
-static cg_val op2(cg_fn *f, const char *ins, const char *ty, cg_val a, cg_val b) {
-  cg_val r = cg_tmp(f);
-  cg_line(f, "%s = %s %s %s, %s", r.s, ins, ty, a.s, b.s);
-  return r;
-}
-
 static cg_val call1(cg_fn *f, const char *fn, const char *ty, cg_val a) {
   cg_val r = cg_tmp(f);
   cg_line(f, "%s = call %s @%s(%s %s)", r.s, ty, fn, ty, a.s);
   return r;
 }
 
-static cg_val sel(cg_fn *f, cg_val c, const char *ty, cg_val a, cg_val b) {
-  cg_val r = cg_tmp(f);
-  cg_line(f, "%s = select i1 %s, %s %s, %s %s", r.s, c.s, ty, a.s, ty, b.s);
-  return r;
-}
-
 static cg_val fcmp(cg_fn *f, const char *pred, const char *ty, cg_val a, cg_val b) {
-  return op2(f, pred, ty, a, b); /* pred includes "fcmp xx" */
+  return cg_op2(f, pred, ty, a, b); /* pred includes "fcmp xx" */
 }
 
 /* max/min with NaN propagation: a wins when it compares `pred` or is NaN */
 static cg_val fminmax(cg_fn *f, const char *ty, bool is_max, cg_val a, cg_val b) {
   cg_val c = fcmp(f, is_max ? "fcmp ugt" : "fcmp ult", ty, a, b); /* unordered: a NaN wins */
   cg_val nb = fcmp(f, "fcmp uno", ty, b, b);
-  cg_val pick = sel(f, c, ty, a, b);
-  return sel(f, nb, ty, b, pick);
+  cg_val pick = cg_sel(f, c, ty, a, b);
+  return cg_sel(f, nb, ty, b, pick);
 }
 
 /* One element of the node's op, in the calc type of its operands. */
@@ -124,20 +112,20 @@ static dpc_status scalar(cg_fn *f, uint32_t node, const ew *e, const cg_val *x, 
   char fn[48];
   cg_val r = {{0}};
   switch (op) {
-  case DPC_OP_ADD: r = op2(f, fp ? "fadd" : "add", ty, x[0], x[1]); break;
-  case DPC_OP_SUB: r = op2(f, fp ? "fsub" : "sub", ty, x[0], x[1]); break;
-  case DPC_OP_MUL: r = op2(f, fp ? "fmul" : "mul", ty, x[0], x[1]); break;
+  case DPC_OP_ADD: r = cg_op2(f, fp ? "fadd" : "add", ty, x[0], x[1]); break;
+  case DPC_OP_SUB: r = cg_op2(f, fp ? "fsub" : "sub", ty, x[0], x[1]); break;
+  case DPC_OP_MUL: r = cg_op2(f, fp ? "fmul" : "mul", ty, x[0], x[1]); break;
   case DPC_OP_DIV:
     if (fp) {
-      r = op2(f, "fdiv", ty, x[0], x[1]);
+      r = cg_op2(f, "fdiv", ty, x[0], x[1]);
     } else {
       /* truncating division; x / 0 is bad data, MIN / -1 wraps (never sdiv it: it traps) */
       cg_val zero = cg_const(t, 0), m1 = cg_const(t, -1), one = cg_const(t, 1);
-      cg_val bz = op2(f, "icmp eq", ty, x[1], zero), bm1 = op2(f, "icmp eq", ty, x[1], m1);
+      cg_val bz = cg_op2(f, "icmp eq", ty, x[1], zero), bm1 = cg_op2(f, "icmp eq", ty, x[1], m1);
       cg_fail_if(f, bz);
-      cg_val safe = sel(f, bz, ty, one, sel(f, bm1, ty, one, x[1]));
-      cg_val q = op2(f, "sdiv", ty, x[0], safe), neg = op2(f, "sub", ty, zero, x[0]);
-      r = sel(f, bm1, ty, neg, q);
+      cg_val safe = cg_sel(f, bz, ty, one, cg_sel(f, bm1, ty, one, x[1]));
+      cg_val q = cg_op2(f, "sdiv", ty, x[0], safe), neg = cg_op2(f, "sub", ty, zero, x[0]);
+      r = cg_sel(f, bm1, ty, neg, q);
     }
     break;
   case DPC_OP_POW:
@@ -150,8 +138,8 @@ static dpc_status scalar(cg_fn *f, uint32_t node, const ew *e, const cg_val *x, 
     if (fp) {
       r = fminmax(f, ty, op == DPC_OP_MAX, x[0], x[1]);
     } else {
-      cg_val c = op2(f, op == DPC_OP_MAX ? "icmp sgt" : "icmp slt", ty, x[0], x[1]);
-      r = sel(f, c, ty, x[0], x[1]);
+      cg_val c = cg_op2(f, op == DPC_OP_MAX ? "icmp sgt" : "icmp slt", ty, x[0], x[1]);
+      r = cg_sel(f, c, ty, x[0], x[1]);
     }
     break;
   case DPC_OP_NEG:
@@ -159,7 +147,7 @@ static dpc_status scalar(cg_fn *f, uint32_t node, const ew *e, const cg_val *x, 
       r = cg_tmp(f);
       cg_line(f, "%s = fneg %s %s", r.s, ty, x[0].s);
     } else {
-      r = op2(f, "sub", ty, cg_const(t, 0), x[0]);
+      r = cg_op2(f, "sub", ty, cg_const(t, 0), x[0]);
     }
     break;
   case DPC_OP_ABS:
@@ -167,12 +155,12 @@ static dpc_status scalar(cg_fn *f, uint32_t node, const ew *e, const cg_val *x, 
       snprintf(fn, sizeof fn, "llvm.fabs.%s", s);
       r = call1(f, fn, ty, x[0]);
     } else {
-      cg_val c = op2(f, "icmp slt", ty, x[0], cg_const(t, 0));
-      r = sel(f, c, ty, op2(f, "sub", ty, cg_const(t, 0), x[0]), x[0]);
+      cg_val c = cg_op2(f, "icmp slt", ty, x[0], cg_const(t, 0));
+      r = cg_sel(f, c, ty, cg_op2(f, "sub", ty, cg_const(t, 0), x[0]), x[0]);
     }
     break;
   case DPC_OP_RELU:
-    r = sel(f, fcmp(f, "fcmp olt", ty, x[0], cg_const(t, 0)), ty, cg_const(t, 0), x[0]);
+    r = cg_sel(f, fcmp(f, "fcmp olt", ty, x[0], cg_const(t, 0)), ty, cg_const(t, 0), x[0]);
     break;
   case DPC_OP_RELU6:
   case DPC_OP_CLIP: {
@@ -181,35 +169,35 @@ static dpc_status scalar(cg_fn *f, uint32_t node, const ew *e, const cg_val *x, 
     r = x[0];
     if (relu6 || dpc_attrs_get(at, "min")) {
       cg_val lo = cg_const(t, relu6 ? 0 : dpc_attrs_float(at, "min"));
-      r = sel(f, fcmp(f, "fcmp olt", ty, r, lo), ty, lo, r);
+      r = cg_sel(f, fcmp(f, "fcmp olt", ty, r, lo), ty, lo, r);
     }
     if (relu6 || dpc_attrs_get(at, "max")) {
       cg_val hi = cg_const(t, relu6 ? 6 : dpc_attrs_float(at, "max"));
-      r = sel(f, fcmp(f, "fcmp ogt", ty, r, hi), ty, hi, r);
+      r = cg_sel(f, fcmp(f, "fcmp ogt", ty, r, hi), ty, hi, r);
     }
     break;
   }
   case DPC_OP_LEAKY_RELU: {
-    cg_val ax = op2(f, "fmul", ty, x[0], cg_const(t, dpc_attrs_float(at, "alpha")));
-    r = sel(f, fcmp(f, "fcmp oge", ty, x[0], cg_const(t, 0)), ty, x[0], ax);
+    cg_val ax = cg_op2(f, "fmul", ty, x[0], cg_const(t, dpc_attrs_float(at, "alpha")));
+    r = cg_sel(f, fcmp(f, "fcmp oge", ty, x[0], cg_const(t, 0)), ty, x[0], ax);
     /* NaN >= 0 is false, and alpha * NaN is NaN: NaN stays NaN */
     break;
   }
   case DPC_OP_GELU: {
-    cg_val u = op2(f, "fmul", ty, x[0], cg_const(t, 0.7071067811865476));
+    cg_val u = cg_op2(f, "fmul", ty, x[0], cg_const(t, 0.7071067811865476));
     cg_val er = strcmp(s, "f32") ? call1(f, "erf", ty, u) : cg_erf(f, u);
-    cg_val one = op2(f, "fadd", ty, er, cg_const(t, 1));
-    r = op2(f, "fmul", ty, op2(f, "fmul", ty, x[0], cg_const(t, 0.5)), one);
+    cg_val one = cg_op2(f, "fadd", ty, er, cg_const(t, 1));
+    r = cg_op2(f, "fmul", ty, cg_op2(f, "fmul", ty, x[0], cg_const(t, 0.5)), one);
     break;
   }
   case DPC_OP_SIGMOID: {
     /* stable on both sides: 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below */
     cg_val ax = call1(f, strcmp(s, "f32") ? "llvm.fabs.f64" : "llvm.fabs.f32", ty, x[0]);
-    cg_val ex = cg_exp(f, ty, op2(f, "fsub", ty, cg_const(t, 0), ax)); /* e^-|x| */
-    cg_val den = op2(f, "fadd", ty, cg_const(t, 1), ex);
-    cg_val pos = op2(f, "fdiv", ty, cg_const(t, 1), den), neg = op2(f, "fdiv", ty, ex, den);
-    r = sel(f, fcmp(f, "fcmp oge", ty, x[0], cg_const(t, 0)), ty, pos, neg);
-    r = sel(f, fcmp(f, "fcmp uno", ty, x[0], x[0]), ty, x[0], r);
+    cg_val ex = cg_exp(f, ty, cg_op2(f, "fsub", ty, cg_const(t, 0), ax)); /* e^-|x| */
+    cg_val den = cg_op2(f, "fadd", ty, cg_const(t, 1), ex);
+    cg_val pos = cg_op2(f, "fdiv", ty, cg_const(t, 1), den), neg = cg_op2(f, "fdiv", ty, ex, den);
+    r = cg_sel(f, fcmp(f, "fcmp oge", ty, x[0], cg_const(t, 0)), ty, pos, neg);
+    r = cg_sel(f, fcmp(f, "fcmp uno", ty, x[0], x[0]), ty, x[0], r);
     break;
   }
   case DPC_OP_TANH: r = strcmp(s, "f32") ? call1(f, "tanh", ty, x[0]) : cg_tanh(f, x[0]); break;
@@ -235,18 +223,18 @@ static dpc_status scalar(cg_fn *f, uint32_t node, const ew *e, const cg_val *x, 
   }
   case DPC_OP_RSQRT:
     snprintf(fn, sizeof fn, "llvm.sqrt.%s", s);
-    r = op2(f, "fdiv", ty, cg_const(t, 1), call1(f, fn, ty, x[0]));
+    r = cg_op2(f, "fdiv", ty, cg_const(t, 1), call1(f, fn, ty, x[0]));
     break;
   case DPC_OP_ERF: r = strcmp(s, "f32") ? call1(f, "erf", ty, x[0]) : cg_erf(f, x[0]); break;
   case DPC_OP_SIGN:
     if (fp) {
       cg_val pos = fcmp(f, "fcmp ogt", ty, x[0], cg_const(t, 0)),
              neg = fcmp(f, "fcmp olt", ty, x[0], cg_const(t, 0));
-      r = sel(f, pos, ty, cg_const(t, 1), sel(f, neg, ty, cg_const(t, -1), x[0]));
+      r = cg_sel(f, pos, ty, cg_const(t, 1), cg_sel(f, neg, ty, cg_const(t, -1), x[0]));
     } else {
-      cg_val pos = op2(f, "icmp sgt", ty, x[0], cg_const(t, 0)),
-             neg = op2(f, "icmp slt", ty, x[0], cg_const(t, 0));
-      r = sel(f, pos, ty, cg_const(t, 1), sel(f, neg, ty, cg_const(t, -1), cg_const(t, 0)));
+      cg_val pos = cg_op2(f, "icmp sgt", ty, x[0], cg_const(t, 0)),
+             neg = cg_op2(f, "icmp slt", ty, x[0], cg_const(t, 0));
+      r = cg_sel(f, pos, ty, cg_const(t, 1), cg_sel(f, neg, ty, cg_const(t, -1), cg_const(t, 0)));
     }
     break;
   case DPC_OP_EQUAL:
@@ -255,20 +243,20 @@ static dpc_status scalar(cg_fn *f, uint32_t node, const ew *e, const cg_val *x, 
     const char *pred = op == DPC_OP_EQUAL  ? (fp ? "fcmp oeq" : "icmp eq")
                        : op == DPC_OP_LESS ? (fp ? "fcmp olt" : "icmp slt")
                                            : (fp ? "fcmp ogt" : "icmp sgt");
-    cg_val c = op2(f, pred, ty, x[0], x[1]);
+    cg_val c = cg_op2(f, pred, ty, x[0], x[1]);
     r = cg_tmp(f);
     cg_line(f, "%s = zext i1 %s to i8", r.s, c.s);
     break;
   }
   case DPC_OP_NOT: {
-    cg_val c = op2(f, "icmp eq", "i8", x[0], cg_const_i64(0));
+    cg_val c = cg_op2(f, "icmp eq", "i8", x[0], cg_const_i64(0));
     r = cg_tmp(f);
     cg_line(f, "%s = zext i1 %s to i8", r.s, c.s);
     break;
   }
   case DPC_OP_WHERE: {
-    cg_val c = op2(f, "icmp ne", "i8", x[0], cg_const_i64(0));
-    r = sel(f, c, cg_calc_type(e->in_t[1]), x[1], x[2]);
+    cg_val c = cg_op2(f, "icmp ne", "i8", x[0], cg_const_i64(0));
+    r = cg_sel(f, c, cg_calc_type(e->in_t[1]), x[1], x[2]);
     break;
   }
   case DPC_OP_ZEROS_LIKE: r = cg_const(e->out_t, 0); break;
@@ -282,7 +270,7 @@ static dpc_status scalar(cg_fn *f, uint32_t node, const ew *e, const cg_val *x, 
     cg_line(f, "%s = call i64 @dpc_mix64(i64 %s)", mixed.s, bits.s);
     cg_line(f, "%s = lshr i64 %s, 11", sh.s, mixed.s);
     cg_line(f, "%s = uitofp i64 %s to double", u.s, sh.s);
-    cg_val ud = op2(f, "fmul", "double", u, cg_const(DPC_F64, 1.0 / 9007199254740992.0));
+    cg_val ud = cg_op2(f, "fmul", "double", u, cg_const(DPC_F64, 1.0 / 9007199254740992.0));
     cg_line(f, "%s = fcmp oge double %s, %s", keep.s, ud.s, cg_const(DPC_F64, p).s);
     /* x / (1 - p) in double, as the reference */
     cg_val xd = x[0];
@@ -290,14 +278,14 @@ static dpc_status scalar(cg_fn *f, uint32_t node, const ew *e, const cg_val *x, 
       xd = cg_tmp(f);
       cg_line(f, "%s = fpext float %s to double", xd.s, x[0].s);
     }
-    cg_val sc = op2(f, "fdiv", "double", xd, cg_const(DPC_F64, 1 - p));
+    cg_val sc = cg_op2(f, "fdiv", "double", xd, cg_const(DPC_F64, 1 - p));
     cg_val kept = sc;
     if (!strcmp(ty, "float")) {
       kept = cg_tmp(f);
       cg_line(f, "%s = fptrunc double %s to float", kept.s, sc.s);
     }
-    cg_val dropped = sel(f, keep, ty, kept, cg_const(t, 0));
-    r = p > 0 ? sel(f, train_on, ty, dropped, x[0]) : x[0];
+    cg_val dropped = cg_sel(f, keep, ty, kept, cg_const(t, 0));
+    r = p > 0 ? cg_sel(f, train_on, ty, dropped, x[0]) : x[0];
     break;
   }
   default:

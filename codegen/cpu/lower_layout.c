@@ -43,12 +43,6 @@ static dpc_dtype bits_dtype(dpc_dtype t) {
   }
 }
 
-static cg_val bin(cg_fn *f, const char *ins, const char *ty, cg_val a, cg_val b) {
-  cg_val r = cg_tmp(f);
-  cg_line(f, "%s = %s %s %s, %s", r.s, ins, ty, a.s, b.s);
-  return r;
-}
-
 /* i64 arithmetic with a constant, folded where a is a constant too and left out where it would
  * do nothing: the emitted text is also what the kernel cache hashes, so it stays canonical. */
 static bool literal(cg_val a, int64_t *v) {
@@ -101,8 +95,8 @@ static void if_end(cg_fn *f, uint32_t id) {
 /* (r / n, r % n) for an index r >= 0 of a loop over a [m, n] grid, without dividing where one
  * of the two sides is a single row or column. */
 static void split_index(cg_fn *f, cg_val r, int64_t m, int64_t n, cg_val *q, cg_val *rem) {
-  *q = n == 1 ? r : m == 1 ? cg_const_i64(0) : bin(f, "udiv", "i64", r, cg_const_i64(n));
-  *rem = n == 1 ? cg_const_i64(0) : m == 1 ? r : bin(f, "urem", "i64", r, cg_const_i64(n));
+  *q = n == 1 ? r : m == 1 ? cg_const_i64(0) : cg_op2(f, "udiv", "i64", r, cg_const_i64(n));
+  *rem = n == 1 ? cg_const_i64(0) : m == 1 ? r : cg_op2(f, "urem", "i64", r, cg_const_i64(n));
 }
 
 /* ---- walks ----------------------------------------------------------------------------------- */
@@ -174,7 +168,7 @@ static int tile_dim(const walk *w) {
 static cg_loop tile_loop(cg_fn *f, cg_val lo_it, cg_val hi_it, int64_t n, cg_val *lo, cg_val *hi) {
   cg_loop l = cg_loop_begin(f, lo_it, hi_it);
   *lo = mul_c(f, l.i, TILE);
-  cg_val end = add_c(f, *lo, TILE), over = bin(f, "icmp sgt", "i64", end, cg_const_i64(n));
+  cg_val end = add_c(f, *lo, TILE), over = cg_op2(f, "icmp sgt", "i64", end, cg_const_i64(n));
   *hi = cg_tmp(f);
   cg_line(f, "%s = select i1 %s, i64 %lld, i64 %s", hi->s, over.s, (long long)n, end.s);
   return l;
@@ -500,14 +494,14 @@ static dpc_status lower_slice_grad(cg_kernel *k, dpc_diag *d) {
   if (any) {
     /* j = (i - first) / step when that divides exactly and lands in [0, count) */
     cg_val t = add_c(f, i, -first[p]), sp = cg_const_i64(step[p]);
-    j = bin(f, "sdiv", "i64", t, sp);
-    cg_val exact = bin(f, "icmp eq", "i64", bin(f, "srem", "i64", t, sp), cg_const_i64(0));
-    cg_val ge = bin(f, "icmp sge", "i64", j, cg_const_i64(0));
-    cg_val lt = bin(f, "icmp slt", "i64", j, cg_const_i64(count[p]));
-    in = bin(f, "and", "i1", exact, bin(f, "and", "i1", ge, lt));
+    j = cg_op2(f, "sdiv", "i64", t, sp);
+    cg_val exact = cg_op2(f, "icmp eq", "i64", cg_op2(f, "srem", "i64", t, sp), cg_const_i64(0));
+    cg_val ge = cg_op2(f, "icmp sge", "i64", j, cg_const_i64(0));
+    cg_val lt = cg_op2(f, "icmp slt", "i64", j, cg_const_i64(count[p]));
+    in = cg_op2(f, "and", "i1", exact, cg_op2(f, "and", "i1", ge, lt));
   }
   /* zero the row unless dy is about to overwrite all of it */
-  cg_val zero = rest_whole ? bin(f, "xor", "i1", in, (cg_val){"true"}) : (cg_val){"true"};
+  cg_val zero = rest_whole ? cg_op2(f, "xor", "i1", in, (cg_val){"true"}) : (cg_val){"true"};
   uint32_t bz = if_begin(f, zero);
   cg_loop lz = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(blk));
   cg_val pz = cg_tmp(f);
@@ -547,14 +541,14 @@ static uint32_t check_indices(cg_fn *f, cg_val idx, dpc_dtype it, int64_t ni, in
   if (ni > 0) {
     cg_loop l = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ni));
     cg_val v = load_index(f, idx, it, l.i);
-    cg_val below = bin(f, "icmp slt", "i64", v, cg_const_i64(-dim));
-    cg_val above = bin(f, "icmp sge", "i64", v, cg_const_i64(dim));
-    cg_fail_if(f, bin(f, "or", "i1", below, above));
+    cg_val below = cg_op2(f, "icmp slt", "i64", v, cg_const_i64(-dim));
+    cg_val above = cg_op2(f, "icmp sge", "i64", v, cg_const_i64(dim));
+    cg_fail_if(f, cg_op2(f, "or", "i1", below, above));
     cg_loop_end(f, l);
   }
   cg_val st = cg_tmp(f);
   cg_line(f, "%s = load i32, i32* %%status", st.s);
-  return if_begin(f, bin(f, "icmp eq", "i32", st, (cg_val){"0"}));
+  return if_begin(f, cg_op2(f, "icmp eq", "i32", st, (cg_val){"0"}));
 }
 
 /* gather(data, indices): y is [outer, ni, inner] from data [outer, dim, inner]. The parallel
@@ -581,7 +575,7 @@ static dpc_status lower_gather(cg_kernel *k, dpc_diag *d) {
     cg_val o, j;
     split_index(f, lr.i, outer, ni, &o, &j);
     cg_val kv = load_index(f, idx, iv->dtype, j);
-    cg_val neg = bin(f, "icmp slt", "i64", kv, cg_const_i64(0)), up = add_c(f, kv, dim);
+    cg_val neg = cg_op2(f, "icmp slt", "i64", kv, cg_const_i64(0)), up = add_c(f, kv, dim);
     cg_val kw = cg_tmp(f);
     cg_line(f, "%s = select i1 %s, i64 %s, i64 %s", kw.s, neg.s, up.s, kv.s);
     cg_val from = mul_c(f, add(f, mul_c(f, o, dim), kw), inner);
@@ -631,8 +625,8 @@ static dpc_status lower_gather_grad(cg_kernel *k, dpc_diag *d) {
     if (inner > chunk) {
       lc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64((inner + chunk - 1) / chunk));
       t0 = mul_c(f, lc.i, chunk);
-      cg_val left = bin(f, "sub", "i64", cg_const_i64(inner), t0);
-      cg_val small = bin(f, "icmp slt", "i64", left, cg_const_i64(chunk));
+      cg_val left = cg_op2(f, "sub", "i64", cg_const_i64(inner), t0);
+      cg_val small = cg_op2(f, "icmp slt", "i64", left, cg_const_i64(chunk));
       tn = cg_tmp(f);
       cg_line(f, "%s = select i1 %s, i64 %s, i64 %lld", tn.s, small.s, left.s, (long long)chunk);
     }
@@ -649,8 +643,8 @@ static dpc_status lower_gather_grad(cg_kernel *k, dpc_diag *d) {
     /* acc += each row of dy whose index is kk or kk - dim, in index order */
     cg_loop lj = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ni));
     cg_val kv = load_index(f, idx, iv->dtype, lj.i);
-    cg_val hit =
-        bin(f, "or", "i1", bin(f, "icmp eq", "i64", kv, kk), bin(f, "icmp eq", "i64", kv, kneg));
+    cg_val hit = cg_op2(f, "or", "i1", cg_op2(f, "icmp eq", "i64", kv, kk),
+                        cg_op2(f, "icmp eq", "i64", kv, kneg));
     uint32_t bh = if_begin(f, hit);
     cg_val from = add(f, mul_c(f, add(f, dyrow0, lj.i), inner), t0);
     cg_loop la = cg_loop_begin(f, cg_const_i64(0), tn);
@@ -664,7 +658,7 @@ static dpc_status lower_gather_grad(cg_kernel *k, dpc_diag *d) {
     cg_line(f, "%s = getelementptr inbounds %s, %s* %%gacc, i64 0, i64 %s", pa.s, accty, accty,
             la.i.s);
     cg_line(f, "%s = load double, double* %s", a.s, pa.s);
-    cg_line(f, "store double %s, double* %s", bin(f, "fadd", "double", a, v).s, pa.s);
+    cg_line(f, "store double %s, double* %s", cg_op2(f, "fadd", "double", a, v).s, pa.s);
     cg_loop_end(f, la);
     if_end(f, bh);
     cg_loop_end(f, lj);

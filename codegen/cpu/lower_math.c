@@ -16,28 +16,6 @@
 
 #define TWO_OVER_SQRT_PI 1.1283791670955126
 
-static cg_val op2(cg_fn *f, const char *ins, const char *ty, cg_val a, cg_val b) {
-  cg_val r = cg_tmp(f);
-  cg_line(f, "%s = %s %s %s, %s", r.s, ins, ty, a.s, b.s);
-  return r;
-}
-
-static cg_val sel(cg_fn *f, cg_val c, const char *ty, cg_val a, cg_val b) {
-  cg_val r = cg_tmp(f);
-  cg_line(f, "%s = select i1 %s, %s %s, %s %s", r.s, c.s, ty, a.s, ty, b.s);
-  return r;
-}
-
-static cg_val conv(cg_fn *f, const char *ins, const char *from, cg_val v, const char *to) {
-  cg_val r = cg_tmp(f);
-  cg_line(f, "%s = %s %s %s to %s", r.s, ins, from, v.s, to);
-  return r;
-}
-
-static cg_val fconst(const char *ty, double v) {
-  return cg_const(strcmp(ty, "double") ? DPC_F32 : DPC_F64, v);
-}
-
 static bool is_dbl(const char *ty) {
   return !strcmp(ty, "double");
 }
@@ -50,42 +28,43 @@ cg_val cg_exp(cg_fn *f, const char *ty, cg_val z) {
   bool dbl = is_dbl(ty);
   const char *it = dbl ? "i64" : "i32";
   double lo = dbl ? -746.0 : -105.0, hi = dbl ? 710.0 : 89.0;
-  cg_val z1 = sel(f, op2(f, "fcmp olt", ty, z, fconst(ty, lo)), ty, fconst(ty, lo), z);
-  cg_val z2 = sel(f, op2(f, "fcmp ogt", ty, z1, fconst(ty, hi)), ty, fconst(ty, hi), z1);
+  cg_val z1 = cg_sel(f, cg_op2(f, "fcmp olt", ty, z, cg_fconst(ty, lo)), ty, cg_fconst(ty, lo), z);
+  cg_val z2 =
+      cg_sel(f, cg_op2(f, "fcmp ogt", ty, z1, cg_fconst(ty, hi)), ty, cg_fconst(ty, hi), z1);
   /* k: adding 1.5 * 2^(mantissa bits) rounds to an integer, which then sits in the low bits.
    * No fast-math flags here, or LLVM could fold (t + M) - M back to t. */
   double magic = dbl ? 6755399441055744.0 : 12582912.0;
-  cg_val t = op2(f, "fmul", ty, z2, fconst(ty, 1.4426950408889634));
-  cg_val tm = op2(f, "fadd", ty, t, fconst(ty, magic));
-  cg_val kf = op2(f, "fsub", ty, tm, fconst(ty, magic));
-  cg_val bits = conv(f, "bitcast", ty, tm, it);
-  cg_val ki =
-      op2(f, "sub", it, bits, dbl ? cg_const_i64(0x4338000000000000LL) : cg_const_i64(0x4B400000));
+  cg_val t = cg_op2(f, "fmul", ty, z2, cg_fconst(ty, 1.4426950408889634));
+  cg_val tm = cg_op2(f, "fadd", ty, t, cg_fconst(ty, magic));
+  cg_val kf = cg_op2(f, "fsub", ty, tm, cg_fconst(ty, magic));
+  cg_val bits = cg_conv(f, "bitcast", ty, tm, it);
+  cg_val ki = cg_op2(f, "sub", it, bits,
+                     dbl ? cg_const_i64(0x4338000000000000LL) : cg_const_i64(0x4B400000));
   /* r = z - k ln2 with ln2 in two parts: k * hi is exact, so only k * lo rounds */
   double ln2_hi = dbl ? 6.93147180369123816490e-01 : 0.693359375;
   double ln2_lo = dbl ? 1.90821492927058770002e-10 : -2.12194440e-4;
-  cg_val r = op2(f, "fsub", ty, z2, op2(f, "fmul", ty, kf, fconst(ty, ln2_hi)));
-  r = op2(f, "fsub", ty, r, op2(f, "fmul", ty, kf, fconst(ty, ln2_lo)));
+  cg_val r = cg_op2(f, "fsub", ty, z2, cg_op2(f, "fmul", ty, kf, cg_fconst(ty, ln2_hi)));
+  r = cg_op2(f, "fsub", ty, r, cg_op2(f, "fmul", ty, kf, cg_fconst(ty, ln2_lo)));
   int deg = dbl ? 13 : 7;
   double fact = 1;
   for (int i = 2; i <= deg; i++) fact *= i;
-  cg_val p = fconst(ty, 1 / fact);
+  cg_val p = cg_fconst(ty, 1 / fact);
   for (int i = deg - 1; i >= 0; i--) {
     fact = i > 0 ? fact / (i + 1) : 1;
-    cg_val pr = op2(f, "fmul contract", ty, p, r);
-    p = op2(f, "fadd contract", ty, pr, fconst(ty, 1 / fact));
+    cg_val pr = cg_op2(f, "fmul contract", ty, p, r);
+    p = cg_op2(f, "fadd contract", ty, pr, cg_fconst(ty, 1 / fact));
   }
   /* 2^k as 2^k1 * 2^k2 (k1 = floor(k/2)), each a normal number even where 2^k is not, so
    * results that are subnormal round once, and ones that overflow become inf */
   int mant = dbl ? 52 : 23, bias = dbl ? 1023 : 127;
-  cg_val k1 = op2(f, "ashr", it, ki, cg_const_i64(1));
-  cg_val k2 = op2(f, "sub", it, ki, k1);
+  cg_val k1 = cg_op2(f, "ashr", it, ki, cg_const_i64(1));
+  cg_val k2 = cg_op2(f, "sub", it, ki, k1);
   cg_val res = p;
   cg_val ks[2] = {k1, k2};
   for (int i = 0; i < 2; i++) {
-    cg_val e = op2(f, "add", it, ks[i], cg_const_i64(bias));
-    cg_val sh = op2(f, "shl", it, e, cg_const_i64(mant));
-    res = op2(f, "fmul", ty, res, conv(f, "bitcast", it, sh, ty));
+    cg_val e = cg_op2(f, "add", it, ks[i], cg_const_i64(bias));
+    cg_val sh = cg_op2(f, "shl", it, e, cg_const_i64(mant));
+    res = cg_op2(f, "fmul", ty, res, cg_conv(f, "bitcast", it, sh, ty));
   }
   return res;
 }
@@ -99,28 +78,31 @@ cg_val cg_erf(cg_fn *f, cg_val x) {
   const char *ty = "float";
   cg_val a = cg_tmp(f);
   cg_line(f, "%s = call float @llvm.fabs.f32(float %s)", a.s, x.s);
-  cg_val x2 = op2(f, "fmul", ty, a, a);
+  cg_val x2 = cg_op2(f, "fmul", ty, a, a);
   /* near 0: 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)), by Horner in x^2 */
   double fact[11] = {1};
   for (int n = 1; n <= 10; n++) fact[n] = fact[n - 1] * n;
-  cg_val p = fconst(ty, TWO_OVER_SQRT_PI / (fact[10] * 21));
+  cg_val p = cg_fconst(ty, TWO_OVER_SQRT_PI / (fact[10] * 21));
   for (int n = 9; n >= 0; n--) {
     double c = TWO_OVER_SQRT_PI * (n % 2 ? -1 : 1) / (fact[n] * (2 * n + 1));
-    p = op2(f, "fadd", ty, op2(f, "fmul", ty, p, x2), fconst(ty, c));
+    p = cg_op2(f, "fadd", ty, cg_op2(f, "fmul", ty, p, x2), cg_fconst(ty, c));
   }
-  cg_val near = op2(f, "fmul", ty, a, p);
+  cg_val near = cg_op2(f, "fmul", ty, a, p);
   /* away from 0: 1 - t q(t) e^(-x^2) */
   static const double as[5] = {0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429};
-  cg_val den = op2(f, "fadd", ty, fconst(ty, 1), op2(f, "fmul", ty, a, fconst(ty, 0.3275911)));
-  cg_val t = op2(f, "fdiv", ty, fconst(ty, 1), den);
-  cg_val q = fconst(ty, as[4]);
-  for (int k = 3; k >= 0; k--) q = op2(f, "fadd", ty, op2(f, "fmul", ty, q, t), fconst(ty, as[k]));
-  cg_val e = cg_exp(f, ty, op2(f, "fsub", ty, fconst(ty, 0), x2));
-  cg_val far = op2(f, "fsub", ty, fconst(ty, 1), op2(f, "fmul", ty, op2(f, "fmul", ty, t, q), e));
-  cg_val r = sel(f, op2(f, "fcmp olt", ty, a, fconst(ty, 1)), ty, near, far);
+  cg_val den =
+      cg_op2(f, "fadd", ty, cg_fconst(ty, 1), cg_op2(f, "fmul", ty, a, cg_fconst(ty, 0.3275911)));
+  cg_val t = cg_op2(f, "fdiv", ty, cg_fconst(ty, 1), den);
+  cg_val q = cg_fconst(ty, as[4]);
+  for (int k = 3; k >= 0; k--)
+    q = cg_op2(f, "fadd", ty, cg_op2(f, "fmul", ty, q, t), cg_fconst(ty, as[k]));
+  cg_val e = cg_exp(f, ty, cg_op2(f, "fsub", ty, cg_fconst(ty, 0), x2));
+  cg_val far = cg_op2(f, "fsub", ty, cg_fconst(ty, 1),
+                      cg_op2(f, "fmul", ty, cg_op2(f, "fmul", ty, t, q), e));
+  cg_val r = cg_sel(f, cg_op2(f, "fcmp olt", ty, a, cg_fconst(ty, 1)), ty, near, far);
   cg_val neg = cg_tmp(f);
   cg_line(f, "%s = fneg float %s", neg.s, r.s);
-  return sel(f, op2(f, "fcmp olt", ty, x, fconst(ty, 0)), ty, neg, r);
+  return cg_sel(f, cg_op2(f, "fcmp olt", ty, x, cg_fconst(ty, 0)), ty, neg, r);
 }
 
 /* tanh in float. |x| < 0.625: x times its Taylor series in x^2 to degree 8 (the next term is
@@ -140,16 +122,18 @@ cg_val cg_tanh(cg_fn *f, cg_val x) {
                               6404582.0 / 10854718875};
   cg_val a = cg_tmp(f);
   cg_line(f, "%s = call float @llvm.fabs.f32(float %s)", a.s, x.s);
-  cg_val x2 = op2(f, "fmul", ty, a, a);
-  cg_val p = fconst(ty, c[8]);
-  for (int k = 7; k >= 0; k--) p = op2(f, "fadd", ty, op2(f, "fmul", ty, p, x2), fconst(ty, c[k]));
-  cg_val near = op2(f, "fmul", ty, a, p);
-  cg_val two_a = op2(f, "fmul", ty, a, fconst(ty, 2));
-  two_a = sel(f, op2(f, "fcmp ogt", ty, two_a, fconst(ty, 88)), ty, fconst(ty, 88), two_a);
+  cg_val x2 = cg_op2(f, "fmul", ty, a, a);
+  cg_val p = cg_fconst(ty, c[8]);
+  for (int k = 7; k >= 0; k--)
+    p = cg_op2(f, "fadd", ty, cg_op2(f, "fmul", ty, p, x2), cg_fconst(ty, c[k]));
+  cg_val near = cg_op2(f, "fmul", ty, a, p);
+  cg_val two_a = cg_op2(f, "fmul", ty, a, cg_fconst(ty, 2));
+  two_a =
+      cg_sel(f, cg_op2(f, "fcmp ogt", ty, two_a, cg_fconst(ty, 88)), ty, cg_fconst(ty, 88), two_a);
   cg_val e = cg_exp(f, ty, two_a);
-  cg_val q = op2(f, "fdiv", ty, fconst(ty, 2), op2(f, "fadd", ty, e, fconst(ty, 1)));
-  cg_val far = op2(f, "fsub", ty, fconst(ty, 1), q);
-  cg_val r = sel(f, op2(f, "fcmp olt", ty, a, fconst(ty, 0.625)), ty, near, far);
+  cg_val q = cg_op2(f, "fdiv", ty, cg_fconst(ty, 2), cg_op2(f, "fadd", ty, e, cg_fconst(ty, 1)));
+  cg_val far = cg_op2(f, "fsub", ty, cg_fconst(ty, 1), q);
+  cg_val r = cg_sel(f, cg_op2(f, "fcmp olt", ty, a, cg_fconst(ty, 0.625)), ty, near, far);
   cg_val out = cg_tmp(f);
   cg_line(f, "%s = call float @llvm.copysign.f32(float %s, float %s)", out.s, r.s, x.s);
   return out;
@@ -161,30 +145,30 @@ cg_val cg_tanh(cg_fn *f, cg_val x) {
  * below 0 NaN, inf inf, NaN NaN. */
 cg_val cg_log(cg_fn *f, cg_val x) {
   const char *ty = "float";
-  cg_val sub = op2(f, "fcmp olt", ty, x, fconst(ty, 1.17549435e-38));
-  cg_val xs = sel(f, sub, ty, op2(f, "fmul", ty, x, fconst(ty, 8388608.0)), x);
-  cg_val bits = conv(f, "bitcast", ty, xs, "i32");
+  cg_val sub = cg_op2(f, "fcmp olt", ty, x, cg_fconst(ty, 1.17549435e-38));
+  cg_val xs = cg_sel(f, sub, ty, cg_op2(f, "fmul", ty, x, cg_fconst(ty, 8388608.0)), x);
+  cg_val bits = cg_conv(f, "bitcast", ty, xs, "i32");
   cg_val ex =
-      op2(f, "and", "i32", op2(f, "lshr", "i32", bits, cg_const_i64(23)), cg_const_i64(255));
-  ex = op2(f, "sub", "i32", ex, sel(f, sub, "i32", cg_const_i64(150), cg_const_i64(127)));
-  cg_val mb = op2(f, "or", "i32", op2(f, "and", "i32", bits, cg_const_i64(0x7FFFFF)),
-                  cg_const_i64(0x3F800000));
-  cg_val m = conv(f, "bitcast", "i32", mb, ty);
-  cg_val big = op2(f, "fcmp ogt", ty, m, fconst(ty, 1.41421356));
-  m = sel(f, big, ty, op2(f, "fmul", ty, m, fconst(ty, 0.5)), m);
-  ex = op2(f, "add", "i32", ex, sel(f, big, "i32", cg_const_i64(1), cg_const_i64(0)));
-  cg_val s = op2(f, "fdiv", ty, op2(f, "fsub", ty, m, fconst(ty, 1)),
-                 op2(f, "fadd", ty, m, fconst(ty, 1)));
-  cg_val s2 = op2(f, "fmul", ty, s, s);
-  cg_val q = fconst(ty, 1.0 / 11);
+      cg_op2(f, "and", "i32", cg_op2(f, "lshr", "i32", bits, cg_const_i64(23)), cg_const_i64(255));
+  ex = cg_op2(f, "sub", "i32", ex, cg_sel(f, sub, "i32", cg_const_i64(150), cg_const_i64(127)));
+  cg_val mb = cg_op2(f, "or", "i32", cg_op2(f, "and", "i32", bits, cg_const_i64(0x7FFFFF)),
+                     cg_const_i64(0x3F800000));
+  cg_val m = cg_conv(f, "bitcast", "i32", mb, ty);
+  cg_val big = cg_op2(f, "fcmp ogt", ty, m, cg_fconst(ty, 1.41421356));
+  m = cg_sel(f, big, ty, cg_op2(f, "fmul", ty, m, cg_fconst(ty, 0.5)), m);
+  ex = cg_op2(f, "add", "i32", ex, cg_sel(f, big, "i32", cg_const_i64(1), cg_const_i64(0)));
+  cg_val s = cg_op2(f, "fdiv", ty, cg_op2(f, "fsub", ty, m, cg_fconst(ty, 1)),
+                    cg_op2(f, "fadd", ty, m, cg_fconst(ty, 1)));
+  cg_val s2 = cg_op2(f, "fmul", ty, s, s);
+  cg_val q = cg_fconst(ty, 1.0 / 11);
   for (int k = 9; k >= 1; k -= 2)
-    q = op2(f, "fadd", ty, op2(f, "fmul", ty, q, s2), fconst(ty, 1.0 / k));
-  cg_val lm = op2(f, "fmul", ty, op2(f, "fmul", ty, s, fconst(ty, 2)), q);
-  cg_val ef = conv(f, "sitofp", "i32", ex, ty);
-  cg_val lo = op2(f, "fadd", ty, lm, op2(f, "fmul", ty, ef, fconst(ty, -2.12194440e-4)));
-  cg_val r = op2(f, "fadd", ty, op2(f, "fmul", ty, ef, fconst(ty, 0.693359375)), lo);
-  r = sel(f, op2(f, "fcmp oeq", ty, x, fconst(ty, 0)), ty, fconst(ty, -INFINITY), r);
-  r = sel(f, op2(f, "fcmp olt", ty, x, fconst(ty, 0)), ty, fconst(ty, NAN), r);
-  r = sel(f, op2(f, "fcmp oeq", ty, x, fconst(ty, INFINITY)), ty, x, r);
-  return sel(f, op2(f, "fcmp uno", ty, x, x), ty, x, r);
+    q = cg_op2(f, "fadd", ty, cg_op2(f, "fmul", ty, q, s2), cg_fconst(ty, 1.0 / k));
+  cg_val lm = cg_op2(f, "fmul", ty, cg_op2(f, "fmul", ty, s, cg_fconst(ty, 2)), q);
+  cg_val ef = cg_conv(f, "sitofp", "i32", ex, ty);
+  cg_val lo = cg_op2(f, "fadd", ty, lm, cg_op2(f, "fmul", ty, ef, cg_fconst(ty, -2.12194440e-4)));
+  cg_val r = cg_op2(f, "fadd", ty, cg_op2(f, "fmul", ty, ef, cg_fconst(ty, 0.693359375)), lo);
+  r = cg_sel(f, cg_op2(f, "fcmp oeq", ty, x, cg_fconst(ty, 0)), ty, cg_fconst(ty, -INFINITY), r);
+  r = cg_sel(f, cg_op2(f, "fcmp olt", ty, x, cg_fconst(ty, 0)), ty, cg_fconst(ty, NAN), r);
+  r = cg_sel(f, cg_op2(f, "fcmp oeq", ty, x, cg_fconst(ty, INFINITY)), ty, x, r);
+  return cg_sel(f, cg_op2(f, "fcmp uno", ty, x, x), ty, x, r);
 }

@@ -91,12 +91,6 @@ static cg_val from_double(cg_fn *f, cg_val v, dpc_dtype t) {
   return r;
 }
 
-static cg_val fbin(cg_fn *f, const char *ins, const char *ty, cg_val a, cg_val b) {
-  cg_val r = cg_tmp(f);
-  cg_line(f, "%s = %s %s %s, %s", r.s, ins, ty, a.s, b.s);
-  return r;
-}
-
 /* ---- window geometry ------------------------------------------------------------------------ */
 
 /* One axis of the window: kernel, stride, padding before and after, dilation, input size,
@@ -222,7 +216,7 @@ static cg_val window_reduce(cg_fn *f, const pool *p, wkind kind, cg_val xp, cg_v
   cg_val at, v = taps_open(f, p, xp, xbase, ty, tx, &ly, &lx, &at);
   if (kind == W_AVG) {
     cg_val s = cg_acc_get(f, acc, "double");
-    cg_acc_set(f, acc, "double", fbin(f, "fadd", "double", s, to_double(f, v, p->t)));
+    cg_acc_set(f, acc, "double", cg_op2(f, "fadd", "double", s, to_double(f, v, p->t)));
   } else {
     /* m = v when v > m or v is NaN: v > NaN is false, so a NaN sticks */
     cg_val m = cg_acc_get(f, acc, ct), gt = cg_tmp(f), nan = cg_tmp(f), take = cg_tmp(f),
@@ -235,7 +229,7 @@ static cg_val window_reduce(cg_fn *f, const pool *p, wkind kind, cg_val xp, cg_v
   }
   taps_close(f, ly, lx);
   if (kind == W_MAX) return cg_acc_get(f, acc, ct);
-  return fbin(f, "fdiv", "double", cg_acc_get(f, acc, "double"), divisor(f, p, ty, tx));
+  return cg_op2(f, "fdiv", "double", cg_acc_get(f, acc, "double"), divisor(f, p, ty, tx));
 }
 
 /* W_ARGMAX: the first tap equal to the window's maximum (the first NaN when the maximum is NaN),
@@ -456,7 +450,7 @@ static void lower_max_pool_grad_scatter(cg_kernel *k, const pool *p) {
   cg_line(f, "%s = icmp sge i64 %s, 0", has.s, b.s);
   uint32_t id = if_begin(f, has);
   cg_val g = to_double(f, cg_load(f, dyp, p->t, ibin(f, "add", ybase, e)), p->t);
-  cg_store(f, acc, DPC_F64, b, fbin(f, "fadd", "double", cg_load(f, acc, DPC_F64, b), g));
+  cg_store(f, acc, DPC_F64, b, cg_op2(f, "fadd", "double", cg_load(f, acc, DPC_F64, b), g));
   if_end(f, id);
   cg_loop_end(f, lw);
   cg_loop ls = cg_loop_begin(f, ic(0), ic(hw));
@@ -539,11 +533,11 @@ static dpc_status lower_pool_grad(cg_kernel *k, dpc_diag *d, bool is_max) {
     cg_line(f, "%s = icmp eq i64 %s, %s", hit.s, b.s, pos.s);
     cg_line(f, "%s = select i1 %s, double %s, double %s", add.s, hit.s, g.s,
             cg_const(DPC_F64, 0).s);
-    cg_acc_set(f, acc, "double", fbin(f, "fadd", "double", sum, add));
+    cg_acc_set(f, acc, "double", cg_op2(f, "fadd", "double", sum, add));
   } else {
     taps tx = taps_at(f, &p.ax, ox, false, p.include_pad);
-    cg_val share = fbin(f, "fdiv", "double", g, divisor(f, &p, &ty, &tx));
-    cg_acc_set(f, acc, "double", fbin(f, "fadd", "double", sum, share));
+    cg_val share = cg_op2(f, "fdiv", "double", g, divisor(f, &p, &ty, &tx));
+    cg_acc_set(f, acc, "double", cg_op2(f, "fadd", "double", sum, share));
   }
   cover_end(f, lox, ifx);
   cover_end(f, loy, ify);

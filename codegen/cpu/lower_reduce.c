@@ -43,45 +43,22 @@ static const dpc_value *in_val(const dpc_graph *g, uint32_t node, uint32_t i) {
   return &g->values[g->ids[g->nodes[node].in + i]];
 }
 
-static cg_val op2(cg_fn *f, const char *ins, const char *ty, cg_val a, cg_val b) {
-  cg_val r = cg_tmp(f);
-  cg_line(f, "%s = %s %s %s, %s", r.s, ins, ty, a.s, b.s);
-  return r;
-}
-
-static cg_val sel(cg_fn *f, cg_val c, const char *ty, cg_val a, cg_val b) {
-  cg_val r = cg_tmp(f);
-  cg_line(f, "%s = select i1 %s, %s %s, %s %s", r.s, c.s, ty, a.s, ty, b.s);
-  return r;
-}
-
-static cg_val conv(cg_fn *f, const char *ins, const char *from, cg_val v, const char *to) {
-  cg_val r = cg_tmp(f);
-  cg_line(f, "%s = %s %s %s to %s", r.s, ins, from, v.s, to);
-  return r;
-}
-
-/* A floating constant of type ty ("float" or "double"). */
-static cg_val fconst(const char *ty, double v) {
-  return cg_const(strcmp(ty, "double") ? DPC_F32 : DPC_F64, v);
-}
-
 /* A floating calc-type value of dtype t in double, and back (the reference's precision). */
 static cg_val to_f64(cg_fn *f, cg_val v, dpc_dtype t) {
-  return t == DPC_F64 ? v : conv(f, "fpext", "float", v, "double");
+  return t == DPC_F64 ? v : cg_conv(f, "fpext", "float", v, "double");
 }
 
 static cg_val from_f64(cg_fn *f, cg_val v, dpc_dtype t) {
-  return t == DPC_F64 ? v : conv(f, "fptrunc", "double", v, "float");
+  return t == DPC_F64 ? v : cg_conv(f, "fptrunc", "double", v, "float");
 }
 
 /* i64 division and remainder by a positive constant (LLVM turns them into multiplies). */
 static cg_val udivc(cg_fn *f, cg_val a, int64_t c) {
-  return c == 1 ? a : op2(f, "udiv", "i64", a, cg_const_i64(c));
+  return c == 1 ? a : cg_op2(f, "udiv", "i64", a, cg_const_i64(c));
 }
 
 static cg_val uremc(cg_fn *f, cg_val a, int64_t c) {
-  return c == 1 ? cg_const_i64(0) : op2(f, "urem", "i64", a, cg_const_i64(c));
+  return c == 1 ? cg_const_i64(0) : cg_op2(f, "urem", "i64", a, cg_const_i64(c));
 }
 
 static cg_val addmul(cg_fn *f, cg_val base, cg_val i, int64_t stride) {
@@ -174,7 +151,7 @@ static void acc_fill(cg_fn *f, lanes *ln, acc a, cg_val init) {
  * reference's, in double). */
 static void sum_step(cg_fn *f, const lanes *ln, acc s, cg_val v) {
   cg_val cur = acc_get(f, ln, s);
-  acc_set(f, ln, s, op2(f, "fadd reassoc contract", s.ty, cur, v));
+  acc_set(f, ln, s, cg_op2(f, "fadd reassoc contract", s.ty, cur, v));
 }
 
 /* The NaN-propagating maximum `if (v > m || v != v) m = v` of the reference. Along a row,
@@ -189,7 +166,7 @@ typedef struct maxacc {
 
 static maxacc max_new(cg_fn *f, lanes *ln, const char *ty, dpc_dtype t) {
   maxacc mx = {acc_new(f, ln, ty), {{{0}}, NULL}, cg_is_fp(t)};
-  cg_val init = mx.fp          ? fconst(ty, -INFINITY)
+  cg_val init = mx.fp          ? cg_fconst(ty, -INFINITY)
                 : t == DPC_I32 ? cg_const_i64(INT32_MIN)
                                : cg_const_i64(INT64_MIN);
   acc_fill(f, ln, mx.m, init);
@@ -204,27 +181,27 @@ static void max_step(cg_fn *f, const lanes *ln, maxacc mx, cg_val v) {
   const char *ty = mx.m.ty;
   cg_val cur = acc_get(f, ln, mx.m);
   if (!mx.fp) {
-    acc_set(f, ln, mx.m, sel(f, op2(f, "icmp sgt", ty, v, cur), ty, v, cur));
+    acc_set(f, ln, mx.m, cg_sel(f, cg_op2(f, "icmp sgt", ty, v, cur), ty, v, cur));
     return;
   }
   if (ln->block) {
-    cg_val gt = op2(f, "fcmp ogt", ty, v, cur), un = op2(f, "fcmp uno", ty, v, v);
-    acc_set(f, ln, mx.m, sel(f, op2(f, "or", "i1", gt, un), ty, v, cur));
+    cg_val gt = cg_op2(f, "fcmp ogt", ty, v, cur), un = cg_op2(f, "fcmp uno", ty, v, v);
+    acc_set(f, ln, mx.m, cg_sel(f, cg_op2(f, "or", "i1", gt, un), ty, v, cur));
     return;
   }
-  cg_val gt = op2(f, "fcmp nnan nsz ogt", ty, v, cur), nm = cg_tmp(f);
+  cg_val gt = cg_op2(f, "fcmp nnan nsz ogt", ty, v, cur), nm = cg_tmp(f);
   cg_line(f, "%s = select nnan nsz i1 %s, %s %s, %s %s", nm.s, gt.s, ty, v.s, ty, cur.s);
   acc_set(f, ln, mx.m, nm);
-  cg_val un = op2(f, "fcmp uno", ty, v, v), z = conv(f, "zext", "i1", un, "i8");
-  acc_set(f, ln, mx.nan, op2(f, "or", "i8", acc_get(f, ln, mx.nan), z));
+  cg_val un = cg_op2(f, "fcmp uno", ty, v, v), z = cg_conv(f, "zext", "i1", un, "i8");
+  acc_set(f, ln, mx.nan, cg_op2(f, "or", "i8", acc_get(f, ln, mx.nan), z));
 }
 
 /* After the last max_step: the maximum, also left in mx.m for later acc_get. */
 static cg_val max_final(cg_fn *f, const lanes *ln, maxacc mx) {
   cg_val m = acc_get(f, ln, mx.m);
   if (!mx.fp || ln->block) return m;
-  cg_val saw = op2(f, "icmp ne", "i8", acc_get(f, ln, mx.nan), cg_const_i64(0));
-  m = sel(f, saw, mx.m.ty, fconst(mx.m.ty, NAN), m);
+  cg_val saw = cg_op2(f, "icmp ne", "i8", acc_get(f, ln, mx.nan), cg_const_i64(0));
+  m = cg_sel(f, saw, mx.m.ty, cg_fconst(mx.m.ty, NAN), m);
   acc_set(f, ln, mx.m, m);
   return m;
 }
@@ -271,9 +248,9 @@ static void rows_open(cg_fn *f, rows *r, cg_val p) {
   cg_val o = udivc(f, p, r->nblk), blk = uremc(f, p, r->nblk);
   cg_val col = cg_mul(f, blk, cg_const_i64(ROW_BLOCK));
   r->base = cg_add(f, cg_mul(f, o, cg_const_i64(r->dim * r->inner)), col);
-  cg_val left = op2(f, "sub", "i64", cg_const_i64(r->inner), col);
-  cg_val full = op2(f, "icmp sgt", "i64", left, cg_const_i64(ROW_BLOCK));
-  r->ln.width = sel(f, full, "i64", cg_const_i64(ROW_BLOCK), left);
+  cg_val left = cg_op2(f, "sub", "i64", cg_const_i64(r->inner), col);
+  cg_val full = cg_op2(f, "icmp sgt", "i64", left, cg_const_i64(ROW_BLOCK));
+  r->ln.width = cg_sel(f, full, "i64", cg_const_i64(ROW_BLOCK), left);
 }
 
 /* A pass over every element of the row (block): returns the element's offset. */
@@ -306,7 +283,7 @@ static maxacc row_max(cg_fn *f, rows *r, cg_val x, dpc_dtype t) {
 static cg_val exp_shifted(cg_fn *f, const rows *r, cg_val x, dpc_dtype t, maxacc mx, cg_val off) {
   const char *ct = cg_calc_type(t);
   cg_val v = cg_load(f, x, t, off);
-  return cg_exp(f, ct, op2(f, "fsub", ct, v, acc_get(f, &r->ln, mx.m)));
+  return cg_exp(f, ct, cg_op2(f, "fsub", ct, v, acc_get(f, &r->ln, mx.m)));
 }
 
 /* The sum of exp(x - m) in double. With `keep`, each exp is also stored at out (whose stored
@@ -354,16 +331,16 @@ static dpc_status lower_softmax(cg_kernel *k, dpc_diag *d) {
   cg_loop l = cols_begin(f, &r.ln);
   cg_val sv = acc_get(f, &r.ln, s);
   acc_set(f, &r.ln, s,
-          log_form ? emit_log64(f, sv) : op2(f, "fdiv", "double", cg_const(DPC_F64, 1), sv));
+          log_form ? emit_log64(f, sv) : cg_op2(f, "fdiv", "double", cg_const(DPC_F64, 1), sv));
   cols_end(f, &r.ln, l);
   cg_val off = sweep_begin(f, &r), res;
   if (log_form) {
     cg_val v = to_f64(f, cg_load(f, x, t, off), t);
-    cg_val z = op2(f, "fsub", "double", v, to_f64(f, acc_get(f, &r.ln, mx.m), t));
-    res = op2(f, "fsub", "double", z, acc_get(f, &r.ln, s));
+    cg_val z = cg_op2(f, "fsub", "double", v, to_f64(f, acc_get(f, &r.ln, mx.m), t));
+    res = cg_op2(f, "fsub", "double", z, acc_get(f, &r.ln, s));
   } else {
     cg_val e = keep ? cg_load(f, y, t, off) : exp_shifted(f, &r, x, t, mx, off);
-    res = op2(f, "fmul", "double", to_f64(f, e, t), acc_get(f, &r.ln, s));
+    res = cg_op2(f, "fmul", "double", to_f64(f, e, t), acc_get(f, &r.ln, s));
   }
   cg_store(f, y, t, off, from_f64(f, res, t));
   sweep_end(f, &r);
@@ -392,7 +369,7 @@ static dpc_status lower_softmax_grad(cg_kernel *k, dpc_diag *d) {
   acc_fill(f, &r.ln, s, cg_const(DPC_F64, 0));
   cg_val off = sweep_begin(f, &r);
   cg_val g = to_f64(f, cg_load(f, dy, t, off), t);
-  if (!log_form) g = op2(f, "fmul contract", "double", g, to_f64(f, cg_load(f, y, t, off), t));
+  if (!log_form) g = cg_op2(f, "fmul contract", "double", g, to_f64(f, cg_load(f, y, t, off), t));
   sum_step(f, &r.ln, s, g);
   sweep_end(f, &r);
   off = sweep_begin(f, &r);
@@ -400,9 +377,9 @@ static dpc_status lower_softmax_grad(cg_kernel *k, dpc_diag *d) {
   cg_val v = to_f64(f, cg_load(f, y, t, off), t), sv = acc_get(f, &r.ln, s), res;
   if (log_form) {
     cg_val e = cg_exp(f, "double", v);
-    res = op2(f, "fsub", "double", g, op2(f, "fmul", "double", e, sv));
+    res = cg_op2(f, "fsub", "double", g, cg_op2(f, "fmul", "double", e, sv));
   } else {
-    res = op2(f, "fmul", "double", v, op2(f, "fsub", "double", g, sv));
+    res = cg_op2(f, "fmul", "double", v, cg_op2(f, "fsub", "double", g, sv));
   }
   cg_store(f, dx, t, off, from_f64(f, res, t));
   sweep_end(f, &r);
@@ -416,12 +393,12 @@ static dpc_status lower_softmax_grad(cg_kernel *k, dpc_diag *d) {
  * range so that nothing reads outside the row (the kernel's results are discarded then). */
 static cg_val label_at(cg_fn *f, cg_val labels, dpc_dtype lt, cg_val s, int64_t c) {
   cg_val lab = cg_load(f, labels, lt, s);
-  if (lt == DPC_I32) lab = conv(f, "sext", "i32", lab, "i64");
-  cg_val neg = op2(f, "icmp slt", "i64", lab, cg_const_i64(0));
-  cg_val big = op2(f, "icmp sge", "i64", lab, cg_const_i64(c));
-  cg_val bad = op2(f, "or", "i1", neg, big);
+  if (lt == DPC_I32) lab = cg_conv(f, "sext", "i32", lab, "i64");
+  cg_val neg = cg_op2(f, "icmp slt", "i64", lab, cg_const_i64(0));
+  cg_val big = cg_op2(f, "icmp sge", "i64", lab, cg_const_i64(c));
+  cg_val bad = cg_op2(f, "or", "i1", neg, big);
   cg_fail_if(f, bad);
-  return sel(f, bad, "i64", cg_const_i64(0), lab);
+  return cg_sel(f, bad, "i64", cg_const_i64(0), lab);
 }
 
 /* The mean over the batch of log(sum exp(row - m)) - (row[label] - m). One scalar: the
@@ -447,14 +424,15 @@ static dpc_status lower_sce(cg_kernel *k, dpc_diag *d) {
     maxacc mx = row_max(f, &r, x, t);
     acc s = row_sumexp(f, &r, x, t, mx, x, false);
     cg_val xl = to_f64(f, cg_load(f, x, t, cg_add(f, r.base, lab)), t);
-    cg_val z = op2(f, "fsub", "double", xl, to_f64(f, acc_get(f, &r.ln, mx.m), t));
-    cg_val term = op2(f, "fsub", "double", emit_log64(f, acc_get(f, &r.ln, s)), z);
-    acc_set(f, &r.ln, tot, op2(f, "fadd", "double", acc_get(f, &r.ln, tot), term));
+    cg_val z = cg_op2(f, "fsub", "double", xl, to_f64(f, acc_get(f, &r.ln, mx.m), t));
+    cg_val term = cg_op2(f, "fsub", "double", emit_log64(f, acc_get(f, &r.ln, s)), z);
+    acc_set(f, &r.ln, tot, cg_op2(f, "fadd", "double", acc_get(f, &r.ln, tot), term));
   }
   cg_loop_end(f, ls);
   /* the mean of no samples is NaN, as in the reference */
-  cg_val loss = n ? op2(f, "fdiv", "double", acc_get(f, &r.ln, tot), cg_const(DPC_F64, (double)n))
-                  : cg_const(DPC_F64, NAN);
+  cg_val loss =
+      n ? cg_op2(f, "fdiv", "double", acc_get(f, &r.ln, tot), cg_const(DPC_F64, (double)n))
+        : cg_const(DPC_F64, NAN);
   cg_store(f, out, t, cg_const_i64(0), from_f64(f, loss, t));
   cg_loop_end(f, par);
   return DPC_OK;
@@ -473,7 +451,7 @@ static dpc_status lower_sce_grad(cg_kernel *k, dpc_diag *d) {
   cg_val scale = cg_const(DPC_F64, 0);
   if (n) {
     cg_val dl = to_f64(f, cg_load(f, dloss, t, cg_const_i64(0)), t);
-    scale = op2(f, "fdiv", "double", dl, cg_const(DPC_F64, (double)n));
+    scale = cg_op2(f, "fdiv", "double", dl, cg_const(DPC_F64, (double)n));
   }
   rows r;
   rows_init(&r, &lv->shape, 1);
@@ -484,13 +462,13 @@ static dpc_status lower_sce_grad(cg_kernel *k, dpc_diag *d) {
   maxacc mx = row_max(f, &r, x, t);
   bool keep = t == DPC_F32 || t == DPC_F64;
   acc s = row_sumexp(f, &r, x, t, mx, out, keep);
-  cg_val inv = op2(f, "fdiv", "double", cg_const(DPC_F64, 1), acc_get(f, &r.ln, s));
+  cg_val inv = cg_op2(f, "fdiv", "double", cg_const(DPC_F64, 1), acc_get(f, &r.ln, s));
   cg_val off = sweep_begin(f, &r);
   cg_val e = keep ? cg_load(f, out, t, off) : exp_shifted(f, &r, x, t, mx, off);
-  cg_val p = op2(f, "fmul", "double", to_f64(f, e, t), inv);
-  cg_val hit = op2(f, "icmp eq", "i64", r.lk.i, lab);
-  cg_val oh = sel(f, hit, "double", cg_const(DPC_F64, 1), cg_const(DPC_F64, 0));
-  cg_val res = op2(f, "fmul", "double", op2(f, "fsub", "double", p, oh), scale);
+  cg_val p = cg_op2(f, "fmul", "double", to_f64(f, e, t), inv);
+  cg_val hit = cg_op2(f, "icmp eq", "i64", r.lk.i, lab);
+  cg_val oh = cg_sel(f, hit, "double", cg_const(DPC_F64, 1), cg_const(DPC_F64, 0));
+  cg_val res = cg_op2(f, "fmul", "double", cg_op2(f, "fsub", "double", p, oh), scale);
   cg_store(f, out, t, off, from_f64(f, res, t));
   sweep_end(f, &r);
   cg_loop_end(f, par);
@@ -512,10 +490,10 @@ static dpc_status lower_mse(cg_kernel *k, dpc_diag *d) {
   acc_set(f, &ln, s, cg_const(DPC_F64, 0));
   cg_loop li = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(n));
   cg_val va = to_f64(f, cg_load(f, a, t, li.i), t), vb = to_f64(f, cg_load(f, b, t, li.i), t);
-  cg_val e = op2(f, "fsub", "double", va, vb);
-  sum_step(f, &ln, s, op2(f, "fmul contract", "double", e, e));
+  cg_val e = cg_op2(f, "fsub", "double", va, vb);
+  sum_step(f, &ln, s, cg_op2(f, "fmul contract", "double", e, e));
   cg_loop_end(f, li);
-  cg_val res = n ? op2(f, "fdiv", "double", acc_get(f, &ln, s), cg_const(DPC_F64, (double)n))
+  cg_val res = n ? cg_op2(f, "fdiv", "double", acc_get(f, &ln, s), cg_const(DPC_F64, (double)n))
                  : cg_const(DPC_F64, NAN);
   cg_store(f, out, t, cg_const_i64(0), from_f64(f, res, t));
   cg_loop_end(f, par);
@@ -571,7 +549,7 @@ static void racc_step(cg_fn *f, const lanes *ln, racc a, cg_val v) {
     sum_step(f, ln, a.sum, to_f64(f, v, a.t));
   } else {
     cg_val cur = acc_get(f, ln, a.sum);
-    acc_set(f, ln, a.sum, op2(f, "add", a.sum.ty, cur, v));
+    acc_set(f, ln, a.sum, cg_op2(f, "add", a.sum.ty, cur, v));
   }
 }
 
@@ -580,7 +558,7 @@ static cg_val racc_final(cg_fn *f, const lanes *ln, racc a, int64_t ncut) {
   if (a.kind == RK_MAX) return max_final(f, ln, a.mx);
   cg_val s = acc_get(f, ln, a.sum);
   if (!cg_is_fp(a.t)) return s;
-  if (a.kind == RK_MEAN) s = op2(f, "fdiv", "double", s, cg_const(DPC_F64, (double)ncut));
+  if (a.kind == RK_MEAN) s = cg_op2(f, "fdiv", "double", s, cg_const(DPC_F64, (double)ncut));
   return from_f64(f, s, a.t);
 }
 
@@ -664,9 +642,9 @@ static dpc_status reduce_into(cg_kernel *k, const bool *red, red_kind kind) {
     if (nblk == 1) {
       ln.width = cg_const_i64(w);
     } else {
-      cg_val left = op2(f, "sub", "i64", cg_const_i64(w), col);
-      cg_val full = op2(f, "icmp sgt", "i64", left, cg_const_i64(BLOCK));
-      ln.width = sel(f, full, "i64", cg_const_i64(BLOCK), left);
+      cg_val left = cg_op2(f, "sub", "i64", cg_const_i64(w), col);
+      cg_val full = cg_op2(f, "icmp sgt", "i64", left, cg_const_i64(BLOCK));
+      ln.width = cg_sel(f, full, "i64", cg_const_i64(BLOCK), left);
     }
   }
   racc a = racc_new(f, &ln, kind, t);
@@ -788,7 +766,7 @@ static dpc_status lower_expand(cg_kernel *k, dpc_diag *d) {
   }
   if (mean) {
     cg_val v = to_f64(f, cg_load(f, x, t, ox), t);
-    v = op2(f, "fdiv", "double", v, cg_const(DPC_F64, repeats));
+    v = cg_op2(f, "fdiv", "double", v, cg_const(DPC_F64, repeats));
     cg_store(f, y, t, oy, from_f64(f, v, t));
   } else {
     store_raw(f, y, stt, oy, load_raw(f, x, stt, ox));
