@@ -298,6 +298,13 @@ static uint64_t kernel_hash(const dpc_graph *g, uint32_t node, bool with_size) {
   return (h ^ (uint64_t)dpc_shape_numel(&g->values[root->out].shape)) * 1099511628211ull;
 }
 
+/* The index of `key` in p, or p->n. */
+static uint32_t find(const dpc_cost_profile *p, uint64_t key) {
+  uint32_t i = 0;
+  while (i < p->n && p->key[i] != key) i++;
+  return i;
+}
+
 static uint64_t sig_key(uint64_t ops, uint64_t size_class) {
   return (ops ^ (size_class + 1)) * 1099511628211ull;
 }
@@ -319,11 +326,10 @@ double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint3
     uint64_t key = dpc_cost_kernel_key(g, node), ops = kernel_hash(g, node, false);
     uint64_t sc = size_class(g, node);
     uint64_t near[3] = {sig_key(ops, sc), sig_key(ops, sc + 1), sc ? sig_key(ops, sc - 1) : 0};
-    for (uint32_t i = 0; i < p->n; i++)
-      if (p->key[i] == key) return t * p->factor[i];
-    for (int k = 0; k < 3; k++)
-      for (uint32_t i = 0; near[k] && i < p->n; i++)
-        if (p->key[i] == near[k]) return t * p->factor[i];
+    uint32_t i = find(p, key);
+    for (int k = 0; i == p->n && k < 3; k++)
+      if (near[k]) i = find(p, near[k]);
+    if (i < p->n) return t * p->factor[i];
   }
   return t;
 }
@@ -335,23 +341,28 @@ uint64_t dpc_cost_kernel_key(const dpc_graph *g, uint32_t node) {
 }
 
 /* While adding, factor[i] holds kernel kind i's measured sum and factor[cap + i] its predicted
- * sum; finish divides. */
-static dpc_status add_timing(dpc_cost_profile *p, uint64_t key, double measured, double predicted) {
-  uint32_t i = 0;
-  while (i < p->n && p->key[i] != key) i++;
-  if (i == p->n) {
-    if (p->n == p->cap) {
-      uint32_t cap = p->cap ? 2 * p->cap : 64;
-      uint64_t *k = realloc(p->key, cap * sizeof *k);
-      if (k) p->key = k;
-      double *f = realloc(p->factor, 2 * (size_t)cap * sizeof *f);
-      if (f) p->factor = f;
-      if (!k || !f) return DPC_ERR_NOMEM;
-      memmove(p->factor + cap, p->factor + p->cap, p->cap * sizeof *f);
-      p->cap = cap;
-    }
-    p->key[i] = key, p->factor[i] = 0, p->factor[p->cap + i] = 0, p->n++;
+ * sum; finish divides. The index of `key` in p, appended with zero sums when new; p->cap when
+ * out of memory. */
+static uint32_t entry(dpc_cost_profile *p, uint64_t key) {
+  uint32_t i = find(p, key);
+  if (i < p->n) return i;
+  if (p->n == p->cap) {
+    uint32_t cap = p->cap ? 2 * p->cap : 64;
+    uint64_t *k = realloc(p->key, cap * sizeof *k);
+    if (k) p->key = k;
+    double *f = realloc(p->factor, 2 * (size_t)cap * sizeof *f);
+    if (f) p->factor = f;
+    if (!k || !f) return p->cap;
+    memmove(p->factor + cap, p->factor + p->cap, p->cap * sizeof *f);
+    p->cap = cap;
   }
+  p->key[i] = key, p->factor[i] = 0, p->factor[p->cap + i] = 0, p->n++;
+  return i;
+}
+
+static dpc_status add_timing(dpc_cost_profile *p, uint64_t key, double measured, double predicted) {
+  uint32_t i = entry(p, key);
+  if (i == p->cap) return DPC_ERR_NOMEM;
   p->factor[i] += measured, p->factor[p->cap + i] += predicted;
   return DPC_OK;
 }
@@ -382,19 +393,10 @@ void dpc_cost_profile_finish(dpc_cost_profile *p) {
 
 dpc_status dpc_cost_profile_merge(dpc_cost_profile *into, const dpc_cost_profile *from) {
   for (uint32_t j = 0; j < from->n; j++) {
-    uint32_t i = 0;
-    while (i < into->n && into->key[i] != from->key[j]) i++;
-    if (i < into->n) continue;
-    if (into->n == into->cap) {
-      uint32_t cap = into->cap ? 2 * into->cap : 64;
-      uint64_t *k = realloc(into->key, cap * sizeof *k);
-      if (k) into->key = k;
-      double *f = realloc(into->factor, 2 * (size_t)cap * sizeof *f);
-      if (f) into->factor = f;
-      if (!k || !f) return DPC_ERR_NOMEM;
-      into->cap = cap;
-    }
-    into->key[into->n] = from->key[j], into->factor[into->n] = from->factor[j], into->n++;
+    if (find(into, from->key[j]) < into->n) continue;
+    uint32_t i = entry(into, from->key[j]);
+    if (i == into->cap) return DPC_ERR_NOMEM;
+    into->factor[i] = from->factor[j];
   }
   return DPC_OK;
 }
