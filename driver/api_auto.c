@@ -141,27 +141,18 @@ static void measure_one(const search *s, dpc_auto_candidate *c, uint32_t steps) 
   dpc_strategy ps;
   dpc_diag m;
   dpc_diag_init(&m);
-  dpc_benchmark_result *br = NULL;
+  double median = 0;
   dpc_status st = dpc_strategy_parse(&a, &ps, NULL, &m);
+  if (!st)
+    st = dpc_api_measure_strategy(s->net, &ps, s->devices, s->spec, s->batch, steps, &median, &m);
   if (!st) {
-    dpc_benchmark_opts bo = {sizeof bo,
-                             .batch = s->batch,
-                             .warmup = 5,
-                             .steps = steps,
-                             .devices = s->devices > 1 ? s->spec : NULL,
-                             .strategy = s->devices > 1 ? &ps : NULL,
-                             .accumulate = ps.microbatches};
-    st = dpc_net_benchmark(s->net, &bo, &br, &m);
-  }
-  if (!st && br) {
     c->measured = true;
-    c->measured_ms = br->median_s * 1e3;
+    c->measured_ms = median * 1e3;
     c->error_pct = (c->step_ms - c->measured_ms) / c->measured_ms * 100;
   } else {
     snprintf(c->measure_note, sizeof c->measure_note, "not measured: %s",
              m.msg ? m.msg : "the benchmark failed");
   }
-  dpc_benchmark_result_free(br);
   dpc_diag_free(&m);
 }
 

@@ -283,16 +283,15 @@ static dpc_status measure(const dpc_graph *placed, uint32_t batch, uint32_t D, c
   return st;
 }
 
-/* Run a strategy of replicas (hybrid, pipeline) as dpc train runs it: each replica of mp
- * devices placed alike at its share of the batch, 30 timed steps after 5. */
-static dpc_status measure_replicas(const dpc_net *net, const dpc_strategy *ps, uint32_t batch,
-                                   const char *spec, double *median_s, dpc_diag *d) {
+dpc_status dpc_api_measure_strategy(const dpc_net *net, const dpc_strategy *ps, uint32_t devices,
+                                    const char *spec, uint32_t batch, uint32_t steps,
+                                    double *median_s, dpc_diag *d) {
   dpc_benchmark_opts bo = {sizeof bo,
                            .batch = batch,
                            .warmup = 5,
-                           .steps = 30,
-                           .devices = spec,
-                           .strategy = ps,
+                           .steps = steps,
+                           .devices = devices > 1 ? spec : NULL,
+                           .strategy = devices > 1 ? ps : NULL,
                            .accumulate = ps->microbatches};
   dpc_benchmark_result *br = NULL;
   dpc_status st = dpc_net_benchmark(net, &bo, &br, d);
@@ -442,7 +441,7 @@ dpc_status dpc_api_plan_profiled(const dpc_net *net, const dpc_plan_opts *o,
   if (!st && want_measure) {
     double median = 0;
     if (hybrid)
-      st = measure_replicas(net, &ps, batch, spec, &median, m);
+      st = dpc_api_measure_strategy(net, &ps, D, spec, batch, 30, &median, m);
     else
       st = measure(q.placed_g, batch, D, spec, model, &median, m);
     if (!st) {
