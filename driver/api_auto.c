@@ -185,41 +185,42 @@ static void measure_top(const search *s, dpc_auto_report *r, uint32_t top, uint3
   r->best = fastest;
 }
 
+/* (b, m) added to the list unless it is there already. */
+static void want(uint32_t *batch, uint32_t *micro, uint32_t *n, uint32_t cap, uint32_t b,
+                 uint32_t m) {
+  for (uint32_t j = 0; j < *n; j++)
+    if (batch[j] == b && micro[j] == m) return;
+  if (*n < cap) batch[*n] = b, micro[(*n)++] = m;
+}
+
 /* The batch one replica runs and in how many micro-batches, for every candidate the search may
  * try: the whole batch (single, model), its data-parallel and hybrid shares, a pipeline's share
  * in its micro-batches (whose kernels are the micro-batch's, and its sums of gradients over
  * them), accumulation's. */
 static uint32_t kernel_batches(const search *s, uint32_t *batch, uint32_t *micro, uint32_t cap) {
   uint32_t n = 0, B = s->batch, D = s->devices;
-  uint32_t wb[64], wm[64], nw = 0;
-#define WANT(b, m) (wb[nw] = (b), wm[nw] = (m), nw++)
-  WANT(B, 1);
-  if (D > 1 && B % D == 0) WANT(B / D, 1);
+  want(batch, micro, &n, cap, B, 1);
+  if (D > 1 && B % D == 0) want(batch, micro, &n, cap, B / D, 1);
   for (uint32_t mp = 2; mp < D; mp++)
-    if (D % mp == 0 && B % (D / mp) == 0) WANT(B / (D / mp), 1);
-  for (uint32_t st = 2; st <= D && nw + 3 <= 64; st++) {
+    if (D % mp == 0 && B % (D / mp) == 0) want(batch, micro, &n, cap, B / (D / mp), 1);
+  for (uint32_t st = 2; st <= D; st++) {
     if (D % st) continue;
     for (uint32_t k = 1; k <= 4; k *= 2)
-      if (B % ((D / st) * st * k) == 0) WANT(B / (D / st), st * k);
+      if (B % ((D / st) * st * k) == 0) want(batch, micro, &n, cap, B / (D / st), st * k);
   }
-  for (uint32_t k = 2; k <= 8 && s->limit && nw < 64; k *= 2)
-    if (B % (D * k) == 0) WANT(B / D, k);
-#undef WANT
-  for (uint32_t i = 0; i < nw; i++) {
-    bool seen = false;
-    for (uint32_t j = 0; j < n; j++) seen |= batch[j] == wb[i] && micro[j] == wm[i];
-    if (!seen && n < cap) batch[n] = wb[i], micro[n++] = wm[i];
-  }
+  for (uint32_t k = 2; k <= 8 && s->limit; k *= 2)
+    if (B % (D * k) == 0) want(batch, micro, &n, cap, B / D, k);
   return n;
 }
 
-/* Time the model's kernels on one core at each batch its candidates run: the cost model is then
- * corrected kernel by kernel, at the sizes each candidate's devices compute. */
+/* Time the model's kernels on one device's cores at each batch its candidates run: the cost model
+ * is then corrected kernel by kernel, at the sizes each candidate's devices compute. */
 static dpc_status profile_kernels(const search *s, dpc_auto_report *r, dpc_diag *d) {
   double t0 = dpc_now_s();
   r->profile = calloc(1, sizeof *r->profile);
   if (!r->profile) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  r->n_profile_batches = kernel_batches(s, r->profile_batches, r->profile_microbatches, 12);
+  r->n_profile_batches = kernel_batches(s, r->profile_batches, r->profile_microbatches,
+                                        sizeof r->profile_batches / sizeof *r->profile_batches);
   /* timed on the cores of one device, as the plan's devices will run them */
   dpc_topology *t = NULL;
   dpc_device_list l = {0};
