@@ -560,6 +560,37 @@ static void keep_optimised(void *user, const char *what, const char *text) {
   dpc_buf_puts(user, "\n; ---- end of module ----\n");
 }
 
+/* Compile every kernel of plan with a fresh backend and no cache, appending each optimised
+ * module's IR to dumps; with node != DPC_NONE, name gets "@<symbol of its kernel>(". */
+static bool compile_optimised(const dpc_plan *plan, uint32_t node, dpc_buf *dumps, char *name,
+                              size_t n) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_cpu_backend *b = NULL;
+  dpc_native_kernel *k = calloc(plan->g->n_nodes, sizeof *k);
+  char sym[64] = "";
+  bool ok = k &&
+            dpc_cpu_backend_new(
+                &(dpc_cpu_options){.dump = keep_optimised, .user = dumps, .cache_dir = "off"}, &b,
+                &d) == DPC_OK &&
+            (node == DPC_NONE ||
+             dpc_cpu_kernel_symbol(b, plan->g, node, sym, sizeof sym, &d) == DPC_OK) &&
+            dpc_cpu_compile_plan(b, plan, k, &d) == DPC_OK;
+  CHECK_MSG(ok, "%s", d.msg ? d.msg : "out of memory");
+  if (name) snprintf(name, n, "@%s(", sym);
+  free(k);
+  dpc_cpu_backend_free(b);
+  dpc_diag_free(&d);
+  return ok;
+}
+
+/* The optimised module in dumps that defines `name`, and its end (NULL, NULL: none). */
+static const char *module_of(const dpc_buf *dumps, const char *name, const char **end) {
+  const char *at = dumps->data ? strstr(dumps->data, name) : NULL;
+  *end = at ? strstr(at, "; ---- end of module ----") : NULL;
+  return *end ? at : NULL;
+}
+
 /* An update computed in its target's slot reads and writes the same elements through two
  * pointers. The vectorizer guarded its vector loop with an overlap check that such an update
  * always fails, so every optimizer update ran the scalar loop, 5x slower than the memory allows;
@@ -571,35 +602,23 @@ static void updates_vectorized(void) {
   dpc_diag_init(&d);
   dpc_plan *plan = mlp_training_plan(true, &g, &d);
   dpc_buf dumps = {0};
-  dpc_cpu_backend *b = NULL;
-  dpc_native_kernel *k = plan ? calloc(plan->g->n_nodes, sizeof *k) : NULL;
-  if (k) {
+  if (plan) {
     const dpc_graph *pg = plan->g;
     uint32_t w1 = dpc_graph_find(pg, "w1"), prod = DPC_NONE;
     for (uint32_t i = 0; i < pg->n_updates; i++)
       if (pg->updates[i].target == w1) prod = pg->values[pg->updates[i].value].node;
     CHECK(prod != DPC_NONE && plan->slots[pg->nodes[prod].out].offset == plan->slots[w1].offset);
-    char sym[64] = "", name[80];
-    CHECK_MSG(dpc_cpu_backend_new(
-                  &(dpc_cpu_options){.dump = keep_optimised, .user = &dumps, .cache_dir = "off"},
-                  &b, &d) == DPC_OK &&
-                  prod != DPC_NONE &&
-                  dpc_cpu_kernel_symbol(b, pg, prod, sym, sizeof sym, &d) == DPC_OK &&
-                  dpc_cpu_compile_plan(b, plan, k, &d) == DPC_OK,
-              "%s", d.msg);
-    snprintf(name, sizeof name, "@%s(", sym);
-    const char *at = dumps.data ? strstr(dumps.data, name) : NULL;
-    const char *end = at ? strstr(at, "; ---- end of module ----") : NULL;
-    CHECK_MSG(at && end, "no optimised module holds the update's kernel %s", name);
+    char name[80] = "";
+    if (prod != DPC_NONE) compile_optimised(plan, prod, &dumps, name, sizeof name);
+    const char *end, *at = module_of(&dumps, name, &end);
+    CHECK_MSG(at, "no optimised module holds the update's kernel %s", name);
     /* vector code, reached without the overlap check (which fails on in-place updates) */
     const char *vec = at ? strstr(at, " x float>") : NULL;
     const char *check = at ? strstr(at, "vector.memcheck") : NULL;
     CHECK_MSG(vec && vec < end, "w1's update is not vectorized");
     CHECK_MSG(!check || check > end, "w1's update runs vectorized only after an overlap check");
   }
-  free(k);
   dpc_buf_free(&dumps);
-  dpc_cpu_backend_free(b);
   dpc_plan_free(plan);
   dpc_graph_free(g);
   dpc_diag_free(&d);
@@ -614,34 +633,23 @@ static void transcendentals_vectorized(void) {
   dpc_diag_init(&d);
   dpc_plan *plan = example_training_plan("transformer_block", true, &g, &d);
   dpc_buf dumps = {0};
-  dpc_cpu_backend *b = NULL;
-  dpc_native_kernel *k = plan ? calloc(plan->g->n_nodes, sizeof *k) : NULL;
-  if (k) {
+  if (plan) {
     const dpc_graph *pg = plan->g;
     uint32_t gelu = DPC_NONE;
     for (uint32_t i = 0; i < pg->n_nodes && gelu == DPC_NONE; i++)
       if (pg->nodes[i].op == DPC_OP_GELU)
         gelu = pg->nodes[i].fused == DPC_NONE ? i : pg->nodes[i].fused;
-    char sym[64] = "", name[80];
-    CHECK_MSG(dpc_cpu_backend_new(
-                  &(dpc_cpu_options){.dump = keep_optimised, .user = &dumps, .cache_dir = "off"},
-                  &b, &d) == DPC_OK &&
-                  gelu != DPC_NONE &&
-                  dpc_cpu_kernel_symbol(b, pg, gelu, sym, sizeof sym, &d) == DPC_OK &&
-                  dpc_cpu_compile_plan(b, plan, k, &d) == DPC_OK,
-              "%s", d.msg);
+    CHECK(gelu != DPC_NONE);
+    char name[80] = "";
+    if (gelu != DPC_NONE) compile_optimised(plan, gelu, &dumps, name, sizeof name);
     const char *all = dumps.data ? dumps.data : "";
     CHECK_MSG(!strstr(all, "@erff(") && !strstr(all, "@expf(") && !strstr(all, "@llvm.exp."),
               "a kernel of the transformer still calls erff or expf");
-    snprintf(name, sizeof name, "@%s(", sym);
-    const char *at = strstr(all, name);
-    const char *end = at ? strstr(at, "; ---- end of module ----") : NULL;
+    const char *end, *at = module_of(&dumps, name, &end);
     const char *vec = at ? strstr(at, " x float>") : NULL;
-    CHECK_MSG(at && end && vec && vec < end, "the GELU kernel %s is not vectorized", name);
+    CHECK_MSG(at && vec && vec < end, "the GELU kernel %s is not vectorized", name);
   }
-  free(k);
   dpc_buf_free(&dumps);
-  dpc_cpu_backend_free(b);
   dpc_plan_free(plan);
   dpc_graph_free(g);
   dpc_diag_free(&d);
@@ -654,27 +662,18 @@ static void tanh_log_vectorized(void) {
   dpc_diag_init(&d);
   dpc_plan *plan = NULL;
   dpc_buf dumps = {0};
-  dpc_cpu_backend *b = NULL;
   int64_t none = 0;
   dpc_pass_opts po = {.fuse = dpc_cpu_fusion()};
   CHECK_MSG(g && dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, &none, &d) == DPC_OK &&
                 dpc_plan_single(g, "cpu:0", false, &plan, &d) == DPC_OK,
             "%s", d.msg);
-  dpc_native_kernel *k = plan ? calloc(plan->g->n_nodes, sizeof *k) : NULL;
-  if (k) {
-    CHECK_MSG(dpc_cpu_backend_new(
-                  &(dpc_cpu_options){.dump = keep_optimised, .user = &dumps, .cache_dir = "off"},
-                  &b, &d) == DPC_OK &&
-                  dpc_cpu_compile_plan(b, plan, k, &d) == DPC_OK,
-              "%s", d.msg);
+  if (plan && compile_optimised(plan, DPC_NONE, &dumps, NULL, 0)) {
     const char *all = dumps.data ? dumps.data : "";
     CHECK_MSG(!strstr(all, "@tanhf(") && !strstr(all, "@logf(") && !strstr(all, "@llvm.log."),
               "the kernel still calls tanhf or logf");
     CHECK_MSG(strstr(all, " x float>") != NULL, "tanh(x) + log(x * x + 1) is not vectorized");
   }
-  free(k);
   dpc_buf_free(&dumps);
-  dpc_cpu_backend_free(b);
   dpc_plan_free(plan);
   dpc_graph_free(g);
   dpc_diag_free(&d);
