@@ -276,26 +276,30 @@ dpc_cost_total dpc_cost_sum(const dpc_graph *g, const dpc_node_cost *c) {
 
 /* A power-of-two size class of a kernel's output: kernels of the same ops in one class run at
  * much the same efficiency (a tiny kernel's time is mostly overhead, a large one's is not). */
-static uint64_t size_class(const dpc_graph *g, uint32_t node) {
-  uint64_t n = (uint64_t)dpc_shape_numel(&g->values[g->nodes[node].out].shape), c = 0;
-  while (n > 1) n >>= 1, c++;
+static uint64_t size_class(uint64_t numel) {
+  uint64_t c = 0;
+  while (numel > 1) numel >>= 1, c++;
   return c;
 }
 
-/* FNV-1a over a kernel's ops (its fusion group's, then its root's) and, with_size, its
- * output's element count; without it, a different seed keeps the two kinds of key apart (the
- * caller mixes in a size class) */
-static uint64_t kernel_hash(const dpc_graph *g, uint32_t node, bool with_size) {
-  uint64_t h = with_size ? 1469598103934665603ull : 7809847782465536322ull;
+static uint64_t out_numel(const dpc_graph *g, uint32_t node) {
+  return (uint64_t)dpc_shape_numel(&g->values[g->nodes[node].out].shape);
+}
+
+/* FNV-1a over a kernel's ops: its fusion group's, then its root's. */
+static uint64_t ops_hash(const dpc_graph *g, uint32_t node) {
+  uint64_t h = 1469598103934665603ull;
   for (uint32_t i = 0; i <= node; i++) {
     const dpc_node *n = &g->nodes[i];
     if (i != node && n->fused != node) continue;
     h = (h ^ (uint64_t)n->op) * 1099511628211ull;
   }
-  const dpc_node *root = &g->nodes[node];
-  h = (h ^ (uint64_t)root->op) * 1099511628211ull;
-  if (!with_size) return h;
-  return (h ^ (uint64_t)dpc_shape_numel(&g->values[root->out].shape)) * 1099511628211ull;
+  return (h ^ (uint64_t)g->nodes[node].op) * 1099511628211ull;
+}
+
+/* The key of a kernel with these ops and this output size. */
+static uint64_t size_key(uint64_t ops, uint64_t numel) {
+  return (ops ^ numel) * 1099511628211ull;
 }
 
 /* The index of `key` in p, or p->n. */
@@ -305,8 +309,9 @@ static uint32_t find(const dpc_cost_profile *p, uint64_t key) {
   return i;
 }
 
+/* The key of kernels with these ops in this size class (salted apart from size_key's). */
 static uint64_t sig_key(uint64_t ops, uint64_t size_class) {
-  return (ops ^ (size_class + 1)) * 1099511628211ull;
+  return (ops ^ 0x9e3779b97f4a7c15ull ^ (size_class + 1)) * 1099511628211ull;
 }
 
 double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint32_t node,
@@ -323,12 +328,14 @@ double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint3
      * (a pipeline's sums of gradients over micro-batches, a fusion group cut by a stage); else
      * the roofline alone */
     const dpc_cost_profile *p = s->profile;
-    uint64_t key = dpc_cost_kernel_key(g, node), ops = kernel_hash(g, node, false);
-    uint64_t sc = size_class(g, node);
-    uint64_t near[3] = {sig_key(ops, sc), sig_key(ops, sc + 1), sc ? sig_key(ops, sc - 1) : 0};
-    uint32_t i = find(p, key);
-    for (int k = 0; i == p->n && k < 3; k++)
-      if (near[k]) i = find(p, near[k]);
+    uint64_t ops = ops_hash(g, node), numel = out_numel(g, node);
+    uint32_t i = find(p, size_key(ops, numel));
+    if (i == p->n) {
+      uint64_t sc = size_class(numel);
+      i = find(p, sig_key(ops, sc));
+      if (i == p->n) i = find(p, sig_key(ops, sc + 1));
+      if (i == p->n && sc) i = find(p, sig_key(ops, sc - 1));
+    }
     if (i < p->n) return t * p->factor[i];
   }
   return t;
@@ -337,7 +344,7 @@ double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint3
 /* ---- measured corrections ------------------------------------------------------------------- */
 
 uint64_t dpc_cost_kernel_key(const dpc_graph *g, uint32_t node) {
-  return kernel_hash(g, node, true);
+  return size_key(ops_hash(g, node), out_numel(g, node));
 }
 
 /* While adding, factor[i] holds kernel kind i's measured sum and factor[cap + i] its predicted
@@ -370,8 +377,9 @@ static dpc_status add_timing(dpc_cost_profile *p, uint64_t key, double measured,
 dpc_status dpc_cost_profile_add(dpc_cost_profile *p, const dpc_graph *g, uint32_t node,
                                 double measured, double predicted) {
   /* the kernel at its size, and its ops in its size class */
-  if (add_timing(p, dpc_cost_kernel_key(g, node), measured, predicted) ||
-      add_timing(p, sig_key(kernel_hash(g, node, false), size_class(g, node)), measured, predicted))
+  uint64_t ops = ops_hash(g, node), numel = out_numel(g, node);
+  if (add_timing(p, size_key(ops, numel), measured, predicted) ||
+      add_timing(p, sig_key(ops, size_class(numel)), measured, predicted))
     return DPC_ERR_NOMEM;
   dpc_op op = g->nodes[node].op;
   p->op_ms[op] += measured * 1e3, p->op_pred_ms[op] += predicted * 1e3;
