@@ -27,8 +27,6 @@ dpc_status dpc_api_build(const dpc_build_opts *b, dpc_exec_opts *x, dpc_pass_opt
 dpc_status dpc_api_named(const dpc_array *a, unsigned n, dpc_named **out, dpc_diag *d);
 dpc_status dpc_api_arrays(dpc_named *v, uint32_t n, dpc_array **out, dpc_diag *d);
 
-/* dpc_net_plan with the cost model corrected by `timed` (NULL: by a profile of its own when
- * o->profile asks for one) */
 /* Train strategy ps over `spec`'s `devices` devices (one: neither is used) for `steps` timed
  * steps after 5, as dpc bench and dpc train run it (hybrids and pipelines as replicas placed
  * alike): the median step. */
@@ -36,6 +34,8 @@ dpc_status dpc_api_measure_strategy(const dpc_net *net, const dpc_strategy *ps, 
                                     const char *spec, uint32_t batch, uint32_t steps,
                                     double *median_s, dpc_diag *d);
 
+/* dpc_net_plan with the cost model corrected by `timed` (NULL: by a profile of its own when
+ * o->profile asks for one) */
 struct dpc_cost_profile;
 dpc_status dpc_api_plan_profiled(const dpc_net *net, const dpc_plan_opts *o,
                                  const struct dpc_cost_profile *timed, dpc_plan_report **out,

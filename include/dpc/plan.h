@@ -186,7 +186,8 @@ typedef struct dpc_plan_opts {
    * hybrid or pipeline); NULL: data parallel over the devices (single on one) */
   const dpc_strategy *strategy;
   uint64_t memory_limit; /* bytes each device has; the plan must fit (0: the strategy's) */
-  bool profile;          /* time the model's kernels on one core first, correcting the cost model */
+  bool profile;          /* time the model's kernels first (on one device's cores, at the batch
+                            one replica runs), correcting the cost model */
   bool measure;          /* then run the plan, 30 timed steps (hybrid and pipeline as dpc train
                             runs them: replicas placed alike) */
   const char *dot_path;  /* NULL, or write the plan there as Graphviz: a cluster per device, a

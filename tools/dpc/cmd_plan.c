@@ -41,9 +41,8 @@ static const cli_opt plan_opts[] = {
      "predicted step as a timeline, memory per device against its limit, and the ranked "
      "strategies with --strategy auto (measured beside predicted with --measure)"},
     {"profile", false, false,
-     "time this model's kernels on one device's cores first and correct the cost model by them; "
-     "with "
-     "--strategy auto, at every per-device batch its candidates run"},
+     "time this model's kernels on one device's cores first and correct the cost model by "
+     "them; with --strategy auto, at every per-device batch its candidates run"},
     {"measure", false, false,
      "run the plan (30 steps) and print its measured step beside the prediction; with "
      "--strategy auto, the 3 fastest predicted, choosing the fastest measured"},
