@@ -4,10 +4,10 @@
  * softmax family).
  *
  * A call to libm (erff, tanhf, or llvm.exp / llvm.log, which become calls to expf and logf) in
- * a loop keeps LLVM from
- * vectorising it: each element pays a call and the loop runs one element at a time. Written as
- * plain arithmetic, the same text vectorises, and the vector body and the scalar remainder
- * compute the same bits, so a result does not depend on where an element falls in the loop.
+ * a loop keeps LLVM from vectorising it: each element pays a call and the loop runs one element
+ * at a time. Written as plain arithmetic, the same text vectorises, and the vector body and the
+ * scalar remainder compute the same bits, so a result does not depend on where an element falls
+ * in the loop.
  */
 #include "codegen/cpu/cg.h"
 
@@ -15,6 +15,9 @@
 #include <string.h>
 
 #define TWO_OVER_SQRT_PI 1.1283791670955126
+/* ln2 in two parts for float, hi + lo: k * hi is exact for the exponents k of a float */
+#define LN2_HI_F 0.693359375
+#define LN2_LO_F -2.12194440e-4
 
 static bool is_dbl(const char *ty) {
   return !strcmp(ty, "double");
@@ -41,8 +44,8 @@ cg_val cg_exp(cg_fn *f, const char *ty, cg_val z) {
   cg_val ki = cg_op2(f, "sub", it, bits,
                      dbl ? cg_const_i64(0x4338000000000000LL) : cg_const_i64(0x4B400000));
   /* r = z - k ln2 with ln2 in two parts: k * hi is exact, so only k * lo rounds */
-  double ln2_hi = dbl ? 6.93147180369123816490e-01 : 0.693359375;
-  double ln2_lo = dbl ? 1.90821492927058770002e-10 : -2.12194440e-4;
+  double ln2_hi = dbl ? 6.93147180369123816490e-01 : LN2_HI_F;
+  double ln2_lo = dbl ? 1.90821492927058770002e-10 : LN2_LO_F;
   cg_val r = cg_op2(f, "fsub", ty, z2, cg_op2(f, "fmul", ty, kf, cg_fconst(ty, ln2_hi)));
   r = cg_op2(f, "fsub", ty, r, cg_op2(f, "fmul", ty, kf, cg_fconst(ty, ln2_lo)));
   int deg = dbl ? 13 : 7;
@@ -165,8 +168,8 @@ cg_val cg_log(cg_fn *f, cg_val x) {
     q = cg_op2(f, "fadd", ty, cg_op2(f, "fmul", ty, q, s2), cg_fconst(ty, 1.0 / k));
   cg_val lm = cg_op2(f, "fmul", ty, cg_op2(f, "fmul", ty, s, cg_fconst(ty, 2)), q);
   cg_val ef = cg_conv(f, "sitofp", "i32", ex, ty);
-  cg_val lo = cg_op2(f, "fadd", ty, lm, cg_op2(f, "fmul", ty, ef, cg_fconst(ty, -2.12194440e-4)));
-  cg_val r = cg_op2(f, "fadd", ty, cg_op2(f, "fmul", ty, ef, cg_fconst(ty, 0.693359375)), lo);
+  cg_val lo = cg_op2(f, "fadd", ty, lm, cg_op2(f, "fmul", ty, ef, cg_fconst(ty, LN2_LO_F)));
+  cg_val r = cg_op2(f, "fadd", ty, cg_op2(f, "fmul", ty, ef, cg_fconst(ty, LN2_HI_F)), lo);
   r = cg_sel(f, cg_op2(f, "fcmp oeq", ty, x, cg_fconst(ty, 0)), ty, cg_fconst(ty, -INFINITY), r);
   r = cg_sel(f, cg_op2(f, "fcmp olt", ty, x, cg_fconst(ty, 0)), ty, cg_fconst(ty, NAN), r);
   r = cg_sel(f, cg_op2(f, "fcmp oeq", ty, x, cg_fconst(ty, INFINITY)), ty, x, r);
