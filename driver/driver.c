@@ -416,6 +416,8 @@ dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driv
   /* activations (every micro-batch's, in a micro-batched step) live only as long as each
    * device's order needs them: values whose lifetimes do not meet share bytes */
   if (!st) st = dpc_plan_share_activations(*out, d);
+  /* a plan that could hang is an error now, not a stall at run time */
+  if (!st) st = dpc_plan_check_comm(*out, d);
   if (st && *out) {
     dpc_plan_free(*out);
     *out = NULL;

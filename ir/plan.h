@@ -15,8 +15,8 @@ typedef enum dpc_step_kind {
   DPC_STEP_COPY,   /* copy value `src` into value `dst` (same shape), e.g. a state update */
   DPC_STEP_SEND,   /* later: send value `src` to device `peer` */
   DPC_STEP_RECV,   /* later: receive into value `dst` from device `peer` */
-  DPC_STEP_SIGNAL, /* later: signal event `event` */
-  DPC_STEP_WAIT    /* later: wait for event `event` */
+  DPC_STEP_SIGNAL, /* signal event `event`: value `src`, made on this device, is ready */
+  DPC_STEP_WAIT    /* wait for event `event`: value `src`, made on device `peer`, is ready */
 } dpc_step_kind;
 
 typedef struct dpc_step {
@@ -49,6 +49,12 @@ typedef struct dpc_plan {
 } dpc_plan;
 
 void dpc_plan_free(dpc_plan *p);
+
+/* Whether the plan's communication is matched, so its steps cannot hang (plan_check.c): every
+ * wait's value is handed on by some device, every device a collective connects has one step for
+ * it, and the step lists, played with waits and collectives blocking, all reach their ends. Else
+ * an error naming the stuck step and the step it waits for. */
+dpc_status dpc_plan_check_comm(const dpc_plan *p, dpc_diag *d);
 
 /* Alignment of every slot: a cache line, and enough for any vector load. */
 #define DPC_SLOT_ALIGN 64

@@ -141,17 +141,22 @@ static dpc_status emit_node(planner *pl, uint32_t i, uint32_t dev, uint32_t rank
     pl->waited[(size_t)dev * p->n_events + e] = true;
     st = push_step(
         &p->devs[dev],
-        (dpc_step){.kind = DPC_STEP_WAIT, .node = DPC_NONE, .peer = pl->vdev[v], .event = e}, d);
+        (dpc_step){
+            .kind = DPC_STEP_WAIT, .node = DPC_NONE, .src = v, .peer = pl->vdev[v], .event = e},
+        d);
   }
   if (!st)
     st = push_step(&p->devs[dev], (dpc_step){.kind = DPC_STEP_KERNEL, .node = i, .peer = rank}, d);
   for (uint32_t k = 0; k < nd->n_out && !st; k++) {
     uint32_t v = nd->out + k;
     if (pl->event[v] != DPC_NONE && pl->vdev[v] == dev)
-      st = push_step(
-          &p->devs[dev],
-          (dpc_step){.kind = DPC_STEP_SIGNAL, .node = DPC_NONE, .peer = dev, .event = pl->event[v]},
-          d);
+      st = push_step(&p->devs[dev],
+                     (dpc_step){.kind = DPC_STEP_SIGNAL,
+                                .node = DPC_NONE,
+                                .src = v,
+                                .peer = dev,
+                                .event = pl->event[v]},
+                     d);
   }
   return st;
 }

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Whether the devices, joined by the values that cross between them, form no cycle. */
 static bool devices_acyclic(const dpc_graph *g) {
@@ -355,7 +356,105 @@ static void momentum_reduced(void) {
   dpc_diag_free(&d);
 }
 
+/* Step j of device dev moved to position `to` of its list, the steps between shifted. */
+static void move_step(dpc_plan *p, uint32_t dev, uint32_t j, uint32_t to) {
+  dpc_step *st = p->devs[dev].steps, x = st[j];
+  if (to < j)
+    memmove(st + to + 1, st + to, (j - to) * sizeof *st);
+  else
+    memmove(st + j, st + j + 1, (to - j) * sizeof *st);
+  st[to] = x;
+}
+
+static uint32_t find_step(const dpc_plan *p, uint32_t dev, dpc_step_kind kind, uint32_t nth) {
+  for (uint32_t j = 0; j < p->devs[dev].n_steps; j++)
+    if (p->devs[dev].steps[j].kind == kind &&
+        (kind != DPC_STEP_KERNEL ||
+         dpc_op_has(p->g->nodes[p->devs[dev].steps[j].node].op, DPC_OPF_COMM)) &&
+        !nth--)
+      return j;
+  return DPC_NONE;
+}
+
+static bool check_fails(const dpc_plan *p, const char *a, const char *b, const char *what) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  bool ok = dpc_plan_check_comm(p, &d) != DPC_OK && d.msg && strstr(d.msg, a) && strstr(d.msg, b);
+  CHECK_MSG(ok, "%s: %s", what, d.msg ? d.msg : "accepted");
+  dpc_diag_free(&d);
+  return ok;
+}
+
+/* The communication check: the plans dpc builds pass it; hand-broken ones (a send or a receive
+ * taken out, collectives in different orders on two devices, a wait moved before what it needs)
+ * fail, naming the stuck step and the one it waits for. */
+static void comm_check(void) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  const char *dp_text = "input x: f32[N, 64]\ninput y: i32[N]\n"
+                        "param w1: f32[64, 512] = he_normal(seed=1)\nparam b1: f32[512] = zeros\n"
+                        "param w2: f32[512, 10] = he_normal(seed=2)\nparam b2: f32[10] = zeros\n"
+                        "h = relu(matmul(x, w1) + b1)\nlogits = matmul(h, w2) + b2\n"
+                        "loss = softmax_cross_entropy(logits, y)\nminimize loss with sgd(lr=0.1)\n";
+  dpc_graph *g;
+  dpc_plan *p = two_replicas(dp_text, 0, &g, &d);
+  if (p) {
+    CHECK_MSG(dpc_plan_check_comm(p, &d) == DPC_OK, "%s", d.msg);
+    uint32_t c0 = find_step(p, 1, DPC_STEP_KERNEL, 0), c1 = find_step(p, 1, DPC_STEP_KERNEL, 1);
+    CHECK_MSG(c0 != DPC_NONE && c1 != DPC_NONE, "two collectives on cpu:1: %u %u", c0, c1);
+    if (c0 != DPC_NONE && c1 != DPC_NONE) {
+      move_step(p, 1, c1, c0); /* cpu:1 enters the second all-reduce first */
+      check_fails(p, "would hang: cpu:", "all_reduce", "collectives out of order");
+    }
+  }
+  dpc_plan_free(p);
+  dpc_graph_free(g);
+  const char *mp_text = "input x: f32[N, 16]\ninput y: i32[N]\n"
+                        "param w1: f32[16, 32] = he_normal(seed=1)\nparam b1: f32[32] = zeros\n"
+                        "param w2: f32[32, 5] = xavier_uniform(seed=2)\nparam b2: f32[5] = zeros\n"
+                        "device cpu:1 {\n  h = relu(matmul(x, w1) + b1)\n}\n"
+                        "logits = matmul(h, w2) + b2 @ cpu:0\n"
+                        "loss = softmax_cross_entropy(logits, y)\noutput logits\n"
+                        "minimize loss with sgd(lr=0.1)\n";
+  const char *devs[2] = {"cpu:0", "cpu:1"};
+  int64_t n8[1] = {8};
+  for (int broken = 0; broken < 4; broken++) {
+    g = NULL;
+    p = NULL;
+    dpc_pass_opts po = {.training = true};
+    CHECK_MSG(dpc_parse_graph("t.graph", mp_text, strlen(mp_text), &g, &d) == DPC_OK &&
+                  dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, n8, &d) == DPC_OK &&
+                  dpc_plan_devices(g, devs, 2, true, &p, &d) == DPC_OK,
+              "%s", d.msg);
+    if (p) {
+      /* h is made on cpu:1 and read on cpu:0; h's gradient goes back */
+      uint32_t sig = find_step(p, 1, DPC_STEP_SIGNAL, 0), w0 = find_step(p, 0, DPC_STEP_WAIT, 0),
+               w1 = find_step(p, 1, DPC_STEP_WAIT, 0);
+      CHECK_MSG(sig != DPC_NONE && w0 != DPC_NONE && w1 != DPC_NONE, "steps %u %u %u", sig, w0, w1);
+      if (!broken) {
+        CHECK_MSG(dpc_plan_check_comm(p, &d) == DPC_OK, "%s", d.msg);
+      } else if (broken == 1 && sig != DPC_NONE) {
+        move_step(p, 1, sig, p->devs[1].n_steps - 1);
+        p->devs[1].n_steps--; /* cpu:1 never hands h on */
+        check_fails(p, "cpu:0 step", "no device hands on (a missing send)", "a missing send");
+      } else if (broken == 2 && w1 != DPC_NONE) {
+        move_step(p, 1, w1, 0); /* cpu:1 waits for h's gradient before it makes h */
+        check_fails(p, "would hang: cpu:0 step", "cpu:1 step 1 (waits for", "a cycle");
+      } else if (broken == 3 && w0 != DPC_NONE) {
+        move_step(p, 0, w0, p->devs[0].n_steps - 1);
+        p->devs[0].n_steps--; /* cpu:0 never takes h */
+        check_fails(p, "cpu:1 step", "no device waits for (a missing receive)",
+                    "a missing receive");
+      }
+    }
+    dpc_plan_free(p);
+    dpc_graph_free(g);
+  }
+  dpc_diag_free(&d);
+}
+
 const unit_test unit_tests[] = {
+    {"comm_check", comm_check},
     {"metis_placement", metis_placement},
     {"acyclic_on_examples", acyclic_on_examples},
     {"repair_chain", repair_chain},
