@@ -187,6 +187,15 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
                          training, &r->plan, d);
   free(shares);
   r->parallel = parallel;
+  /* across ranks, a plan over every rank's device runs with each rank running its own; a plan
+   * over fewer (a batch that does not split) on rank 0 alone */
+  r->across = t->peers && training && r->plan && r->plan->n_devs == t->ranks && t->ranks > 1;
+  r->split = r->across && (model || hybrid);
+  if (!st && t->peers && training && hybrid && !parallel && t->ranks > 1)
+    st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                       "a batch of %u does not split over the %u replicas across ranks: give a "
+                       "batch size that divides the data set's size",
+                       n, R);
   if (!st) st = dpc_driver_check_memory(r->plan, t->o->device_memory, d);
   if (!st) st = dpc_train_compile(t, r, d);
   dpc_session_opts so = {.training = training,
@@ -197,10 +206,10 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
                          .timeout_s = t->o->timeout_s,
                          .comm_thread = t->o->comm_thread,
                          .test = dpc_train_session_hooks(t),
-                         .peers = parallel ? t->peers : NULL,
+                         .peers = r->across ? t->peers : NULL,
                          .self = t->rank};
   /* across ranks, one plan: each rank checks its own against rank 0's before the first step */
-  if (!st && parallel && t->peers) st = dpc_train_mpi_check_plan(t, r->plan, d);
+  if (!st && r->across) st = dpc_train_mpi_check_plan(t, r->plan, d);
   if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
   free(vals);
   dpc_graph_free(g);
@@ -210,7 +219,7 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   r->x = dpc_graph_find(pg, t->x_name);
   r->y = dpc_graph_find(pg, t->y_name);
   r->loss = pg->obj.loss != DPC_NONE ? pg->obj.loss : dpc_graph_find(pg, t->loss_name);
-  if (parallel && t->peers && t->rank > 0 && r->loss != DPC_NONE) {
+  if (r->across && !r->split && t->rank > 0 && r->loss != DPC_NONE) {
     /* this rank computes its own replica's copy of the reduced loss, not replica 0's */
     char nm[300];
     snprintf(nm, sizeof nm, "%s" DPC_REPLICA_SUFFIX "%u",
@@ -241,6 +250,26 @@ static dpc_status place_replica(trainer *t, dpc_diag *d) {
                               pipe ? t->o->pipeline : DPC_SCHEDULE_NONE};
   return dpc_driver_place(t->model, t->o->batch / replicas, spec, t->o->mp, &po, &t->placed_auto,
                           NULL, d);
+}
+
+/* Model parallel, hybrid and pipelines: the model placed over the devices (over one replica's
+ * --mp devices but for model parallel) by METIS, unless it places itself. Across ranks, rank 0
+ * places (placing measures the devices, which would differ from rank to rank) and hands its
+ * placement to the others. */
+static dpc_status place(trainer *t, dpc_diag *d) {
+  dpc_status st = DPC_OK;
+  if (!t->peers || t->rank == 0) {
+    char spec[32];
+    snprintf(spec, sizeof spec, "cpu:%u", t->replicas);
+    if (t->strategy.kind != DPC_STRATEGY_MODEL)
+      st = place_replica(t, d);
+    else
+      st = dpc_driver_place(
+          t->model, t->o->batch, t->peers ? spec : t->o->devices, t->replicas,
+          &(dpc_driver_place_opts){t->o->device_memory, NULL, 1, DPC_SCHEDULE_NONE},
+          &t->placed_auto, NULL, d);
+  }
+  return t->peers ? dpc_train_mpi_placement(t, st, d) : st;
 }
 
 /* Data parallel: every replica's params and state take replica 0's (after they were loaded, or
@@ -584,15 +613,17 @@ static dpc_status parse_strategy(trainer *t, dpc_diag *d) {
 }
 
 /* --devices mpi: what runs across ranks today (synchronous data parallel, with accumulation or
- * local SGD, every full batch split evenly over the ranks). */
+ * local SGD, every full batch split evenly over the ranks; the model split over the ranks:
+ * model parallel, a pipeline, hybrid). */
 static dpc_status check_mpi(trainer *t, dpc_diag *d) {
   const dpc_train_opts *o = t->o;
   const char *what = NULL;
+  dpc_strategy_kind k = t->strategy.kind;
   if (o->async)
     what = "the asynchronous parameter server";
-  else if (t->replicas > 1 && t->strategy.kind != DPC_STRATEGY_DATA &&
-           t->strategy.kind != DPC_STRATEGY_LOCAL_SGD)
-    what = dpc_strategy_kind_name(t->strategy.kind);
+  else if (t->replicas > 1 && k != DPC_STRATEGY_DATA && k != DPC_STRATEGY_LOCAL_SGD &&
+           k != DPC_STRATEGY_MODEL && k != DPC_STRATEGY_PIPELINE && k != DPC_STRATEGY_HYBRID)
+    what = dpc_strategy_kind_name(k);
   else if (o->artifact)
     what = "a compiled artifact";
   else if (o->shares && strcmp(o->shares, "even"))
@@ -603,13 +634,16 @@ static dpc_status check_mpi(trainer *t, dpc_diag *d) {
   if (what)
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                          "across MPI ranks dpc trains synchronous data parallel (with "
-                         "accumulation or local SGD); %s is not built yet across ranks",
+                         "accumulation or local SGD), model parallel, pipelines and hybrid; %s "
+                         "is not built yet across ranks",
                          what);
-  if (t->replicas > 1 && o->batch % t->replicas)
+  uint32_t R = k == DPC_STRATEGY_MODEL ? 1 : k == DPC_STRATEGY_PIPELINE ? 1 : t->replicas;
+  if (k == DPC_STRATEGY_HYBRID) R = o->mp ? t->replicas / o->mp : t->replicas;
+  if (R > 1 && o->batch % R)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "the batch of %u does not split evenly over the %u ranks: give a "
-                         "multiple of %u",
-                         o->batch, t->replicas, t->replicas);
+                         "the batch of %u does not split evenly over the %u replicas across "
+                         "ranks: give a multiple of %u",
+                         o->batch, R, R);
   return DPC_OK;
 }
 
@@ -687,16 +721,10 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   if (o->resume_path && (st = dpc_train_peek_checkpoint(t, d))) return st;
   if (t->art) {
     if ((st = open_artifact_runs(t, d))) return st;
-  } else if (t->replicas > 1 && t->strategy.kind == DPC_STRATEGY_MODEL &&
-             (st = dpc_driver_place(
-                  t->model, o->batch, o->devices, t->replicas,
-                  &(dpc_driver_place_opts){o->device_memory, NULL, 1, DPC_SCHEDULE_NONE},
-                  &t->placed_auto, NULL, d))) {
-    return st;
   } else if (t->replicas > 1 &&
-             (t->strategy.kind == DPC_STRATEGY_HYBRID ||
+             (t->strategy.kind == DPC_STRATEGY_MODEL || t->strategy.kind == DPC_STRATEGY_HYBRID ||
               t->strategy.kind == DPC_STRATEGY_PIPELINE) &&
-             (st = place_replica(t, d))) {
+             (st = place(t, d))) {
     return st;
   } else if ((st = compile_graph(t, d))) {
     return st;
@@ -772,7 +800,7 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
                             const dpc_train_test_hooks *hooks, dpc_diag *d) {
   trainer t;
   memset(&t, 0, sizeof t);
-  t.o = o;
+  t.o = t.given = o;
   t.test = hooks;
   dpc_status st = DPC_OK;
   if (dpc_driver_is_mpi(o->devices) && !(st = dpc_train_mpi_open(&t, d)) && t.rank > 0) {
@@ -808,7 +836,7 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
       if ((st = run_for(&t, true, n, &r, d))) break;
       double t0 = dpc_now_s();
       /* across ranks, a batch that runs on the first device alone runs on rank 0 */
-      bool idle = t.peers && !r->parallel && t.rank > 0;
+      bool idle = t.peers && !r->across && t.rank > 0;
       if (!idle && (st = feed(r, t.train_ds, idx, n, d))) break;
       /* the step counter seeds dropout: the same step draws the same mask after a resume */
       dpc_session_set_step(r->s, t.step);
@@ -816,7 +844,13 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
         dpc_diag_prefix(d, "step %llu: ", (unsigned long long)t.step + 1);
         break;
       }
-      if (!r->parallel && t.peers && (st = dpc_train_mpi_share(&t, d))) {
+      if (!r->across && t.peers && (st = dpc_train_mpi_share(&t, d))) {
+        dpc_diag_prefix(d, "step %llu: ", (unsigned long long)t.step + 1);
+        break;
+      }
+      /* a model split over the ranks: its loss and rate from the ranks that compute them */
+      if (r->split && ((st = dpc_train_mpi_fetch(&t, r, r->loss, d)) ||
+                       (st = dpc_train_mpi_fetch(&t, r, r->lr, d)))) {
         dpc_diag_prefix(d, "step %llu: ", (unsigned long long)t.step + 1);
         break;
       }
@@ -847,11 +881,13 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
       if (t.log) dpc_train_log_step(&t, &s);
       if (o->on_step) o->on_step(o->user, &s);
       bool last = t.batch_pos + 1 == t.batches;
-      if (o->checkpoint_every && o->checkpoint_path && t.step % o->checkpoint_every == 0) {
+      if (t.given->checkpoint_every && t.given->checkpoint_path &&
+          t.step % t.given->checkpoint_every == 0) {
         /* position after this batch */
         uint64_t e = t.epoch, b = t.batch_pos + 1;
         if (last) e++, b = 0;
-        if ((st = dpc_train_save_checkpoint(&t, e, b, d))) break;
+        if ((st = dpc_train_mpi_gather(&t, d)) || (st = dpc_train_save_checkpoint(&t, e, b, d)))
+          break;
       }
     }
     if (st) break;
@@ -865,6 +901,7 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
       ep.seconds = epoch_time;
       ep.samples_per_s = epoch_time > 0 ? (double)samples / epoch_time : 0;
     }
+    if (finished && t.test_ds && (st = dpc_train_mpi_gather(&t, d))) break;
     if (finished && t.test_ds && t.eval_full.s && (st = evaluate(&t, &ep, d))) break;
     if (finished || samples) {
       if (t.log) dpc_train_log_epoch(&t, &ep);
@@ -881,6 +918,8 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
     dpc_train_stop s = {t.step, t.epoch, t.batch_pos, t.batches, ck};
     if (!st && o->on_stop) o->on_stop(o->user, &s);
   }
+  if (!st && !stopped && (t.given->checkpoint_path || t.given->save_path))
+    st = dpc_train_mpi_gather(&t, d);
   if (!st && !stopped && o->checkpoint_path)
     st = dpc_train_save_checkpoint(&t, t.epoch, t.batch_pos, d);
   if (!st && !stopped && o->save_path) st = dpc_train_save_params(&t, o->save_path, d);

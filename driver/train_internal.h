@@ -23,17 +23,20 @@ typedef struct run_t {
   dpc_native_kernel *native; /* compiled kernels, one per node; NULL on the reference backend */
   bool borrowed;             /* plan and kernels belong to the artifact */
   bool parallel;             /* data parallel over the devices: the replicas stay in step */
+  bool across;               /* --devices mpi: every rank runs its own device's steps */
+  bool split;                /* across, the model split over the ranks (not data parallel) */
   uint32_t x, y, loss, lr, logits; /* value ids in plan->g */
 } run_t;
 
 typedef struct trainer {
   const dpc_train_opts *o;
-  uint32_t replicas;     /* devices of --devices (1: one device) */
-  dpc_strategy strategy; /* the options' strategy, typed (one device: single) */
-  bool placed_auto;      /* --strategy model placed the model with METIS */
-  dpc_graph *model;      /* the model with the command line's optimizer settings */
-  dpc_graph *train_g;    /* after the training passes, batch symbolic */
-  dpc_graph *eval_g;     /* after the inference passes; outputs: the model's first, then the loss */
+  const dpc_train_opts *given; /* as given: o is quiet on ranks > 0 */
+  uint32_t replicas;           /* devices of --devices (1: one device) */
+  dpc_strategy strategy;       /* the options' strategy, typed (one device: single) */
+  bool placed_auto;            /* --strategy model placed the model with METIS */
+  dpc_graph *model;            /* the model with the command line's optimizer settings */
+  dpc_graph *train_g;          /* after the training passes, batch symbolic */
+  dpc_graph *eval_g; /* after the inference passes; outputs: the model's first, then the loss */
   char x_name[256], y_name[256], loss_name[256];
   uint32_t batch_sym;
   uint32_t *shares;  /* --shares: each replica's samples of a full batch; NULL: even */
@@ -103,5 +106,13 @@ void dpc_train_mpi_close(trainer *t);
 dpc_status dpc_train_mpi_check_plan(trainer *t, const dpc_plan *p, dpc_diag *d);
 /* Replica 0's params and state (current on rank 0 after a step it ran alone) to every rank. */
 dpc_status dpc_train_mpi_share(trainer *t, dpc_diag *d);
+/* A model split over the ranks (run_t.split): value v of r to every rank from the rank whose
+ * device holds it; every param and state of the training run likewise (before rank 0
+ * evaluates or writes them). Nothing otherwise. Every rank calls them alike. */
+dpc_status dpc_train_mpi_fetch(trainer *t, const run_t *r, uint32_t v, dpc_diag *d);
+dpc_status dpc_train_mpi_gather(trainer *t, dpc_diag *d);
+/* Rank 0's placement of t->model (st: how placing it went there) to every rank; on rank 0 st
+ * comes back, elsewhere rank 0's failure is reported as such. */
+dpc_status dpc_train_mpi_placement(trainer *t, dpc_status st, dpc_diag *d);
 
 #endif

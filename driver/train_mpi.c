@@ -193,3 +193,60 @@ dpc_status dpc_train_mpi_share(trainer *t, dpc_diag *d) {
   }
   return DPC_OK;
 }
+
+dpc_status dpc_train_mpi_fetch(trainer *t, const run_t *r, uint32_t v, dpc_diag *d) {
+  if (!r->split || v == DPC_NONE) return DPC_OK;
+  dpc_tensor x = dpc_session_value(r->s, v);
+  return t->peers->ops->broadcast(t->peers, t->rank, r->plan->slots[v].device, x.data,
+                                  dpc_tensor_bytes(&x), d);
+}
+
+dpc_status dpc_train_mpi_gather(trainer *t, dpc_diag *d) {
+  const run_t *r = &t->train_full;
+  if (!r->split) return DPC_OK;
+  const dpc_graph *g = r->plan->g;
+  dpc_status st = DPC_OK;
+  for (uint32_t i = 0; i < g->n_nodes && !st; i++)
+    if (dpc_op_has(g->nodes[i].op, DPC_OPF_PERSIST))
+      st = dpc_train_mpi_fetch(t, r, g->nodes[i].out, d);
+  return st;
+}
+
+dpc_status dpc_train_mpi_placement(trainer *t, dpc_status st, dpc_diag *d) {
+  dpc_graph *g = t->model;
+  /* [0]: rank 0 placed it; then per node its device's number, or DPC_NONE */
+  uint32_t n = g->n_nodes + 1, *dev = calloc(n, sizeof *dev);
+  if (!dev) return st ? st : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (t->rank == 0) {
+    dev[0] = st == DPC_OK;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+      unsigned k;
+      const dpc_node *nd = &g->nodes[i];
+      dev[i + 1] = nd->device != DPC_NONE && sscanf(dpc_graph_str(g, nd->device), "cpu:%u", &k) == 1
+                       ? k
+                       : DPC_NONE;
+    }
+  }
+  dpc_diag quiet = {0};
+  dpc_status bst = t->peers->ops->broadcast(t->peers, t->rank, 0, dev, n * sizeof *dev,
+                                            t->rank == 0 && st ? &quiet : d);
+  dpc_diag_clear(&quiet);
+  if (t->rank == 0 || bst) {
+    free(dev);
+    return st ? st : bst;
+  }
+  if (!dev[0]) {
+    free(dev);
+    return dpc_diag_fail(d, DPC_ERR_RUNTIME, "rank 0 could not place the model (it says why)");
+  }
+  for (uint32_t i = 0; i < g->n_nodes && !st; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "cpu:%u", dev[i + 1]);
+    g->nodes[i].device =
+        dev[i + 1] == DPC_NONE ? DPC_NONE : dpc_graph_intern(g, name, strlen(name));
+    if (dev[i + 1] != DPC_NONE && g->nodes[i].device == DPC_NONE)
+      st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  }
+  free(dev);
+  return st;
+}

@@ -19,6 +19,7 @@
 #include "runtime/pool.h"
 #include "runtime/rng.h"
 #include "runtime/topology.h"
+#include "runtime/handoff.h"
 #include "runtime/transport.h"
 
 #include <sched.h>
@@ -99,6 +100,7 @@ struct dpc_session {
   bool broken;          /* a run failed: events and collectives are out of step */
   dpc_transport *peers; /* dpc_session_opts.peers: only device `self` runs here */
   uint32_t self;
+  dpc_handoff *handoff; /* with peers: the values that cross to and from the other processes */
   double timeout_s;
   uint32_t stall; /* dpc_session_test_hooks.stall_device */
   /* dpc_session_trace: per device, the recorded step events */
@@ -179,6 +181,7 @@ void dpc_session_free(dpc_session *s) {
   }
   dpc_pool_free(s->pool);
   dpc_executor_free(s->ex);
+  dpc_handoff_free(s->handoff);
   for (uint32_t i = 0; s->overlap && i < p->n_devs; i++) dpc_overlap_free(s->overlap[i]);
   free(s->overlap);
   free(s->jobs);
@@ -387,9 +390,67 @@ static dpc_status open_overlap(dpc_session *s, dpc_diag *d) {
   return st;
 }
 
+/* Across processes: a transport for each distinct list of devices a collective connects, made by
+ * every process alike, in the plan's order (the peers' own when it is every device in order);
+ * device `self`'s collectives take theirs. */
+static dpc_status peer_groups(dpc_session *s, dpc_diag *d) {
+  const dpc_plan *plan = s->plan;
+  const dpc_graph *g = plan->g;
+  uint32_t cap = g->n_nodes ? g->n_nodes : 1, n_sets = 0;
+  uint32_t **sets = calloc(cap, sizeof *sets), *len = calloc(cap, sizeof *len);
+  dpc_transport **group = calloc(cap, sizeof *group);
+  s->comms = calloc(cap, sizeof *s->comms);
+  dpc_status st = sets && len && group && s->comms
+                      ? DPC_OK
+                      : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening collectives");
+  for (uint32_t i = 0; !st && i < plan->n_devs; i++)
+    for (uint32_t j = 0; !st && j < plan->devs[i].n_steps; j++) {
+      if (!s->steps[i][j].comm) continue;
+      const dpc_node *n = &g->nodes[plan->devs[i].steps[j].node];
+      const uint32_t *in = dpc_node_inputs(g, n);
+      uint32_t c = 0;
+      for (bool same = false; c < n_sets && !same; c += !same) {
+        same = len[c] == n->n_in;
+        for (uint32_t k = 0; same && k < n->n_in; k++)
+          same = sets[c][k] == plan->slots[in[k]].device;
+      }
+      if (c == n_sets) {
+        if (!(sets[c] = malloc(n->n_in * sizeof **sets))) {
+          st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening collectives");
+          break;
+        }
+        bool all = n->n_in == plan->n_devs;
+        for (uint32_t k = 0; k < n->n_in; k++) {
+          sets[c][k] = plan->slots[in[k]].device;
+          all = all && sets[c][k] == k;
+        }
+        len[c] = n->n_in;
+        n_sets++;
+        if (all)
+          group[c] = s->peers;
+        else if (!s->peers->ops->subset)
+          st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                             "a collective of %s connects only some of the devices, which the "
+                             "%s transport cannot do",
+                             plan->devs[i].name, s->peers->ops->kind);
+        else if (!(st = s->peers->ops->subset(s->peers, s->self, sets[c], n->n_in, &group[c], d)) &&
+                 group[c])
+          s->comms[s->n_comms++] = group[c];
+      }
+      if (i == s->self) s->steps[i][j].group = group[c];
+    }
+  for (uint32_t c = 0; sets && c < n_sets; c++) free(sets[c]);
+  free(sets);
+  free(len);
+  free(group);
+  return st;
+}
+
 /* Across processes (dpc_session_opts.peers): device `self`'s collectives go over the peers'
- * transport, which connects every device of the plan in order, so only a collective over all of
- * them can run; the device's kernels run on a pool of this process's threads. */
+ * transport or a subset of it (peer_groups); values read across devices are handed over
+ * (handoff.h); the device's kernels run on a pool of this process's threads. A param or state
+ * read on another device than its own is refused: this process's copy of it would never see the
+ * owner's updates. */
 static dpc_status open_peers(dpc_session *s, const dpc_session_opts *o, dpc_diag *d) {
   const dpc_plan *plan = s->plan;
   const dpc_graph *g = plan->g;
@@ -397,32 +458,33 @@ static dpc_status open_peers(dpc_session *s, const dpc_session_opts *o, dpc_diag
     return dpc_diag_fail(d, DPC_ERR_INVALID,
                          "the plan has %u devices, but %u processes take part (this one is %u)",
                          plan->n_devs, o->peers->ranks, o->self);
-  if (plan->n_events)
-    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                         "this plan passes values between devices; across processes only "
-                         "data-parallel plans (collectives over every device) run");
   s->peers = o->peers;
   s->self = o->self;
   const dpc_plan_device *pd = &plan->devs[s->self];
   for (uint32_t j = 0; j < pd->n_steps; j++) {
     step_args *sa = &s->steps[s->self][j];
-    if (pd->steps[j].kind == DPC_STEP_COPY &&
-        plan->slots[pd->steps[j].src].device != plan->slots[pd->steps[j].dst].device)
+    const dpc_step *sp = &pd->steps[j];
+    if (sp->kind == DPC_STEP_COPY && plan->slots[sp->src].device != plan->slots[sp->dst].device)
       return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                           "%s copies a value from another device; across processes only "
-                           "data-parallel plans run",
+                           "%s copies a value from another device, which is in another process",
                            pd->name);
-    if (!sa->comm) continue;
-    const dpc_node *n = &g->nodes[pd->steps[j].node];
-    bool all = n->n_in == plan->n_devs;
-    for (uint32_t k = 0; all && k < n->n_in; k++) all = plan->slots[g->ids[n->in + k]].device == k;
-    if (!all)
-      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                           "a collective of %s connects only some of the devices; across "
-                           "processes every collective spans all of them",
-                           pd->name);
-    sa->group = s->peers;
+    if (sp->kind != DPC_STEP_KERNEL) continue;
+    const dpc_node *n = &g->nodes[sp->node];
+    for (uint32_t k = 0; !sa->comm && k < n->n_in; k++) {
+      uint32_t v = dpc_node_inputs(g, n)[k];
+      if (plan->slots[v].device != s->self &&
+          dpc_op_has(g->nodes[g->values[v].node].op, DPC_OPF_PERSIST))
+        return dpc_graph_fail_node(g, sp->node, d, DPC_ERR_UNSUPPORTED,
+                                   "%s reads a param or state kept on %s, another process: "
+                                   "across processes each device reads only its own",
+                                   pd->name, plan->devs[plan->slots[v].device].name);
+    }
   }
+  /* across processes a hang would cost every rank the timeout: proven matched first */
+  dpc_status st = dpc_plan_check_comm(plan, d);
+  if (!st) st = peer_groups(s, d);
+  if (!st) st = dpc_handoff_new(plan, s->self, s->peers, &s->handoff, d);
+  if (st) return st;
   if (o->native && (!o->threads || o->threads > 1)) return dpc_pool_new(o->threads, &s->pool, d);
   return DPC_OK;
 }
@@ -790,6 +852,10 @@ static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) 
                           s->tensors[sp->src].data, dpc_tensor_bytes(&s->tensors[sp->dst]),
                           from == to ? NULL : s->devs[from], d);
   }
+  if (s->handoff && sp->kind == DPC_STEP_SIGNAL)
+    return dpc_handoff_signal(s->handoff, sp, s->tensors, d);
+  if (s->handoff && sp->kind == DPC_STEP_WAIT)
+    return dpc_handoff_wait(s->handoff, sp, s->tensors, d);
   if (sp->kind == DPC_STEP_SIGNAL) {
     dpc_status st = dev->ops->event_record(dev, &s->dev_events[sp->event], d);
     if (st) return st;
@@ -850,10 +916,13 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
       if (atomic_load(&s->first)) return dpc_diag_fail(d, s->first_status, "%s", s->first_msg);
       return st;
     }
-  } else if ((st = run_steps(s, s->self, d))) {
-    /* across processes, the peers' collectives are out of step with this one's now */
-    if (s->peers) s->broken = true;
-    return st;
+  } else {
+    if (s->handoff) dpc_handoff_begin(s->handoff);
+    if ((st = run_steps(s, s->self, d)) || (s->handoff && (st = dpc_handoff_end(s->handoff, d)))) {
+      /* across processes, the peers' collectives are out of step with this one's now */
+      if (s->peers) s->broken = true;
+      return st;
+    }
   }
   if (s->trace) s->trace_run++;
   s->run.step++;

@@ -46,12 +46,13 @@ typedef struct dpc_session_opts {
    * 71-85k against 87k samples/s for fashion_mlp on 2 cores), 1 always, -1 never (the device
    * runs each collective where its step list has it). */
   int comm_thread;
-  /* Data parallel across processes (dpc train --devices mpi): this process is device `self` of
-   * the plan and runs that device's step list alone; every collective must connect all of the
-   * plan's devices in order and goes over `peers` (borrowed; plan->n_devs ranks, this process
-   * being rank `self`). The other devices' memory is still allocated here, so the inputs the
-   * data loader fills on device 0 are in reach of every replica's slice. NULL: every device runs
-   * in this process. */
+  /* Across processes (dpc train --devices mpi): this process is device `self` of the plan and
+   * runs that device's step list alone, over `peers` (borrowed; plan->n_devs ranks, this process
+   * being rank `self`): every collective must connect all of the plan's devices in order, and a
+   * value read on another device than the one making it is sent there (runtime/handoff.h). The
+   * other devices' memory is still allocated here, so the inputs the data loader fills on device
+   * 0 are in reach of every replica's slice and handed values land in their own slots. NULL:
+   * every device runs in this process. */
   struct dpc_transport *peers;
   uint32_t self;
 } dpc_session_opts;

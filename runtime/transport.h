@@ -36,6 +36,18 @@ typedef struct dpc_transport_ops {
                      dpc_diag *d);
   dpc_status (*recv)(dpc_transport *t, uint32_t rank, uint32_t peer, void *buf, size_t bytes,
                      dpc_diag *d);
+  /* Like send, but returns once buf's bytes are copied out, before the peer takes them, so two
+   * ranks that send to each other at once cannot block each other; flush returns once every such
+   * send has been taken. Messages to one peer arrive in the order sent, whichever of the two
+   * sent them. NULL where the transport has none (shm: its ranks share the devices' memory). */
+  dpc_status (*send_async)(dpc_transport *t, uint32_t rank, uint32_t peer, const void *buf,
+                           size_t bytes, dpc_diag *d);
+  dpc_status (*flush)(dpc_transport *t, uint32_t rank, dpc_diag *d);
+  /* A transport among members[0 .. n) (ranks of t, distinct), member k being its rank k; every
+   * rank of t makes the same subset calls in the same order, and one that is not a member gets
+   * NULL. NULL where the transport has none. */
+  dpc_status (*subset)(dpc_transport *t, uint32_t rank, const uint32_t *members, uint32_t n,
+                       dpc_transport **out, dpc_diag *d);
   /* Returns once every rank has entered. */
   dpc_status (*barrier)(dpc_transport *t, uint32_t rank, dpc_diag *d);
   /* `who` failed: every rank waiting, or later entering, a call fails naming it and why. */

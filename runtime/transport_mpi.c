@@ -46,6 +46,8 @@ static const char *const kind_names[K_SPAN] = {"all_reduce", "all_reduce", "broa
 #define MISMATCH_GRACE_S 0.25
 /* Elements summed per pass, so the partial sum stays in L1 (collective.c's BLOCK). */
 #define BLOCK 4096
+/* The all-reduce's pieces move in segments of this many bytes on host-visible devices. */
+#define SEG_BYTES (1 << 20)
 
 typedef struct hostbuf {
   void *p;
@@ -71,7 +73,10 @@ typedef struct mpit {
   uint64_t coll;         /* collective calls made (all-reduce, broadcast, barrier) */
   uint64_t *sent, *rcvd; /* per peer: sends and receives made */
   char (*label)[112];    /* per rank: "rank 3 (cpu:0 on node7)" */
+  char name[32];         /* this rank's device, as named at open */
   hostbuf in, out, pieces;
+  hostbuf *abuf; /* send_async's copies, one per send not yet flushed (kept for the next ones) */
+  size_t n_async, cap_async;
   pending *q;
   size_t nq, capq;
   bool failed, leak; /* leak: requests were left to MPI, so their buffers stay allocated */
@@ -205,6 +210,7 @@ static dpc_status wait_range(mpit *m, size_t from, size_t to, const char *what, 
                              double t0, dpc_diag *d) {
   uint64_t polls = 0;
   double suspect_since = 0;
+  bool p2p = !strcmp(what, "send") || !strcmp(what, "receive"), ar = !strcmp(what, "all_reduce");
   char e[MPI_MAX_ERROR_STRING];
   for (;;) {
     int waiting = -2; /* the first peer still waited for; -2: none */
@@ -262,6 +268,11 @@ static dpc_status wait_range(mpit *m, size_t from, size_t to, const char *what, 
       MPI_Status s;
       if (MPI_Iprobe(p->peer, MPI_ANY_TAG, m->comm, &flag, &s) != MPI_SUCCESS || !flag) continue;
       if (expected_tag(m, p->peer, s.MPI_TAG)) continue;
+      /* sends and receives are a stream of their own beside the collectives: a peer's send
+       * (send_async returns at once) may come before or after the collectives around it */
+      if (p2p || s.MPI_TAG % K_SPAN == K_P2P) continue;
+      /* a later message of this very all-reduce (its gather, the receive not yet posted) */
+      if (ar && s.MPI_TAG == tag_of(m, K_AG, seq)) continue;
       suspect = true;
       if (suspect_since == 0) suspect_since = t;
       if (t - suspect_since < MISMATCH_GRACE_S) break;
@@ -307,12 +318,13 @@ static dpc_status stage_in(mpit *m, void *buf, const void *host, size_t bytes, d
   return st ? failed(m, st, d) : DPC_OK;
 }
 
-/* Sum chunk `me` of every rank in rank order into acc (len elements): piece(q) is rank q's. */
+/* Sum chunk `me` of every rank in rank order into acc (len elements, which may be own):
+ * piece(q) is rank q's, the other ranks' `stride` elements apart in others. */
 static void sum_in_order(mpit *m, char *acc, const char *own, const char *others, int64_t len,
-                         dpc_dtype dtype, dpc_reduce op) {
+                         int64_t stride, dpc_dtype dtype, dpc_reduce op) {
   int D = m->size, me = m->rank;
   size_t es = dtype == DPC_F64 ? 8 : 4;
-#define PIECE(q) ((q) == me ? own : others + (size_t)((q) < me ? (q) : (q)-1) * (size_t)len * es)
+#define PIECE(q) ((q) == me ? own : others + (size_t)((q) < me ? (q) : (q)-1) * (size_t)stride * es)
   if (op == DPC_REDUCE_MEAN_WIDE && dtype == DPC_F32) {
     /* collective.c's wide mean: f32 values summed in f64 in rank order, rounded once */
     double wide[BLOCK / 2];
@@ -326,15 +338,18 @@ static void sum_in_order(mpit *m, char *acc, const char *own, const char *others
     }
     return;
   }
+  /* a block is summed in a buffer of its own and then stored, so acc may be own */
+  _Alignas(64) char sum[BLOCK * 4];
   const int64_t per = BLOCK * 4 / (int64_t)es;
   for (int64_t b = 0; b < len; b += per) {
     int64_t n = len - b < per ? len - b : per;
     size_t off = (size_t)b * es;
-    memcpy(acc + off, PIECE(0) + off, (size_t)n * es);
+    memcpy(sum, PIECE(0) + off, (size_t)n * es);
     for (int q = 1; q < D; q++) {
       double div = op != DPC_REDUCE_SUM && q == D - 1 ? (double)D : 1;
-      dpc_comm_add_into(dtype, acc + off, PIECE(q) + off, n, div);
+      dpc_comm_add_into(dtype, sum, PIECE(q) + off, n, div);
     }
+    memcpy(acc + off, sum, (size_t)n * es);
   }
 #undef PIECE
 }
@@ -369,6 +384,65 @@ static dpc_status all_reduce_mpi(mpit *m, void *buf, dpc_dtype dtype, int64_t n,
   return stage_in(m, buf, m->in.p, bytes, d);
 }
 
+#define LO(k)  ((size_t)(n * (int64_t)(k) / D))
+#define LEN(k) (LO((k) + 1) - LO(k))
+/* Segment g of a chunk of len elements: its first element and length (segments of seg). */
+#define SEG_LO(g)       ((size_t)(g)*seg)
+#define SEG_LEN(len, g) ((len)-SEG_LO(g) < seg ? (len)-SEG_LO(g) : seg)
+#define SEGS(len)       ((len) ? ((len) + seg - 1) / seg : 1)
+/* On a device whose handles are host pointers (the cpu), MPI reads and writes the buffer itself:
+ * no staging copies, one host buffer (the pieces of this rank's chunk). The same sums as below,
+ * but every chunk moves in segments of SEG_BYTES, in order on one tag (MPI keeps the order of
+ * one sender's messages on a tag), so a segment is summed while the next is in transfer and sent
+ * on as soon as it is made. The gathers' receives into buf are posted once the reduce-scatter's
+ * sends from it are complete, as MPI requires of a send buffer. */
+static dpc_status all_reduce_direct(mpit *m, void *buf, dpc_dtype dtype, int64_t n, dpc_reduce op,
+                                    uint64_t seq, double t0, dpc_diag *d) {
+  int D = m->size, me = m->rank;
+  size_t es = dtype == DPC_F64 ? 8 : 4, mine = LEN(me), seg = SEG_BYTES / es;
+  dpc_status st = check_count(m, ((size_t)n / (size_t)D + 1) * es, "all_reduce", d);
+  if (!st) st = grow(m, &m->pieces, (size_t)(D - 1) * mine * es, d);
+  if (!st && (st = m->dev->ops->synchronize(m->dev, d))) st = failed(m, st, d);
+  if (st) return st;
+  char *b = buf, *pieces = m->pieces.p;
+  int rs = tag_of(m, K_RS, seq), ag = tag_of(m, K_AG, seq);
+  size_t from = m->nq, segs = SEGS(mine), most = 0;
+  for (int k = 0; k < D; k++)
+    if (SEGS(LEN(k)) > most) most = SEGS(LEN(k));
+  /* the pieces of this rank's chunk, segment by segment: D - 1 receives each */
+  for (size_t g = 0; g < segs && !st; g++)
+    for (int q = 0; q < D && !st; q++)
+      if (q != me)
+        st = post_recv(m, pieces + ((size_t)(q < me ? q : q - 1) * mine + SEG_LO(g)) * es,
+                       SEG_LEN(mine, g) * es, q, rs, d);
+  size_t sends = m->nq;
+  for (size_t g = 0; g < most && !st; g++)
+    for (int k = 0; k < D && !st; k++)
+      if (k != me && g < SEGS(LEN(k)))
+        st = post_send(m, b + (LO(k) + SEG_LO(g)) * es, SEG_LEN(LEN(k), g) * es, k, rs, d);
+  size_t sent = m->nq;
+  for (size_t g = 0; g < segs && !st; g++) {
+    size_t at = from + g * (size_t)(D - 1);
+    if ((st = wait_range(m, at, at + (size_t)(D - 1), "all_reduce", seq, t0, d))) return st;
+    char *acc = b + (LO(me) + SEG_LO(g)) * es;
+    sum_in_order(m, acc, acc, pieces + SEG_LO(g) * es, (int64_t)SEG_LEN(mine, g), (int64_t)mine,
+                 dtype, op);
+    for (int k = 0; k < D && !st; k++)
+      if (k != me) st = post_send(m, acc, SEG_LEN(mine, g) * es, k, ag, d);
+  }
+  if (!st) st = wait_range(m, sends, sent, "all_reduce", seq, t0, d);
+  for (size_t g = 0; g < most && !st; g++)
+    for (int k = 0; k < D && !st; k++)
+      if (k != me && g < SEGS(LEN(k)))
+        st = post_recv(m, b + (LO(k) + SEG_LO(g)) * es, SEG_LEN(LEN(k), g) * es, k, ag, d);
+  return st ? st : wait_from(m, from, "all_reduce", seq, t0, d);
+}
+#undef SEG_LO
+#undef SEG_LEN
+#undef SEGS
+#undef LO
+#undef LEN
+
 static dpc_status mpi_all_reduce(dpc_transport *t, uint32_t rank, void *buf, dpc_dtype dtype,
                                  int64_t n, dpc_reduce op, dpc_diag *d) {
   mpit *m = impl(t);
@@ -385,6 +459,7 @@ static dpc_status mpi_all_reduce(dpc_transport *t, uint32_t rank, void *buf, dpc
   if (D == 1) return DPC_OK;
   double t0 = now_s();
   if (m->algo == DPC_MPI_ALLREDUCE_MPI) return all_reduce_mpi(m, buf, dtype, n, op, seq, t0, d);
+  if (m->dev->ops->host_visible) return all_reduce_direct(m, buf, dtype, n, op, seq, t0, d);
   size_t es = dtype == DPC_F64 ? 8 : 4, bytes = (size_t)n * es;
 #define LO(k)  ((size_t)(n * (int64_t)(k) / D))
 #define LEN(k) (LO((k) + 1) - LO(k))
@@ -410,7 +485,8 @@ static dpc_status mpi_all_reduce(dpc_transport *t, uint32_t rank, void *buf, dpc
   if (st) return st;
   /* the pieces of this rank's chunk first: the reduce-scatter's receives alone */
   if ((st = wait_range(m, from, gathers, "all_reduce", seq, t0, d))) return st;
-  sum_in_order(m, out + LO(me) * es, in + LO(me) * es, pieces, (int64_t)mine, dtype, op);
+  sum_in_order(m, out + LO(me) * es, in + LO(me) * es, pieces, (int64_t)mine, (int64_t)mine, dtype,
+               op);
   for (int k = 0; k < D && !st; k++)
     if (k != me) st = post_send(m, out + LO(me) * es, mine * es, k, ag, d);
   if (!st) st = wait_from(m, from, "all_reduce", seq, t0, d);
@@ -481,6 +557,67 @@ static dpc_status mpi_recv(dpc_transport *t, uint32_t rank, uint32_t peer, void 
   return stage_in(m, buf, m->in.p, bytes, d);
 }
 
+static dpc_status mpi_send_async(dpc_transport *t, uint32_t rank, uint32_t peer, const void *buf,
+                                 size_t bytes, dpc_diag *d) {
+  mpit *m = impl(t);
+  dpc_status st = check_usable(m, rank, "send", d);
+  if (st) return st;
+  if (peer >= t->ranks || peer == rank)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: send to rank %u of %u", m->label[m->rank], peer,
+                         t->ranks);
+  if (m->n_async == m->cap_async) {
+    size_t cap = m->cap_async ? m->cap_async * 2 : 8;
+    hostbuf *b = realloc(m->abuf, cap * sizeof *b);
+    if (!b)
+      return failed(m, dpc_diag_fail(d, DPC_ERR_NOMEM, "%s: out of memory", m->label[m->rank]), d);
+    memset(b + m->cap_async, 0, (cap - m->cap_async) * sizeof *b);
+    m->abuf = b, m->cap_async = cap;
+  }
+  hostbuf *b = &m->abuf[m->n_async];
+  uint64_t seq = m->sent[peer]++;
+  if ((st = check_count(m, bytes, "send", d)) || (st = grow(m, b, bytes, d)) ||
+      (st = stage_out(m, b->p, buf, bytes, d)) ||
+      (st = post_send(m, b->p, bytes, (int)peer, tag_of(m, K_P2P, seq), d)))
+    return st;
+  m->n_async++;
+  return DPC_OK;
+}
+
+/* Between calls the list holds only send_async's requests: every other call empties its part. */
+static dpc_status mpi_flush(dpc_transport *t, uint32_t rank, dpc_diag *d) {
+  mpit *m = impl(t);
+  dpc_status st = check_usable(m, rank, "send", d);
+  if (st) return st;
+  st = wait_from(m, 0, "send", 0, now_s(), d);
+  if (!st) m->n_async = 0;
+  return st;
+}
+
+/* MPI_Comm_split has no deadline: every rank makes its subset calls while setting up, together. */
+static dpc_status mpi_subset(dpc_transport *t, uint32_t rank, const uint32_t *members, uint32_t n,
+                             dpc_transport **out, dpc_diag *d) {
+  mpit *m = impl(t);
+  *out = NULL;
+  dpc_status st = check_usable(m, rank, "subset", d);
+  if (st) return st;
+  int key = -1;
+  for (uint32_t k = 0; k < n; k++)
+    if (members[k] == rank) key = (int)k;
+  MPI_Comm sub = MPI_COMM_NULL;
+  char e[MPI_MAX_ERROR_STRING];
+  int rc = MPI_Comm_split(m->comm, key >= 0 ? 0 : MPI_UNDEFINED, key >= 0 ? key : 0, &sub);
+  if (rc != MPI_SUCCESS)
+    return failed(m,
+                  dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: MPI_Comm_split: %s", m->label[m->rank],
+                                mpi_error(rc, e)),
+                  d);
+  if (sub == MPI_COMM_NULL) return DPC_OK;
+  st = dpc_transport_open_mpi(sub, m->dev, m->name, m->timeout_s, out, d);
+  MPI_Comm_free(&sub);
+  if (!st) impl(*out)->algo = m->algo;
+  return st;
+}
+
 /* A dissemination barrier: in round k every rank tells rank + 2^k and hears from rank - 2^k;
  * after ceil(log2 D) rounds everyone has heard, directly or not, from everyone. The peers of
  * one rank's rounds are distinct (2^k < D), so one tag per barrier suffices. */
@@ -521,7 +658,9 @@ static void mpi_free(dpc_transport *t) {
       free(m->in.p);
       free(m->out.p);
       free(m->pieces.p);
+      for (size_t i = 0; i < m->cap_async; i++) free(m->abuf[i].p);
     }
+    free(m->abuf);
     free(m->q);
     free(m->sent);
     free(m->rcvd);
@@ -537,6 +676,9 @@ static const dpc_transport_ops mpi_ops = {
     .broadcast = mpi_broadcast,
     .send = mpi_send,
     .recv = mpi_recv,
+    .send_async = mpi_send_async,
+    .flush = mpi_flush,
+    .subset = mpi_subset,
     .barrier = mpi_barrier,
     .abort = mpi_abort,
     .free = mpi_free,
@@ -620,6 +762,7 @@ dpc_status dpc_transport_open_mpi(MPI_Comm comm, dpc_device *dev, const char *na
    * the transport's, like every other wait */
   whoami me = {{0}, {0}};
   snprintf(me.name, sizeof me.name, "%s", name ? name : dev->name);
+  snprintf(m->name, sizeof m->name, "%s", me.name);
   int len = 0;
   MPI_Get_processor_name(me.host, &len);
   snprintf(m->label[m->rank], sizeof m->label[0], "rank %d", m->rank);

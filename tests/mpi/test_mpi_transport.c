@@ -4,7 +4,7 @@
  *
  *   test_mpi_transport DEVICE MODE      DEVICE: cpu | testmem   MODE: see below
  *
- *   all       all-reduce (f32 and f64; sum, mean and the wide mean; 1, 7, 1000 and 1<<20
+ *   all       all-reduce (f32 and f64; sum, mean and the wide mean; 1, 7, 1000, 2^20, 3x2^20+5
  *             elements) equals, bit for bit on every rank, the rank-order sums computed here
  *             from the same seeded data; broadcast from each root; a send/receive ring;
  *             barriers that hold a rank back. Prints "MPI-OK" per rank.
@@ -139,7 +139,8 @@ static bool same_everywhere(uint64_t sum) {
 }
 
 static void all_reduces(dpc_transport *t, dpc_device *dev, bool baseline) {
-  const int64_t sizes[] = {1, 7, 1000, 1 << 20};
+  /* the last: chunks of several segments and a partial one (transport_mpi.c's SEG_BYTES) */
+  const int64_t sizes[] = {1, 7, 1000, 1 << 20, (3 << 20) + 5};
   const dpc_reduce ops[] = {DPC_REDUCE_SUM, DPC_REDUCE_MEAN, DPC_REDUCE_MEAN_WIDE};
   uint64_t call = 0;
   for (int k = 0; k < 2; k++) {

@@ -1,9 +1,10 @@
 #!/bin/sh
 # dpc train --devices mpi under mpirun, judged against dpc train --devices cpu:NP in one process:
 #   train_test.sh MPIEXEC DPC MODEL NP MODE
-# data, accumulate, local_sgd, tail: 20 steps (tail: 3 epochs of a small set whose last batch
-# does not split over the ranks) give per-step losses identical to --devices cpu:NP, and two
-# runs give identical losses. resume: 10 steps with --checkpoint, then a resumed run to step 20,
+# data, accumulate, local_sgd, tail, and the model split over the ranks: model, pipeline (1F1B
+# over NP stages), gpipe, hybrid (NP/2 replicas of 2 stages), model_tail (3 epochs of the small
+# set, evaluated after each): 20 steps give per-step losses identical to --devices cpu:NP, two
+# runs give identical losses, and the saved params equal those of --devices cpu:NP. resume: 10 steps with --checkpoint, then a resumed run to step 20,
 # give the losses of 20 steps uninterrupted. reshard: a checkpoint of 2 ranks resumed on NP
 # ranks gives the losses of --devices cpu:NP resumed from it. mismatch: ranks started with different options are refused
 # before the first step, naming the rank. kill: rank 1 killed with SIGKILL mid-run ends the run
@@ -45,7 +46,11 @@ case $mode in
 data) extra="--steps 20" ;;
 accumulate) extra="--steps 20 --accumulate 2" ;;
 local_sgd) extra="--steps 20 --local-sgd 3" ;;
-tail)
+model) extra="--steps 20 --strategy model" ;;
+pipeline) extra="--steps 20 --strategy pipeline --stages $np --microbatches 4" ;;
+gpipe) extra="--steps 20 --strategy pipeline --stages $np --microbatches 4 --pipeline-schedule gpipe" ;;
+hybrid) extra="--steps 20 --strategy hybrid --mp 2 --accumulate 2" ;;
+tail | model_tail)
   # 201 random samples: batches of 64, then 9, which runs on the first device alone
   python3 - "$work" <<'PY' || fail "could not write the data"
 import random, struct, sys
@@ -62,6 +67,7 @@ save(sys.argv[1] + "/x.npy", "<f4", (n, 28, 28), "f", [random.gauss(0, 1) for _ 
 save(sys.argv[1] + "/y.npy", "<i4", (n,), "i", [random.randrange(10) for _ in range(n)])
 PY
   extra="--epochs 3 --data $work/x.npy,$work/y.npy --test-data $work/x.npy,$work/y.npy"
+  [ "$mode" = model_tail ] && extra="$extra --strategy model"
   ;;
 resume | reshard)
   first=2
@@ -162,7 +168,7 @@ esac
 
 # shellcheck disable=SC2086 # extra is a list of options
 "$dpc" train "$model" --devices "cpu:$np" --threads 1 $extra --log "$work/one.jsonl" \
-  >"$work/out" 2>&1 || {
+  --save "$work/one.safetensors" >"$work/out" 2>&1 || {
   cat "$work/out"
   fail "dpc train --devices cpu:$np failed"
 }
@@ -177,6 +183,14 @@ cat "$work/out"
 same "$work/one.jsonl" "$work/mpi1.jsonl" "$np ranks against cpu:$np in one process"
 same "$work/mpi1.jsonl" "$work/mpi2.jsonl" "two runs of $np ranks"
 cmp -s "$work/p1.safetensors" "$work/p2.safetensors" || fail "two runs saved different params"
+cmp -s "$work/one.safetensors" "$work/p1.safetensors" || fail "the params saved differ from cpu:$np's"
+if [ "$mode" = tail ] || [ "$mode" = model_tail ]; then
+  # the evaluations after each epoch (rank 0 alone evaluates, on every rank's params)
+  grep '"epoch_end"' "$work/one.jsonl" | grep -o '"test_[a-z]*": [^,}]*' >"$work/a"
+  grep '"epoch_end"' "$work/mpi1.jsonl" | grep -o '"test_[a-z]*": [^,}]*' >"$work/b"
+  [ -s "$work/a" ] || fail "no evaluation logged"
+  cmp -s "$work/a" "$work/b" || fail "the evaluations differ from cpu:$np's"
+fi
 steps=$(losses "$work/mpi1.jsonl" | wc -l)
 rm -rf "$work"
 echo "ok: $np ranks, $mode: $steps steps' losses identical to cpu:$np and run to run"
