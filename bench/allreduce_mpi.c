@@ -4,8 +4,8 @@
  *
  *   mpirun --allow-run-as-root --oversubscribe -np 4 build/bench/bench_allreduce_mpi [--reps N]
  *
- * Each rank has a cpu device; dpc's figure includes its staging copies (device to host and
- * back), which on the cpu are memcpys. MPI_Allreduce works in place on a host buffer. The two
+ * Each rank has a cpu device, whose memory the transport hands MPI as it is (no staging copies);
+ * MPI_Allreduce works in place on a host buffer. The two
  * are timed in alternation, each call after an MPI_Barrier, as the slowest rank's time; the
  * median over the calls is printed with the algorithm bandwidth (bytes / time) and the bus
  * bandwidth, 2 (R-1)/R x bytes / time (the bytes each rank must move: NCCL's and the OSU

@@ -2,9 +2,10 @@
  * transport_mpi.c — the transport between processes over MPI (transport_mpi.h): one rank per
  * process, each with its own device.
  *
- * Device buffers are reached only through the device's copies: every call stages the bytes in
- * host buffers of the transport's own (grown on the first call of each size, then reused) and
- * hands MPI those. Nothing here dereferences a device handle.
+ * Device buffers are reached through the device's copies: a call stages the bytes in host
+ * buffers of the transport's own (grown on the first call of each size, then reused) and hands
+ * MPI those. The one exception is the all-reduce on a device whose handles are host pointers
+ * (ops->host_visible, the cpu): MPI reads and writes the buffer itself, with no staging copies.
  *
  * All-reduce: rank k owns chunk k (n*k/D up to n*(k+1)/D, the chunks of collective.c). Every
  * rank sends chunk k of its input to its owner; the owner sums the D pieces in rank order with
