@@ -208,6 +208,11 @@ static dpc_status map_opts(const dpc_net *n, const dpc_trainer_opts *p, mapped *
   o->on_epoch = GET(p, on_epoch, NULL);
   o->on_stop = GET(p, on_stop, NULL);
   o->user = GET(p, user, NULL);
+  o->pretend_hosts = GET(p, pretend_hosts, 0);
+  if (o->pretend_hosts && !dpc_driver_is_mpi(o->devices))
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "%u pretended hosts group MPI ranks, and the devices are %s, not mpi",
+                         o->pretend_hosts, o->devices ? o->devices : "cpu");
   return DPC_OK;
 }
 

@@ -69,7 +69,15 @@ dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
   /* the transport stages through a device's copies; every rank's device is a cpu */
   if ((st = dpc_device_open("cpu:0", &t->peer_dev, d))) return st;
   double timeout = t->o->timeout_s > 0 ? t->o->timeout_s : 60;
-  return dpc_transport_open_mpi(MPI_COMM_WORLD, t->peer_dev, name, timeout, &t->peers, d);
+  st = dpc_transport_open_mpi(MPI_COMM_WORLD, t->peer_dev, name, timeout, &t->peers, d);
+  if (!st) st = dpc_transport_mpi_split_hosts(t->peers, t->o->pretend_hosts, d);
+  if (!st && t->rank == 0 && t->o->on_note && dpc_transport_mpi_hosts(t->peers) > 1) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%u ranks on %u %shosts: gradients are summed within each host first",
+             t->ranks, dpc_transport_mpi_hosts(t->peers), t->o->pretend_hosts ? "pretended " : "");
+    t->o->on_note(t->o->user, msg);
+  }
+  return st;
 }
 
 #else

@@ -75,6 +75,10 @@ typedef struct mpit {
   uint64_t *sent, *rcvd; /* per peer: sends and receives made */
   char (*label)[112];    /* per rank: "rank 3 (cpu:0 on node7)" */
   char name[32];         /* this rank's device, as named at open */
+  /* dpc_transport_mpi_split_hosts: the ranks of this one's host, and the hosts' first ranks
+   * (this rank among them or not: NULL); NULL and 1 host when flat */
+  dpc_transport *host, *leaders;
+  int n_hosts;
   hostbuf in, out, pieces;
   hostbuf *abuf; /* send_async's copies, one per send not yet flushed (kept for the next ones) */
   size_t n_async, cap_async;
@@ -444,6 +448,39 @@ static dpc_status all_reduce_direct(mpit *m, void *buf, dpc_dtype dtype, int64_t
 #undef LO
 #undef LEN
 
+/* Across hosts (dpc_transport_mpi_split_hosts): each host's sum in rank order on every rank of
+ * it, the hosts' sums added by their first ranks in host order, the result handed back inside
+ * each host. Fewer bytes cross between hosts than in the flat all-reduce; the bits are fixed
+ * run to run but are not the flat sum's ((x0 + x1) + (x2 + x3), not ((x0 + x1) + x2) + x3). The
+ * mean divides the total on every rank alike. */
+static dpc_status all_reduce_hosts(mpit *m, void *buf, dpc_dtype dtype, int64_t n, dpc_reduce op,
+                                   dpc_diag *d) {
+  dpc_transport *h = m->host, *l = m->leaders;
+  uint32_t hr = dpc_transport_mpi_rank(h);
+  dpc_status st = h->ops->all_reduce(h, hr, buf, dtype, n, DPC_REDUCE_SUM, d);
+  if (!st && l)
+    st = l->ops->all_reduce(l, dpc_transport_mpi_rank(l), buf, dtype, n, DPC_REDUCE_SUM, d);
+  size_t es = dtype == DPC_F64 ? 8 : 4;
+  if (!st) st = h->ops->broadcast(h, hr, 0, buf, (size_t)n * es, d);
+  if (st) return failed(m, st, d);
+  if (op == DPC_REDUCE_SUM || !n) return DPC_OK;
+  /* the mean: the sum divided, on the host's copy when the device's memory is not the host's */
+  void *x = buf;
+  if (!m->dev->ops->host_visible) {
+    if ((st = grow(m, &m->in, (size_t)n * es, d)) ||
+        (st = stage_out(m, m->in.p, buf, (size_t)n * es, d)))
+      return st;
+    x = m->in.p;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    if (dtype == DPC_F64)
+      ((double *)x)[i] /= m->size;
+    else
+      ((float *)x)[i] /= (float)m->size;
+  }
+  return x == buf ? DPC_OK : stage_in(m, buf, x, (size_t)n * es, d);
+}
+
 static dpc_status mpi_all_reduce(dpc_transport *t, uint32_t rank, void *buf, dpc_dtype dtype,
                                  int64_t n, dpc_reduce op, dpc_diag *d) {
   mpit *m = impl(t);
@@ -460,6 +497,8 @@ static dpc_status mpi_all_reduce(dpc_transport *t, uint32_t rank, void *buf, dpc
   if (D == 1) return DPC_OK;
   double t0 = now_s();
   if (m->algo == DPC_MPI_ALLREDUCE_MPI) return all_reduce_mpi(m, buf, dtype, n, op, seq, t0, d);
+  if (m->n_hosts > 1 && m->n_hosts < D && op != DPC_REDUCE_MEAN_WIDE)
+    return all_reduce_hosts(m, buf, dtype, n, op, d);
   if (m->dev->ops->host_visible) return all_reduce_direct(m, buf, dtype, n, op, seq, t0, d);
   size_t es = dtype == DPC_F64 ? 8 : 4, bytes = (size_t)n * es;
 #define LO(k)  ((size_t)(n * (int64_t)(k) / D))
@@ -653,6 +692,8 @@ static void mpi_abort(dpc_transport *t, const char *who, const char *why) {
 static void mpi_free(dpc_transport *t) {
   mpit *m = impl(t);
   if (m) {
+    dpc_transport_free(m->host);
+    dpc_transport_free(m->leaders);
     drop_pending(m);
     if (m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
     if (!m->leak) {
@@ -794,4 +835,47 @@ uint32_t dpc_transport_mpi_rank(const dpc_transport *t) {
 
 void dpc_transport_mpi_set_allreduce(dpc_transport *t, dpc_mpi_allreduce algo) {
   impl(t)->algo = algo;
+}
+
+dpc_status dpc_transport_mpi_split_hosts(dpc_transport *t, uint32_t pretend, dpc_diag *d) {
+  mpit *m = impl(t);
+  dpc_status st = check_usable(m, (uint32_t)m->rank, "split_hosts", d);
+  if (st) return st;
+  if (m->host)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: the ranks are split into hosts already",
+                         m->label[m->rank]);
+  if (pretend > (uint32_t)m->size)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "%u pretended hosts for %d ranks: at most one a rank",
+                         pretend, m->size);
+  char e[MPI_MAX_ERROR_STRING];
+  MPI_Comm hc = MPI_COMM_NULL, lc = MPI_COMM_NULL;
+  /* pretended hosts take consecutive ranks, as mpirun's --map-by slot fills real ones */
+  int rc = pretend
+               ? MPI_Comm_split(m->comm, (int)((uint64_t)m->rank * pretend / (uint64_t)m->size),
+                                m->rank, &hc)
+               : MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &hc);
+  int hr = 0, leader = 0, hosts = 0;
+  if (rc == MPI_SUCCESS) MPI_Comm_rank(hc, &hr);
+  leader = hr == 0;
+  if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&leader, &hosts, 1, MPI_INT, MPI_SUM, m->comm);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_split(m->comm, leader ? 0 : MPI_UNDEFINED, m->rank, &lc);
+  if (rc != MPI_SUCCESS) {
+    if (hc != MPI_COMM_NULL) MPI_Comm_free(&hc);
+    return failed(m,
+                  dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: splitting the ranks into hosts: %s",
+                                m->label[m->rank], mpi_error(rc, e)),
+                  d);
+  }
+  st = dpc_transport_open_mpi(hc, m->dev, m->name, m->timeout_s, &m->host, d);
+  if (!st && lc != MPI_COMM_NULL)
+    st = dpc_transport_open_mpi(lc, m->dev, m->name, m->timeout_s, &m->leaders, d);
+  MPI_Comm_free(&hc);
+  if (lc != MPI_COMM_NULL) MPI_Comm_free(&lc);
+  if (st) return failed(m, st, d);
+  m->n_hosts = hosts;
+  return DPC_OK;
+}
+
+uint32_t dpc_transport_mpi_hosts(const dpc_transport *t) {
+  return impl(t)->n_hosts > 0 ? (uint32_t)impl(t)->n_hosts : 1;
 }

@@ -41,5 +41,13 @@ dpc_status dpc_transport_open_mpi(MPI_Comm comm, dpc_device *dev, const char *na
 uint32_t dpc_transport_mpi_rank(const dpc_transport *t);
 /* Before the first all-reduce; every rank sets the same. */
 void dpc_transport_mpi_set_allreduce(dpc_transport *t, dpc_mpi_allreduce algo);
+/* Group the ranks into hosts: those sharing memory (MPI_COMM_TYPE_SHARED), or with pretend > 0,
+ * that many pretended hosts of consecutive ranks. When there are several hosts and one has
+ * several ranks, sums and means (not the wide mean) go hierarchically: each host's ranks sum
+ * first, the hosts' first ranks then add the hosts' sums, and each host hands the total to its
+ * ranks. Collective, before the first all-reduce; once. */
+dpc_status dpc_transport_mpi_split_hosts(dpc_transport *t, uint32_t pretend, dpc_diag *d);
+/* Hosts found by the split (1 before it). */
+uint32_t dpc_transport_mpi_hosts(const dpc_transport *t);
 
 #endif

@@ -125,6 +125,9 @@ typedef struct dpc_trainer_opts {
   void (*on_epoch)(void *user, const dpc_train_epoch *e);
   void (*on_stop)(void *user, const dpc_train_stop *s);
   void *user;
+  /* devices "mpi": group the ranks into this many pretended hosts of consecutive ranks, which
+   * the all-reduce treats as separate machines (0: the real hosts, found by shared memory) */
+  uint32_t pretend_hosts;
 } dpc_trainer_opts;
 
 /* Fill in the defaults: fashion-mnist, 1 epoch, batch 64, seed 0, shuffled, the model's own

@@ -130,7 +130,8 @@ class TrainerOpts(c.Structure):
                 ("device_memory", c.c_uint64), ("timeout_s", c.c_double),
                 ("cancel", c.POINTER(c.c_int)), ("stop_checkpoint_path", _S),
                 ("on_start", NOTE_FN), ("on_note", NOTE_FN), ("on_step", STEP_FN),
-                ("on_epoch", EPOCH_FN), ("on_stop", STOP_FN), ("user", _P)]
+                ("on_epoch", EPOCH_FN), ("on_stop", STOP_FN), ("user", _P),
+                ("pretend_hosts", c.c_uint32)]
 
 
 class StrategyArgs(c.Structure):

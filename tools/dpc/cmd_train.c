@@ -83,6 +83,9 @@ static const cli_opt train_opts[] = {
     {"accumulate", true, false,
      "K: split each replica's share of the batch into K micro-batches, one optimizer step"},
     {"timeout", true, false, "seconds a device waits for another before the step fails (60)"},
+    {"pretend-hosts", true, false,
+     "with --devices mpi: group the ranks into N pretended hosts (consecutive ranks), summed "
+     "hierarchically as separate machines"},
     {"dump-llvm", false, false, "print the generated LLVM IR to stderr"},
     {"quiet", false, false, "print only errors and the final summary"},
     {"verify-each", false, false, "run the verifier after every pass"},
@@ -416,6 +419,9 @@ static int train(int *argc_, char ***argv_) {
   uint64_t timeout = 0;
   if (!get_u64(&p, "timeout", &timeout, 1)) return DPC_EXIT_USAGE;
   o.timeout_s = (double)timeout;
+  uint64_t hosts = 0;
+  if (!get_u64(&p, "pretend-hosts", &hosts, 1)) return DPC_EXIT_USAGE;
+  o.pretend_hosts = (uint32_t)(hosts > 4096 ? 4096 : hosts);
   progress prog = {isatty(STDERR_FILENO) != 0,
                    cli_get(train_opts, NTRAIN, &p, "quiet") != NULL,
                    o.epochs,
