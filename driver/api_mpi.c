@@ -14,8 +14,9 @@ DPC_COMPILER_API dpc_status dpc_mpi_init(int *argc, char ***argv, dpc_message *m
   int inited = 0, provided = 0;
   MPI_Initialized(&inited);
   if (inited) return DPC_OK;
-  /* the transport may run on a collective thread of its own, one call at a time */
-  if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+  /* the transport may run on a collective thread of its own, one call at a time; several
+   * devices a rank (mpi:cpu:2) make calls from each device's thread at once */
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
     return dpc_diag_fail(m, DPC_ERR_RUNTIME, "MPI_Init_thread failed");
   if (provided < MPI_THREAD_SERIALIZED) {
     MPI_Finalize();

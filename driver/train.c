@@ -189,7 +189,8 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   r->parallel = parallel;
   /* across ranks, a plan over every rank's device runs with each rank running its own; a plan
    * over fewer (a batch that does not split) on rank 0 alone */
-  r->across = t->peers && training && r->plan && r->plan->n_devs == t->ranks && t->ranks > 1;
+  r->across = t->peers && training && r->plan && r->plan->n_devs == t->ranks * t->local &&
+              r->plan->n_devs > 1;
   r->split = r->across && (model || hybrid);
   if (!st && t->peers && training && hybrid && !parallel && t->ranks > 1)
     st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
@@ -207,7 +208,8 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
                          .comm_thread = t->o->comm_thread,
                          .test = dpc_train_session_hooks(t),
                          .peers = r->across ? t->peers : NULL,
-                         .self = t->rank};
+                         .self = t->rank * t->local,
+                         .local = t->local};
   /* across ranks, one plan: each rank checks its own against rank 0's before the first step */
   if (!st && r->across) st = dpc_train_mpi_check_plan(t, r->plan, d);
   if (!st) st = dpc_session_new(r->plan, &so, &r->s, d);
@@ -223,7 +225,7 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
     /* this rank computes its own replica's copy of the reduced loss, not replica 0's */
     char nm[300];
     snprintf(nm, sizeof nm, "%s" DPC_REPLICA_SUFFIX "%u",
-             dpc_graph_str(pg, pg->values[r->loss].name), t->rank);
+             dpc_graph_str(pg, pg->values[r->loss].name), t->rank * t->local);
     r->loss = dpc_graph_find(pg, nm);
   }
   r->lr = dpc_graph_find(pg, "opt.lr");
@@ -631,6 +633,8 @@ static dpc_status check_mpi(trainer *t, dpc_diag *d) {
   /* rank 0's checkpoint holds replica 0; local SGD's replicas differ between meetings */
   else if (o->local_sgd && (o->checkpoint_path || o->resume_path))
     what = "a checkpoint of local SGD";
+  else if (o->local_sgd && t->local > 1)
+    what = "local SGD with several devices a rank";
   if (what)
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                          "across MPI ranks dpc trains synchronous data parallel (with "

@@ -59,6 +59,7 @@ typedef struct trainer {
   struct dpc_transport *peers;
   struct dpc_device *peer_dev; /* the device the transport stages through */
   uint32_t rank, ranks;
+  uint32_t local;       /* devices a rank (mpi:cpu:L); rank r runs devices r * local on */
   dpc_train_opts quiet; /* ranks > 0: the options without callbacks and output files */
 } trainer;
 

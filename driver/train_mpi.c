@@ -30,21 +30,30 @@ bool dpc_driver_is_mpi(const char *spec) {
   return spec && !strncmp(spec, "mpi", 3) && (spec[3] == 0 || spec[3] == ':');
 }
 
-/* The local devices of "mpi:LOCAL": one cpu device per rank is what runs today. */
-static dpc_status check_local(const char *spec, dpc_diag *d) {
+/* The local devices of "mpi:LOCAL": "cpu" (one device a rank) or "cpu:L" (L devices a rank,
+ * each on its share of the rank's cores). */
+static dpc_status check_local(const char *spec, uint32_t *local, dpc_diag *d) {
+  *local = 1;
   if (!spec[3] || !strcmp(spec + 3, ":cpu")) return DPC_OK;
-  return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                       "%s: each rank is one cpu device ('mpi' or 'mpi:cpu'); several devices per "
-                       "rank (%s) are not built yet",
-                       spec, spec + 4);
+  char *end;
+  unsigned long l = !strncmp(spec + 3, ":cpu:", 5) ? strtoul(spec + 8, &end, 10) : 0;
+  if (l >= 1 && l <= 64 && spec[8] >= '0' && spec[8] <= '9' && !*end) {
+    *local = (uint32_t)l;
+    return DPC_OK;
+  }
+  return dpc_diag_fail(d, DPC_ERR_INVALID,
+                       "%s: each rank's devices are 'cpu' (one, as 'mpi' alone) or 'cpu:N' (N "
+                       "devices a rank, 1 to 64), as in 'mpi:cpu:2'",
+                       spec);
 }
 
 #ifdef DPC_HAVE_MPI
 
 dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
-  dpc_status st = check_local(spec, d);
+  uint32_t local;
+  dpc_status st = check_local(spec, &local, d);
   if (st) return st;
-  int inited = 0, size = 0;
+  int inited = 0, size = 0, level = 0;
   MPI_Initialized(&inited);
   if (!inited)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
@@ -52,20 +61,27 @@ dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
                          "'mpirun -np 2 dpc train MODEL --devices mpi')",
                          spec);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  *n = (uint32_t)size;
+  MPI_Query_thread(&level);
+  if (local > 1 && level < MPI_THREAD_MULTIPLE)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                         "--devices %s: several devices a rank call MPI from several threads, and "
+                         "this MPI was started at thread level %d, below MPI_THREAD_MULTIPLE",
+                         spec, level);
+  *n = (uint32_t)size * local;
   return DPC_OK;
 }
 
 dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
   uint32_t n = 0;
-  dpc_status st = dpc_driver_mpi_world(t->o->devices, &n, d);
+  dpc_status st = check_local(t->o->devices, &t->local, d);
+  if (!st) st = dpc_driver_mpi_world(t->o->devices, &n, d);
   if (st) return st;
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   t->rank = (uint32_t)rank;
-  t->ranks = n;
+  t->ranks = n / t->local;
   char name[32];
-  snprintf(name, sizeof name, "cpu:%d", rank);
+  snprintf(name, sizeof name, "cpu:%u", t->rank * t->local);
   /* the transport stages through a device's copies; every rank's device is a cpu */
   if ((st = dpc_device_open("cpu:0", &t->peer_dev, d))) return st;
   double timeout = t->o->timeout_s > 0 ? t->o->timeout_s : 60;
@@ -84,7 +100,8 @@ dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
 
 dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
   (void)n;
-  dpc_status st = check_local(spec, d);
+  uint32_t local;
+  dpc_status st = check_local(spec, &local, d);
   return st ? st
             : dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                             "--devices %s: this dpc was built without MPI (install OpenMPI, "
@@ -205,7 +222,7 @@ dpc_status dpc_train_mpi_share(trainer *t, dpc_diag *d) {
 dpc_status dpc_train_mpi_fetch(trainer *t, const run_t *r, uint32_t v, dpc_diag *d) {
   if (!r->split || v == DPC_NONE) return DPC_OK;
   dpc_tensor x = dpc_session_value(r->s, v);
-  return t->peers->ops->broadcast(t->peers, t->rank, r->plan->slots[v].device, x.data,
+  return t->peers->ops->broadcast(t->peers, t->rank, r->plan->slots[v].device / t->local, x.data,
                                   dpc_tensor_bytes(&x), d);
 }
 

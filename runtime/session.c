@@ -101,6 +101,7 @@ struct dpc_session {
   dpc_transport *peers; /* dpc_session_opts.peers: only device `self` runs here */
   uint32_t self;
   dpc_handoff *handoff; /* with peers: the values that cross to and from the other processes */
+  uint32_t dev0; /* the executor's device i is plan device dev0 + i (several devices a process) */
   double timeout_s;
   uint32_t stall; /* dpc_session_test_hooks.stall_device */
   /* dpc_session_trace: per device, the recorded step events */
@@ -489,6 +490,140 @@ static dpc_status open_peers(dpc_session *s, const dpc_session_opts *o, dpc_diag
   return DPC_OK;
 }
 
+/* Across processes with several devices each: the collectives of this process's devices, opened
+ * by every process alike in the plan's order. A group within one process gets a shared-memory
+ * transport (in the process that holds it); a group that reaches others a split transport
+ * (transport_split.c) over a communicator of its own among the processes holding its members,
+ * so that each group's first local device makes its MPI calls on its own. */
+static dpc_status rank_groups(dpc_session *s, uint32_t L, dpc_diag *d) {
+  const dpc_plan *plan = s->plan;
+  const dpc_graph *g = plan->g;
+  uint32_t cap = g->n_nodes ? g->n_nodes : 1, n_sets = 0, n = plan->n_devs, me = s->self / L;
+  uint32_t **sets = calloc(cap, sizeof *sets), *len = calloc(cap, sizeof *len);
+  uint32_t *ranks = calloc(n, sizeof *ranks);
+  dpc_device **devs = calloc(n, sizeof *devs);
+  const char **names = calloc(n, sizeof *names);
+  dpc_transport **group = calloc(cap, sizeof *group);
+  s->comms = calloc(cap, sizeof *s->comms);
+  dpc_status st = sets && len && ranks && devs && names && group && s->comms
+                      ? DPC_OK
+                      : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening collectives");
+  for (uint32_t i = 0; !st && i < n; i++)
+    for (uint32_t j = 0; !st && j < plan->devs[i].n_steps; j++) {
+      if (!s->steps[i][j].comm) continue;
+      const dpc_node *nd = &g->nodes[plan->devs[i].steps[j].node];
+      const uint32_t *in = dpc_node_inputs(g, nd);
+      uint32_t c = 0;
+      for (bool same = false; c < n_sets && !same; c += !same) {
+        same = len[c] == nd->n_in;
+        for (uint32_t k = 0; same && k < nd->n_in; k++)
+          same = sets[c][k] == plan->slots[in[k]].device;
+      }
+      if (c == n_sets) {
+        if (!(sets[c] = malloc(nd->n_in * sizeof **sets))) {
+          st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening collectives");
+          break;
+        }
+        uint32_t nr = 0, mine = UINT32_MAX, local = 0;
+        for (uint32_t k = 0; k < nd->n_in; k++) {
+          uint32_t dv = sets[c][k] = plan->slots[in[k]].device, r = dv / L;
+          uint32_t q = 0;
+          while (q < nr && ranks[q] != r) q++;
+          if (q == nr) ranks[nr++] = r; /* the processes in their members' order */
+          if (r == me) mine = q;
+          devs[k] = r == me ? s->devs[dv] : NULL;
+          names[k] = plan->devs[dv].name;
+          local += r == me;
+        }
+        len[c] = nd->n_in;
+        n_sets++;
+        if (nr == 1 && local)
+          st = dpc_transport_open("shm", local, devs + 0, names, s->timeout_s, &group[c], d);
+        else if (nr > 1) {
+          dpc_transport *across = NULL;
+          st = s->peers->ops->subset(s->peers, me, ranks, nr, &across, d);
+          if (!st && across)
+            st = dpc_transport_open_split(nd->n_in, devs, names, across, mine, s->timeout_s,
+                                          &group[c], d);
+        }
+        if (!st && group[c]) s->comms[s->n_comms++] = group[c];
+      }
+      if (i / L == me) s->steps[i][j].group = group[c];
+    }
+  for (uint32_t c = 0; sets && c < n_sets; c++) free(sets[c]);
+  free(sets), free(len), free(ranks), free(devs), free(names), free(group);
+  return st;
+}
+
+/* Across processes with several devices each (dpc_session_opts.local > 1): devices self ..
+ * self + local - 1 run here, on a runner each, as open_devices runs every device; values pass
+ * between them through events, and collectives that reach other processes go hierarchically
+ * (rank_groups). Values handed between processes, and params or state read on another device,
+ * are not built here. */
+static dpc_status open_rank_devices(dpc_session *s, const dpc_session_opts *o, dpc_diag *d) {
+  const dpc_plan *plan = s->plan;
+  const dpc_graph *g = plan->g;
+  uint32_t L = o->local, n = plan->n_devs;
+  if (o->peers->ranks * L != n || o->self % L || o->self + L > n)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "the plan has %u devices, but %u processes of %u devices take part (this "
+                         "one from device %u)",
+                         n, o->peers->ranks, L, o->self);
+  if (!o->peers->ops->subset)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "the %s transport cannot make groups of ranks",
+                         o->peers->ops->kind);
+  s->peers = o->peers;
+  s->self = s->dev0 = o->self;
+  s->timeout_s = o->timeout_s > 0 ? o->timeout_s : 60;
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t j = 0; j < plan->devs[i].n_steps; j++) {
+      const dpc_step *sp = &plan->devs[i].steps[j];
+      bool cross = (sp->kind == DPC_STEP_WAIT && sp->peer / L != i / L) ||
+                   (sp->kind == DPC_STEP_COPY &&
+                    plan->slots[sp->src].device / L != plan->slots[sp->dst].device / L);
+      if (cross)
+        return dpc_diag_fail(
+            d, DPC_ERR_UNSUPPORTED,
+            "%s reads a value made on %s, in another process: with several "
+            "devices a process only collectives cross between processes",
+            plan->devs[i].name,
+            plan->devs[sp->kind == DPC_STEP_WAIT ? sp->peer : plan->slots[sp->src].device].name);
+      if (sp->kind != DPC_STEP_KERNEL || s->steps[i][j].comm) continue;
+      const dpc_node *nd = &g->nodes[sp->node];
+      for (uint32_t k = 0; k < nd->n_in; k++) {
+        uint32_t v = dpc_node_inputs(g, nd)[k];
+        if (plan->slots[v].device / L != i / L &&
+            dpc_op_has(g->nodes[g->values[v].node].op, DPC_OPF_PERSIST))
+          return dpc_graph_fail_node(g, sp->node, d, DPC_ERR_UNSUPPORTED,
+                                     "%s reads a param or state kept on %s, in another process",
+                                     plan->devs[i].name, plan->devs[plan->slots[v].device].name);
+      }
+    }
+  dpc_status st = dpc_plan_check_comm(plan, d);
+  char spec[32];
+  snprintf(spec, sizeof spec, "cpu:%u", L);
+  dpc_topology *t = NULL;
+  dpc_device_list l = {0};
+  if (!st) st = dpc_topology_load(NULL, &t, d);
+  if (!st) st = dpc_devices_parse(t, spec, &l, d);
+  s->pools = st ? NULL : calloc(n, sizeof *s->pools);
+  s->events = st ? NULL : calloc(plan->n_events ? plan->n_events : 1, sizeof *s->events);
+  uint32_t *first = st ? NULL : calloc(L, sizeof *first);
+  if (!st && (!s->pools || !s->events || !first))
+    st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening devices");
+  for (uint32_t i = 0; !st && i < L; i++) {
+    first[i] = l.devs[i].pus[0];
+    if (o->native)
+      st = dpc_pool_new_on(l.devs[i].pus, l.devs[i].n_cores, &s->pools[s->dev0 + i], d);
+  }
+  if (!st) st = rank_groups(s, L, d);
+  if (!st) st = dpc_executor_new(L, t->synthetic ? NULL : first, run_device, s, &s->ex, d);
+  free(first);
+  dpc_device_list_free(&l);
+  dpc_topology_free(t);
+  return st;
+}
+
 /* Several devices: the cores of each (from the --devices spec), a pool on them, a runner, the
  * collectives and the events. */
 static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_diag *d) {
@@ -690,7 +825,9 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
     }
   }
   free(base);
-  if (!st && o && o->peers)
+  if (!st && o && o->peers && o->local > 1)
+    st = open_rank_devices(s, o, d);
+  else if (!st && o && o->peers)
     st = open_peers(s, o, d);
   else if (!st && plan->n_devs > 1)
     st = open_devices(s, o, d);
@@ -1077,6 +1214,7 @@ dpc_status dpc_session_average(dpc_session *s, const uint32_t *values, uint32_t 
  * the run's error, then tells the others to stop waiting. */
 static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
   dpc_session *s = ctx;
+  dev += s->dev0;
   const dpc_plan_device *pd = &s->plan->devs[dev];
   if (s->stall == dev + 1) { /* the test hook: stuck until the others give up on it */
     double t0 = dpc_now_s();

@@ -55,6 +55,11 @@ typedef struct dpc_session_opts {
    * every device runs in this process. */
   struct dpc_transport *peers;
   uint32_t self;
+  /* With peers: devices self .. self + local - 1 run in this process (0 or 1: self alone), the
+   * plan having peers->ranks * local devices, process r running devices r * local on. Values
+   * pass between them in memory; collectives that reach other processes sum here first and
+   * then across (runtime/transport_split.c); values handed between processes are not built. */
+  uint32_t local;
 } dpc_session_opts;
 
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,

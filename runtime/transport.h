@@ -68,4 +68,14 @@ dpc_status dpc_transport_open(const char *kind, uint32_t ranks, dpc_device *cons
                               dpc_diag *d);
 void dpc_transport_free(dpc_transport *t);
 
+/* A collective over `members` devices some of which run in other processes
+ * (transport_split.c): devs[k] is member k's device when it runs here, else NULL; the members
+ * here sum over shared memory, the first of them adds the other processes' sums over `across`
+ * (taken over: freed with the result, also on failure), as its rank across_rank. All-reduce and
+ * abort only. */
+dpc_status dpc_transport_open_split(uint32_t members, dpc_device *const *devs,
+                                    const char *const *names, dpc_transport *across,
+                                    uint32_t across_rank, double timeout_s, dpc_transport **out,
+                                    dpc_diag *d);
+
 #endif

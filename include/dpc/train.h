@@ -145,13 +145,15 @@ DPC_COMPILER_API dpc_status dpc_trainer_run(const dpc_net *n, const dpc_trainer_
  * that does what dpc does:
  *
  *   dpc_mpi_init(&argc, &argv, msg);          // MPI_Init_thread, unless already initialized
- *   o.devices = "mpi";                         // rank r is device r of the data-parallel plan
+ *   o.devices = "mpi";                         // rank r is device r of the plan ("mpi:cpu:2":
+ *                                              // devices 2r and 2r + 1)
  *   dpc_status st = dpc_trainer_run(net, &o, msg);
  *   if (st) fprintf(stderr, "%s\n", dpc_message_text(msg));
  *   dpc_mpi_finalize(st != DPC_OK);            // a failure ends every rank (MPI_Abort)
  *
  * Rank 0 alone calls the callbacks and writes the log, checkpoints and params. MPI belongs to the
- * process: an application that initialized it itself skips dpc_mpi_init. Without MPI at build
+ * process: an application that initialized it itself skips dpc_mpi_init (several devices a rank
+ * need MPI_THREAD_MULTIPLE, which dpc_mpi_init asks for). Without MPI at build
  * time (dpc_has_mpi() false) dpc_mpi_init fails saying so. */
 DPC_COMPILER_API dpc_status dpc_mpi_init(int *argc, char ***argv, dpc_message *m);
 /* This process's rank in MPI_COMM_WORLD; -1 when MPI is not initialized or not built in. */
