@@ -413,6 +413,7 @@ dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driv
              : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
     free(stage);
   }
+  if (!st) dpc_plan_defer_unread_collectives(*out);
   /* activations (every micro-batch's, in a micro-batched step) live only as long as each
    * device's order needs them: values whose lifetimes do not meet share bytes */
   if (!st) st = dpc_plan_share_activations(*out, d);

@@ -738,7 +738,8 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   if ((o->init_path || o->resume_path) && !t->replicas_loaded && (st = sync_replicas(t, d)))
     return st;
   /* the first 20 steps of the full-batch session (the steady state, a few times over) */
-  if (o->trace_path && (st = dpc_session_trace(t->train_full.s, 20, d))) return st;
+  /* every rank records its devices' steps; rank 0 writes them all */
+  if (t->given->trace_path && (st = dpc_session_trace(t->train_full.s, 20, d))) return st;
   if (o->log_path && !(t->log = fopen(o->log_path, t->resumed ? "a" : "w")))
     return dpc_diag_fail(d, DPC_ERR_IO, "cannot write the log '%s'", o->log_path);
   return DPC_OK;
@@ -927,7 +928,7 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
   if (!st && !stopped && o->checkpoint_path)
     st = dpc_train_save_checkpoint(&t, t.epoch, t.batch_pos, d);
   if (!st && !stopped && o->save_path) st = dpc_train_save_params(&t, o->save_path, d);
-  if (!st && o->trace_path) st = dpc_train_write_trace(&t, d);
+  if (!st && t.given->trace_path) st = dpc_train_write_trace(&t, d);
   trainer_free(&t);
   dpc_train_mpi_close(&t);
   return st;

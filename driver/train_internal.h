@@ -112,6 +112,11 @@ dpc_status dpc_train_mpi_share(trainer *t, dpc_diag *d);
  * evaluates or writes them). Nothing otherwise. Every rank calls them alike. */
 dpc_status dpc_train_mpi_fetch(trainer *t, const run_t *r, uint32_t v, dpc_diag *d);
 dpc_status dpc_train_mpi_gather(trainer *t, dpc_diag *d);
+/* --trace across ranks: every device's recorded steps to rank 0, each rank's times measured
+ * from a barrier they pass together (so hosts' clocks need not agree); ev[i], n[i] are this
+ * rank's own on entry and every rank's on return (in *owned, freed by the caller). */
+dpc_status dpc_train_mpi_trace(trainer *t, const dpc_trace_event **ev, uint32_t *n,
+                               dpc_trace_event **owned, dpc_diag *d);
 /* Rank 0's placement of t->model (st: how placing it went there) to every rank; on rank 0 st
  * comes back, elsewhere rank 0's failure is reported as such. */
 dpc_status dpc_train_mpi_placement(trainer *t, dpc_status st, dpc_diag *d);

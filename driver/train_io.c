@@ -254,48 +254,69 @@ static void json_text(FILE *f, const char *s) {
   }
 }
 
+/* Each device's recorded steps: this process's own, or across ranks every rank's, gathered
+ * (train_mpi.c); per device its events and how many. */
+typedef struct trace_src {
+  const dpc_trace_event **ev;
+  uint32_t *n;
+  dpc_trace_event *owned; /* the gathered events, when across ranks */
+} trace_src;
+
 dpc_status dpc_train_write_trace(trainer *t, dpc_diag *d) {
   const run_t *r = &t->train_full;
-  if (!t->o->trace_path || !r->s) return DPC_OK;
-  FILE *f = fopen(t->o->trace_path, "w");
-  if (!f) return dpc_diag_fail(d, DPC_ERR_IO, "cannot write the trace '%s'", t->o->trace_path);
+  if (!r->s) return DPC_OK;
   const dpc_plan *p = r->plan;
   const dpc_graph *g = p->g;
-  double t0 = -1;
-  for (uint32_t i = 0; i < p->n_devs; i++) {
-    uint32_t n;
-    const dpc_trace_event *e = dpc_session_trace_events(r->s, i, &n);
-    if (n && (t0 < 0 || e[0].start < t0)) t0 = e[0].start;
+  trace_src src = {calloc(p->n_devs, sizeof *src.ev), calloc(p->n_devs, sizeof *src.n), NULL};
+  dpc_status st = src.ev && src.n ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t i = 0; !st && i < p->n_devs; i++)
+    src.ev[i] = dpc_session_trace_events(r->s, i, &src.n[i]);
+  /* across ranks every rank takes part; each rank's times become its own since a common barrier */
+  if (!st && r->across) st = dpc_train_mpi_trace(t, src.ev, src.n, &src.owned, d);
+  FILE *f = NULL;
+  if (!st && t->o->trace_path && !(f = fopen(t->o->trace_path, "w")))
+    st = dpc_diag_fail(d, DPC_ERR_IO, "cannot write the trace '%s'", t->o->trace_path);
+  if (st || !f) {
+    free(src.ev), free(src.n), free(src.owned);
+    return st;
   }
+  double t0 = -1;
+  for (uint32_t i = 0; i < p->n_devs; i++)
+    if (src.n[i] && (t0 < 0 || src.ev[i][0].start < t0)) t0 = src.ev[i][0].start;
   fprintf(f, "{\"traceEvents\": [\n");
   bool first = true;
   for (uint32_t i = 0; i < p->n_devs; i++) {
+    char name[64];
+    if (r->across)
+      snprintf(name, sizeof name, "rank %u: %s", i / t->local, p->devs[i].name);
+    else
+      snprintf(name, sizeof name, "%s", p->devs[i].name);
     fprintf(
         f,
         "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %u, \"args\": {\"name\": \"%s\"}}",
-        first ? "" : ",\n", i, p->devs[i].name);
+        first ? "" : ",\n", i, name);
     first = false;
-    uint32_t n;
-    const dpc_trace_event *e = dpc_session_trace_events(r->s, i, &n);
-    for (uint32_t k = 0; k < n; k++) {
-      const dpc_step *st = &p->devs[i].steps[e[k].step];
+    const dpc_trace_event *e = src.ev[i];
+    for (uint32_t k = 0; k < src.n[i]; k++) {
+      if (e[k].step >= p->devs[i].n_steps) continue;
+      const dpc_step *sp = &p->devs[i].steps[e[k].step];
       char lbl[160] = "";
       const char *cat = "kernel";
-      if (st->kind == DPC_STEP_KERNEL) {
-        const dpc_node *nd = &g->nodes[st->node];
+      if (sp->kind == DPC_STEP_KERNEL) {
+        const dpc_node *nd = &g->nodes[sp->node];
         if (nd->fused != DPC_NONE) continue; /* computed by its group's kernel */
         dpc_graph_value_label(g, nd->out, lbl, sizeof lbl);
         size_t m = strlen(lbl);
         snprintf(lbl + m, sizeof lbl - m, " (%s)", dpc_op_name(nd->op));
         if (dpc_op_has(nd->op, DPC_OPF_COMM)) cat = "communication";
-      } else if (st->kind == DPC_STEP_WAIT) {
-        snprintf(lbl, sizeof lbl, "wait for %s", p->devs[st->peer].name);
+      } else if (sp->kind == DPC_STEP_WAIT) {
+        snprintf(lbl, sizeof lbl, "wait for %s", p->devs[sp->peer].name);
         cat = "wait";
-      } else if (st->kind == DPC_STEP_SIGNAL) {
+      } else if (sp->kind == DPC_STEP_SIGNAL) {
         continue;
       } else {
         char v[96];
-        dpc_graph_value_label(g, st->dst, v, sizeof v);
+        dpc_graph_value_label(g, sp->dst, v, sizeof v);
         snprintf(lbl, sizeof lbl, "copy into %s", v);
         cat = "copy";
       }
@@ -308,6 +329,7 @@ dpc_status dpc_train_write_trace(trainer *t, dpc_diag *d) {
     }
   }
   fprintf(f, "\n]}\n");
+  free(src.ev), free(src.n), free(src.owned);
   return fclose(f) ? dpc_diag_fail(d, DPC_ERR_IO, "cannot write the trace '%s'", t->o->trace_path)
                    : DPC_OK;
 }

@@ -275,3 +275,37 @@ dpc_status dpc_train_mpi_placement(trainer *t, dpc_status st, dpc_diag *d) {
   free(dev);
   return st;
 }
+
+dpc_status dpc_train_mpi_trace(trainer *t, const dpc_trace_event **ev, uint32_t *n,
+                               dpc_trace_event **owned, dpc_diag *d) {
+  *owned = NULL;
+  const dpc_plan *p = t->train_full.plan;
+  dpc_transport *x = t->peers;
+  dpc_status st = x->ops->barrier(x, t->rank, d);
+  double tb = dpc_now_s();
+  uint64_t total = 0;
+  for (uint32_t i = 0; !st && i < p->n_devs; i++) {
+    uint32_t owner = i / t->local;
+    if (owner != t->rank) n[i] = 0;
+    st = x->ops->broadcast(x, t->rank, owner, &n[i], sizeof n[i], d);
+    total += n[i];
+  }
+  dpc_trace_event *all = st ? NULL : malloc((total ? total : 1) * sizeof *all);
+  if (!st && !all) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory gathering the trace");
+  for (uint32_t i = 0, at = 0; !st && i < p->n_devs; at += n[i], i++) {
+    uint32_t owner = i / t->local;
+    if (owner == t->rank)
+      for (uint32_t k = 0; k < n[i]; k++) {
+        all[at + k] = ev[i][k];
+        all[at + k].start -= tb, all[at + k].end -= tb;
+      }
+    if (n[i]) st = x->ops->broadcast(x, t->rank, owner, all + at, n[i] * sizeof *all, d);
+    ev[i] = all + at;
+  }
+  if (st) {
+    free(all);
+    return st;
+  }
+  *owned = all;
+  return DPC_OK;
+}

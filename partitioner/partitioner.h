@@ -215,6 +215,11 @@ dpc_status dpc_ps_split(const dpc_graph *train, dpc_graph **worker, dpc_graph **
  * (partitioner/memplan.c); each device's buffer shrinks to what its order needs at once. */
 dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d);
 
+/* Collectives whose results no step of the plan reads (the loss averaged for the report) moved
+ * to the end of each device's list, in their order: otherwise each is a meeting of the devices in
+ * the middle of the step, where one waits for the slowest (schedule.c). */
+void dpc_plan_defer_unread_collectives(dpc_plan *p);
+
 /* Replica r > 0 of a data-parallel graph names its values NAME.replica<r>. */
 #define DPC_REPLICA_SUFFIX ".replica"
 /* Whether `name` is a replica's copy; if so, base gets the original's name. */

@@ -312,3 +312,36 @@ dpc_status dpc_plan_single(const dpc_graph *src, const char *device, bool traini
                            dpc_diag *d) {
   return dpc_plan_devices(src, &device, 1, training, out, d);
 }
+
+void dpc_plan_defer_unread_collectives(dpc_plan *p) {
+  const dpc_graph *g = p->g;
+  bool *read = calloc(g->n_values ? g->n_values : 1, sizeof *read);
+  if (!read) return; /* an order that is only slower */
+  for (uint32_t i = 0; i < p->n_devs; i++)
+    for (uint32_t j = 0; j < p->devs[i].n_steps; j++) {
+      const dpc_step *sp = &p->devs[i].steps[j];
+      if (sp->kind == DPC_STEP_COPY) read[sp->src] = true;
+      if (sp->kind != DPC_STEP_KERNEL) continue;
+      const dpc_node *nd = &g->nodes[sp->node];
+      for (uint32_t k = 0; k < nd->n_in; k++) read[dpc_node_inputs(g, nd)[k]] = true;
+    }
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    dpc_plan_device *pd = &p->devs[i];
+    uint32_t keep = 0, moved = 0;
+    dpc_step *later = malloc((pd->n_steps ? pd->n_steps : 1) * sizeof *later);
+    if (!later) break;
+    for (uint32_t j = 0; j < pd->n_steps; j++) {
+      const dpc_step *sp = &pd->steps[j];
+      bool unread = sp->kind == DPC_STEP_KERNEL && dpc_op_has(g->nodes[sp->node].op, DPC_OPF_COMM);
+      const dpc_node *nd = unread ? &g->nodes[sp->node] : NULL;
+      for (uint32_t k = 0; nd && k < nd->n_out; k++) unread = unread && !read[nd->out + k];
+      if (unread)
+        later[moved++] = *sp;
+      else
+        pd->steps[keep++] = *sp;
+    }
+    memcpy(pd->steps + keep, later, moved * sizeof *later);
+    free(later);
+  }
+  free(read);
+}

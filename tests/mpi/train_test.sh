@@ -195,7 +195,8 @@ esac
 }
 for run in 1 2; do
   # shellcheck disable=SC2086
-  mpi "$np" $extra --log "$work/mpi$run.jsonl" --save "$work/p$run.safetensors" || {
+  mpi "$np" $extra --log "$work/mpi$run.jsonl" --save "$work/p$run.safetensors" \
+    --trace "$work/trace$run.json" || {
     cat "$work/out"
     fail "mpirun -np $np (run $run) failed"
   }
@@ -217,6 +218,14 @@ else
     fail "the params saved differ from cpu:$ref's"
 fi
 same "$work/mpi1.jsonl" "$work/mpi2.jsonl" "two runs of $np ranks"
+# one trace from rank 0 with every rank's steps (a track per device, named by its rank)
+last=$((np - 1))
+grep -q "\"rank $last: cpu:" "$work/trace1.json" || fail "the trace has no track of rank $last"
+# (a placement may leave a device without steps; data parallel steps on every one)
+busy=$(grep -o '"ph": "X", "pid": [0-9]*' "$work/trace1.json" | sort -u | wc -l)
+want=2
+[ "$mode" = data ] && want=$ref
+[ "$busy" -ge $want ] || fail "the trace has steps of $busy devices, fewer than $want"
 cmp -s "$work/p1.safetensors" "$work/p2.safetensors" || fail "two runs saved different params"
 if [ -z "$tol" ] && { [ "$mode" = tail ] || [ "$mode" = model_tail ]; }; then
   # the evaluations after each epoch (rank 0 alone evaluates, on every rank's params)
