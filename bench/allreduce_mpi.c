@@ -3,6 +3,11 @@
  * bit-identical to the shared-memory transport) against MPI_Allreduce, f32, 4 KiB to 64 MiB.
  *
  *   mpirun --allow-run-as-root --oversubscribe -np 4 build/bench/bench_allreduce_mpi [--reps N]
+ *          [--pretend-hosts H]
+ *
+ * --pretend-hosts H groups the ranks into H pretended hosts of consecutive ranks, so dpc's
+ * all-reduce goes hierarchically (within each host, then between the hosts' first ranks);
+ * MPI_Allreduce is MPI's whichever way.
  *
  * Each rank has a cpu device, whose memory the transport hands MPI as it is (no staging copies);
  * MPI_Allreduce works in place on a host buffer. The two
@@ -34,16 +39,19 @@ int main(int argc, char **argv) {
   int me = 0, R = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &R);
-  int reps = 20;
-  for (int i = 1; i < argc; i++)
+  int reps = 20, hosts = 0;
+  for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    if (!strcmp(argv[i], "--pretend-hosts") && i + 1 < argc) hosts = atoi(argv[++i]);
+  }
   if (reps < 1) reps = 1;
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_device *dev = NULL;
   dpc_transport *t = NULL;
   if (dpc_device_open("cpu:0", &dev, &d) ||
-      dpc_transport_open_mpi(MPI_COMM_WORLD, dev, "cpu:0", 120, &t, &d)) {
+      dpc_transport_open_mpi(MPI_COMM_WORLD, dev, "cpu:0", 120, &t, &d) ||
+      (hosts > 0 && dpc_transport_mpi_split_hosts(t, (uint32_t)hosts, &d))) {
     fprintf(stderr, "rank %d: %s\n", me, d.msg);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
@@ -58,6 +66,7 @@ int main(int argc, char **argv) {
   double *td = malloc((size_t)reps * sizeof *td), *tm = malloc((size_t)reps * sizeof *tm);
   if (me == 0) {
     printf("all-reduce, f32, %d ranks, median of %d calls each (slowest rank per call)\n", R, reps);
+    if (hosts > 0) printf("dpc's on %d pretended hosts (hierarchical)\n", hosts);
     printf("%9s | %11s %9s %9s | %11s %9s %9s | %6s\n", "bytes", "dpc us", "algo GB/s", "bus GB/s",
            "MPI us", "algo GB/s", "bus GB/s", "dpc/MPI");
   }

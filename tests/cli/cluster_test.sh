@@ -3,6 +3,7 @@
 # the 8 x 8 GPU plans of wide_mlp and transformer_block keep every device within its memory; a
 # small memory limit changes the choice or says nothing fits; and the composed plan (one replica
 # planned, the all-reduce across replicas added) agrees with every replica planned and simulated.
+# --devices mpi --hosts HxN plans for hosts like this machine.
 #   cluster_test.sh DPC SOURCE_DIR WORK_DIR
 dpc=$1
 src=$2
@@ -130,6 +131,23 @@ expect 2 "--simulate-devices without --devices" -- "$dpc" plan "$mlp" \
 expect 1 "a CPU file for GPUs" -- "$dpc" plan "$mlp" --devices cuda:0 \
   --simulate-devices "$clusters/epyc-2socket.json"
 contains "$work/err" "describes a cpu" "a CPU file for GPUs: said why"
+
+# hosts like this machine, planned without mpirun: --devices mpi[:cpu:L] --hosts H[xN] [--link]
+fm="$src/examples/fashion_mlp.graph"
+expect 0 "mpi:cpu:2 on 4x2 hosts" -- "$dpc" plan "$fm" --devices mpi:cpu:2 --hosts 4x2 --explain
+contains "$work/out" "4 hosts of 2 devices like this machine's cpu:2, 1.25 GB/s and 50 us between (assumed: --link)" \
+  "mpi hosts: the cluster named, the link said to be assumed"
+contains "$work/out" "^planned for 8 devices in " "mpi hosts: 8 devices planned"
+contains "$work/out" "^host3/cpu:1 \|^host0/cpu:0 " "mpi hosts: a replica's device shown"
+expect 0 "mpi on 3 hosts, a fast link" -- "$dpc" plan "$fm" --devices mpi --hosts 3 \
+  --link 12.5,2 --strategy data
+contains "$work/out" "^planned for 3 devices in " "mpi hosts: one device a host by default"
+contains "$work/out" "12.5 GB/s and 2 us between:" "mpi hosts: the link given"
+expect 2 "--devices mpi without --hosts" -- "$dpc" plan "$fm" --devices mpi
+contains "$work/err" "say how many with --hosts" "mpi without hosts: said what to give"
+expect 2 "--hosts without mpi" -- "$dpc" plan "$fm" --devices cpu:2 --hosts 2
+expect 2 "--hosts 4y2" -- "$dpc" plan "$fm" --devices mpi --hosts 4y2
+expect 2 "--link 0,5" -- "$dpc" plan "$fm" --devices mpi --hosts 2 --link 0,5
 
 [ "$fails" -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" -eq 0 ]

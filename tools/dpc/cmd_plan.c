@@ -53,6 +53,12 @@ static const cli_opt plan_opts[] = {
     {"cluster", true, false,
      "FILE: plan for the cluster described there instead of this machine's devices (see "
      "docs/clusters.md); not with --devices"},
+    {"hosts", true, false,
+     "H or HxN: with --devices mpi[:cpu:L], plan for H hosts of N devices (L by default) like "
+     "this machine's, without mpirun"},
+    {"link", true, false,
+     "GBS,US: with --hosts, the link between hosts in GB/s and microseconds a message (default "
+     "1.25,50: 10 Gb/s Ethernet)"},
     {"replicated", false, false,
      "with --cluster (one host) and a named strategy: plan every replica instead of composing "
      "one replica with the all-reduce, to check the composition"},
@@ -226,7 +232,8 @@ int dpc_cmd_plan(int argc, char **argv) {
            "bytes on every edge between devices (--dot-full: every node of the step graph,\n"
            "scalar constants and unnamed values included). --json writes the figures.\n"
            "--cluster FILE plans for a described cluster instead (hosts, devices, links),\n"
-           "composing one replica's plan with the all-reduce across replicas.\n"
+           "composing one replica's plan with the all-reduce across replicas; --devices mpi\n"
+           "--hosts 4x2 does the same for 4 hosts of 2 devices like this machine's.\n"
            "--html writes a page to open in a browser, from disk and offline: the placement\n"
            "(drawn with Graphviz's dot), one predicted step per device as a timeline of\n"
            "compute, communication, waits and idle time, memory per device against its limit,\n"
@@ -253,6 +260,12 @@ int dpc_cmd_plan(int argc, char **argv) {
     return cli_usage_error("plan", "--devices and --cluster exclude each other: this machine's "
                                    "devices, or the described cluster's");
   if (cluster) return cli_plan_cluster(plan_opts, NPLAN, &p, cluster, 0, &sizes);
+  const char *dspec = cli_get(plan_opts, NPLAN, &p, "devices");
+  if (dspec && !strncmp(dspec, "mpi", 3) && (!dspec[3] || dspec[3] == ':'))
+    return cli_plan_mpi(plan_opts, NPLAN, &p, dspec, &sizes);
+  if (cli_get(plan_opts, NPLAN, &p, "hosts") || cli_get(plan_opts, NPLAN, &p, "link"))
+    return cli_usage_error("plan", "--hosts and --link describe the hosts of --devices mpi; give "
+                                   "--devices mpi (or mpi:cpu:L) too");
   const char *simulated = cli_get(plan_opts, NPLAN, &p, "simulate-devices");
   if (simulated) {
     uint32_t gpus = 0;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static double mib(double b) {
   return b / (1024.0 * 1024.0);
@@ -64,11 +65,12 @@ static void print_plan(const dpc_cluster_report *r, const char *model) {
          mib((double)b->max_memory_bytes), mib((double)r->memory_limit));
 }
 
-int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file,
-                     uint32_t gpus, const cli_plan_sizes *sizes) {
+/* The plan of the model of p for cluster `given`, or the one in `file` when it is NULL. */
+static int plan_for(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file,
+                    const dpc_cluster *given, uint32_t gpus, const cli_plan_sizes *sizes) {
   static const char *const local[] = {"devices", "dot",     "dot-full",  "json",
                                       "profile", "measure", "placement", "html"};
-  for (size_t k = gpus ? 1 : 0; k < sizeof local / sizeof *local; k++)
+  for (size_t k = gpus || given ? 1 : 0; k < sizeof local / sizeof *local; k++)
     if (cli_get(opts, nopts, p, local[k]))
       return cli_usage_error("plan",
                              "--%s is for this machine's devices; --cluster FILE plans for the "
@@ -100,7 +102,11 @@ int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const 
   dpc_cluster cl;
   dpc_net *net = NULL;
   dpc_cluster_report *r = NULL;
-  dpc_status st = dpc_cluster_load(file, &cl, m);
+  dpc_status st = DPC_OK;
+  if (given)
+    cl = *given;
+  else
+    st = dpc_cluster_load(file, &cl, m);
   if (!st && gpus && strcmp(cl.device_kind, "gpu")) {
     fprintf(stderr,
             "dpc plan: error: %s: --simulate-devices stands a described GPU in for the cuda "
@@ -134,4 +140,85 @@ int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const 
   dpc_net_free(net);
   dpc_message_free(m);
   return rc;
+}
+
+int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file,
+                     uint32_t gpus, const cli_plan_sizes *sizes) {
+  return plan_for(opts, nopts, p, file, NULL, gpus, sizes);
+}
+
+/* src into dst of n bytes, cut to fit. */
+static void set_text(char *dst, size_t n, const char *src) {
+  size_t k = strlen(src);
+  if (k >= n) k = n - 1;
+  memcpy(dst, src, k);
+  dst[k] = 0;
+}
+
+int cli_plan_mpi(const cli_opt *opts, int nopts, const cli_parsed *p, const char *spec,
+                 const cli_plan_sizes *sizes) {
+  unsigned local = 1, hosts = 0, per = 0;
+  char tail;
+  if (strcmp(spec, "mpi") && strcmp(spec, "mpi:cpu") &&
+      (sscanf(spec, "mpi:cpu:%u%c", &local, &tail) != 1 || local < 1 || local > 64))
+    return cli_usage_error("plan",
+                           "--devices %s: each rank's devices are 'cpu' or 'cpu:N', as "
+                           "in mpi:cpu:2",
+                           spec);
+  const char *h = cli_get(opts, nopts, p, "hosts");
+  if (!h)
+    return cli_usage_error("plan",
+                           "--devices %s plans for described hosts: say how many with "
+                           "--hosts H (H hosts of one rank's devices) or HxN (N devices "
+                           "each); to plan for this machine, give cpu devices",
+                           spec);
+  int got = sscanf(h, "%u%c%u%c", &hosts, &tail, &per, &tail);
+  if (got == 1)
+    per = local;
+  else if (got != 3 || (tail != 'x' && tail != 'X'))
+    got = 0;
+  if (!got || hosts < 1 || hosts > 4096 || per < 1 || per > 64)
+    return cli_usage_error("plan",
+                           "--hosts expects H or HxN (hosts, and devices a host up to 64), "
+                           "as in 4x2; got '%s'",
+                           h);
+  double gbs = 1.25, us = 50; /* 10 Gb/s Ethernet */
+  const char *link = cli_get(opts, nopts, p, "link");
+  if (link && (sscanf(link, "%lf,%lf%c", &gbs, &us, &tail) != 2 || !(gbs > 0) || !(us >= 0)))
+    return cli_usage_error("plan",
+                           "--link expects GBS,US (GB/s and microseconds a message "
+                           "between hosts), as in 12.5,5; got '%s'",
+                           link);
+  char devs[32];
+  snprintf(devs, sizeof devs, "cpu:%u", per);
+  dpc_message *m = dpc_message_new();
+  dpc_devices_report *dr = NULL;
+  dpc_status st = dpc_devices_describe(devs, NULL, &dr, m);
+  if (st) {
+    int rc = cli_report("plan", m);
+    dpc_devices_report_free(dr);
+    dpc_message_free(m);
+    return rc;
+  }
+  dpc_cluster cl = {0};
+  uint32_t n = dr->n;
+  char text[256];
+  snprintf(text, sizeof text,
+           "%u hosts of %u devices like this machine's %s, %.4g GB/s and %.4g us between%s", hosts,
+           per, devs, gbs, us, link ? "" : " (assumed: --link)");
+  set_text(cl.name, sizeof cl.name, text);
+  cl.hosts = hosts, cl.devices_per_host = per;
+  set_text(cl.device_kind, sizeof cl.device_kind, "cpu");
+  set_text(cl.device_name, sizeof cl.device_name, dr->cpu_model[0] ? dr->cpu_model : "cpu");
+  cl.gflops = dr->gflops[0];
+  cl.mem_gbs = dr->copy_gbs[0] > 0 ? dr->copy_gbs[0] : 10;
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+  cl.memory = pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size / per : (uint64_t)1 << 30;
+  /* between this machine's devices: a copy through shared memory */
+  double within = n > 1 && dr->copy_gbs[1] > 0 ? dr->copy_gbs[1] : cl.mem_gbs;
+  cl.within_host = (dpc_cluster_link){within, 1};
+  cl.between_hosts = hosts > 1 ? (dpc_cluster_link){gbs, us} : (dpc_cluster_link){0, 0};
+  dpc_devices_report_free(dr);
+  dpc_message_free(m);
+  return plan_for(opts, nopts, p, NULL, &cl, 0, sizes);
 }

@@ -19,4 +19,11 @@ typedef struct cli_plan_sizes {
 int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file,
                      uint32_t gpus, const cli_plan_sizes *sizes);
 
+/* `dpc plan MODEL --devices mpi[:cpu:L] --hosts H[xN] [--link GBS,US]`: the plan for H hosts of
+ * N devices (L when not given) like this machine's `cpu:N` devices (their measured speeds),
+ * joined by a link of GBS GB/s and US microseconds a message (10 Gb/s Ethernet when not given):
+ * a cluster plan without mpirun. */
+int cli_plan_mpi(const cli_opt *opts, int nopts, const cli_parsed *p, const char *spec,
+                 const cli_plan_sizes *sizes);
+
 #endif
