@@ -35,6 +35,14 @@ DPC_COMPILER_API int dpc_mpi_rank(void) {
   return rank;
 }
 
+DPC_COMPILER_API int dpc_mpi_size(void) {
+  int inited = 0, fin = 0, size = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&fin);
+  if (inited && !fin) MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
 DPC_COMPILER_API void dpc_mpi_finalize(bool failed) {
   int inited = 0, fin = 0;
   MPI_Initialized(&inited);
@@ -55,6 +63,10 @@ DPC_COMPILER_API dpc_status dpc_mpi_init(int *argc, char ***argv, dpc_message *m
 
 DPC_COMPILER_API int dpc_mpi_rank(void) {
   return -1;
+}
+
+DPC_COMPILER_API int dpc_mpi_size(void) {
+  return 0;
 }
 
 DPC_COMPILER_API void dpc_mpi_finalize(bool failed) {

@@ -801,6 +801,15 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
   return dpc_train_hooked(src, o, NULL, d);
 }
 
+/* Whether to stop before the next step (dpc_train_opts.cancel). Across ranks a signal reaches
+ * the ranks at different moments, and they must stop at the same step: they agree, each asking
+ * every other, once a step (an all-reduce of their flags). */
+static bool stop_now(trainer *t, dpc_status *st, dpc_diag *d) {
+  bool stop = dpc_train_cancelled(t);
+  if (t->peers && !*st) *st = dpc_train_mpi_any(t, &stop, d);
+  return stop;
+}
+
 dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
                             const dpc_train_test_hooks *hooks, dpc_diag *d) {
   trainer t;
@@ -821,7 +830,7 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
   if (!st) note_resume(&t);
   bool stopped = false; /* asked to stop: checked between steps, never inside one */
   while (!st && t.epoch < o->epochs && (!o->steps || t.step < o->steps)) {
-    if ((stopped = dpc_train_cancelled(&t))) break;
+    if ((stopped = stop_now(&t, &st, d)) || st) break;
     dpc_order_epoch(&t.order, t.epoch);
     dpc_train_epoch ep = {.epoch = t.epoch};
     double epoch_time = 0, loss_sum = 0;
@@ -832,7 +841,7 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
     }
     for (; !o->async && t.batch_pos < t.batches && (!o->steps || t.step < o->steps);
          t.batch_pos++) {
-      if (dpc_train_cancelled(&t)) break;
+      if (stop_now(&t, &st, d) || st) break;
       uint32_t n;
       const uint64_t *idx = dpc_order_batch(&t.order, t.batch, t.batch_pos, &n);
       run_t *r;
@@ -898,7 +907,7 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
     if (st) break;
     /* stopped: the position stays where the steps got to (a finished epoch is evaluated and
      * counted by the resumed run), and a partial epoch gets no summary */
-    if ((stopped = dpc_train_cancelled(&t))) break;
+    if ((stopped = stop_now(&t, &st, d)) || st) break;
     bool finished = t.batch_pos == t.batches;
     ep.step = t.step;
     if (!o->async) {
@@ -917,6 +926,8 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
       t.batch_pos = 0;
     }
   }
+  if (!st && stopped && (t.given->checkpoint_path || t.given->stop_checkpoint_path))
+    st = dpc_train_mpi_gather(&t, d);
   if (!st && stopped) {
     const char *ck = o->checkpoint_path ? o->checkpoint_path : o->stop_checkpoint_path;
     if (ck) st = dpc_train_save_checkpoint_to(&t, ck, t.epoch, t.batch_pos, d);

@@ -112,6 +112,8 @@ dpc_status dpc_train_mpi_share(trainer *t, dpc_diag *d);
  * evaluates or writes them). Nothing otherwise. Every rank calls them alike. */
 dpc_status dpc_train_mpi_fetch(trainer *t, const run_t *r, uint32_t v, dpc_diag *d);
 dpc_status dpc_train_mpi_gather(trainer *t, dpc_diag *d);
+/* *flag becomes whether it is set on any rank. Every rank calls it alike. */
+dpc_status dpc_train_mpi_any(trainer *t, bool *flag, dpc_diag *d);
 /* --trace across ranks: every device's recorded steps to rank 0, each rank's times measured
  * from a barrier they pass together (so hosts' clocks need not agree); ev[i], n[i] are this
  * rank's own on entry and every rank's on return (in *owned, freed by the caller). */

@@ -309,3 +309,10 @@ dpc_status dpc_train_mpi_trace(trainer *t, const dpc_trace_event **ev, uint32_t 
   *owned = all;
   return DPC_OK;
 }
+
+dpc_status dpc_train_mpi_any(trainer *t, bool *flag, dpc_diag *d) {
+  double f = *flag;
+  dpc_status st = t->peers->ops->all_reduce(t->peers, t->rank, &f, DPC_F64, 1, DPC_REDUCE_SUM, d);
+  *flag = f > 0;
+  return st;
+}

@@ -158,6 +158,8 @@ DPC_COMPILER_API dpc_status dpc_trainer_run(const dpc_net *n, const dpc_trainer_
 DPC_COMPILER_API dpc_status dpc_mpi_init(int *argc, char ***argv, dpc_message *m);
 /* This process's rank in MPI_COMM_WORLD; -1 when MPI is not initialized or not built in. */
 DPC_COMPILER_API int dpc_mpi_rank(void);
+/* The ranks in MPI_COMM_WORLD; 0 when MPI is not initialized or not built in. */
+DPC_COMPILER_API int dpc_mpi_size(void);
 /* MPI_Finalize, or with failed, MPI_Abort: the other ranks may be waiting on this one, and
  * ending the job is what reaches them. Nothing when MPI is not initialized. */
 DPC_COMPILER_API void dpc_mpi_finalize(bool failed);

@@ -10,7 +10,8 @@
 # resume: 10 steps with --checkpoint, then a resumed run to step 20, give the losses of 20 steps
 # uninterrupted. reshard: a checkpoint of 2 ranks (4 when NP is 2) resumed on NP ranks gives
 # the losses of --devices cpu:NP resumed from it. mismatch: ranks started with different
-# options are refused before the first step, naming the rank. kill: rank 1 killed with SIGKILL
+# options are refused before the first step, naming the rank. sigterm: SIGTERM to mpirun stops
+# every rank at one step with a checkpoint, and resuming continues identically. kill: rank 1 killed with SIGKILL
 # mid-run ends the run non-zero (mpirun ends the job itself and names the rank) and no rank is
 # left running. kill_recovery: the same under mpirun --enable-recovery, which leaves the job to
 # dpc: the others give up on rank 1 within --timeout (5 s) plus slack, naming it, its host and
@@ -127,6 +128,51 @@ mismatch)
     fail "no message naming the rank whose plan differs"
   rm -rf "$work"
   echo "ok: different options refused before the first step"
+  exit 0
+  ;;
+sigterm)
+  # SIGTERM to mpirun mid-run: every rank stops after the same step, rank 0 checkpoints, the
+  # job ends without MPI_Abort and nothing is left; resuming to 10 steps past the stop gives
+  # the losses of an uninterrupted run to that step
+  setsid "$mpiexec" --allow-run-as-root --oversubscribe -np "$np" "$dpc" train "$model" \
+    --devices mpi --threads 1 --steps 100000 --checkpoint "$work/ck.safetensors" \
+    --log "$work/a.jsonl" </dev/null >"$work/out" 2>&1 &
+  mp=$!
+  n=0
+  while [ "$(cat "$work/a.jsonl" 2>/dev/null | grep -c '"batch"')" -lt 20 ] && [ $n -lt 600 ]; do
+    sleep 0.1
+    n=$((n + 1))
+  done
+  kill -TERM "$mp"
+  n=0
+  while kill -0 "$mp" 2>/dev/null && [ $n -lt 300 ]; do
+    sleep 0.1
+    n=$((n + 1))
+  done
+  if kill -0 "$mp" 2>/dev/null; then
+    kill -9 -- -"$mp" 2>/dev/null
+    fail "mpirun still running 30 s after SIGTERM"
+  fi
+  wait "$mp"
+  rc=$?
+  cat "$work/out"
+  [ $rc -ne 0 ] || fail "mpirun exited 0 after SIGTERM"
+  grep -q "stopped by SIGTERM after step" "$work/out" || fail "no stop message"
+  grep -q "MPI_ABORT" "$work/out" && fail "a rank aborted the job instead of stopping"
+  [ -s "$work/ck.safetensors" ] || fail "no checkpoint written"
+  left=$(pgrep -f "log $work/a.jsonl")
+  [ -z "$left" ] || fail "processes left: $left"
+  done_steps=$(losses "$work/a.jsonl" | wc -l)
+  to=$((done_steps + 10))
+  mpi "$np" --steps $to --resume "$work/ck.safetensors" --log "$work/b.jsonl" || {
+    cat "$work/out"
+    fail "resuming after SIGTERM failed"
+  }
+  mpi "$np" --steps $to --log "$work/whole.jsonl" || fail "$to steps uninterrupted failed"
+  cat "$work/a.jsonl" "$work/b.jsonl" >"$work/ab.jsonl"
+  same "$work/whole.jsonl" "$work/ab.jsonl" "stopped by SIGTERM at step $done_steps and resumed"
+  rm -rf "$work"
+  echo "ok: SIGTERM stopped $np ranks at step $done_steps with a checkpoint; resumed identically"
   exit 0
   ;;
 kill | kill_recovery)

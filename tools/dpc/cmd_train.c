@@ -168,6 +168,8 @@ static void on_stop(void *user, const dpc_train_stop *s) {
     return;
   }
   fprintf(stderr, "dpc train: checkpoint written to %s; resume with:\n  ", s->checkpoint);
+  /* across ranks, under mpirun again (the rank count may differ: the checkpoint reshards) */
+  if (dpc_mpi_size() > 0) fprintf(stderr, "mpirun -np %d ", dpc_mpi_size());
   cli_print_resume_command(stderr, p->argc, p->argv, s->checkpoint);
   fflush(stderr);
 }
@@ -297,10 +299,11 @@ static int choose_strategy(const cli_parsed *p, const dpc_trainer_opts *o, bool 
 static int train(int *argc_, char ***argv_);
 
 /* `--devices mpi`: MPI is started here (only then) and ended with the command; a failed rank
- * ends the job (MPI_Abort after its message), since the others may be waiting on it. */
+ * ends the job (MPI_Abort after its message), since the others may be waiting on it. A run
+ * stopped by a signal is not failed: every rank stopped at the same step, after its checkpoint. */
 int dpc_cmd_train(int argc, char **argv) {
   int rc = train(&argc, &argv);
-  dpc_mpi_finalize(rc != DPC_EXIT_OK);
+  dpc_mpi_finalize(rc != DPC_EXIT_OK && rc != cli_interrupt_exit_code());
   return rc;
 }
 
