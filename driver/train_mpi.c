@@ -87,10 +87,23 @@ dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
   double timeout = t->o->timeout_s > 0 ? t->o->timeout_s : 60;
   st = dpc_transport_open_mpi(MPI_COMM_WORLD, t->peer_dev, name, timeout, &t->peers, d);
   if (!st) st = dpc_transport_mpi_split_hosts(t->peers, t->o->pretend_hosts, d);
-  if (!st && t->rank == 0 && t->o->on_note && dpc_transport_mpi_hosts(t->peers) > 1) {
+  uint32_t hosts = st ? 1 : dpc_transport_mpi_hosts(t->peers);
+  double lat = 0, gbs = 0;
+  if (!st) st = dpc_transport_mpi_link(t->peers, &lat, &gbs, d);
+  if (!st && t->rank == 0 && t->o->on_note && hosts > 1 && (hosts < t->ranks || t->local > 1)) {
     char msg[160];
     snprintf(msg, sizeof msg, "%u ranks on %u %shosts: gradients are summed within each host first",
-             t->ranks, dpc_transport_mpi_hosts(t->peers), t->o->pretend_hosts ? "pretended " : "");
+             t->ranks, hosts, t->o->pretend_hosts ? "pretended " : "");
+    t->o->on_note(t->o->user, msg);
+  }
+  if (!st && t->rank == 0 && t->o->on_note && t->ranks > 1) {
+    char msg[320];
+    int at = snprintf(msg, sizeof msg, "the link %s, measured: %.1f us a message, %.2f GB/s",
+                      hosts > 1 ? "between hosts" : "between ranks 0 and 1", lat * 1e6, gbs);
+    if (hosts > 1 && at > 0 && (size_t)at < sizeof msg)
+      snprintf(msg + at, sizeof msg - (size_t)at,
+               " (dpc plan --devices %s --hosts %ux%u --link %.2f,%.1f plans with it)",
+               t->o->devices, hosts, t->ranks / hosts * t->local, gbs, lat * 1e6);
     t->o->on_note(t->o->user, msg);
   }
   return st;

@@ -38,9 +38,9 @@
 #include <time.h>
 
 /* The kind of a message: the low bits of its tag; the sequence number is the rest. */
-enum { K_RS, K_AG, K_BCAST, K_BARRIER, K_P2P, K_SPAN = 8 };
+enum { K_RS, K_AG, K_BCAST, K_BARRIER, K_P2P, K_PING, K_SPAN = 8 };
 static const char *const kind_names[K_SPAN] = {"all_reduce", "all_reduce", "broadcast", "barrier",
-                                               "send",       "?",          "?",         "?"};
+                                               "send",       "ping-pong",  "?",         "?"};
 
 /* How long a message tagged for another call may stay visible while the expected one has not
  * arrived before it counts as a mismatch (a matched message still in transfer is done sooner). */
@@ -878,4 +878,56 @@ dpc_status dpc_transport_mpi_split_hosts(dpc_transport *t, uint32_t pretend, dpc
 
 uint32_t dpc_transport_mpi_hosts(const dpc_transport *t) {
   return impl(t)->n_hosts > 0 ? (uint32_t)impl(t)->n_hosts : 1;
+}
+
+/* Round trips of `bytes` between ranks 0 and 1 of m; the one-way seconds on rank 0 (median of
+ * reps), 0 elsewhere. */
+static dpc_status ping_pong(mpit *m, size_t bytes, int reps, double *one_way, dpc_diag *d) {
+  *one_way = 0;
+  uint64_t seq = m->coll++; /* on every rank: the collectives' numbers stay in step */
+  if (m->rank > 1) return DPC_OK;
+  dpc_status st = grow(m, &m->in, bytes ? bytes : 1, d);
+  double *t = st ? NULL : calloc((size_t)reps, sizeof *t);
+  if (!st && !t) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  int tag = tag_of(m, K_PING, seq), peer = 1 - m->rank;
+  for (int r = 0; !st && r < reps; r++) {
+    double t0 = now_s();
+    size_t from = m->nq;
+    if (m->rank == 0) {
+      st = post_send(m, m->in.p, bytes, peer, tag, d);
+      if (!st) st = wait_from(m, from, "ping-pong", seq, t0, d);
+      if (!st) st = post_recv(m, m->in.p, bytes, peer, tag, d);
+    } else {
+      st = post_recv(m, m->in.p, bytes, peer, tag, d);
+      if (!st) st = wait_from(m, from, "ping-pong", seq, t0, d);
+      if (!st) st = post_send(m, m->in.p, bytes, peer, tag, d);
+    }
+    if (!st) st = wait_from(m, from, "ping-pong", seq, t0, d);
+    if (!st) t[r] = (now_s() - t0) / 2;
+  }
+  for (int i = 1; !st && i < reps; i++) /* insertion sort: a few dozen */
+    for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+      double x = t[j];
+      t[j] = t[j - 1], t[j - 1] = x;
+    }
+  if (!st && m->rank == 0) *one_way = t[reps / 2];
+  free(t);
+  return st;
+}
+
+dpc_status dpc_transport_mpi_link(dpc_transport *t, double *latency_s, double *gbs, dpc_diag *d) {
+  mpit *m = impl(t);
+  *latency_s = *gbs = 0;
+  dpc_status st = check_usable(m, (uint32_t)m->rank, "link", d);
+  if (st || m->size < 2) return st;
+  /* across hosts, between the first ranks of hosts 0 and 1; else between ranks 0 and 1 */
+  mpit *x = m->n_hosts > 1 ? (m->leaders ? impl(m->leaders) : NULL) : m;
+  if (!x) return DPC_OK;
+  const size_t big = (size_t)1 << 20;
+  double small = 0, large = 0;
+  if ((st = ping_pong(x, 8, 21, &small, d)) || (st = ping_pong(x, big, 7, &large, d)))
+    return x == m ? st : failed(m, st, d);
+  *latency_s = small;
+  *gbs = large > small ? (double)big / (large - small) * 1e-9 : 0;
+  return DPC_OK;
 }
