@@ -209,6 +209,7 @@ static dpc_status map_opts(const dpc_net *n, const dpc_trainer_opts *p, mapped *
   o->on_stop = GET(p, on_stop, NULL);
   o->user = GET(p, user, NULL);
   o->pretend_hosts = GET(p, pretend_hosts, 0);
+  o->mpi_comm = GET(p, mpi_comm, NULL);
   if (o->pretend_hosts && !dpc_driver_is_mpi(o->devices))
     return dpc_diag_fail(d, DPC_ERR_INVALID,
                          "%u pretended hosts group MPI ranks, and the devices are %s, not mpi",

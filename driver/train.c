@@ -659,6 +659,7 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   t->replicas = 1;
   if (o->devices) {
     if ((st = dpc_driver_count_devices(o->devices, &t->replicas, d))) return st;
+    if (t->peers) t->replicas = t->ranks * t->local; /* over the communicator given */
     if ((st = parse_strategy(t, d))) return st;
     if (t->peers && (st = check_mpi(t, d))) return st;
     if (t->replicas > 1 && o->artifact)

@@ -73,6 +73,7 @@ typedef struct dpc_train_opts {
   uint64_t device_memory;
   double timeout_s;       /* how long a device waits for another before the step fails (0: 60 s) */
   uint32_t pretend_hosts; /* dpc_trainer_opts.pretend_hosts */
+  const void *mpi_comm;   /* dpc_trainer_opts.mpi_comm */
   int comm_thread;        /* dpc_session_opts.comm_thread: 0 auto, 1 always, -1 never */
   /* asynchronous data parallel: the devices are workers of a parameter server that applies
    * the mean of every `replicas` gradients it receives; a gradient is applied at most

@@ -49,7 +49,8 @@ static dpc_status check_local(const char *spec, uint32_t *local, dpc_diag *d) {
 
 #ifdef DPC_HAVE_MPI
 
-dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
+/* The devices of spec over the ranks of comm. */
+static dpc_status mpi_devices(const char *spec, MPI_Comm comm, uint32_t *n, dpc_diag *d) {
   uint32_t local;
   dpc_status st = check_local(spec, &local, d);
   if (st) return st;
@@ -60,7 +61,7 @@ dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
                          "--devices %s: MPI is not initialized (run dpc under mpirun, e.g. "
                          "'mpirun -np 2 dpc train MODEL --devices mpi')",
                          spec);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_size(comm, &size);
   MPI_Query_thread(&level);
   if (local > 1 && level < MPI_THREAD_MULTIPLE)
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
@@ -71,13 +72,18 @@ dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
   return DPC_OK;
 }
 
+dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
+  return mpi_devices(spec, MPI_COMM_WORLD, n, d);
+}
+
 dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
   uint32_t n = 0;
+  MPI_Comm comm = t->o->mpi_comm ? *(const MPI_Comm *)t->o->mpi_comm : MPI_COMM_WORLD;
   dpc_status st = check_local(t->o->devices, &t->local, d);
-  if (!st) st = dpc_driver_mpi_world(t->o->devices, &n, d);
+  if (!st) st = mpi_devices(t->o->devices, comm, &n, d);
   if (st) return st;
   int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_rank(comm, &rank);
   t->rank = (uint32_t)rank;
   t->ranks = n / t->local;
   char name[32];
@@ -85,7 +91,7 @@ dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
   /* the transport stages through a device's copies; every rank's device is a cpu */
   if ((st = dpc_device_open("cpu:0", &t->peer_dev, d))) return st;
   double timeout = t->o->timeout_s > 0 ? t->o->timeout_s : 60;
-  st = dpc_transport_open_mpi(MPI_COMM_WORLD, t->peer_dev, name, timeout, &t->peers, d);
+  st = dpc_transport_open_mpi(comm, t->peer_dev, name, timeout, &t->peers, d);
   if (!st) st = dpc_transport_mpi_split_hosts(t->peers, t->o->pretend_hosts, d);
   uint32_t hosts = st ? 1 : dpc_transport_mpi_hosts(t->peers);
   double lat = 0, gbs = 0;

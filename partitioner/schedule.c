@@ -340,7 +340,7 @@ void dpc_plan_defer_unread_collectives(dpc_plan *p) {
       else
         pd->steps[keep++] = *sp;
     }
-    memcpy(pd->steps + keep, later, moved * sizeof *later);
+    if (moved) memcpy(pd->steps + keep, later, moved * sizeof *later);
     free(later);
   }
   free(read);

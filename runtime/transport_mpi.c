@@ -406,7 +406,8 @@ static dpc_status all_reduce_direct(mpit *m, void *buf, dpc_dtype dtype, int64_t
   int D = m->size, me = m->rank;
   size_t es = dtype == DPC_F64 ? 8 : 4, mine = LEN(me), seg = SEG_BYTES / es;
   dpc_status st = check_count(m, ((size_t)n / (size_t)D + 1) * es, "all_reduce", d);
-  if (!st) st = grow(m, &m->pieces, (size_t)(D - 1) * mine * es, d);
+  /* one element more: an empty chunk's pieces still have an address */
+  if (!st) st = grow(m, &m->pieces, ((size_t)(D - 1) * mine + 1) * es, d);
   if (!st && (st = m->dev->ops->synchronize(m->dev, d))) st = failed(m, st, d);
   if (st) return st;
   char *b = buf, *pieces = m->pieces.p;
@@ -494,7 +495,7 @@ static dpc_status mpi_all_reduce(dpc_transport *t, uint32_t rank, void *buf, dpc
                          (long long)n);
   uint64_t seq = m->coll++;
   int D = m->size, me = m->rank;
-  if (D == 1) return DPC_OK;
+  if (D == 1 || n == 0) return DPC_OK; /* every rank alike: the same n everywhere */
   double t0 = now_s();
   if (m->algo == DPC_MPI_ALLREDUCE_MPI) return all_reduce_mpi(m, buf, dtype, n, op, seq, t0, d);
   if (m->n_hosts > 1 && m->n_hosts < D && op != DPC_REDUCE_MEAN_WIDE)
@@ -506,7 +507,7 @@ static dpc_status mpi_all_reduce(dpc_transport *t, uint32_t rank, void *buf, dpc
   size_t mine = LEN(me);
   if ((st = check_count(m, ((size_t)n / (size_t)D + 1) * es, "all_reduce", d)) ||
       (st = grow(m, &m->in, bytes, d)) || (st = grow(m, &m->out, bytes, d)) ||
-      (st = grow(m, &m->pieces, (size_t)(D - 1) * mine * es, d)) ||
+      (st = grow(m, &m->pieces, ((size_t)(D - 1) * mine + 1) * es, d)) ||
       (st = stage_out(m, m->in.p, buf, bytes, d)))
     return st;
   char *in = m->in.p, *out = m->out.p, *pieces = m->pieces.p;

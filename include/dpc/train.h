@@ -128,6 +128,9 @@ typedef struct dpc_trainer_opts {
   /* devices "mpi": group the ranks into this many pretended hosts of consecutive ranks, which
    * the all-reduce treats as separate machines (0: the real hosts, found by shared memory) */
   uint32_t pretend_hosts;
+  /* devices "mpi": the communicator to train over, as a pointer to the application's MPI_Comm
+   * (its ranks are the ranks of the run, rank 0 of it reporting); NULL: MPI_COMM_WORLD */
+  const void *mpi_comm;
 } dpc_trainer_opts;
 
 /* Fill in the defaults: fashion-mnist, 1 epoch, batch 64, seed 0, shuffled, the model's own

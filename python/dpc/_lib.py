@@ -131,7 +131,7 @@ class TrainerOpts(c.Structure):
                 ("cancel", c.POINTER(c.c_int)), ("stop_checkpoint_path", _S),
                 ("on_start", NOTE_FN), ("on_note", NOTE_FN), ("on_step", STEP_FN),
                 ("on_epoch", EPOCH_FN), ("on_stop", STOP_FN), ("user", _P),
-                ("pretend_hosts", c.c_uint32)]
+                ("pretend_hosts", c.c_uint32), ("mpi_comm", _P)]
 
 
 class StrategyArgs(c.Structure):
