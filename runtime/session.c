@@ -293,6 +293,7 @@ static void share_persistent(dpc_session *s, const dpc_session *other) {
 
 static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d);
 static dpc_status run_steps(dpc_session *s, uint32_t dev, dpc_diag *d);
+static dpc_status rank_groups(dpc_session *s, uint32_t L, dpc_diag *d);
 
 /* A communicator for each distinct list of devices a collective connects (all of them for data
  * parallel; each replica's k-th device across replicas for hybrid), shared by its steps. */
@@ -391,64 +392,8 @@ static dpc_status open_overlap(dpc_session *s, dpc_diag *d) {
   return st;
 }
 
-/* Across processes: a transport for each distinct list of devices a collective connects, made by
- * every process alike, in the plan's order (the peers' own when it is every device in order);
- * device `self`'s collectives take theirs. */
-static dpc_status peer_groups(dpc_session *s, dpc_diag *d) {
-  const dpc_plan *plan = s->plan;
-  const dpc_graph *g = plan->g;
-  uint32_t cap = g->n_nodes ? g->n_nodes : 1, n_sets = 0;
-  uint32_t **sets = calloc(cap, sizeof *sets), *len = calloc(cap, sizeof *len);
-  dpc_transport **group = calloc(cap, sizeof *group);
-  s->comms = calloc(cap, sizeof *s->comms);
-  dpc_status st = sets && len && group && s->comms
-                      ? DPC_OK
-                      : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening collectives");
-  for (uint32_t i = 0; !st && i < plan->n_devs; i++)
-    for (uint32_t j = 0; !st && j < plan->devs[i].n_steps; j++) {
-      if (!s->steps[i][j].comm) continue;
-      const dpc_node *n = &g->nodes[plan->devs[i].steps[j].node];
-      const uint32_t *in = dpc_node_inputs(g, n);
-      uint32_t c = 0;
-      for (bool same = false; c < n_sets && !same; c += !same) {
-        same = len[c] == n->n_in;
-        for (uint32_t k = 0; same && k < n->n_in; k++)
-          same = sets[c][k] == plan->slots[in[k]].device;
-      }
-      if (c == n_sets) {
-        if (!(sets[c] = malloc(n->n_in * sizeof **sets))) {
-          st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening collectives");
-          break;
-        }
-        bool all = n->n_in == plan->n_devs;
-        for (uint32_t k = 0; k < n->n_in; k++) {
-          sets[c][k] = plan->slots[in[k]].device;
-          all = all && sets[c][k] == k;
-        }
-        len[c] = n->n_in;
-        n_sets++;
-        if (all)
-          group[c] = s->peers;
-        else if (!s->peers->ops->subset)
-          st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                             "a collective of %s connects only some of the devices, which the "
-                             "%s transport cannot do",
-                             plan->devs[i].name, s->peers->ops->kind);
-        else if (!(st = s->peers->ops->subset(s->peers, s->self, sets[c], n->n_in, &group[c], d)) &&
-                 group[c])
-          s->comms[s->n_comms++] = group[c];
-      }
-      if (i == s->self) s->steps[i][j].group = group[c];
-    }
-  for (uint32_t c = 0; sets && c < n_sets; c++) free(sets[c]);
-  free(sets);
-  free(len);
-  free(group);
-  return st;
-}
-
 /* Across processes (dpc_session_opts.peers): device `self`'s collectives go over the peers'
- * transport or a subset of it (peer_groups); values read across devices are handed over
+ * transport or a subset of it (rank_groups); values read across devices are handed over
  * (handoff.h); the device's kernels run on a pool of this process's threads. A param or state
  * read on another device than its own is refused: this process's copy of it would never see the
  * owner's updates. */
@@ -483,18 +428,22 @@ static dpc_status open_peers(dpc_session *s, const dpc_session_opts *o, dpc_diag
   }
   /* across processes a hang would cost every rank the timeout: proven matched first */
   dpc_status st = dpc_plan_check_comm(plan, d);
-  if (!st) st = peer_groups(s, d);
+  if (!st) st = rank_groups(s, 1, d);
   if (!st) st = dpc_handoff_new(plan, s->self, s->peers, &s->handoff, d);
   if (st) return st;
   if (o->native && (!o->threads || o->threads > 1)) return dpc_pool_new(o->threads, &s->pool, d);
   return DPC_OK;
 }
 
-/* Across processes with several devices each: the collectives of this process's devices, opened
- * by every process alike in the plan's order. A group within one process gets a shared-memory
- * transport (in the process that holds it); a group that reaches others a split transport
- * (transport_split.c) over a communicator of its own among the processes holding its members,
- * so that each group's first local device makes its MPI calls on its own. */
+/* Across processes (L devices each): the collectives of this process's devices, opened by every
+ * process alike in the plan's order (a group of ranks is made by all of them together).
+ * - Within one process: a shared-memory transport, in the process that holds the group.
+ * - One member a process: the MPI transport among them, the peers' own when it is every device
+ *   in order and each process runs one (its bits are the in-process transport's).
+ * - Several members in some process: a split transport (transport_split.c), the members here
+ *   summing in memory before MPI.
+ * Each group has a communicator of its own when a process runs several devices, so each group's
+ * device thread makes its MPI calls on its own. */
 static dpc_status rank_groups(dpc_session *s, uint32_t L, dpc_diag *d) {
   const dpc_plan *plan = s->plan;
   const dpc_graph *g = plan->g;
@@ -537,16 +486,25 @@ static dpc_status rank_groups(dpc_session *s, uint32_t L, dpc_diag *d) {
         }
         len[c] = nd->n_in;
         n_sets++;
-        if (nr == 1 && local)
-          st = dpc_transport_open("shm", local, devs + 0, names, s->timeout_s, &group[c], d);
-        else if (nr > 1) {
-          dpc_transport *across = NULL;
-          st = s->peers->ops->subset(s->peers, me, ranks, nr, &across, d);
-          if (!st && across)
-            st = dpc_transport_open_split(nd->n_in, devs, names, across, mine, s->timeout_s,
-                                          &group[c], d);
-        }
-        if (!st && group[c]) s->comms[s->n_comms++] = group[c];
+        bool all = L == 1 && nd->n_in == n;
+        for (uint32_t k = 0; all && k < nd->n_in; k++) all = sets[c][k] == k;
+        dpc_transport *across = NULL;
+        if (all)
+          group[c] = s->peers;
+        else if (nr == 1 && local)
+          st = dpc_transport_open("shm", local, devs, names, s->timeout_s, &group[c], d);
+        else if (!s->peers->ops->subset)
+          st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                             "a collective of %s connects some of the devices only, which the %s "
+                             "transport cannot do",
+                             plan->devs[i].name, s->peers->ops->kind);
+        else if (!(st = s->peers->ops->subset(s->peers, me, ranks, nr, &across, d)) && across &&
+                 nr == nd->n_in)
+          group[c] = across;
+        else if (!st && across)
+          st = dpc_transport_open_split(nd->n_in, devs, names, across, mine, s->timeout_s,
+                                        &group[c], d);
+        if (!st && group[c] && group[c] != s->peers) s->comms[s->n_comms++] = group[c];
       }
       if (i / L == me) s->steps[i][j].group = group[c];
     }

@@ -140,6 +140,14 @@ static dpc_status check_usable(mpit *m, uint32_t rank, const char *what, dpc_dia
   return DPC_OK;
 }
 
+/* A send or receive as `rank` with `peer`: usable, and another rank of the transport. */
+static dpc_status check_peer(mpit *m, uint32_t rank, uint32_t peer, const char *what, dpc_diag *d) {
+  dpc_status st = check_usable(m, rank, what, d);
+  if (st || (peer < (uint32_t)m->size && peer != rank)) return st;
+  return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: %s %s rank %u of %d", m->label[m->rank], what,
+                       strcmp(what, "send") ? "from" : "to", peer, m->size);
+}
+
 static dpc_status grow(mpit *m, hostbuf *b, size_t bytes, dpc_diag *d) {
   if (bytes <= b->cap) return DPC_OK;
   void *p = malloc(bytes);
@@ -565,11 +573,8 @@ static dpc_status mpi_broadcast(dpc_transport *t, uint32_t rank, uint32_t root, 
 static dpc_status mpi_send(dpc_transport *t, uint32_t rank, uint32_t peer, const void *buf,
                            size_t bytes, dpc_diag *d) {
   mpit *m = impl(t);
-  dpc_status st = check_usable(m, rank, "send", d);
+  dpc_status st = check_peer(m, rank, peer, "send", d);
   if (st) return st;
-  if (peer >= t->ranks || peer == rank)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: send to rank %u of %u", m->label[m->rank], peer,
-                         t->ranks);
   uint64_t seq = m->sent[peer]++;
   double t0 = now_s();
   size_t from = m->nq;
@@ -583,11 +588,8 @@ static dpc_status mpi_send(dpc_transport *t, uint32_t rank, uint32_t peer, const
 static dpc_status mpi_recv(dpc_transport *t, uint32_t rank, uint32_t peer, void *buf, size_t bytes,
                            dpc_diag *d) {
   mpit *m = impl(t);
-  dpc_status st = check_usable(m, rank, "receive", d);
+  dpc_status st = check_peer(m, rank, peer, "receive", d);
   if (st) return st;
-  if (peer >= t->ranks || peer == rank)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: receive from rank %u of %u", m->label[m->rank],
-                         peer, t->ranks);
   uint64_t seq = m->rcvd[peer]++;
   double t0 = now_s();
   size_t from = m->nq;
@@ -601,11 +603,8 @@ static dpc_status mpi_recv(dpc_transport *t, uint32_t rank, uint32_t peer, void 
 static dpc_status mpi_send_async(dpc_transport *t, uint32_t rank, uint32_t peer, const void *buf,
                                  size_t bytes, dpc_diag *d) {
   mpit *m = impl(t);
-  dpc_status st = check_usable(m, rank, "send", d);
+  dpc_status st = check_peer(m, rank, peer, "send", d);
   if (st) return st;
-  if (peer >= t->ranks || peer == rank)
-    return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: send to rank %u of %u", m->label[m->rank], peer,
-                         t->ranks);
   if (m->n_async == m->cap_async) {
     size_t cap = m->cap_async ? m->cap_async * 2 : 8;
     hostbuf *b = realloc(m->abuf, cap * sizeof *b);
