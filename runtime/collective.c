@@ -313,3 +313,12 @@ dpc_status dpc_comm_all_reduce(dpc_comm *c, uint32_t rank, void *buf, dpc_dtype 
   me->calls++;
   return DPC_OK;
 }
+
+void dpc_comm_divide(dpc_dtype dtype, void *buf, int64_t n, uint32_t count) {
+  for (int64_t i = 0; i < n; i++) {
+    if (dtype == DPC_F64)
+      ((double *)buf)[i] /= count;
+    else
+      ((float *)buf)[i] /= (float)count;
+  }
+}

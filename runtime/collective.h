@@ -51,6 +51,10 @@ dpc_status dpc_comm_all_reduce(dpc_comm *c, uint32_t rank, void *buf, dpc_dtype 
  * pieces elsewhere (runtime/transport_mpi.c) and must give the same bits. */
 void dpc_comm_add_into(dpc_dtype dtype, void *dst, const void *src, int64_t n, double div);
 
+/* buf[i] = buf[i] / count (f32 or f64, divided in the element's own precision): a mean made
+ * from a sum someone else added up (MPI's own all-reduce, sums in two tiers). */
+void dpc_comm_divide(dpc_dtype dtype, void *buf, int64_t n, uint32_t count);
+
 /* Device `who` failed (a rank, or another device of the run): every rank waiting in, or later
  * entering, a collective returns an error that names it and says why. */
 void dpc_comm_abort(dpc_comm *c, const char *who, const char *why);

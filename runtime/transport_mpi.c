@@ -386,14 +386,7 @@ static dpc_status all_reduce_mpi(mpit *m, void *buf, dpc_dtype dtype, int64_t n,
                   d);
   size_t from = m->nq;
   if ((st = push(m, p, d)) || (st = wait_from(m, from, "all_reduce", seq, t0, d))) return st;
-  if (op != DPC_REDUCE_SUM) {
-    for (int64_t i = 0; i < n; i++) {
-      if (dtype == DPC_F64)
-        ((double *)m->in.p)[i] /= m->size;
-      else
-        ((float *)m->in.p)[i] /= (float)m->size;
-    }
-  }
+  if (op != DPC_REDUCE_SUM) dpc_comm_divide(dtype, m->in.p, n, (uint32_t)m->size);
   return stage_in(m, buf, m->in.p, bytes, d);
 }
 
@@ -481,12 +474,7 @@ static dpc_status all_reduce_hosts(mpit *m, void *buf, dpc_dtype dtype, int64_t 
       return st;
     x = m->in.p;
   }
-  for (int64_t i = 0; i < n; i++) {
-    if (dtype == DPC_F64)
-      ((double *)x)[i] /= m->size;
-    else
-      ((float *)x)[i] /= (float)m->size;
-  }
+  dpc_comm_divide(dtype, x, n, (uint32_t)m->size);
   return x == buf ? DPC_OK : stage_in(m, buf, x, (size_t)n * es, d);
 }
 

@@ -45,12 +45,7 @@ static dpc_status split_all_reduce(dpc_transport *t, uint32_t rank, void *buf, d
     st = m->across->ops->all_reduce(m->across, m->across_rank, buf, dtype, n, DPC_REDUCE_SUM, d);
   if (!st && m->local) st = m->local->ops->broadcast(m->local, lk, 0, buf, (size_t)n * es, d);
   if (st || op == DPC_REDUCE_SUM) return st;
-  for (int64_t i = 0; i < n; i++) {
-    if (dtype == DPC_F64)
-      ((double *)buf)[i] /= t->ranks;
-    else
-      ((float *)buf)[i] /= (float)t->ranks;
-  }
+  dpc_comm_divide(dtype, buf, n, t->ranks);
   return DPC_OK;
 }
 
