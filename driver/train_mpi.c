@@ -49,10 +49,10 @@ static dpc_status check_local(const char *spec, uint32_t *local, dpc_diag *d) {
 
 #ifdef DPC_HAVE_MPI
 
-/* The devices of spec over the ranks of comm. */
-static dpc_status mpi_devices(const char *spec, MPI_Comm comm, uint32_t *n, dpc_diag *d) {
-  uint32_t local;
-  dpc_status st = check_local(spec, &local, d);
+/* The ranks of comm, and the devices of spec on each. */
+static dpc_status mpi_devices(const char *spec, MPI_Comm comm, uint32_t *ranks, uint32_t *local,
+                              dpc_diag *d) {
+  dpc_status st = check_local(spec, local, d);
   if (st) return st;
   int inited = 0, size = 0, level = 0;
   MPI_Initialized(&inited);
@@ -63,29 +63,29 @@ static dpc_status mpi_devices(const char *spec, MPI_Comm comm, uint32_t *n, dpc_
                          spec);
   MPI_Comm_size(comm, &size);
   MPI_Query_thread(&level);
-  if (local > 1 && level < MPI_THREAD_MULTIPLE)
+  if (*local > 1 && level < MPI_THREAD_MULTIPLE)
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                          "--devices %s: several devices a rank call MPI from several threads, and "
                          "this MPI was started at thread level %d, below MPI_THREAD_MULTIPLE",
                          spec, level);
-  *n = (uint32_t)size * local;
+  *ranks = (uint32_t)size;
   return DPC_OK;
 }
 
 dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
-  return mpi_devices(spec, MPI_COMM_WORLD, n, d);
+  uint32_t ranks = 0, local = 0;
+  dpc_status st = mpi_devices(spec, MPI_COMM_WORLD, &ranks, &local, d);
+  *n = ranks * local;
+  return st;
 }
 
 dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
-  uint32_t n = 0;
   MPI_Comm comm = t->o->mpi_comm ? *(const MPI_Comm *)t->o->mpi_comm : MPI_COMM_WORLD;
-  dpc_status st = check_local(t->o->devices, &t->local, d);
-  if (!st) st = mpi_devices(t->o->devices, comm, &n, d);
+  dpc_status st = mpi_devices(t->o->devices, comm, &t->ranks, &t->local, d);
   if (st) return st;
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   t->rank = (uint32_t)rank;
-  t->ranks = n / t->local;
   char name[32];
   snprintf(name, sizeof name, "cpu:%u", t->rank * t->local);
   /* the transport stages through a device's copies; every rank's device is a cpu */
