@@ -124,6 +124,8 @@ contains "$work/async.jsonl" '"staleness": \[{"worker": ' "the async step log re
 expect 2 "staleness without --sync async" -- "$dpc" train "$src/examples/fashion_mlp.graph" --staleness 2 --steps 1
 expect 2 "async on one device" -- "$dpc" train "$src/examples/fashion_mlp.graph" --sync async --steps 1
 contains "$work/err" "several devices" "async on one device says it needs several"
+expect 2 "pretended hosts without mpi" -- "$dpc" train "$src/examples/fashion_mlp.graph" --pretend-hosts 2 --steps 1
+contains "$work/err" "give --devices mpi" "pretended hosts without mpi: said what to give"
 expect 0 "train with local SGD" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --local-sgd 2 --steps 3 --quiet
 expect 0 "train with accumulation" -- "$dpc" train "$src/examples/fashion_mlp.graph" --accumulate 2 --steps 3 --quiet
 expect 2 "plan with a batch that does not split" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:3 --batch 64

@@ -424,6 +424,9 @@ static int train(int *argc_, char ***argv_) {
   o.timeout_s = (double)timeout;
   uint64_t hosts = 0;
   if (!get_u64(&p, "pretend-hosts", &hosts, 1)) return DPC_EXIT_USAGE;
+  if (hosts && (!o.devices || strncmp(o.devices, "mpi", 3)))
+    return cli_usage_error("train", "--pretend-hosts groups MPI ranks: give --devices mpi (or "
+                                    "mpi:cpu:L) and run under mpirun");
   o.pretend_hosts = (uint32_t)(hosts > 4096 ? 4096 : hosts);
   progress prog = {isatty(STDERR_FILENO) != 0,
                    cli_get(train_opts, NTRAIN, &p, "quiet") != NULL,
