@@ -615,16 +615,16 @@ static dpc_status parse_strategy(trainer *t, dpc_diag *d) {
 }
 
 /* --devices mpi: what runs across ranks today (synchronous data parallel, with accumulation or
- * local SGD, every full batch split evenly over the ranks; the model split over the ranks:
+ * local SGD, every full batch split evenly over the ranks; the parameter server on rank 0 with
+ * workers on every rank; the model split over the ranks:
  * model parallel, a pipeline, hybrid). */
 static dpc_status check_mpi(trainer *t, dpc_diag *d) {
   const dpc_train_opts *o = t->o;
   const char *what = NULL;
   dpc_strategy_kind k = t->strategy.kind;
-  if (o->async)
-    what = "the asynchronous parameter server";
-  else if (t->replicas > 1 && k != DPC_STRATEGY_DATA && k != DPC_STRATEGY_LOCAL_SGD &&
-           k != DPC_STRATEGY_MODEL && k != DPC_STRATEGY_PIPELINE && k != DPC_STRATEGY_HYBRID)
+  if (t->replicas > 1 && k != DPC_STRATEGY_DATA && k != DPC_STRATEGY_LOCAL_SGD &&
+      k != DPC_STRATEGY_MODEL && k != DPC_STRATEGY_PIPELINE && k != DPC_STRATEGY_HYBRID &&
+      k != DPC_STRATEGY_ASYNC)
     what = dpc_strategy_kind_name(k);
   else if (o->artifact)
     what = "a compiled artifact";
@@ -638,8 +638,8 @@ static dpc_status check_mpi(trainer *t, dpc_diag *d) {
   if (what)
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                          "across MPI ranks dpc trains synchronous data parallel (with "
-                         "accumulation or local SGD), model parallel, pipelines and hybrid; %s "
-                         "is not built yet across ranks",
+                         "accumulation or local SGD), the asynchronous parameter server, model "
+                         "parallel, pipelines and hybrid; %s is not built yet across ranks",
                          what);
   uint32_t R = k == DPC_STRATEGY_MODEL ? 1 : k == DPC_STRATEGY_PIPELINE ? 1 : t->replicas;
   if (k == DPC_STRATEGY_HYBRID) R = o->mp ? t->replicas / o->mp : t->replicas;

@@ -19,59 +19,16 @@
  * from each worker, all computed on the same params: synchronous training). Past S, a slow
  * worker holds the others back; below it, they go on without it.
  */
-#include "driver/train_internal.h"
+#include "driver/train_async.h"
 
 #include "codegen/cpu/cpu.h"
 #include "partitioner/partitioner.h"
 #include "runtime/topology.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-typedef struct worker {
-  struct async_state *a;
-  uint32_t id;
-  run_t run;        /* its plan, kernels and session; x, y and loss */
-  uint32_t *param;  /* per server param: the worker's value id */
-  uint32_t *grad;   /* per gradient: the worker's output value id */
-  uint64_t pulled;  /* the version its step computes on, UINT64_MAX when idle */
-  uint32_t waiting; /* its gradients pushed and not yet applied */
-  pthread_t th;
-  dpc_status st;
-  dpc_diag d;
-} worker;
-
-typedef struct pending {
-  uint32_t worker;
-  uint64_t version;
-  double loss;
-  float *g; /* every gradient, concatenated */
-} pending;
-
-typedef struct async_state {
-  trainer *t;
-  uint32_t W, S, b;
-  worker *w;
-  uint32_t n_params, n_grads;
-  uint32_t *s_param; /* server value id of each param */
-  uint32_t *s_grad;  /* server input value id of each gradient */
-  uint64_t grad_floats;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  uint64_t version;     /* updates applied */
-  uint64_t next, total; /* sub-batches handed out this epoch, and how many there are */
-  pending *pend;
-  uint32_t n_pend;
-  bool failed;
-  uint64_t max_staleness;
-  double loss_sum;
-  uint64_t samples, step;
-  double epoch_t0;
-  dpc_diag *d;
-} async_state;
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -178,6 +135,33 @@ static void hold_back(async_state *a, const worker *w) {
   pthread_mutex_unlock(&a->mu);
 }
 
+/* The end of the epoch (or of the run) has come for a worker. Called with the lock held. */
+static bool epoch_over(const async_state *a) {
+  return a->failed || a->next >= a->total || a->remote_stop || dpc_train_cancelled(a->t);
+}
+
+dpc_status dpc_async_local_step(async_state *a, worker *w, uint64_t pos, dpc_diag *d) {
+  trainer *t = a->t;
+  uint32_t n;
+  const uint64_t *idx = dpc_order_batch(&t->order, a->b, pos, &n);
+  dpc_tensor x = dpc_session_input(w->run.s, w->run.x), y = dpc_session_input(w->run.s, w->run.y);
+  dpc_status st = dpc_dataset_fill(t->train_ds, idx, n, &x, &y, d);
+  dpc_session_set_step(w->run.s, pos);
+  if (!st) st = dpc_session_run(w->run.s, d);
+  if (st) return st;
+  dpc_tensor lv = dpc_session_value(w->run.s, w->run.loss);
+  w->loss = dpc_tload(&lv, 0);
+  uint64_t off = 0;
+  for (uint32_t k = 0; k < a->n_grads; k++) {
+    dpc_tensor g = dpc_session_value(w->run.s, w->grad[k]);
+    int64_t m = dpc_tensor_numel(&g);
+    for (int64_t e = 0; e < m; e++) w->g[off + e] = (float)dpc_tload(&g, e);
+    off += (uint64_t)m;
+  }
+  return DPC_OK;
+}
+
+/* A worker of the server's process: its own (w->pair NULL), or the proxy of another rank's. */
 static void *worker_main(void *arg) {
   worker *w = arg;
   async_state *a = w->a;
@@ -189,29 +173,36 @@ static void *worker_main(void *arg) {
   for (;;) {
     pthread_mutex_lock(&a->mu);
     /* S = 0: no new step while a gradient of ours waits; and no more than W waiting at all */
-    while (!a->failed && a->next < a->total && !dpc_train_cancelled(t) &&
-           ((a->S == 0 && w->waiting) || a->n_pend >= a->W))
+    while (!epoch_over(a) && ((a->S == 0 && w->waiting) || a->n_pend >= a->W))
       pthread_cond_wait(&a->cv, &a->mu);
-    if (a->failed || a->next >= a->total || dpc_train_cancelled(t)) {
+    if (epoch_over(a)) {
       /* the others may wait for a gradient of ours that will not come: they look again */
       pthread_cond_broadcast(&a->cv);
+      bool failed = a->failed;
       pthread_mutex_unlock(&a->mu);
+      /* a proxy lets its rank go on to the end of the epoch (after a failure here the job ends
+       * anyway: rank 0 aborts it) */
+      if (w->pair && !failed && (st = dpc_async_proxy_end(a, w, &w->d))) {
+        pthread_mutex_lock(&a->mu);
+        w->st = st, a->failed = true;
+        pthread_mutex_unlock(&a->mu);
+      }
       break;
     }
     uint64_t pos = a->next++;
     w->pulled = a->version;
-    for (uint32_t k = 0; k < a->n_params; k++) {
-      if ((st = dpc_session_copy(w->run.s, w->param[k], t->train_full.s, a->s_param[k], &w->d)))
-        break;
+    if (w->pair) {
+      st = dpc_async_proxy_pack(a, w, &w->d);
+    } else {
+      for (uint32_t k = 0; k < a->n_params && !st; k++)
+        st = dpc_session_copy(w->run.s, w->param[k], t->train_full.s, a->s_param[k], &w->d);
     }
     pthread_mutex_unlock(&a->mu);
 
-    uint32_t n;
-    const uint64_t *idx = dpc_order_batch(&t->order, a->b, pos, &n);
-    dpc_tensor x = dpc_session_input(w->run.s, w->run.x), y = dpc_session_input(w->run.s, w->run.y);
-    if (!st) st = dpc_dataset_fill(t->train_ds, idx, n, &x, &y, &w->d);
-    dpc_session_set_step(w->run.s, pos);
-    if (!st) st = dpc_session_run(w->run.s, &w->d);
+    bool stop = false;
+    if (!st)
+      st = w->pair ? dpc_async_proxy_step(a, w, pos, &stop, &w->d)
+                   : dpc_async_local_step(a, w, pos, &w->d);
     if (!st && t->test &&
         t->test->slow_worker == w->id + 1) { /* a test hook: this worker is slow */
       struct timespec ts = {0, 20 * 1000000L};
@@ -226,17 +217,11 @@ static void *worker_main(void *arg) {
       pthread_mutex_unlock(&a->mu);
       break;
     }
+    if (stop) a->remote_stop = true;
     pending *p = &a->pend[a->n_pend++];
-    p->worker = w->id, p->version = w->pulled;
-    dpc_tensor lv = dpc_session_value(w->run.s, w->run.loss);
-    p->loss = dpc_tload(&lv, 0);
-    uint64_t off = 0;
-    for (uint32_t k = 0; k < a->n_grads; k++) {
-      dpc_tensor g = dpc_session_value(w->run.s, w->grad[k]);
-      int64_t m = dpc_tensor_numel(&g);
-      for (int64_t e = 0; e < m; e++) p->g[off + e] = (float)dpc_tload(&g, e);
-      off += (uint64_t)m;
-    }
+    p->worker = w->id, p->version = w->pulled, p->loss = w->loss;
+    float *g = p->g; /* the gradients change hands: no copy */
+    p->g = w->g, w->g = g;
     w->pulled = UINT64_MAX;
     w->waiting++;
     while (!a->failed && a->n_pend >= a->W && update_allowed(a)) {
@@ -270,6 +255,15 @@ static dpc_status open_worker(async_state *a, const dpc_graph *wg, uint32_t id, 
   worker *w = &a->w[id];
   w->a = a, w->id = id, w->pulled = UINT64_MAX;
   dpc_diag_init(&w->d);
+  uint32_t where = dpc_async_rank_of(a, id);
+  /* rank 0 steps every worker (a proxy for another rank's); another rank only its own */
+  if (t->rank != 0 && where != t->rank) return DPC_OK;
+  w->g = malloc((a->grad_floats ? a->grad_floats : 1) * sizeof *w->g);
+  if (!w->g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (where != 0 &&
+      !(w->params = malloc(a->param_off[a->n_params] ? a->param_off[a->n_params] : 1)))
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (where != t->rank) return DPC_OK; /* a proxy */
   dpc_graph *g = dpc_graph_clone(wg);
   int64_t *vals = g ? calloc(g->n_syms ? g->n_syms : 1, sizeof *vals) : NULL;
   dpc_status st = vals ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
@@ -338,6 +332,12 @@ dpc_status dpc_train_async_open(trainer *t, dpc_diag *d) {
         a->grad_floats += (uint64_t)dpc_shape_numel(&g->values[v].shape);
       }
     }
+    a->param_off = st ? NULL : calloc(a->n_params + 1, sizeof *a->param_off);
+    if (!st && !a->param_off) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    for (uint32_t k = 0; !st && k < a->n_params; k++) {
+      dpc_tensor v = dpc_session_value(r->s, a->s_param[k]);
+      a->param_off[k + 1] = a->param_off[k] + dpc_tensor_bytes(&v);
+    }
   }
   a->w = st ? NULL : calloc(a->W, sizeof *a->w);
   a->pend = st ? NULL : calloc(2 * (size_t)a->W, sizeof *a->pend);
@@ -345,6 +345,8 @@ dpc_status dpc_train_async_open(trainer *t, dpc_diag *d) {
   for (uint32_t i = 0; !st && i < 2 * a->W; i++)
     if (!(a->pend[i].g = malloc((a->grad_floats ? a->grad_floats : 1) * sizeof(float))))
       st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  /* first what every rank does together, then what each does alone */
+  if (!st && t->peers) st = dpc_async_ranks_open(a, d);
   for (uint32_t i = 0; !st && i < a->W; i++) st = open_worker(a, wg, i, d);
   dpc_graph_free(wg);
   dpc_graph_free(sg);
@@ -367,29 +369,39 @@ dpc_status dpc_train_async_epoch(trainer *t, dpc_train_epoch *ep, dpc_diag *d) {
     if (left * a->W < a->total - a->next) a->total = a->next + left * a->W;
   }
   a->loss_sum = 0, a->samples = 0;
+  a->remote_stop = false;
   a->epoch_t0 = (double)now_ns();
   double t0 = dpc_now_s();
-  for (uint32_t i = 0; i < a->W; i++) {
+  /* across ranks, another rank's workers step as their proxies on rank 0 ask */
+  bool remote = t->peers && t->rank != 0;
+  bool *running = calloc(a->W, sizeof *running);
+  if (!running) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_status st = DPC_OK;
+  for (uint32_t i = 0; i < a->W && !st; i++) {
     a->w[i].st = DPC_OK;
-    if (pthread_create(&a->w[i].th, NULL, worker_main, &a->w[i])) {
+    if (remote && dpc_async_rank_of(a, i) != t->rank) continue;
+    if (pthread_create(&a->w[i].th, NULL, remote ? dpc_async_remote_main : worker_main, &a->w[i])) {
       pthread_mutex_lock(&a->mu);
       a->failed = true;
       pthread_cond_broadcast(&a->cv);
       pthread_mutex_unlock(&a->mu);
-      for (uint32_t j = 0; j < i; j++) pthread_join(a->w[j].th, NULL);
-      return dpc_diag_fail(d, DPC_ERR_RUNTIME, "cannot start a worker thread");
+      st = dpc_diag_fail(d, DPC_ERR_RUNTIME, "cannot start a worker thread");
     }
+    running[i] = !st;
   }
-  for (uint32_t i = 0; i < a->W; i++) pthread_join(a->w[i].th, NULL);
-  dpc_status st = DPC_OK;
+  for (uint32_t i = 0; i < a->W; i++)
+    if (running[i]) pthread_join(a->w[i].th, NULL);
+  free(running);
   for (uint32_t i = 0; i < a->W && !st; i++)
     if (a->w[i].st) {
       st = dpc_diag_fail(d, a->w[i].st, "worker %u: %s", i, a->w[i].d.msg ? a->w[i].d.msg : "");
     }
+  /* another rank: the position after the epoch is rank 0's */
+  if (remote) return st ? st : dpc_async_ranks_agree(a, false, d);
   /* gradients left over (fewer than W at the end of the epoch) wait for the next; stopped
    * early, the epoch continues from the updates done (a gradient no update took is computed
    * again) */
-  if (a->next >= full && !dpc_train_cancelled(t)) {
+  if (a->next >= full && !dpc_train_cancelled(t) && !a->remote_stop) {
     t->batch_pos = t->batches;
   } else {
     t->batch_pos += a->step - updates0;
@@ -402,6 +414,10 @@ dpc_status dpc_train_async_epoch(trainer *t, dpc_train_epoch *ep, dpc_diag *d) {
   ep->train_loss = a->samples ? a->loss_sum / (double)a->samples : NAN;
   ep->samples_per_s = ep->seconds > 0 ? (double)a->samples / ep->seconds : 0;
   ep->max_staleness = a->max_staleness;
+  if (t->peers) {
+    dpc_status ast = dpc_async_ranks_agree(a, st != DPC_OK, d);
+    if (!st) st = ast;
+  }
   return st;
 }
 
@@ -414,10 +430,13 @@ void dpc_train_async_free(trainer *t) {
     free(a->w[i].run.native);
     free(a->w[i].param);
     free(a->w[i].grad);
+    free(a->w[i].g);
+    free(a->w[i].params);
+    if (a->w[i].pair) dpc_transport_free(a->w[i].pair);
     dpc_diag_free(&a->w[i].d);
   }
   for (uint32_t i = 0; a->pend && i < 2 * a->W; i++) free(a->pend[i].g);
-  free(a->w), free(a->pend), free(a->s_param), free(a->s_grad);
+  free(a->w), free(a->pend), free(a->s_param), free(a->s_grad), free(a->param_off);
   pthread_mutex_destroy(&a->mu);
   pthread_cond_destroy(&a->cv);
   free(a);

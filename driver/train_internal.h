@@ -102,6 +102,8 @@ void dpc_train_async_free(trainer *t);
 /* train_mpi.c: --devices mpi. Open the transport between the ranks (t->peers, t->rank); close
  * it. */
 dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d);
+/* MPI_THREAD_MULTIPLE, or an error saying that `what` (a plural subject) needs it. */
+dpc_status dpc_train_mpi_threads(const char *what, dpc_diag *d);
 void dpc_train_mpi_close(trainer *t);
 /* Every rank planned p alike (a hash compared across ranks), or an error naming the ranks. */
 dpc_status dpc_train_mpi_check_plan(trainer *t, const dpc_plan *p, dpc_diag *d);

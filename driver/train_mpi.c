@@ -79,6 +79,16 @@ dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
   return st;
 }
 
+dpc_status dpc_train_mpi_threads(const char *what, dpc_diag *d) {
+  int level = 0;
+  MPI_Query_thread(&level);
+  if (level >= MPI_THREAD_MULTIPLE) return DPC_OK;
+  return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                       "%s call MPI from several threads at once, and this MPI was started at "
+                       "thread level %d, below MPI_THREAD_MULTIPLE",
+                       what, level);
+}
+
 dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
   MPI_Comm comm = t->o->mpi_comm ? *(const MPI_Comm *)t->o->mpi_comm : MPI_COMM_WORLD;
   dpc_status st = mpi_devices(t->o->devices, comm, &t->ranks, &t->local, d);
@@ -97,9 +107,11 @@ dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
   double lat = 0, gbs = 0;
   if (!st) st = dpc_transport_mpi_link(t->peers, &lat, &gbs, d);
   if (!st && t->rank == 0 && t->o->on_note && hosts > 1 && (hosts < t->ranks || t->local > 1)) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "%u ranks on %u %shosts: gradients are summed within each host first",
-             t->ranks, hosts, t->o->pretend_hosts ? "pretended " : "");
+    char msg[200];
+    snprintf(msg, sizeof msg, "%u ranks on %u %shosts: %s", t->ranks, hosts,
+             t->o->pretend_hosts ? "pretended " : "",
+             t->o->async ? "the parameter server on rank 0 talks to every worker directly"
+                         : "gradients are summed within each host first");
     t->o->on_note(t->o->user, msg);
   }
   if (!st && t->rank == 0 && t->o->on_note && t->ranks > 1) {
@@ -126,6 +138,12 @@ dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
                             "--devices %s: this dpc was built without MPI (install OpenMPI, "
                             "libopenmpi-dev, and build again; 'dpc version' says whether it is in)",
                             spec);
+}
+
+dpc_status dpc_train_mpi_threads(const char *what, dpc_diag *d) {
+  (void)what;
+  uint32_t n;
+  return dpc_driver_mpi_world("mpi", &n, d);
 }
 
 dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {

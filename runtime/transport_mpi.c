@@ -566,9 +566,16 @@ static dpc_status mpi_send(dpc_transport *t, uint32_t rank, uint32_t peer, const
   uint64_t seq = m->sent[peer]++;
   double t0 = now_s();
   size_t from = m->nq;
-  if ((st = check_count(m, bytes, "send", d)) || (st = grow(m, &m->in, bytes, d)) ||
-      (st = stage_out(m, m->in.p, buf, bytes, d)) ||
-      (st = post_send(m, m->in.p, bytes, (int)peer, tag_of(m, K_P2P, seq), d)))
+  /* a host-visible device's buffer is handed to MPI itself (its work so far done): send
+   * returns when it is taken */
+  const void *host = buf;
+  if (m->dev->ops->host_visible) {
+    if ((st = m->dev->ops->synchronize(m->dev, d))) return failed(m, st, d);
+  } else if (!(st = grow(m, &m->in, bytes, d)) && !(st = stage_out(m, m->in.p, buf, bytes, d))) {
+    host = m->in.p;
+  }
+  if (st || (st = check_count(m, bytes, "send", d)) ||
+      (st = post_send(m, host, bytes, (int)peer, tag_of(m, K_P2P, seq), d)))
     return st;
   return wait_from(m, from, "send", seq, t0, d);
 }
@@ -581,11 +588,13 @@ static dpc_status mpi_recv(dpc_transport *t, uint32_t rank, uint32_t peer, void 
   uint64_t seq = m->rcvd[peer]++;
   double t0 = now_s();
   size_t from = m->nq;
-  if ((st = check_count(m, bytes, "receive", d)) || (st = grow(m, &m->in, bytes, d)) ||
-      (st = post_recv(m, m->in.p, bytes, (int)peer, tag_of(m, K_P2P, seq), d)) ||
+  bool direct = m->dev->ops->host_visible;
+  if (direct && (st = m->dev->ops->synchronize(m->dev, d))) return failed(m, st, d);
+  if ((st = check_count(m, bytes, "receive", d)) || (!direct && (st = grow(m, &m->in, bytes, d))) ||
+      (st = post_recv(m, direct ? buf : m->in.p, bytes, (int)peer, tag_of(m, K_P2P, seq), d)) ||
       (st = wait_from(m, from, "receive", seq, t0, d)))
     return st;
-  return stage_in(m, buf, m->in.p, bytes, d);
+  return direct ? DPC_OK : stage_in(m, buf, m->in.p, bytes, d);
 }
 
 static dpc_status mpi_send_async(dpc_transport *t, uint32_t rank, uint32_t peer, const void *buf,
@@ -718,6 +727,7 @@ static const dpc_transport_ops mpi_ops = {
 typedef struct whoami {
   char name[32];
   char host[MPI_MAX_PROCESSOR_NAME];
+  int world; /* the rank mpirun gave it: the one to name, also in a subset's messages */
 } whoami;
 
 /* MPI is the process's, like main's argv: whoever starts the process initializes and finalizes
@@ -790,12 +800,13 @@ dpc_status dpc_transport_open_mpi(MPI_Comm comm, dpc_device *dev, const char *na
   }
   /* every rank's name and host, for messages: gathered without a deadline of its own beyond
    * the transport's, like every other wait */
-  whoami me = {{0}, {0}};
+  whoami me = {{0}, {0}, 0};
+  MPI_Comm_rank(MPI_COMM_WORLD, &me.world);
   snprintf(me.name, sizeof me.name, "%s", name ? name : dev->name);
   snprintf(m->name, sizeof m->name, "%s", me.name);
   int len = 0;
   MPI_Get_processor_name(me.host, &len);
-  snprintf(m->label[m->rank], sizeof m->label[0], "rank %d", m->rank);
+  snprintf(m->label[m->rank], sizeof m->label[0], "rank %d", me.world);
   pending p = {MPI_REQUEST_NULL, -1, 0, false, 0};
   rc =
       MPI_Iallgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, m->comm, &p.req);
@@ -810,7 +821,8 @@ dpc_status dpc_transport_open_mpi(MPI_Comm comm, dpc_device *dev, const char *na
   }
   for (size_t i = 0; i < D; i++) {
     all[i].name[sizeof all[i].name - 1] = all[i].host[sizeof all[i].host - 1] = 0;
-    snprintf(m->label[i], sizeof m->label[i], "rank %zu (%s on %s)", i, all[i].name, all[i].host);
+    snprintf(m->label[i], sizeof m->label[i], "rank %d (%s on %s)", all[i].world, all[i].name,
+             all[i].host);
   }
   free(all);
   *out = t;

@@ -20,8 +20,15 @@
 # MODE_x2 (data_x2, ...): NP ranks of 2 devices each (--devices mpi:cpu:2) against
 # --devices cpu:2NP: the devices of a rank sum in memory first, so losses within 1e-5,
 # identical run to run.
+# MODE_async (data_async, resume_async, sigterm_async, kill_recovery_async, data_async_hosts,
+# data_async_x2): the
+# same with the asynchronous parameter server at staleness 0 (--sync async --staleness 0), its
+# server on rank 0 and a worker on every device, against the same in one process: identical
+# losses and params, with hosts and several devices a rank too (the server sums the workers'
+# gradients in worker order wherever they ran). stale: staleness 2 across the ranks ends with
+# every gradient applied at most 2 updates late, and a lower loss than it began with.
 mpiexec=$1 dpc=$2 model=$3 np=$4 mode=$5
-hosts= devs=mpi ref=$np tol=
+hosts= devs=mpi ref=$np tol= sync=
 case $mode in *_hosts)
   mode=${mode%_hosts}
   hosts="--pretend-hosts 2" tol=1
@@ -30,6 +37,11 @@ esac
 case $mode in *_x2)
   mode=${mode%_x2}
   devs=mpi:cpu:2 ref=$((np * 2)) tol=1
+  ;;
+esac
+case $mode in *_async)
+  mode=${mode%_async}
+  sync="--sync async --staleness 0" tol=
   ;;
 esac
 # Containers often forbid the cross-process memory attach OpenMPI's shared memory uses for
@@ -46,10 +58,10 @@ mpi() { # mpi NP ARGS...: dpc train under mpirun, output into $work/out
   shift
   # shellcheck disable=SC2086 # hosts is a list of options
   timeout 300 "$mpiexec" --allow-run-as-root --oversubscribe -np "$n" "$dpc" train "$model" \
-    --devices "$devs" --threads 1 $hosts "$@" </dev/null >"$work/out" 2>&1
+    --devices "$devs" --threads 1 $hosts $sync "$@" </dev/null >"$work/out" 2>&1
 }
-losses() { # the per-step losses of a --log file, one a line
-  grep '"batch"' "$1" | sed -E 's/.*"loss": ([^,]*),.*/\1/'
+losses() { # the per-step losses of a --log file, one a line (the parameter server's: an update)
+  grep -E '"batch"|"staleness": \[' "$1" | sed -E 's/.*"loss": ([^,]*),.*/\1/'
 }
 same() { # same A B WHAT: the two logs' per-step losses are identical and there are some
   losses "$1" >"$work/a"
@@ -108,7 +120,8 @@ resume | reshard)
     cat "$work/a.jsonl" "$work/b.jsonl" >"$work/ab.jsonl"
     same "$work/whole.jsonl" "$work/ab.jsonl" "10 steps, then resumed to 20, on $np ranks"
   else
-    "$dpc" train "$model" --devices "cpu:$np" --steps 20 --resume "$work/ck.safetensors" \
+    # shellcheck disable=SC2086 # sync is a list of options
+    "$dpc" train "$model" --devices "cpu:$np" $sync --steps 20 --resume "$work/ck.safetensors" \
       --log "$work/one.jsonl" >"$work/out" 2>&1 || fail "resuming on cpu:$np failed"
     same "$work/one.jsonl" "$work/b.jsonl" "a $first-rank checkpoint resumed on $np ranks"
   fi
@@ -134,12 +147,13 @@ sigterm)
   # SIGTERM to mpirun mid-run: every rank stops after the same step, rank 0 checkpoints, the
   # job ends without MPI_Abort and nothing is left; resuming to 10 steps past the stop gives
   # the losses of an uninterrupted run to that step
+  # shellcheck disable=SC2086 # sync is a list of options
   setsid "$mpiexec" --allow-run-as-root --oversubscribe -np "$np" "$dpc" train "$model" \
-    --devices mpi --threads 1 --steps 100000 --checkpoint "$work/ck.safetensors" \
+    --devices mpi --threads 1 $sync --steps 100000 --checkpoint "$work/ck.safetensors" \
     --log "$work/a.jsonl" </dev/null >"$work/out" 2>&1 &
   mp=$!
   n=0
-  while [ "$(cat "$work/a.jsonl" 2>/dev/null | grep -c '"batch"')" -lt 20 ] && [ $n -lt 600 ]; do
+  while [ "$(losses "$work/a.jsonl" 2>/dev/null | wc -l)" -lt 20 ] && [ $n -lt 600 ]; do
     sleep 0.1
     n=$((n + 1))
   done
@@ -180,8 +194,9 @@ kill | kill_recovery)
   recovery=
   [ "$mode" = kill ] || recovery=--enable-recovery
   # a run of its own session, so the test can end whatever is left of it
+  # shellcheck disable=SC2086 # sync is a list of options
   setsid "$mpiexec" --allow-run-as-root --oversubscribe $recovery -np "$np" "$dpc" train "$model" \
-    --devices mpi --threads 1 --batch $batch --epochs 20 --timeout 5 --log "$work/k.jsonl" \
+    --devices mpi --threads 1 $sync --batch $batch --epochs 20 --timeout 5 --log "$work/k.jsonl" \
     </dev/null >"$work/out" 2>&1 &
   mp=$!
   n=0
@@ -223,18 +238,35 @@ kill | kill_recovery)
     grep -q "process rank 1 .* exited on signal 9" "$work/out" || fail "no message naming rank 1"
   else
     [ $took -le 15 ] || fail "the run took $took s to end, past the 5 s timeout and slack"
-    grep -Eq "error: step [0-9]+: rank [0-9] \(cpu:[0-9] on [^)]*\) waited 5.0 s for rank 1 \(cpu:1 on [^)]*\).*stuck or gone" "$work/out" ||
+    # (the parameter server names the worker whose step it waited for, and its sub-batch)
+    grep -Eq "error: (worker 1: )?step [0-9]+( \(sub-batch [0-9]+\))?: rank [0-9] \(cpu:[0-9] on [^)]*\) waited 5.0 s for rank 1 \(cpu:1 on [^)]*\).*stuck or gone" "$work/out" ||
       fail "no message naming rank 1, its host and the step"
   fi
   rm -rf "$work"
   echo "ok: rank 1 killed, the run ended in ${took} s with exit $rc, nothing left"
   exit 0
   ;;
+stale)
+  mpi "$np" --sync async --staleness 2 --steps 200 --log "$work/s.jsonl" || {
+    cat "$work/out"
+    fail "staleness 2 on $np ranks failed"
+  }
+  cat "$work/out"
+  [ "$(losses "$work/s.jsonl" | wc -l)" -eq 200 ] || fail "not 200 updates logged"
+  worst=$(grep -o '"staleness": [0-9]*' "$work/s.jsonl" | sed 's/.* //' | sort -n | tail -1)
+  [ "$worst" -le 2 ] || fail "a gradient applied $worst updates late, past the bound of 2"
+  losses "$work/s.jsonl" | awk 'NR <= 20 { a += $1 } NR > 180 { b += $1 } END {
+    if (!(b < a)) { print "first 20: " a / 20 ", last 20: " b / 20; exit 1 } }' ||
+    fail "the loss did not fall"
+  rm -rf "$work"
+  echo "ok: staleness 2 on $np ranks: 200 updates, at most $worst late, the loss falling"
+  exit 0
+  ;;
 *) fail "unknown mode $mode" ;;
 esac
 
-# shellcheck disable=SC2086 # extra is a list of options
-"$dpc" train "$model" --devices "cpu:$ref" --threads 1 $extra --log "$work/one.jsonl" \
+# shellcheck disable=SC2086 # extra and sync are lists of options
+"$dpc" train "$model" --devices "cpu:$ref" --threads 1 $extra $sync --log "$work/one.jsonl" \
   --save "$work/one.safetensors" >"$work/out" 2>&1 || {
   cat "$work/out"
   fail "dpc train --devices cpu:$ref failed"
@@ -264,13 +296,16 @@ else
     fail "the params saved differ from cpu:$ref's"
 fi
 same "$work/mpi1.jsonl" "$work/mpi2.jsonl" "two runs of $np ranks"
-# one trace from rank 0 with every rank's steps (a track per device, named by its rank)
-last=$((np - 1))
-grep -q "\"rank $last: cpu:" "$work/trace1.json" || fail "the trace has no track of rank $last"
+# one trace from rank 0 with every rank's steps (a track per device, named by its rank; the
+# parameter server's trace is its updates, on rank 0)
+track="rank $((np - 1)): cpu:"
+[ -n "$sync" ] && track="cpu:0"
+grep -q "\"$track" "$work/trace1.json" || fail "the trace has no track '$track'"
 # (a placement may leave a device without steps; data parallel steps on every one)
 busy=$(grep -o '"ph": "X", "pid": [0-9]*' "$work/trace1.json" | sort -u | wc -l)
 want=2
 [ "$mode" = data ] && want=$ref
+[ -n "$sync" ] && want=1
 [ "$busy" -ge $want ] || fail "the trace has steps of $busy devices, fewer than $want"
 cmp -s "$work/p1.safetensors" "$work/p2.safetensors" || fail "two runs saved different params"
 if [ -z "$tol" ] && { [ "$mode" = tail ] || [ "$mode" = model_tail ]; }; then
@@ -282,4 +317,4 @@ if [ -z "$tol" ] && { [ "$mode" = tail ] || [ "$mode" = model_tail ]; }; then
 fi
 steps=$(losses "$work/mpi1.jsonl" | wc -l)
 rm -rf "$work"
-echo "ok: $np ranks ($devs $hosts), $mode: $steps steps' losses against cpu:$ref's and run to run"
+echo "ok: $np ranks ($devs $hosts $sync), $mode: $steps steps' losses against cpu:$ref's and run to run"
