@@ -75,10 +75,12 @@ typedef struct mpit {
   uint64_t *sent, *rcvd; /* per peer: sends and receives made */
   char (*label)[112];    /* per rank: "rank 3 (cpu:0 on node7)" */
   char name[32];         /* this rank's device, as named at open */
-  /* dpc_transport_mpi_split_hosts: the ranks of this one's host, and the hosts' first ranks
-   * (this rank among them or not: NULL); NULL and 1 host when flat */
-  dpc_transport *host, *leaders;
+  /* dpc_transport_mpi_split_hosts: the ranks of this one's host, and its column: the ranks with
+   * this one's place in their hosts, one a host (column 0 is the hosts' first ranks); NULL and
+   * 1 host when flat. even: every host has as many ranks. */
+  dpc_transport *host, *column;
   int n_hosts;
+  bool even;
   hostbuf in, out, pieces;
   hostbuf *abuf; /* send_async's copies, one per send not yet flushed (kept for the next ones) */
   size_t n_async, cap_async;
@@ -351,9 +353,22 @@ static void sum_in_order(mpit *m, char *acc, const char *own, const char *others
     }
     return;
   }
+  const int64_t per = BLOCK * 4 / (int64_t)es;
+  if (acc == own && me <= 1) {
+    /* x1 + x0 is x0 + x1 bit for bit (IEEE addition commutes): ranks 0 and 1 sum in place,
+     * block by block, without copies */
+    for (int64_t b = 0; b < len; b += per) {
+      int64_t n = len - b < per ? len - b : per;
+      size_t off = (size_t)b * es;
+      for (int q = 1; q < D; q++) {
+        double div = op != DPC_REDUCE_SUM && q == D - 1 ? (double)D : 1;
+        dpc_comm_add_into(dtype, acc + off, PIECE(q == 1 ? 1 - me : q) + off, n, div);
+      }
+    }
+    return;
+  }
   /* a block is summed in a buffer of its own and then stored, so acc may be own */
   _Alignas(64) char sum[BLOCK * 4];
-  const int64_t per = BLOCK * 4 / (int64_t)es;
   for (int64_t b = 0; b < len; b += per) {
     int64_t n = len - b < per ? len - b : per;
     size_t off = (size_t)b * es;
@@ -402,10 +417,14 @@ static dpc_status all_reduce_mpi(mpit *m, void *buf, dpc_dtype dtype, int64_t n,
  * one sender's messages on a tag), so a segment is summed while the next is in transfer and sent
  * on as soon as it is made. The gathers' receives into buf are posted once the reduce-scatter's
  * sends from it are complete, as MPI requires of a send buffer. */
+enum { PART_RS = 1, PART_AG = 2, PART_BOTH = 3 };
+/* parts: the reduce-scatter (chunk k of buf summed on rank k), the all-gather (every rank's
+ * chunk to every rank), or both: the hierarchical all-reduce runs them apart. */
 static dpc_status all_reduce_direct(mpit *m, void *buf, dpc_dtype dtype, int64_t n, dpc_reduce op,
-                                    uint64_t seq, double t0, dpc_diag *d) {
+                                    int parts, uint64_t seq, double t0, dpc_diag *d) {
   int D = m->size, me = m->rank;
   size_t es = dtype == DPC_F64 ? 8 : 4, mine = LEN(me), seg = SEG_BYTES / es;
+  bool rs_part = parts & PART_RS, ag_part = parts & PART_AG;
   dpc_status st = check_count(m, ((size_t)n / (size_t)D + 1) * es, "all_reduce", d);
   /* one element more: an empty chunk's pieces still have an address */
   if (!st) st = grow(m, &m->pieces, ((size_t)(D - 1) * mine + 1) * es, d);
@@ -417,28 +436,30 @@ static dpc_status all_reduce_direct(mpit *m, void *buf, dpc_dtype dtype, int64_t
   for (int k = 0; k < D; k++)
     if (SEGS(LEN(k)) > most) most = SEGS(LEN(k));
   /* the pieces of this rank's chunk, segment by segment: D - 1 receives each */
-  for (size_t g = 0; g < segs && !st; g++)
+  for (size_t g = 0; g < segs && !st && rs_part; g++)
     for (int q = 0; q < D && !st; q++)
       if (q != me)
         st = post_recv(m, pieces + ((size_t)(q < me ? q : q - 1) * mine + SEG_LO(g)) * es,
                        SEG_LEN(mine, g) * es, q, rs, d);
   size_t sends = m->nq;
-  for (size_t g = 0; g < most && !st; g++)
+  for (size_t g = 0; g < most && !st && rs_part; g++)
     for (int k = 0; k < D && !st; k++)
       if (k != me && g < SEGS(LEN(k)))
         st = post_send(m, b + (LO(k) + SEG_LO(g)) * es, SEG_LEN(LEN(k), g) * es, k, rs, d);
   size_t sent = m->nq;
   for (size_t g = 0; g < segs && !st; g++) {
     size_t at = from + g * (size_t)(D - 1);
-    if ((st = wait_range(m, at, at + (size_t)(D - 1), "all_reduce", seq, t0, d))) return st;
     char *acc = b + (LO(me) + SEG_LO(g)) * es;
-    sum_in_order(m, acc, acc, pieces + SEG_LO(g) * es, (int64_t)SEG_LEN(mine, g), (int64_t)mine,
-                 dtype, op);
-    for (int k = 0; k < D && !st; k++)
+    if (rs_part) {
+      if ((st = wait_range(m, at, at + (size_t)(D - 1), "all_reduce", seq, t0, d))) return st;
+      sum_in_order(m, acc, acc, pieces + SEG_LO(g) * es, (int64_t)SEG_LEN(mine, g), (int64_t)mine,
+                   dtype, op);
+    }
+    for (int k = 0; k < D && !st && ag_part; k++)
       if (k != me) st = post_send(m, acc, SEG_LEN(mine, g) * es, k, ag, d);
   }
   if (!st) st = wait_range(m, sends, sent, "all_reduce", seq, t0, d);
-  for (size_t g = 0; g < most && !st; g++)
+  for (size_t g = 0; g < most && !st && ag_part; g++)
     for (int k = 0; k < D && !st; k++)
       if (k != me && g < SEGS(LEN(k)))
         st = post_recv(m, b + (LO(k) + SEG_LO(g)) * es, SEG_LEN(LEN(k), g) * es, k, ag, d);
@@ -457,14 +478,34 @@ static dpc_status all_reduce_direct(mpit *m, void *buf, dpc_dtype dtype, int64_t
  * mean divides the total on every rank alike. */
 static dpc_status all_reduce_hosts(mpit *m, void *buf, dpc_dtype dtype, int64_t n, dpc_reduce op,
                                    dpc_diag *d) {
-  dpc_transport *h = m->host, *l = m->leaders;
+  dpc_transport *h = m->host, *c = m->column;
   uint32_t hr = dpc_transport_mpi_rank(h);
-  dpc_status st = h->ops->all_reduce(h, hr, buf, dtype, n, DPC_REDUCE_SUM, d);
-  if (!st && l)
-    st = l->ops->all_reduce(l, dpc_transport_mpi_rank(l), buf, dtype, n, DPC_REDUCE_SUM, d);
   size_t es = dtype == DPC_F64 ? 8 : 4;
-  if (!st) st = h->ops->broadcast(h, hr, 0, buf, (size_t)n * es, d);
-  if (st) return failed(m, st, d);
+  dpc_status st = DPC_OK;
+  if (m->even && m->dev->ops->host_visible) {
+    /* Hosts of as many ranks each, in place: each host's reduce-scatter leaves chunk j of the
+     * host's sum on its rank j, the ranks of column j add their hosts' chunks j in host order,
+     * and each host gathers its chunks. Every rank moves a share, as in the flat all-reduce,
+     * and the sums are those of the hosts' first ranks adding whole host sums. */
+    mpit *hm = impl(h);
+    int64_t L = hm->size, lo = n * (int64_t)hr / L, len = n * ((int64_t)hr + 1) / L - lo;
+    if ((st = check_usable(hm, hr, "all_reduce", d)) ||
+        (st = all_reduce_direct(hm, buf, dtype, n, DPC_REDUCE_SUM, PART_RS, hm->coll++, now_s(),
+                                d)) ||
+        (st = c->ops->all_reduce(c, dpc_transport_mpi_rank(c), (char *)buf + (size_t)lo * es, dtype,
+                                 len, DPC_REDUCE_SUM, d)) ||
+        (st =
+             all_reduce_direct(hm, buf, dtype, n, DPC_REDUCE_SUM, PART_AG, hm->coll++, now_s(), d)))
+      return failed(m, st, d);
+  } else {
+    /* each host's sum on each of its ranks, the hosts' sums added by their first ranks, the
+     * total handed back inside each host */
+    st = h->ops->all_reduce(h, hr, buf, dtype, n, DPC_REDUCE_SUM, d);
+    if (!st && hr == 0)
+      st = c->ops->all_reduce(c, dpc_transport_mpi_rank(c), buf, dtype, n, DPC_REDUCE_SUM, d);
+    if (!st) st = h->ops->broadcast(h, hr, 0, buf, (size_t)n * es, d);
+    if (st) return failed(m, st, d);
+  }
   if (op == DPC_REDUCE_SUM || !n) return DPC_OK;
   /* the mean: the sum divided, on the host's copy when the device's memory is not the host's */
   void *x = buf;
@@ -496,7 +537,8 @@ static dpc_status mpi_all_reduce(dpc_transport *t, uint32_t rank, void *buf, dpc
   if (m->algo == DPC_MPI_ALLREDUCE_MPI) return all_reduce_mpi(m, buf, dtype, n, op, seq, t0, d);
   if (m->n_hosts > 1 && m->n_hosts < D && op != DPC_REDUCE_MEAN_WIDE)
     return all_reduce_hosts(m, buf, dtype, n, op, d);
-  if (m->dev->ops->host_visible) return all_reduce_direct(m, buf, dtype, n, op, seq, t0, d);
+  if (m->dev->ops->host_visible)
+    return all_reduce_direct(m, buf, dtype, n, op, PART_BOTH, seq, t0, d);
   size_t es = dtype == DPC_F64 ? 8 : 4, bytes = (size_t)n * es;
 #define LO(k)  ((size_t)(n * (int64_t)(k) / D))
 #define LEN(k) (LO((k) + 1) - LO(k))
@@ -690,7 +732,7 @@ static void mpi_free(dpc_transport *t) {
   mpit *m = impl(t);
   if (m) {
     dpc_transport_free(m->host);
-    dpc_transport_free(m->leaders);
+    dpc_transport_free(m->column);
     drop_pending(m);
     if (m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
     if (!m->leak) {
@@ -854,11 +896,15 @@ dpc_status dpc_transport_mpi_split_hosts(dpc_transport *t, uint32_t pretend, dpc
                ? MPI_Comm_split(m->comm, (int)((uint64_t)m->rank * pretend / (uint64_t)m->size),
                                 m->rank, &hc)
                : MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &hc);
-  int hr = 0, leader = 0, hosts = 0;
+  int hr = 0, leader = 0, hosts = 0, size[2] = {0, 0}, sizes[2] = {0, 0};
   if (rc == MPI_SUCCESS) MPI_Comm_rank(hc, &hr);
-  leader = hr == 0;
+  if (rc == MPI_SUCCESS) MPI_Comm_size(hc, &size[0]);
+  leader = hr == 0, size[1] = -size[0];
   if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&leader, &hosts, 1, MPI_INT, MPI_SUM, m->comm);
-  if (rc == MPI_SUCCESS) rc = MPI_Comm_split(m->comm, leader ? 0 : MPI_UNDEFINED, m->rank, &lc);
+  /* the largest host and (negated) the smallest */
+  if (rc == MPI_SUCCESS) rc = MPI_Allreduce(size, sizes, 2, MPI_INT, MPI_MAX, m->comm);
+  /* a column: the ranks with this one's place in their hosts, in host order */
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_split(m->comm, hr, m->rank, &lc);
   if (rc != MPI_SUCCESS) {
     if (hc != MPI_COMM_NULL) MPI_Comm_free(&hc);
     return failed(m,
@@ -867,12 +913,12 @@ dpc_status dpc_transport_mpi_split_hosts(dpc_transport *t, uint32_t pretend, dpc
                   d);
   }
   st = dpc_transport_open_mpi(hc, m->dev, m->name, m->timeout_s, &m->host, d);
-  if (!st && lc != MPI_COMM_NULL)
-    st = dpc_transport_open_mpi(lc, m->dev, m->name, m->timeout_s, &m->leaders, d);
+  if (!st) st = dpc_transport_open_mpi(lc, m->dev, m->name, m->timeout_s, &m->column, d);
   MPI_Comm_free(&hc);
-  if (lc != MPI_COMM_NULL) MPI_Comm_free(&lc);
+  MPI_Comm_free(&lc);
   if (st) return failed(m, st, d);
   m->n_hosts = hosts;
+  m->even = sizes[0] == -sizes[1];
   return DPC_OK;
 }
 
@@ -921,7 +967,7 @@ dpc_status dpc_transport_mpi_link(dpc_transport *t, double *latency_s, double *g
   dpc_status st = check_usable(m, (uint32_t)m->rank, "link", d);
   if (st || m->size < 2) return st;
   /* across hosts, between the first ranks of hosts 0 and 1; else between ranks 0 and 1 */
-  mpit *x = m->n_hosts > 1 ? (m->leaders ? impl(m->leaders) : NULL) : m;
+  mpit *x = m->n_hosts > 1 ? (impl(m->host)->rank == 0 ? impl(m->column) : NULL) : m;
   if (!x) return DPC_OK;
   const size_t big = (size_t)1 << 20;
   double small = 0, large = 0;

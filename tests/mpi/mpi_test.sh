@@ -23,7 +23,7 @@ fail() {
 }
 [ $rc -ne 124 ] || fail "mpirun still running after 120 s: a hang"
 case $mode in
-all | baseline)
+all | baseline | hosts)
   [ $rc -eq 0 ] || fail "mpirun exited $rc"
   [ "$(grep -c '^MPI-OK' "$out")" -eq "$np" ] || fail "not every rank printed MPI-OK"
   ;;

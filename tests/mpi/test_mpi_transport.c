@@ -16,6 +16,12 @@
  *             with abort (MPI_Abort): the run exits non-zero instead of hanging.
  *   mismatch  the last rank skips an all-reduce and enters a barrier: the others report the
  *             mismatch well before the timeout ("MISMATCH-OK"), then abort.
+ *   hosts     the ranks split into 2 pretended hosts of consecutive ranks
+ *             (dpc_transport_mpi_split_hosts): sums and means equal, bit for bit on every rank,
+ *             each host's rank-order sum added in host order (the mean dividing the total),
+ *             then the wide mean (flat) and the rest of "all". With hosts of as many ranks
+ *             (4 ranks) on the cpu this is the in-place path by columns; with hosts of 2 and 1
+ *             ranks (3 ranks), or on testmem, the path through the hosts' first ranks.
  *
  * On testmem devices (runtime/device_testmem.c) a dereference of device memory faults, so a
  * transport that went around the device's copies would crash here.
@@ -30,6 +36,7 @@
 
 static int fails;
 static int me, D;
+static int hosts; /* pretended hosts (mode hosts), 0: flat */
 
 #define CHECK(c, ...)                                                                              \
   do {                                                                                             \
@@ -64,8 +71,34 @@ static double value(int r, int64_t i, uint64_t call) {
   return ldexp(u, (int)(z % 17) - 8);
 }
 
+/* Across pretended hosts: each host's ranks (r * hosts / D) summed in rank order, the hosts'
+ * sums added in host order, the mean dividing the total. */
+static void expected_hosts(dpc_dtype dt, dpc_reduce op, int64_t i, uint64_t call, void *out) {
+  double total = 0;
+  float total32 = 0;
+  for (int h = 0, r = 0; h < hosts; h++) {
+    double acc = 0;
+    float acc32 = 0;
+    for (bool first = true; r < D && r * hosts / D == h; r++, first = false) {
+      double x = value(r, i, call);
+      acc = first ? x : acc + x;
+      acc32 = first ? (float)x : acc32 + (float)x;
+    }
+    total = h ? total + acc : acc;
+    total32 = h ? total32 + acc32 : acc32;
+  }
+  if (dt == DPC_F64)
+    *(double *)out = op == DPC_REDUCE_SUM ? total : total / (double)D;
+  else
+    *(float *)out = op == DPC_REDUCE_SUM ? total32 : total32 / (float)D;
+}
+
 /* The rank-order result of element i, as the shm transport computes it (collective.c). */
 static void expected(dpc_dtype dt, dpc_reduce op, int64_t i, uint64_t call, void *out) {
+  if (hosts > 1 && hosts < D && op != DPC_REDUCE_MEAN_WIDE) {
+    expected_hosts(dt, op, i, call, out);
+    return;
+  }
   if (dt == DPC_F64) {
     double acc = value(0, i, call);
     for (int q = 1; q < D; q++) {
@@ -156,8 +189,9 @@ static void all_reduces(dpc_transport *t, dpc_device *dev, bool baseline) {
         if (!baseline || D == 2)
           CHECK(bad == 0,
                 "all_reduce of %lld %s (op %d): %lld elements differ from the "
-                "rank-order result",
-                (long long)sizes[s], dpc_dtype_name(dt), (int)ops[o], (long long)bad);
+                "%s result",
+                (long long)sizes[s], dpc_dtype_name(dt), (int)ops[o], (long long)bad,
+                hosts ? "hosts-then-ranks order" : "rank-order");
         else if (me == 0)
           printf("baseline: MPI_Iallreduce of %lld %s on %d ranks: %lld elements differ from "
                  "the rank-order sum\n",
@@ -284,7 +318,7 @@ static int skip(dpc_transport *t, dpc_device *dev, bool mismatch) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s cpu|testmem all|baseline|timeout|mismatch\n", argv[0]);
+    fprintf(stderr, "usage: %s cpu|testmem all|baseline|timeout|mismatch|hosts\n", argv[0]);
     return 2;
   }
   int provided = 0;
@@ -309,6 +343,14 @@ int main(int argc, char **argv) {
   CHECK(dpc_transport_mpi_rank(t) == (uint32_t)me && t->ranks == (uint32_t)D, "rank or size");
   CHECK(!strcmp(t->ops->kind, "mpi"), "kind %s", t->ops->kind);
   if (skipping) return skip(t, dev, !strcmp(mode, "mismatch"));
+  if (!strcmp(mode, "hosts")) {
+    hosts = 2;
+    if (dpc_transport_mpi_split_hosts(t, (uint32_t)hosts, &d)) {
+      fprintf(stderr, "rank %d: %s\n", me, d.msg);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    CHECK(dpc_transport_mpi_hosts(t) == (uint32_t)hosts, "%u hosts", dpc_transport_mpi_hosts(t));
+  }
   all_reduces(t, dev, baseline);
   if (!baseline) {
     broadcasts(t, dev);
