@@ -85,13 +85,16 @@ bool dpc_driver_parse_size(const char *s, uint64_t *out);
 dpc_status dpc_driver_check_memory(const dpc_plan *p, uint64_t limit, dpc_diag *d);
 
 /* How dpc_driver_place places: each device's memory (bytes, 0: no limit), a profile of the
- * kernels' times (NULL: the roofline), and for a pipeline, its micro-batches and schedule (the
- * candidates are then simulated as the pipeline they make). */
+ * kernels' times (NULL: the roofline), for a pipeline its micro-batches and schedule (the
+ * candidates are then simulated as the pipeline they make), and the link between the devices
+ * when it is not this machine's (GB/s and seconds a message, measured between MPI ranks on
+ * different hosts; 0: the calibration's). */
 typedef struct dpc_driver_place_opts {
   uint64_t mem_limit;
   const dpc_cost_profile *profile;
   uint32_t microbatches;
   dpc_pipeline_schedule schedule;
+  double link_gbs, link_latency_s;
 } dpc_driver_place_opts;
 
 /* Model parallel: unless the model places its nodes itself (`@ cpu:K`, device blocks), place

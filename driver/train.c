@@ -243,13 +243,35 @@ static void close_run(run_t *r) {
 }
 
 /* Hybrid: the model placed over one replica's --mp devices (by itself, or by METIS). */
+/* Placing over n devices across ranks: when they span hosts, the link measured between the
+ * hosts is the placement's (within a host, this machine's calibration holds). */
+static void cross_host_link(trainer *t, uint32_t n, dpc_driver_place_opts *po) {
+  if (!t->peers || t->hosts < 2 || !(t->link_gbs > 0)) return;
+  uint32_t ranks = (n + t->local - 1) / t->local, per_host = t->ranks / t->hosts;
+  if (ranks <= per_host) return;
+  po->link_gbs = t->link_gbs, po->link_latency_s = t->link_latency_s;
+  if (t->o->on_note) {
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "placing over %u devices on %u hosts with the link measured between them (%.2f GB/s, "
+             "%.1f us a message)",
+             n, (ranks + per_host - 1) / per_host, t->link_gbs, t->link_latency_s * 1e6);
+    t->o->on_note(t->o->user, msg);
+  }
+}
+
 static dpc_status place_replica(trainer *t, dpc_diag *d) {
   char spec[32];
   snprintf(spec, sizeof spec, "cpu:%u", t->o->mp);
   uint32_t replicas = t->replicas / t->o->mp;
   bool pipe = t->strategy.kind == DPC_STRATEGY_PIPELINE;
-  dpc_driver_place_opts po = {t->o->device_memory, NULL, pipe ? t->o->accumulate : 1,
-                              pipe ? t->o->pipeline : DPC_SCHEDULE_NONE};
+  dpc_driver_place_opts po = {t->o->device_memory,
+                              NULL,
+                              pipe ? t->o->accumulate : 1,
+                              pipe ? t->o->pipeline : DPC_SCHEDULE_NONE,
+                              0,
+                              0};
+  cross_host_link(t, t->o->mp, &po);
   return dpc_driver_place(t->model, t->o->batch / replicas, spec, t->o->mp, &po, &t->placed_auto,
                           NULL, d);
 }
@@ -263,13 +285,14 @@ static dpc_status place(trainer *t, dpc_diag *d) {
   if (!t->peers || t->rank == 0) {
     char spec[32];
     snprintf(spec, sizeof spec, "cpu:%u", t->replicas);
-    if (t->strategy.kind != DPC_STRATEGY_MODEL)
+    dpc_driver_place_opts po = {t->o->device_memory, NULL, 1, DPC_SCHEDULE_NONE, 0, 0};
+    if (t->strategy.kind != DPC_STRATEGY_MODEL) {
       st = place_replica(t, d);
-    else
-      st = dpc_driver_place(
-          t->model, t->o->batch, t->peers ? spec : t->o->devices, t->replicas,
-          &(dpc_driver_place_opts){t->o->device_memory, NULL, 1, DPC_SCHEDULE_NONE},
-          &t->placed_auto, NULL, d);
+    } else {
+      cross_host_link(t, t->replicas, &po);
+      st = dpc_driver_place(t->model, t->o->batch, t->peers ? spec : t->o->devices, t->replicas,
+                            &po, &t->placed_auto, NULL, d);
+    }
   }
   return t->peers ? dpc_train_mpi_placement(t, st, d) : st;
 }

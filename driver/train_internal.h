@@ -59,8 +59,10 @@ typedef struct trainer {
   struct dpc_transport *peers;
   struct dpc_device *peer_dev; /* the device the transport stages through */
   uint32_t rank, ranks;
-  uint32_t local;       /* devices a rank (mpi:cpu:L); rank r runs devices r * local on */
-  dpc_train_opts quiet; /* ranks > 0: the options without callbacks and output files */
+  uint32_t local; /* devices a rank (mpi:cpu:L); rank r runs devices r * local on */
+  uint32_t hosts; /* hosts the ranks are on, real or pretended (1 without MPI) */
+  double link_gbs, link_latency_s; /* rank 0: the link measured between hosts (or ranks 0, 1) */
+  dpc_train_opts quiet;            /* ranks > 0: the options without callbacks and output files */
 } trainer;
 
 /* The test hooks a session of this run takes (NULL in production, where t->test is NULL). */

@@ -106,6 +106,7 @@ dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
   uint32_t hosts = st ? 1 : dpc_transport_mpi_hosts(t->peers);
   double lat = 0, gbs = 0;
   if (!st) st = dpc_transport_mpi_link(t->peers, &lat, &gbs, d);
+  t->hosts = hosts, t->link_gbs = gbs, t->link_latency_s = lat;
   if (!st && t->rank == 0 && t->o->on_note && hosts > 1 && (hosts < t->ranks || t->local > 1)) {
     char msg[200];
     snprintf(msg, sizeof msg, "%u ranks on %u %shosts: %s", t->ranks, hosts,

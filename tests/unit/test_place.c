@@ -453,7 +453,37 @@ static void comm_check(void) {
   dpc_diag_free(&d);
 }
 
+/* A link given to dpc_driver_place (the one measured between MPI ranks on different hosts)
+ * is the one its cost model prices the cut with: over a very slow one the chosen placement's
+ * predicted step is longer and it cuts no more than over this machine's own. */
+static void given_link(void) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/examples/inception_block.graph", DPC_SOURCE_DIR);
+  dpc_place_report rep[2];
+  for (int slow = 0; slow < 2; slow++) {
+    dpc_graph *g = NULL;
+    CHECK_MSG(dpc_driver_load(path, &g, &d) == DPC_OK, "%s", d.msg);
+    if (!g) break;
+    dpc_driver_place_opts po = {0, NULL, 1, DPC_SCHEDULE_NONE, slow ? 0.001 : 0, slow ? 1e-3 : 0};
+    bool placed = false;
+    CHECK_MSG(dpc_driver_place(g, 64, "cpu:2", 2, &po, &placed, &rep[slow], &d) == DPC_OK, "%s",
+              d.msg);
+    CHECK(placed);
+    dpc_graph_free(g);
+  }
+  CHECK_MSG(rep[1].score > rep[0].score,
+            "predicted %g s over a 1 MB/s link, %g s over this "
+            "machine's",
+            rep[1].score, rep[0].score);
+  CHECK_MSG(rep[1].cut_kib <= rep[0].cut_kib, "cut %g KiB over the slow link, %g over the fast",
+            rep[1].cut_kib, rep[0].cut_kib);
+  dpc_diag_free(&d);
+}
+
 const unit_test unit_tests[] = {
+    {"given_link", given_link},
     {"comm_check", comm_check},
     {"metis_placement", metis_placement},
     {"acyclic_on_examples", acyclic_on_examples},
