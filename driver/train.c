@@ -746,6 +746,21 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
   dpc_attrs oa = {og, og->obj.attr, og->obj.n_attr, ospec ? ospec : ""};
   int64_t fixed = ospec && dpc_attrs_get(oa, "total_steps") ? dpc_attrs_int(oa, "total_steps") : 0;
   t->total_steps = fixed > 0 ? (uint64_t)fixed : o->epochs * t->batches;
+  /* across ranks, hybrid's and a pipeline's replicas cannot take the partial last batch of an
+   * epoch unless it splits over them: refused now, not after an epoch's training */
+  uint64_t tail = t->art ? 0 : dpc_dataset_size(t->train_ds) % t->batch;
+  dpc_strategy_kind sk = t->strategy.kind;
+  uint32_t dp = o->mp ? t->replicas / o->mp : t->replicas;
+  if (t->peers && t->ranks > 1 && !o->async && tail && tail % dp && dp > 1 &&
+      (sk == DPC_STRATEGY_HYBRID || sk == DPC_STRATEGY_PIPELINE) &&
+      (!o->steps || o->steps >= t->batches))
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                         "the last batch of each epoch has %llu of %s's %llu samples, which do not "
+                         "split over the %u replicas across ranks: give a --batch that leaves a "
+                         "last batch of a multiple of %u samples (or none), or --steps below %llu",
+                         (unsigned long long)tail, dpc_dataset_name(t->train_ds),
+                         (unsigned long long)dpc_dataset_size(t->train_ds), dp, dp,
+                         (unsigned long long)t->batches);
   if (o->resume_path && (st = dpc_train_peek_checkpoint(t, d))) return st;
   if (t->art) {
     if ((st = open_artifact_runs(t, d))) return st;

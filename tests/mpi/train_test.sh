@@ -7,6 +7,8 @@
 # runs give identical losses, and the saved params equal those of --devices cpu:NP.
 # MODE_hosts (data_hosts, ...): the same under --pretend-hosts 2, whose all-reduce sums within
 # each pretended host first: losses within 1e-5 (relative) of cpu:NP's, identical run to run.
+# hybrid_tail: hybrid on the 201 samples, whose last batch of 9 does not split over 2 replicas,
+# is refused before the first step, naming the batch.
 # resume: 10 steps with --checkpoint, then a resumed run to step 20, give the losses of 20 steps
 # uninterrupted. reshard: a checkpoint of 2 ranks (4 when NP is 2) resumed on NP ranks gives
 # the losses of --devices cpu:NP resumed from it. mismatch: ranks started with different
@@ -83,7 +85,7 @@ gpipe) extra="--steps 20 --strategy pipeline --stages $np --microbatches 4 --pip
 hybrid) extra="--steps 20 --strategy hybrid --mp 2 --accumulate 2" ;;
 # with 2 devices a rank: each rank's devices a pipeline, data parallel across the ranks
 pipeline_dp) extra="--steps 20 --strategy pipeline --stages 2 --dp $np --microbatches 2" ;;
-tail | model_tail)
+tail | model_tail | hybrid_tail)
   # 201 random samples: batches of 64, then 9, which runs on the first device alone
   python3 - "$work" <<'PY' || fail "could not write the data"
 import random, struct, sys
@@ -101,6 +103,20 @@ save(sys.argv[1] + "/y.npy", "<i4", (n,), "i", [random.randrange(10) for _ in ra
 PY
   extra="--epochs 3 --data $work/x.npy,$work/y.npy --test-data $work/x.npy,$work/y.npy"
   [ "$mode" = model_tail ] && extra="$extra --strategy model"
+  if [ "$mode" = hybrid_tail ]; then
+    # the last batch of 9 does not split over 2 replicas of 2 stages: refused before the first
+    # step, not after an epoch
+    mpi "$np" --strategy hybrid --mp 2 --data "$work/x.npy,$work/y.npy" --log "$work/h.jsonl"
+    rc=$?
+    cat "$work/out"
+    [ $rc -ne 0 ] || fail "a last batch that does not split over the replicas was taken"
+    grep -q "the last batch of each epoch has 9 of .* 201 samples, which do not split over the 2 replicas across ranks" "$work/out" ||
+      fail "no message naming the last batch and the replicas"
+    [ "$(losses "$work/h.jsonl" 2>/dev/null | wc -l)" -eq 0 ] || fail "steps ran before the refusal"
+    rm -rf "$work"
+    echo "ok: a last batch hybrid cannot split refused before the first step"
+    exit 0
+  fi
   ;;
 resume | reshard)
   first=2 # reshard: from 2 ranks to NP, or from 4 to 2
