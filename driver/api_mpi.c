@@ -7,6 +7,16 @@
 
 #include <dpc/train.h>
 
+#include "driver/driver.h"
+
+DPC_COMPILER_API dpc_status dpc_mpi_check_devices(const char *spec, dpc_message *m) {
+  uint32_t local;
+  if (!dpc_driver_is_mpi(spec))
+    return dpc_diag_fail(m, DPC_ERR_INVALID, "%s: MPI devices are 'mpi', 'mpi:cpu' or 'mpi:cpu:N'",
+                         spec ? spec : "(none)");
+  return dpc_driver_mpi_local(spec, &local, m);
+}
+
 #ifdef DPC_HAVE_MPI
 #include <mpi.h>
 

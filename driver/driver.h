@@ -42,6 +42,9 @@ void dpc_driver_device_names(uint32_t n, dpc_device_names *out);
  * make (the world's ranks; an error when MPI is not initialized or not built in). */
 bool dpc_driver_is_mpi(const char *spec);
 dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d);
+/* The devices a rank of "mpi[:LOCAL]" runs (1 for "mpi" and "mpi:cpu", L for "mpi:cpu:L"), or
+ * an error naming the spec; needs no MPI. */
+dpc_status dpc_driver_mpi_local(const char *spec, uint32_t *local, dpc_diag *d);
 dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d);
 /* Plan `bound` (a graph bound at the batch of one micro-batch of one replica): with
  * accumulate > 1 (training), each replica runs that many micro-batches and averages their

@@ -32,7 +32,7 @@ bool dpc_driver_is_mpi(const char *spec) {
 
 /* The local devices of "mpi:LOCAL": "cpu" (one device a rank) or "cpu:L" (L devices a rank,
  * each on its share of the rank's cores). */
-static dpc_status check_local(const char *spec, uint32_t *local, dpc_diag *d) {
+dpc_status dpc_driver_mpi_local(const char *spec, uint32_t *local, dpc_diag *d) {
   *local = 1;
   if (!spec[3] || !strcmp(spec + 3, ":cpu")) return DPC_OK;
   char *end;
@@ -52,7 +52,7 @@ static dpc_status check_local(const char *spec, uint32_t *local, dpc_diag *d) {
 /* The ranks of comm, and the devices of spec on each. */
 static dpc_status mpi_devices(const char *spec, MPI_Comm comm, uint32_t *ranks, uint32_t *local,
                               dpc_diag *d) {
-  dpc_status st = check_local(spec, local, d);
+  dpc_status st = dpc_driver_mpi_local(spec, local, d);
   if (st) return st;
   int inited = 0, size = 0, level = 0;
   MPI_Initialized(&inited);
@@ -133,7 +133,7 @@ dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
 dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
   (void)n;
   uint32_t local;
-  dpc_status st = check_local(spec, &local, d);
+  dpc_status st = dpc_driver_mpi_local(spec, &local, d);
   return st ? st
             : dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                             "--devices %s: this dpc was built without MPI (install OpenMPI, "

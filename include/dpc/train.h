@@ -159,6 +159,9 @@ DPC_COMPILER_API dpc_status dpc_trainer_run(const dpc_net *n, const dpc_trainer_
  * need MPI_THREAD_MULTIPLE, which dpc_mpi_init asks for). Without MPI at build
  * time (dpc_has_mpi() false) dpc_mpi_init fails saying so. */
 DPC_COMPILER_API dpc_status dpc_mpi_init(int *argc, char ***argv, dpc_message *m);
+/* Whether spec is a --devices for MPI ranks ("mpi", "mpi:cpu", "mpi:cpu:N"), checked before MPI
+ * starts (so a mistake is reported by every rank alike, not as a failed job). */
+DPC_COMPILER_API dpc_status dpc_mpi_check_devices(const char *spec, dpc_message *m);
 /* This process's rank in MPI_COMM_WORLD; -1 when MPI is not initialized or not built in. */
 DPC_COMPILER_API int dpc_mpi_rank(void);
 /* The ranks in MPI_COMM_WORLD; 0 when MPI is not initialized or not built in. */

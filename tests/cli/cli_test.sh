@@ -126,6 +126,9 @@ expect 2 "async on one device" -- "$dpc" train "$src/examples/fashion_mlp.graph"
 contains "$work/err" "several devices" "async on one device says it needs several"
 expect 2 "pretended hosts without mpi" -- "$dpc" train "$src/examples/fashion_mlp.graph" --pretend-hosts 2 --steps 1
 contains "$work/err" "give --devices mpi" "pretended hosts without mpi: said what to give"
+# (checked before MPI starts, so also where dpc has no MPI built in)
+expect 2 "an MPI rank's devices mistyped" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices mpi:gpu --steps 1
+contains "$work/err" "devices mpi:gpu: each rank's devices are 'cpu'" "mpi:gpu: names the spec and what it takes"
 expect 0 "train with local SGD" -- "$dpc" train "$src/examples/fashion_mlp.graph" --devices cpu:2 --local-sgd 2 --steps 3 --quiet
 expect 0 "train with accumulation" -- "$dpc" train "$src/examples/fashion_mlp.graph" --accumulate 2 --steps 3 --quiet
 expect 2 "plan with a batch that does not split" -- "$dpc" plan "$src/examples/fashion_mlp.graph" --devices cpu:3 --batch 64

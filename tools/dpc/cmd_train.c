@@ -387,7 +387,11 @@ static int train(int *argc_, char ***argv_) {
   bool mpi = o.devices && !strncmp(o.devices, "mpi", 3) && (!o.devices[3] || o.devices[3] == ':');
   if (mpi) {
     dpc_message *mm = dpc_message_new();
-    int mrc = dpc_mpi_init(argc_, argv_, mm) ? cli_report("train", mm) : DPC_EXIT_OK;
+    /* a mistaken spec is the command line's: said before MPI starts, exit 2 */
+    int mrc = dpc_mpi_check_devices(o.devices, mm)
+                  ? cli_usage_error("train", "--devices %s", dpc_message_brief(mm))
+              : dpc_mpi_init(argc_, argv_, mm) ? cli_report("train", mm)
+                                               : DPC_EXIT_OK;
     dpc_message_free(mm);
     if (mrc) return mrc;
   }
