@@ -51,7 +51,8 @@ dpc_status dpc_transport_mpi_split_hosts(dpc_transport *t, uint32_t pretend, dpc
 uint32_t dpc_transport_mpi_hosts(const dpc_transport *t);
 /* The link, measured by ping-pong: between the first ranks of hosts 0 and 1 when there are
  * several hosts, else between ranks 0 and 1: one-way seconds of an 8-byte message and GB/s of a
- * 1 MiB one (medians), on rank 0 (0 elsewhere). Collective: every rank calls it. */
+ * 1 MiB one (the fastest of several round trips), on rank 0 (0 elsewhere). Collective: every rank
+ * calls it. */
 dpc_status dpc_transport_mpi_link(dpc_transport *t, double *latency_s, double *gbs, dpc_diag *d);
 
 #endif
