@@ -243,19 +243,28 @@ static void close_run(run_t *r) {
 }
 
 /* Hybrid: the model placed over one replica's --mp devices (by itself, or by METIS). */
-/* Placing over n devices across ranks: when they span hosts, the link measured between the
- * hosts is the placement's (within a host, this machine's calibration holds). */
+/* Two significant digits: a placement should not change with the last digits of a measurement
+ * (runs on one cluster then place alike). */
+static double two_digits(double x) {
+  if (!(x > 0)) return 0;
+  double scale = pow(10, floor(log10(x)) - 1);
+  return round(x / scale) * scale;
+}
+
+/* Placing over n devices across ranks: when they span machines, the link measured between them
+ * is the placement's (within a machine, its calibration holds). Pretended hosts share one
+ * machine's memory, and with more ranks than cores their measurement is the scheduler's. */
 static void cross_host_link(trainer *t, uint32_t n, dpc_driver_place_opts *po) {
-  if (!t->peers || t->hosts < 2 || !(t->link_gbs > 0)) return;
+  if (!t->peers || t->hosts < 2 || t->o->pretend_hosts || !(t->link_gbs > 0)) return;
   uint32_t ranks = (n + t->local - 1) / t->local, per_host = t->ranks / t->hosts;
   if (ranks <= per_host) return;
-  po->link_gbs = t->link_gbs, po->link_latency_s = t->link_latency_s;
+  po->link_gbs = two_digits(t->link_gbs), po->link_latency_s = two_digits(t->link_latency_s);
   if (t->o->on_note) {
     char msg[200];
     snprintf(msg, sizeof msg,
              "placing over %u devices on %u hosts with the link measured between them (%.2f GB/s, "
              "%.1f us a message)",
-             n, (ranks + per_host - 1) / per_host, t->link_gbs, t->link_latency_s * 1e6);
+             n, (ranks + per_host - 1) / per_host, po->link_gbs, po->link_latency_s * 1e6);
     t->o->on_note(t->o->user, msg);
   }
 }
