@@ -765,8 +765,9 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
       (!o->steps || o->steps >= t->batches))
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                          "the last batch of each epoch has %llu of %s's %llu samples, which do not "
-                         "split over the %u replicas across ranks: give a --batch that leaves a "
-                         "last batch of a multiple of %u samples (or none), or --steps below %llu",
+                         "split over the %u replicas across ranks: give a batch size that leaves "
+                         "a last batch of a multiple of %u samples (or none), or stop before step "
+                         "%llu",
                          (unsigned long long)tail, dpc_dataset_name(t->train_ds),
                          (unsigned long long)dpc_dataset_size(t->train_ds), dp, dp,
                          (unsigned long long)t->batches);
