@@ -177,6 +177,18 @@ static dpc_status push(mpit *m, pending p, dpc_diag *d) {
 }
 
 /* MPI counts are ints: a longer message would need splitting, which nothing does yet. */
+/* A collective of MPI's own that was just started (rc, req) onto the list, or its failure. */
+static dpc_status push_started(mpit *m, int rc, MPI_Request req, const char *what, dpc_diag *d) {
+  char e[MPI_MAX_ERROR_STRING];
+  if (rc != MPI_SUCCESS)
+    return failed(
+        m,
+        dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: %s: %s", m->label[m->rank], what, mpi_error(rc, e)),
+        d);
+  pending p = {req, -1, 0, false, 0};
+  return push(m, p, d);
+}
+
 static dpc_status check_count(mpit *m, size_t bytes, const char *what, dpc_diag *d) {
   if (bytes <= INT_MAX) return DPC_OK;
   return failed(m,
@@ -396,17 +408,13 @@ static dpc_status all_reduce_mpi(mpit *m, void *buf, dpc_dtype dtype, int64_t n,
   if (!st) st = grow(m, &m->in, bytes, d);
   if (!st) st = stage_out(m, m->in.p, buf, bytes, d);
   if (st) return st;
-  pending p = {MPI_REQUEST_NULL, -1, 0, false, 0};
-  char e[MPI_MAX_ERROR_STRING];
+  MPI_Request req = MPI_REQUEST_NULL;
   int rc = MPI_Iallreduce(MPI_IN_PLACE, m->in.p, (int)n, dtype == DPC_F64 ? MPI_DOUBLE : MPI_FLOAT,
-                          MPI_SUM, m->comm, &p.req);
-  if (rc != MPI_SUCCESS)
-    return failed(m,
-                  dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: MPI_Iallreduce: %s", m->label[m->rank],
-                                mpi_error(rc, e)),
-                  d);
+                          MPI_SUM, m->comm, &req);
   size_t from = m->nq;
-  if ((st = push(m, p, d)) || (st = wait_from(m, from, "all_reduce", seq, t0, d))) return st;
+  if ((st = push_started(m, rc, req, "MPI_Iallreduce", d)) ||
+      (st = wait_from(m, from, "all_reduce", seq, t0, d)))
+    return st;
   if (op != DPC_REDUCE_SUM) dpc_comm_divide(dtype, m->in.p, n, (uint32_t)m->size);
   return stage_in(m, buf, m->in.p, bytes, d);
 }
@@ -855,12 +863,9 @@ dpc_status dpc_transport_open_mpi(MPI_Comm comm, dpc_device *dev, const char *na
   int len = 0;
   MPI_Get_processor_name(me.host, &len);
   snprintf(m->label[m->rank], sizeof m->label[0], "rank %d", me.world);
-  pending p = {MPI_REQUEST_NULL, -1, 0, false, 0};
-  rc =
-      MPI_Iallgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, m->comm, &p.req);
-  st = rc == MPI_SUCCESS ? push(m, p, d)
-                         : dpc_diag_fail(d, DPC_ERR_RUNTIME, "MPI transport: MPI_Iallgather: %s",
-                                         mpi_error(rc, e));
+  MPI_Request req = MPI_REQUEST_NULL;
+  rc = MPI_Iallgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, m->comm, &req);
+  st = push_started(m, rc, req, "MPI_Iallgather", d);
   if (!st) st = wait_from(m, 0, "open", 0, now_s(), d);
   if (st) {
     free(all);
@@ -985,16 +990,10 @@ dpc_status dpc_transport_mpi_link(dpc_transport *t, double *latency_s, double *g
   /* every rank leaves together; those not measuring wait napping, so that neither their polls
    * nor their next work (compiling kernels) take the cores the measurement runs on: with more
    * ranks than cores the figure was a tenth of the link's or less */
-  pending p = {MPI_REQUEST_NULL, -1, 0, false, 0};
-  char e[MPI_MAX_ERROR_STRING];
-  int rc = MPI_Ibarrier(m->comm, &p.req);
-  if (rc != MPI_SUCCESS)
-    return failed(m,
-                  dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: MPI_Ibarrier: %s", m->label[m->rank],
-                                mpi_error(rc, e)),
-                  d);
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc = MPI_Ibarrier(m->comm, &req);
   size_t from = m->nq;
-  if ((st = push(m, p, d))) return st;
+  if ((st = push_started(m, rc, req, "MPI_Ibarrier", d))) return st;
   m->nap = !x || x->rank > 1;
   st = wait_from(m, from, "barrier", m->coll++, now_s(), d);
   m->nap = false;
