@@ -855,7 +855,9 @@ dpc_status dpc_train(const dpc_graph *src, const dpc_train_opts *o, dpc_diag *d)
  * every other, once a step (an all-reduce of their flags). */
 static bool stop_now(trainer *t, dpc_status *st, dpc_diag *d) {
   bool stop = dpc_train_cancelled(t);
-  if (t->peers && !*st) *st = dpc_train_mpi_any(t, &stop, d);
+  /* a rank lost here is lost before the next step: the message names it */
+  if (t->peers && !*st && (*st = dpc_train_mpi_any(t, &stop, d)))
+    dpc_diag_prefix(d, "step %llu: ", (unsigned long long)t->step + 1);
   return stop;
 }
 
