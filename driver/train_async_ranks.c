@@ -108,6 +108,8 @@ dpc_status dpc_async_ranks_agree(async_state *a, bool failed, dpc_diag *d) {
   dpc_status st =
       t->peers->ops->broadcast(t->peers, t->rank, 0, at, sizeof at, failed ? &quiet : d);
   dpc_diag_clear(&quiet);
+  /* a rank lost here is lost at the end of the epoch, after the last update */
+  if (st && !failed) dpc_diag_prefix(d, "step %llu: ", (unsigned long long)t->step);
   if (st || t->rank == 0) return st;
   if (at[0])
     return dpc_diag_fail(d, DPC_ERR_RUNTIME,
