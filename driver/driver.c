@@ -570,8 +570,8 @@ dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, u
   if (!st && !speed) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   for (uint32_t k = 0; !st && k < n; k++) {
     speed[k] = dpc_calibration_speed(&cal, &l, k, o ? o->profile : NULL);
-    if (o && o->link_gbs > 0) speed[k].link_gbs = o->link_gbs;
-    if (o && o->link_gbs > 0) speed[k].link_latency_s = o->link_latency_s;
+    if (o && o->link_gbs > 0)
+      speed[k].link_gbs = o->link_gbs, speed[k].link_latency_s = o->link_latency_s;
   }
   if (!st) st = dpc_driver_place_on(model, batch, n, speed, o, report, d);
   *placed_auto = !st;

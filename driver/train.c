@@ -242,7 +242,6 @@ static void close_run(run_t *r) {
   memset(r, 0, sizeof *r);
 }
 
-/* Hybrid: the model placed over one replica's --mp devices (by itself, or by METIS). */
 /* Two significant digits: a placement should not change with the last digits of a measurement
  * (runs on one cluster then place alike). */
 static double two_digits(double x) {
@@ -269,6 +268,7 @@ static void cross_host_link(trainer *t, uint32_t n, dpc_driver_place_opts *po) {
   }
 }
 
+/* Hybrid: the model placed over one replica's --mp devices (by itself, or by METIS). */
 static dpc_status place_replica(trainer *t, dpc_diag *d) {
   char spec[32];
   snprintf(spec, sizeof spec, "cpu:%u", t->o->mp);

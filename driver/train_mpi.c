@@ -49,12 +49,22 @@ dpc_status dpc_driver_mpi_local(const char *spec, uint32_t *local, dpc_diag *d) 
 
 #ifdef DPC_HAVE_MPI
 
+dpc_status dpc_train_mpi_threads(const char *what, dpc_diag *d) {
+  int level = 0;
+  MPI_Query_thread(&level);
+  if (level >= MPI_THREAD_MULTIPLE) return DPC_OK;
+  return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                       "%s call MPI from several threads at once, and this MPI was started at "
+                       "thread level %d, below MPI_THREAD_MULTIPLE",
+                       what, level);
+}
+
 /* The ranks of comm, and the devices of spec on each. */
 static dpc_status mpi_devices(const char *spec, MPI_Comm comm, uint32_t *ranks, uint32_t *local,
                               dpc_diag *d) {
   dpc_status st = dpc_driver_mpi_local(spec, local, d);
   if (st) return st;
-  int inited = 0, size = 0, level = 0;
+  int inited = 0, size = 0;
   MPI_Initialized(&inited);
   if (!inited)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
@@ -62,12 +72,10 @@ static dpc_status mpi_devices(const char *spec, MPI_Comm comm, uint32_t *ranks, 
                          "'mpirun -np 2 dpc train MODEL --devices mpi')",
                          spec);
   MPI_Comm_size(comm, &size);
-  MPI_Query_thread(&level);
-  if (*local > 1 && level < MPI_THREAD_MULTIPLE)
-    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                         "--devices %s: several devices a rank call MPI from several threads, and "
-                         "this MPI was started at thread level %d, below MPI_THREAD_MULTIPLE",
-                         spec, level);
+  if (*local > 1 && (st = dpc_train_mpi_threads("several devices a rank", d))) {
+    dpc_diag_prefix(d, "--devices %s: ", spec);
+    return st;
+  }
   *ranks = (uint32_t)size;
   return DPC_OK;
 }
@@ -77,16 +85,6 @@ dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d) {
   dpc_status st = mpi_devices(spec, MPI_COMM_WORLD, &ranks, &local, d);
   *n = ranks * local;
   return st;
-}
-
-dpc_status dpc_train_mpi_threads(const char *what, dpc_diag *d) {
-  int level = 0;
-  MPI_Query_thread(&level);
-  if (level >= MPI_THREAD_MULTIPLE) return DPC_OK;
-  return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                       "%s call MPI from several threads at once, and this MPI was started at "
-                       "thread level %d, below MPI_THREAD_MULTIPLE",
-                       what, level);
 }
 
 dpc_status dpc_train_mpi_open(trainer *t, dpc_diag *d) {
