@@ -477,8 +477,9 @@ static void given_link(void) {
             "predicted %g s over a 1 MB/s link, %g s over this "
             "machine's",
             rep[1].score, rep[0].score);
-  CHECK_MSG(rep[1].cut_kib <= rep[0].cut_kib, "cut %g KiB over the slow link, %g over the fast",
-            rep[1].cut_kib, rep[0].cut_kib);
+  CHECK_MSG(rep[1].cut_bytes <= rep[0].cut_bytes,
+            "%g bytes cross over the slow link, %g over the fast", rep[1].cut_bytes,
+            rep[0].cut_bytes);
   dpc_diag_free(&d);
 }
 
