@@ -115,11 +115,11 @@ for model in $models; do
       echo "## $name"
       echo "# dpc serve $model.dpx --port 0 --instances $instances $opts"
       echo "# $cmd    (URL: the server's, on a free port)"
+      # shellcheck disable=SC2086 # binary is empty or one option
+      "$load" "$url" "$model" --rates "$rates" --seconds "$seconds" --connections "$connections" \
+        $binary 2>&1
+      echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
     } >>"$out"
-    # shellcheck disable=SC2086 # binary is empty or one option
-    "$load" "$url" "$model" --rates "$rates" --seconds "$seconds" --connections "$connections" \
-      $binary >>"$out" 2>&1
-    echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out"
     stop_server
   done
   echo "serve_load.sh: $out" >&2
