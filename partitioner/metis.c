@@ -186,7 +186,38 @@ static bool better(const dpc_place_report *a, const dpc_place_report *b) {
  * edges weighted by their bytes or all alike (a cut of a few large values, such as a stem feeding
  * four branches, can be worth its bytes when it lets the branches run side by side). The
  * caller's score (the simulator's step time) or, without one, balance and then bytes choose. */
-enum { SEEDS = 3, CANDIDATES = 4 * SEEDS };
+enum { SEEDS = 3, CANDIDATES = 4 * SEEDS }; /* and, when scored, contiguous_cut's split */
+
+/* A source's share (a param's gradient and update) joins its first reader's: repair puts each
+ * source beside a reader, so balancing METIS's parts by the source itself would balance
+ * something placement then undoes (a heavy weight alone in a part, its reader elsewhere). */
+static void fold_sources(const dpc_graph *g, const bool *fixed, double *comp) {
+  for (uint32_t j = 0; j < g->n_nodes; j++) {
+    const dpc_node *nd = &g->nodes[j];
+    const uint32_t *in = dpc_node_inputs(g, nd);
+    for (uint32_t k = 0; k < nd->n_in; k++) {
+      uint32_t p = g->values[in[k]].node;
+      if (p != j && g->nodes[p].n_in == 0 && !fixed[p]) comp[j] += comp[p], comp[p] = 0;
+    }
+  }
+}
+
+/* The layer split a person would make: nodes in graph order, each device taking its compute
+ * share. METIS balances compute and memory together, and on a small model its best cut can be
+ * one heavy node apart from the rest, which the order's repair then folds into one device (a
+ * pipeline stage with nothing to do); the scored search always has this split to compare. */
+static void contiguous_cut(const dpc_graph *g, const double *comp, uint32_t n, const double *target,
+                           idx_t *part) {
+  double total = 0, run = 0, edge = target[0];
+  for (uint32_t i = 0; i < g->n_nodes; i++) total += comp[i];
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    /* a node goes where the larger part of its compute falls */
+    while (k + 1 < n && total > 0 && run + comp[i] / 2 > edge * total) edge += target[++k];
+    part[i] = (idx_t)k;
+    run += comp[i];
+  }
+}
 
 /* The candidate's score: the model with the placement part applied, scored by o->score. */
 static dpc_status score_candidate(const dpc_graph *model, const uint32_t *dev_id,
@@ -277,13 +308,17 @@ dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *d
   }
   if (!st && !training_cost(model, batch, &mean, comp))
     for (uint32_t i = 0; i < g->n_nodes; i++) comp[i] = 3 * dpc_cost_kernel_seconds(g, c, i, &mean);
+  fold_sources(g, fixed, comp);
   csr cs = {0};
   bool use_metis = n > 1 && g && g->n_nodes > n;
   if (!st && use_metis) st = build_csr(g, &cs, d);
   dpc_place_report best_rep = {0}, rep;
-  for (idx_t cand = 0; !st && cand < (use_metis ? CANDIDATES : 1); cand++) {
+  idx_t n_cand = use_metis ? CANDIDATES + (o->score ? 1 : 0) : 1;
+  for (idx_t cand = 0; !st && cand < n_cand; cand++) {
     memset(&rep, 0, sizeof rep);
-    if (use_metis)
+    if (use_metis && cand == CANDIDATES)
+      contiguous_cut(g, comp, n, target, part);
+    else if (use_metis)
       st = metis_cut(g, c, comp, &cs, n, target, mshare, cand / SEEDS % 2 ? (float)n : 1.10f,
                      cand / (2 * SEEDS), cand % SEEDS + 1, part, &rep.cut_kib, d);
     else /* METIS crashes on one part and degenerates with no more nodes than parts */

@@ -42,7 +42,8 @@ dpc_status dpc_data_parallel_graph(const dpc_graph *const *reps, int64_t batch, 
 int64_t dpc_replica_rows(const dpc_graph *g);
 
 /* What automatic placement did: the first METIS cut of the chosen candidate (its objective: KiB,
- * or edges where edges are weighted alike; repair and chain moves leave it); after
+ * or edges where edges are weighted alike; 0 for the layer split; repair and chain moves leave
+ * it); after
  * repair, the bytes that cross devices (each value once per device that reads it), the forward
  * FLOPs and the estimated memory (bytes) each device got (placement takes at most
  * DPC_MAX_DEVICES devices, so every device has its entry), the busiest

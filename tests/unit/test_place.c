@@ -93,7 +93,7 @@ static void metis_placement(void) {
         CHECK_MSG(br[a] != br[b], "%g GFLOP/s, %g GB/s: br%d and br%d both on %s", speeds[sp][0],
                   speeds[sp][1], a + 1, b + 1, dpc_graph_str(g, br[a]));
     CHECK(devices_acyclic(g));
-    CHECK(rep.cut_kib > 0);
+    CHECK(rep.cut_bytes > 0);
     dpc_graph_free(g);
     g = NULL;
   }
