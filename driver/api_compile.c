@@ -14,11 +14,21 @@
  * may write): the two are one type on the platforms dpc builds for. */
 _Static_assert(_Generic((sig_atomic_t)0, int : 1, default : 0), "sig_atomic_t is not int");
 
-/* A copy of g through the pipeline, every symbol bound, planned on one device, or data parallel
- * over `replicas` (each replica's symbols at vals / replicas where vals is the batch). */
+/* The micro-batches a split plan runs its batch as: the most up to twice the devices that
+ * divide the batch, at least 4 rows each, so while one device works on a micro-batch the one
+ * before it starts the next (GPipe's bubble is (S-1)/(M+S-1) of the run); 1 for small batches. */
+static uint32_t pipeline_micro(int64_t batch, uint32_t devices) {
+  for (uint32_t m = 2 * devices; m > 1; m--)
+    if (batch % m == 0 && batch / m >= 4) return m;
+  return 1;
+}
+
+/* A copy of g through the pipeline, every symbol bound, planned on one device, data parallel
+ * over `replicas` (each replica's symbols at vals / replicas where vals is the batch), or, with
+ * `split` devices, as the placement on src's nodes puts it (model parallel). */
 static dpc_status make_plan(const dpc_graph *src, const dpc_pass_opts *base, bool training,
                             bool eval, const int64_t *vals, int64_t batch, uint32_t replicas,
-                            dpc_plan **out, dpc_diag *d) {
+                            uint32_t split, dpc_plan **out, dpc_diag *d) {
   dpc_graph *g = dpc_graph_clone(src);
   if (!g) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_pass_opts po = *base;
@@ -27,10 +37,20 @@ static dpc_status make_plan(const dpc_graph *src, const dpc_pass_opts *base, boo
   if (!st) st = dpc_passes_run(g, &po, d);
   int64_t *per = calloc(g->n_syms ? g->n_syms : 1, sizeof *per);
   if (!per && !st) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  /* split: the batch as micro-batches of batch / micro rows, passed from device to device */
+  uint32_t micro = split > 1 ? pipeline_micro(batch, split) : 1;
   for (uint32_t k = 0; per && k < g->n_syms; k++)
-    per[k] = vals[k] == batch ? batch / replicas : vals[k];
+    per[k] = vals[k] == batch ? batch / replicas / micro : vals[k];
   if (!st) st = dpc_graph_bind(g, per, d);
-  if (!st && replicas > 1)
+  if (!st && split > 1)
+    st = dpc_driver_plan(g, batch,
+                         &(dpc_driver_strategy){.replicas = 1,
+                                                .mp = split,
+                                                .accumulate = micro,
+                                                .schedule = DPC_SCHEDULE_GPIPE,
+                                                .micro_infer = true},
+                         training, out, d);
+  else if (!st && replicas > 1)
     st = dpc_driver_plan(g, batch, &(dpc_driver_strategy){.replicas = replicas, .mp = 1}, training,
                          out, d);
   else if (!st)
@@ -79,6 +99,21 @@ static bool cancelled(const volatile int *cancel) {
 }
 
 enum { MAX_PLANS = 3 + DPC_COMPILE_MAX_BATCH_SIZES };
+
+static bool fits(const dpc_plan *p, uint64_t limit) {
+  for (uint32_t k = 0; k < p->n_devs; k++)
+    if (p->devs[k].bytes > limit) return false;
+  return true;
+}
+
+/* The model's nodes placed over the n devices of `devs` by the partitioner, under the limit
+ * (0: none), for make_plan's split. A placement the model gives itself is kept. */
+static dpc_status place_split(dpc_graph *g, int64_t batch, const char *devs, uint32_t n,
+                              uint64_t limit, dpc_diag *d) {
+  bool placed = false;
+  dpc_driver_place_opts po = {.mem_limit = limit, .microbatches = 1};
+  return dpc_driver_place(g, batch, devs, n, &po, &placed, NULL, d);
+}
 
 DPC_COMPILER_API dpc_status dpc_net_compile(const dpc_net *n, const dpc_compile_opts *o,
                                             const char *path, dpc_message *m) {
@@ -172,25 +207,51 @@ DPC_COMPILER_API dpc_status dpc_net_compile(const dpc_net *n, const dpc_compile_
   }
   uint32_t replicas = 1;
   if (devs && (st = dpc_driver_count_devices(devs, &replicas, m))) goto done;
-  info.replicas = replicas;
-  if (replicas < 1 || batch % replicas) {
+  bool want_split = DPC_API_HAS(o, split) && o->split;
+  uint64_t limit = DPC_API_HAS(o, device_memory) ? o->device_memory : 0;
+  info.replicas = want_split ? 1 : replicas;
+  if (replicas < 1 || (!want_split && batch % replicas)) {
     info.problem = DPC_COMPILE_SPLIT;
     st = dpc_diag_fail(m, DPC_ERR_INVALID, "the %u devices do not divide the batch %lld", replicas,
                        (long long)batch);
     goto done;
   }
 
+  if (want_split && train) {
+    st = dpc_diag_fail(m, DPC_ERR_INVALID,
+                       "a model split over devices is compiled for inference only: train it "
+                       "split with dpc train --strategy model");
+    goto done;
+  }
+  if (want_split && replicas < 2) {
+    st = dpc_diag_fail(m, DPC_ERR_INVALID, "splitting the model needs at least two devices");
+    goto done;
+  }
+
   dpc_aot_plan aot[MAX_PLANS];
-  uint32_t np = 0;
+  uint32_t np = 0, split = 1;
   if (cancelled(cancel)) goto stopped;
-  if ((st = make_plan(g, &po, false, false, vals, batch, replicas, &plans[0], m))) goto done;
+  if (!want_split && (st = make_plan(g, &po, false, false, vals, batch, replicas, 1, &plans[0], m)))
+    goto done;
+  /* a limit the batch's split does not fit: every replica holds the whole model, so split it */
+  if (!want_split && limit && replicas > 1 && !train && !fits(plans[0], limit))
+    want_split = true, dpc_plan_free(plans[0]), plans[0] = NULL;
+  if (want_split) {
+    if ((st = place_split(g, batch, devs, replicas, limit, m))) goto done;
+    split = replicas, info.replicas = 1;
+    if ((st = make_plan(g, &po, false, false, vals, batch, 1, split, &plans[0], m))) goto done;
+  }
+  info.split = split > 1 ? split : 0;
+  for (uint32_t k = 0; k < plans[0]->n_devs; k++)
+    if (plans[0]->devs[k].bytes > info.device_bytes) info.device_bytes = plans[0]->devs[k].bytes;
+  if (limit && (st = dpc_driver_check_memory(plans[0], limit, m))) goto done;
   aot[np++] = (dpc_aot_plan){"infer", plans[0]};
   if (train) {
     if (cancelled(cancel)) goto stopped;
-    if ((st = make_plan(g, &po, true, false, vals, batch, replicas, &plans[1], m))) goto done;
+    if ((st = make_plan(g, &po, true, false, vals, batch, replicas, 1, &plans[1], m))) goto done;
     if (cancelled(cancel)) goto stopped;
     /* on one device: a data-parallel forward pass leaves each replica's loss its own */
-    if ((st = make_plan(g, &po, false, true, vals, batch, 1, &plans[2], m))) goto done;
+    if ((st = make_plan(g, &po, false, true, vals, batch, 1, 1, &plans[2], m))) goto done;
     aot[np++] = (dpc_aot_plan){"train", plans[1]};
     aot[np++] = (dpc_aot_plan){"eval", plans[2]};
   }
@@ -200,7 +261,7 @@ DPC_COMPILER_API dpc_status dpc_net_compile(const dpc_net *n, const dpc_compile_
     if (cancelled(cancel)) goto stopped;
     int64_t *bv = calloc(g->n_syms ? g->n_syms : 1, sizeof *bv);
     for (uint32_t q = 0; bv && q < g->n_syms; q++) bv[q] = vals[q] == batch ? k : vals[q];
-    st = bv ? make_plan(g, &po, false, false, bv, k, 1, &plans[np], m)
+    st = bv ? make_plan(g, &po, false, false, bv, k, 1, split, &plans[np], m)
             : dpc_diag_fail(m, DPC_ERR_NOMEM, "out of memory");
     free(bv);
     if (st) goto done;

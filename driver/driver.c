@@ -378,8 +378,9 @@ dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driv
   dpc_graph *acc = NULL;
   dpc_status st = DPC_OK;
   const dpc_graph *unacc = bound;
-  uint32_t K = training && accumulate > 1 ? accumulate : 1;
-  if (training && accumulate > 1) {
+  bool micro_ok = training || s->micro_infer;
+  uint32_t K = micro_ok && accumulate > 1 ? accumulate : 1;
+  if (micro_ok && accumulate > 1) {
     st = dpc_accumulate_graph(bound, accumulate, &acc, d);
     if (st) return st;
     bound = acc;

@@ -297,6 +297,8 @@ typedef struct dpc_compile_info {
   dpc_compile_problem problem; /* on failure: the setting refused, or DPC_COMPILE_FINE */
   unsigned index;              /* BAD_DIM, BAD_BATCH: which dims / batch_sizes entry */
   char schedule[32];           /* NO_HORIZON: the learning-rate schedule ("cosine") */
+  uint32_t split;              /* the devices the model is split over (0: not split) */
+  uint64_t device_bytes;       /* the inference plan's most bytes on one device */
 } dpc_compile_info;
 
 typedef struct dpc_compile_opts {
@@ -318,14 +320,23 @@ typedef struct dpc_compile_opts {
    * signal caught without SA_RESTART also wakes the wait for the linker. NULL: never. */
   const volatile int *cancel;
   dpc_compile_info *info; /* NULL, or told what was compiled or which setting was refused */
+  /* Model parallel inference: every inference plan split over `devices` by the partitioner
+   * (each device a part of the model, a batch flowing through them), instead of the batch
+   * split over them. Inference only (not with train). */
+  bool split;
+  /* Bytes each device has (0: no limit): the inference plans must fit. When the batch split
+   * over `devices` does not fit (every replica holds the whole model), the model is split
+   * instead, as with `split`. */
+  uint64_t device_memory;
 } dpc_compile_opts;
 
 /* Compile the model into an artifact at `path`, written whole or not at all (a temporary file
- * renamed into place): an inference plan at the batch (data parallel over `devices`), with train
+ * renamed into place): an inference plan at the batch (data parallel over `devices`, or split
+ * over them: `split`, `device_memory`), with train
  * a training plan at the same batch and an evaluation plan on one device, and an inference plan
- * on one device for each of batch_sizes. Symbols the dims do not give take the batch. Settings
- * that cannot work are DPC_ERR_INVALID and say which in o->info (a problem counting the devices
- * is the device spec's own error). */
+ * on one device (split as the first when split) for each of batch_sizes. Symbols the dims do not
+ * give take the batch. Settings that cannot work are DPC_ERR_INVALID and say which in o->info (a
+ * problem counting the devices is the device spec's own error). */
 DPC_COMPILER_API dpc_status dpc_net_compile(const dpc_net *n, const dpc_compile_opts *o,
                                             const char *path, dpc_message *m);
 

@@ -3,7 +3,8 @@
 # endpoint; a 1-row and a 3-row request answer what dpc run gives for the same data (within
 # 1e-6); every error status with its message; the binary data extension; 50 threads x 10
 # requests all answered right; 1000 idle connections and 50 slow-loris clients while requests are
-# answered; the auto delay's metrics; two models from a folder; a full queue answers 503 with
+# answered; the auto delay's metrics; two models from a folder; a model split over two devices
+# under a memory limit answering the same; a full queue answers 503 with
 # Retry-After; SIGTERM under load answers every accepted request and exits 0. Every wait has a
 # timeout and every server is killed at the end.
 #   serve_test.sh DPC SOURCE_DIR WORK_DIR
@@ -204,6 +205,26 @@ cp "$work/m.dpx" "$work/bad3/z/"
 echo '{"batch_delay_us": 100, "latency_target_ms": 5}' >"$work/bad3/z/config.json"
 expect 1 "folder: a fixed delay with a latency target is refused" -- "$dpc" serve "$work/bad3" --port 0
 contains "$work/err" "latency_target_ms goes with" "... saying why"
+
+# a model that does not fit one device's memory: split over cpu:2 (each device a part of the
+# model, the batch as micro-batches passed from one to the next), served by two instances; the
+# same answers as the one-device artifact, under load too
+expect 1 "a 2 MiB device memory does not hold fashion_mlp on one device" -- \
+  "$dpc" compile "$src/examples/fashion_mlp.graph" --batch 8 --device-memory 2M -o "$work/no.dpx"
+contains "$work/err" "more memory" "... saying so"
+expect 0 "compile fashion_mlp over cpu:2 with 2 MiB a device" -- \
+  "$dpc" compile "$src/examples/fashion_mlp.graph" --batch 8 --batch-sizes 1,2,4 --devices cpu:2 \
+  --device-memory 2M -o "$work/split.dpx"
+contains "$work/out" "split over cpu:2 (model parallel): at most 1\.[0-9] MiB on one device" \
+  "... split over the two devices, each under its 2 MiB"
+expect 2 "--strategy model with --train is a usage error" -- \
+  "$dpc" compile "$src/examples/fashion_mlp.graph" --devices cpu:2 --strategy model --train -o "$work/t.dpx"
+contains "$work/err" "inference plans only" "... saying why"
+if serve_path="$work/split.dpx" start split --instances 2 --batch-delay 1000; then
+  $py "$client" same "$url" "$work/x.npy" "$work/ref/logits.npy" || fails=$((fails + 1))
+  $py "$client" load "$url" "$work/x.npy" "$work/ref/logits.npy" || fails=$((fails + 1))
+  stop $pid split
+fi
 
 # a full queue: one worker, requests held 3 s for more rows, one may wait; the next is refused
 if start busy --max-queue 1 --batch-delay 3000000; then

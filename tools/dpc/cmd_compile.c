@@ -24,6 +24,13 @@ static const cli_opt compile_opts[] = {
     {"devices", true, false,
      "data parallel over these devices, e.g. cpu:2 (the batch split equally; default one; the "
      "evaluation plan stays on one)"},
+    {"strategy", true, false,
+     "data (the batch split over --devices, the default) or model (inference only: the model "
+     "split over --devices by the partitioner, each device holding a part; dpc serve pipelines "
+     "consecutive batches through them)"},
+    {"device-memory", true, false,
+     "SIZE (512M, 2G): each device's memory; the inference plans must fit, and a model that "
+     "does not fit on one of --devices is split over them"},
     {"train", false, false, "also compile the training step and an evaluation plan"},
     {"total-steps", true, false, "with --train: the horizon of a cosine or linear schedule"},
     {"cpu", true, false,
@@ -101,6 +108,21 @@ int dpc_cmd_compile(int argc, char **argv) {
   int n_dims = cli_count(compile_opts, NCOMPILE, &p, "dim");
   for (int i = 0; i < n_dims; i++) dims[i] = cli_value(compile_opts, NCOMPILE, &p, "dim", i);
   const char *devs = cli_get(compile_opts, NCOMPILE, &p, "devices");
+  const char *strategy = cli_get(compile_opts, NCOMPILE, &p, "strategy");
+  if (strategy && strcmp(strategy, "data") && strcmp(strategy, "model"))
+    return cli_usage_error("compile", "--strategy expects data or model, got '%s'", strategy);
+  bool split = strategy && !strcmp(strategy, "model");
+  if (split && !devs)
+    return cli_usage_error("compile", "--strategy model splits the model over --devices: give "
+                                      "at least two, e.g. --devices cpu:2");
+  if (split && train)
+    return cli_usage_error("compile", "--strategy model compiles inference plans only; to train "
+                                      "a split model use dpc train --strategy model");
+  const char *mem = cli_get(compile_opts, NCOMPILE, &p, "device-memory");
+  uint64_t device_memory = 0;
+  if (mem && !dpc_parse_size(mem, &device_memory))
+    return cli_usage_error("compile", "--device-memory expects a size such as 512M or 2G, got '%s'",
+                           mem);
   dpc_build_opts b;
   int rc = cli_build_opts("compile", compile_opts, NCOMPILE, &p, &b);
   if (rc) return rc;
@@ -129,7 +151,9 @@ int dpc_cmd_compile(int argc, char **argv) {
                          .cpu = cli_get(compile_opts, NCOMPILE, &p, "cpu"),
                          .features = cli_get(compile_opts, NCOMPILE, &p, "features"),
                          .cancel = cli_interrupt_flag(),
-                         .info = &info};
+                         .info = &info,
+                         .split = split,
+                         .device_memory = device_memory};
   /* a signal stops the compile, which removes its temporary files; dpc then ends by it */
   cli_interrupt_catch_mode("compile", false, CLI_INTERRUPT_CLEANUP);
   dpc_status st = dpc_net_compile(net, &co, outp, m);
@@ -170,6 +194,9 @@ int dpc_cmd_compile(int argc, char **argv) {
   printf("%s: %s for %s, batch %lld%s%s%s\n", outp, sum.name ? sum.name : "model", info.target,
          batch, info.replicas > 1 ? ", data parallel over " : "", info.replicas > 1 ? devs : "",
          train ? ", with training" : "");
+  if (info.split)
+    printf("  split over %s (model parallel): at most %.1f MiB on one device%s\n", devs,
+           (double)info.device_bytes / (1024.0 * 1024), split ? "" : ", as --device-memory asks");
   goto done;
 report:
   rc = cli_report("compile", m);
