@@ -3,7 +3,7 @@
 # --batch-sizes 1,2,4,8,16), then served in turn without batching (--max-batch 1), with each
 # fixed delay of DELAYS, and with the auto delay (--latency-target-ms TARGET_MS); against each,
 # bench_http_load offers RATES requests/s (light load to past saturation), SECONDS each. One
-# results file per model, bench/results/DATE-serve-http-MODEL.txt, with a header of the commit,
+# results file per model, bench/results/DATE-serve-http-MODEL[-binary].txt, with a header of the commit,
 # the time, the load average and every command as run. Every server it starts is stopped, on
 # any exit.
 #   bench/serve_load.sh [BUILD]        (default: build)
@@ -85,7 +85,7 @@ for model in $models; do
   fashion_cnn) rates=${RATES:-500,1000,2000,3000,5000} ;;
   *) rates=${RATES:-100,1000,5000} ;;
   esac
-  out=$out_dir/$(date -u +%F)-serve-http-$model.txt
+  out=$out_dir/$(date -u +%F)-serve-http-$model${binary:+-binary}.txt
   artifact=$work/$model.dpx
   compile="$dpc compile examples/$model.graph --batch 32 --batch-sizes 1,2,4,8,16 -o $model.dpx"
   {
