@@ -3,7 +3,7 @@
 
   serve_client.py npy FILE ROWS SEED        write ROWS rows of fashion_mlp's x as float32 .npy
   serve_client.py same URL X.npy REF.npy    a request of X's rows answers REF's values (1e-6)
-  serve_client.py load URL X.npy REF.npy    50 threads x 10 requests of 1 to 3 rows, all right
+  serve_client.py load URL X.npy REF.npy    100 threads x 5 requests of 1 to 3 rows, all right
   serve_client.py drain URL X.npy REF.npy PID   threads sending, SIGTERM to PID while they do:
                                             every answer right, the signal's queued ones answered
   serve_client.py binary URL X.npy REF.npy  the binary data extension: a 2-row request with its
@@ -223,9 +223,12 @@ def main():
         errors, done = [], [0]
         lock = threading.Lock()
 
+        together = threading.Barrier(100)
+
         def client(k):
             rng = random.Random(k)
-            for _ in range(10):
+            together.wait(30)  # the first requests of all 100 at once
+            for _ in range(5):
                 rows = rng.randint(1, 3)
                 try:
                     status, ans = infer(url, rows, x)
@@ -237,13 +240,13 @@ def main():
                     if why:
                         errors.append(why)
 
-        threads = [threading.Thread(target=client, args=(k,)) for k in range(50)]
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(100)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(60)
         check(done[0] == 500 and not errors,
-              "50 threads x 10 requests: %d answered, %d wrong%s" %
+              "100 threads at once x 5 requests: %d answered, %d wrong%s" %
               (done[0], len(errors), "" if not errors else " (" + errors[0] + ")"))
     elif cmd == "soak":
         # soak URL X REF N: N requests of 1 to 3 rows from 32 threads on kept-alive connections

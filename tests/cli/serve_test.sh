@@ -1,7 +1,7 @@
 #!/bin/sh
 # dpc serve: fashion_mlp compiled with --batch 8 --batch-sizes 1,2,4 served on a free port; every
 # endpoint; a 1-row and a 3-row request answer what dpc run gives for the same data (within
-# 1e-6); every error status with its message; the binary data extension; 50 threads x 10
+# 1e-6); every error status with its message; the binary data extension; 100 threads x 5
 # requests all answered right; 1000 idle connections and 50 slow-loris clients while requests are
 # answered; the auto delay's metrics; two models from a folder; a model split over two devices
 # under a memory limit answering the same; a full queue answers 503 with
