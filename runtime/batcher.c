@@ -83,15 +83,15 @@ struct dpc_batcher {
   uint64_t latency_target_us;
   dpc_auto_input measured;
   uint64_t arrivals, arrival_rows, t_chosen;
+  uint64_t t_behind; /* when a batch was last cut with a full batch still queued; 0: never */
   char why[sizeof((dpc_auto_choice *)0)->why];
 };
 
 /* The auto delay measures batches in the buckets the statistics count them in. */
 _Static_assert(DPC_AUTO_BUCKETS == DPC_BATCHER_HIST, "one bucket per batch_hist entry");
 
-/* How quickly the measurements follow a change: the weight of the newest. */
-#define SERVICE_WEIGHT 0.25
-#define RATE_WEIGHT    0.5
+/* How quickly the arrival rate follows a change: the weight of the newest. */
+#define RATE_WEIGHT 0.5
 /* The auto delay is chosen again after a batch once this much time has passed (ns). */
 #define CHOOSE_EVERY_NS 20000000u
 
@@ -156,16 +156,11 @@ static void release(dpc_batcher *b, dpc_batcher_ticket *t) {
 }
 
 /* After a batch of `rows` rows (size bucket k, as batch_hist counts it), under the lock: its
- * service time into the measurements, and every
- * CHOOSE_EVERY_NS the arrival rate measured and the delay chosen again. */
+ * service time into the measurements, and every CHOOSE_EVERY_NS the arrival rate measured and
+ * the delay chosen again. */
 static void tune_delay(dpc_batcher *b, unsigned k, uint64_t rows, uint64_t dt_ns, uint64_t now) {
   dpc_auto_input *m = &b->measured;
-  double s = (double)dt_ns * 1e-9;
-  if (m->bucket_rows[k] <= 0)
-    m->bucket_rows[k] = (double)rows, m->bucket_s[k] = s;
-  else
-    m->bucket_rows[k] += SERVICE_WEIGHT * ((double)rows - m->bucket_rows[k]),
-        m->bucket_s[k] += SERVICE_WEIGHT * (s - m->bucket_s[k]);
+  dpc_batcher_auto_measure(m, k, (double)rows, (double)dt_ns * 1e-9);
   if (now - b->t_chosen < CHOOSE_EVERY_NS) return;
   double span = (double)(now - b->t_chosen) * 1e-9;
   double rate = (double)b->arrivals / span;
@@ -175,6 +170,8 @@ static void tune_delay(dpc_batcher *b, unsigned k, uint64_t rows, uint64_t dt_ns
       m->rows_per_req > 0 ? m->rows_per_req + RATE_WEIGHT * (per_req - m->rows_per_req) : per_req;
   b->arrivals = b->arrival_rows = 0;
   b->t_chosen = now;
+  m->delay_us = b->delay_us;
+  m->behind_s = !b->t_behind ? -1 : now > b->t_behind ? (double)(now - b->t_behind) * 1e-9 : 0;
   dpc_auto_choice c;
   dpc_batcher_auto_choose(m, &c);
   b->delay_us = c.delay_us;
@@ -218,6 +215,7 @@ static void *worker_main(void *arg) {
     }
     b->st.queued -= n;
     b->st.queued_rows -= rows;
+    if (b->st.queued_rows >= b->max_batch) b->t_behind = t0; /* for the auto delay */
     b->st.busy++;
     if (b->head) pthread_cond_signal(&b->work); /* the rest is another idle worker's */
     pthread_mutex_unlock(&b->mu);

@@ -1,11 +1,13 @@
 /*
  * batcher_auto.h — the batcher's `auto` delay: from what it measured (the arrival rate, the
- * service time of each batch size), the delay that serves the offered load with the shortest p99
- * latency under the target, or, when the load is past what the instances can serve, the delay
- * that serves the most within the target.
+ * service time of each batch size, whether the queue is falling behind), the delay that serves
+ * the offered load with the shortest p99 latency under the target, or, when the load is past what
+ * the instances can serve, the delay that serves the most within the target.
  *
  * A pure function of its inputs, so it is tested on made-up measurements (tests/unit/
- * test_runtime.c); batcher.c keeps the measurements and calls it as batches finish.
+ * test_runtime.c); batcher.c keeps the measurements and calls it as batches finish. It must not
+ * read clocks or the batcher: what it needs of the past (the delay in force, how long ago the
+ * queue last fell behind) comes in the input.
  */
 #ifndef DPC_RUNTIME_BATCHER_AUTO_H
 #define DPC_RUNTIME_BATCHER_AUTO_H
@@ -20,12 +22,20 @@
 typedef struct dpc_auto_input {
   double rate;         /* requests arriving per second */
   double rows_per_req; /* mean rows of a request */
-  /* per bucket: mean rows of the batches measured and their mean service time in seconds
-   * (packing, the run, unpacking); rows 0: none measured */
+  /* per bucket: mean rows of the batches measured and their typical service time in seconds
+   * (packing, the run, unpacking; see dpc_batcher_auto_measure); rows 0: none measured */
   double bucket_rows[DPC_AUTO_BUCKETS], bucket_s[DPC_AUTO_BUCKETS];
   unsigned instances;
   uint64_t max_batch;
-  double target_s; /* the p99 latency to stay under */
+  /* how far a batch has lately run past its size's typical time (the process preempted, the CPU
+   * shared), a decaying maximum kept by dpc_batcher_auto_measure: what a request that comes
+   * during such a stall waits on top, until the queue it left drains */
+  double stall_s;
+  double target_s;   /* the p99 latency to stay under */
+  uint64_t delay_us; /* the delay in force, which a new choice must beat by a margin to replace */
+  /* seconds since a batch was last cut with more than a full batch still queued behind it (the
+   * instances falling behind the arrivals); negative: never */
+  double behind_s;
 } dpc_auto_input;
 
 typedef struct dpc_auto_choice {
@@ -35,6 +45,12 @@ typedef struct dpc_auto_choice {
   double p99_s;      /* the predicted p99 latency */
   char why[224];     /* the reason, in numbers, for a person */
 } dpc_auto_choice;
+
+/* A batch's service time `s` into bucket k's typical time: a decaying average that follows a
+ * faster batch quickly and a slower one slowly, a single slow batch (the process preempted, a
+ * plan's first run) counted as at most twice the typical time, so what it settles on is the time
+ * a batch takes when nothing else gets in the way. */
+void dpc_batcher_auto_measure(dpc_auto_input *in, unsigned k, double rows, double s);
 
 /* The service time of a batch of `rows` rows as the measurements predict it; 0 when nothing was
  * measured. */

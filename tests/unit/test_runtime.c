@@ -170,8 +170,12 @@ static void driver_binds_batch(void) {
 /* The batcher's auto delay on made-up measurements: a batch of b rows takes 100 + 10 b us, one
  * instance, batches of at most 64 rows, a 20 ms target. */
 static dpc_auto_input auto_input(double rate) {
-  dpc_auto_input in = {
-      .rate = rate, .rows_per_req = 1, .instances = 1, .max_batch = 64, .target_s = 0.020};
+  dpc_auto_input in = {.rate = rate,
+                       .rows_per_req = 1,
+                       .instances = 1,
+                       .max_batch = 64,
+                       .target_s = 0.020,
+                       .behind_s = -1};
   for (int k = 0; k <= 6; k++)
     in.bucket_rows[k] = (double)(1 << k), in.bucket_s[k] = 100e-6 + 10e-6 * (double)(1 << k);
   return in;
@@ -179,10 +183,20 @@ static dpc_auto_input auto_input(double rate) {
 
 static void batcher_auto_delay(void) {
   dpc_auto_input in = auto_input(0);
-  /* the service time: measured points, linear between them, no gain past the largest */
+  /* the service time: measured points, linear between them, along the last two past the
+   * largest */
   CHECK_NEAR(dpc_batcher_auto_service(&in, 1), 110e-6, 1e-12);
   CHECK_NEAR(dpc_batcher_auto_service(&in, 3), 130e-6, 1e-12);
-  CHECK_NEAR(dpc_batcher_auto_service(&in, 128), 2 * 740e-6, 1e-12);
+  CHECK_NEAR(dpc_batcher_auto_service(&in, 128), 1380e-6, 1e-12);
+  /* only batches of one and two measured (a light load): 32 rows along their line, where no
+   * gain from batching would say 32 x 110 us */
+  dpc_auto_input small = auto_input(0);
+  for (int k = 2; k <= 6; k++) small.bucket_rows[k] = 0;
+  CHECK_NEAR(dpc_batcher_auto_service(&small, 32), 420e-6, 1e-12);
+  small.bucket_rows[1] = 0; /* one point: no more gain than measured */
+  CHECK_NEAR(dpc_batcher_auto_service(&small, 32), 32 * 110e-6, 1e-12);
+  small.bucket_rows[1] = 2, small.bucket_s[1] = 300e-6; /* steeper than proportional: as one */
+  CHECK_NEAR(dpc_batcher_auto_service(&small, 32), 32 * 150e-6, 1e-12);
   dpc_auto_input none = {.rate = 5000, .rows_per_req = 1, .instances = 1, .max_batch = 64};
   CHECK_NEAR(dpc_batcher_auto_service(&none, 4), 0, 0);
 
@@ -219,8 +233,88 @@ static void batcher_auto_delay(void) {
   CHECK_MSG(c.delay_us == 0 && strstr(c.why, "light load"), "%s", c.why);
 }
 
+/* The typical service time: a slow first batch forgotten quickly, a preempted one counted as at
+ * most twice the typical time. */
+static void batcher_auto_measure(void) {
+  dpc_auto_input in = auto_input(0);
+  for (int k = 0; k < DPC_AUTO_BUCKETS; k++) in.bucket_rows[k] = 0;
+  dpc_batcher_auto_measure(&in, 3, 8, 1000e-6); /* a plan's first run, cold */
+  CHECK_NEAR(in.bucket_s[3], 1000e-6, 1e-12);
+  CHECK_NEAR(in.bucket_rows[3], 8, 1e-12);
+  for (int i = 0; i < 20; i++) dpc_batcher_auto_measure(&in, 3, 8, 200e-6);
+  /* 800 us too slow at first, 0.7^20 of that left */
+  CHECK_NEAR(in.bucket_s[3], 200e-6 + 800e-6 * 7.979e-4, 1e-9);
+  double settled = in.bucket_s[3];
+  dpc_batcher_auto_measure(&in, 3, 8, 20000e-6); /* preempted for 20 ms */
+  CHECK_NEAR(in.bucket_s[3], settled * 1.1, 1e-12);
+  CHECK_NEAR(in.stall_s, 5e-3, 1e-12);                 /* a quarter of the 20 ms target at most */
+  dpc_batcher_auto_measure(&in, 3, 12, settled * 1.1); /* rows follow by a quarter */
+  CHECK_NEAR(in.bucket_rows[3], 9, 1e-12);
+  CHECK_NEAR(in.bucket_s[3], settled * 1.1, 1e-12);
+  CHECK_NEAR(in.stall_s, 5e-3 * 0.998, 1e-12);           /* then decaying per batch */
+  dpc_batcher_auto_measure(&in, DPC_AUTO_BUCKETS, 8, 1); /* out of range: ignored */
+  dpc_batcher_auto_measure(&in, 2, 0, 1);
+  CHECK(in.bucket_rows[2] == 0);
+}
+
+/* The choice damped: after the queue fell behind, more headroom and no shorter delay; the delay
+ * in force kept unless a change gains clearly; no delay at light load kept to a lower load once a
+ * delay is in force. */
+static void batcher_auto_damped(void) {
+  dpc_auto_choice c, c_behind;
+  /* 50k requests/s: 67% busy predicted at 200 us; just behind, 500 us and 58% */
+  dpc_auto_input in = auto_input(50000);
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.delay_us == 200 && c.busy > 0.6 && c.busy <= 0.8, "%s", c.why);
+  in.behind_s = 0.1;
+  dpc_batcher_auto_choose(&in, &c_behind);
+  CHECK_MSG(c_behind.delay_us == 500 && c_behind.busy <= 0.6 &&
+                strstr(c_behind.why, "the queue fell behind"),
+            "%s", c_behind.why);
+  in.behind_s = 0.3; /* long enough ago: as before */
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.delay_us == 200 && !strstr(c.why, "behind"), "%s", c.why);
+
+  /* behind, a longer delay in force stays though 200 us predicts the shorter p99 */
+  in = auto_input(8000);
+  in.delay_us = 2000, in.behind_s = 0.05;
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.delay_us == 2000 && strstr(c.why, "fell behind"), "%s", c.why);
+  in.behind_s = -1; /* never behind: the delay in force goes for 200 us, 0.51 ms of p99 */
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.delay_us == 200 && c.p99_s < 0.52e-3 && strstr(c.why, "shortest p99"), "%s", c.why);
+  /* 100 us predicts 0.53 ms, within 15% of the best: kept */
+  in.delay_us = 100;
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.delay_us == 100 && c.p99_s > 0.52e-3 && strstr(c.why, "kept"), "%s", c.why);
+  /* a light load behind stays at no delay: batches of one keep the instances 11% busy */
+  in = auto_input(1000);
+  in.behind_s = 0;
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.delay_us == 0 && c.busy < 0.12 && strstr(c.why, "fell behind"), "%s", c.why);
+
+  /* stalls of 2.5 ms on a busy machine: a longer delay, for larger batches and time to spare */
+  in = auto_input(20000);
+  dpc_auto_choice calm;
+  dpc_batcher_auto_choose(&in, &calm);
+  in.stall_s = 2.5e-3;
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(calm.delay_us == 200 && c.delay_us == 500 && c.busy < calm.busy - 0.1 &&
+                c.p99_s > 2.5e-3 && c.p99_s < 0.020,
+            "%s against %s", c.why, calm.why);
+
+  /* 45% busy with batches of one: light with no delay in force, not once a delay is */
+  in = auto_input(4091);
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.delay_us == 0 && strstr(c.why, "light load"), "%s", c.why);
+  in.delay_us = 500;
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(!strstr(c.why, "light load") && strstr(c.why, "shortest p99"), "%s", c.why);
+}
+
 const unit_test unit_tests[] = {
-    {"batcher_auto_delay", batcher_auto_delay},   {"npy_roundtrip", npy_roundtrip},
+    {"batcher_auto_delay", batcher_auto_delay},   {"batcher_auto_measure", batcher_auto_measure},
+    {"batcher_auto_damped", batcher_auto_damped}, {"npy_roundtrip", npy_roundtrip},
     {"npy_rejects_garbage", npy_rejects_garbage}, {"initializers", initializers},
     {"driver_binds_batch", driver_binds_batch},   {NULL, NULL},
 };
