@@ -4,12 +4,13 @@
 # fixed delay of DELAYS, and with the auto delay (--latency-target-ms TARGET_MS); against each,
 # bench_http_load offers RATES requests/s (light load to past saturation), SECONDS each. One
 # results file per model, bench/results/DATE-serve-http-MODEL[-binary].txt, with a header of the commit,
-# the time, the load average and every command as run. Every server it starts is stopped, on
-# any exit.
+# the time, the load average and every command as run; then the auto delay once more, through a
+# step in load (--steps). Every server it starts is stopped, on any exit.
 #   bench/serve_load.sh [BUILD]        (default: build)
 # Environment: MODELS (fashion_mlp fashion_cnn), RATES (R1,R2,..; default per model), SECONDS (2),
 # DELAYS (0 500 2000, in us), TARGET_MS (10), CONNECTIONS (64), INSTANCES (1), BINARY (1: tensors
-# as raw bytes), OUT_DIR (bench/results).
+# as raw bytes), STEPS (R1,R2,..; default the first rate, the second to last, the first; empty:
+# none), OUT_DIR (bench/results).
 set -u
 build=${1:-build}
 dpc=$build/tools/dpc/dpc
@@ -85,6 +86,7 @@ for model in $models; do
   fashion_cnn) rates=${RATES:-500,1000,2000,3000,5000} ;;
   *) rates=${RATES:-100,1000,5000} ;;
   esac
+  steps=${STEPS-$(echo "$rates" | awk -F, 'NF > 2 { print $1 "," $(NF - 1) "," $1 }')}
   out=$out_dir/$(date -u +%F)-serve-http-$model${binary:+-binary}.txt
   artifact=$work/$model.dpx
   compile="$dpc compile examples/$model.graph --batch 32 --batch-sizes 1,2,4,8,16 -o $model.dpx"
@@ -92,7 +94,7 @@ for model in $models; do
     echo "# dpc serve over HTTP, $model: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit$([ "$dirty" -gt 0 ] && echo " (with $dirty tracked files modified: other work in the tree)")"
     echo "# $(nproc) cores, load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared: other builds and tests may run beside this, and bench_http_load itself shares the cores with the server)"
     echo "# open loop: Poisson arrivals at each offered rate, $seconds s per rate, latency from the scheduled send to the answer's end; one server per mode, rates in turn"
-    echo "# run as: MODELS='$models' RATES=$rates SECONDS=$seconds DELAYS='$delays' TARGET_MS=$target_ms CONNECTIONS=$connections INSTANCES=$instances BINARY=${BINARY:-0} bench/serve_load.sh $build"
+    echo "# run as: MODELS='$models' RATES=$rates SECONDS=$seconds DELAYS='$delays' TARGET_MS=$target_ms CONNECTIONS=$connections INSTANCES=$instances BINARY=${BINARY:-0} STEPS=$steps bench/serve_load.sh $build"
     echo "# $compile"
   } >"$out"
   if ! "$dpc" compile "examples/$model.graph" --batch 32 --batch-sizes 1,2,4,8,16 \
@@ -122,5 +124,24 @@ for model in $models; do
     } >>"$out"
     stop_server
   done
+  # the auto delay through a step in load, on a fresh server: the first rate, the second to last,
+  # the first again
+  if [ -n "$steps" ]; then
+    echo "serve_load.sh: $model, auto through the steps $steps" >&2
+    opts="--batch-delay auto --latency-target-ms $target_ms"
+    # shellcheck disable=SC2086 # opts is a list of options
+    start_server "$work/serve.log" "$artifact" --instances "$instances" $opts || exit 1
+    {
+      echo
+      echo "## auto, a step in load"
+      echo "# dpc serve $model.dpx --port 0 --instances $instances $opts"
+      echo "# $load URL $model --steps $steps --seconds $seconds --window-ms 500 --connections $connections${binary:+ $binary}"
+      # shellcheck disable=SC2086 # binary is empty or one option
+      "$load" "$url" "$model" --steps "$steps" --seconds "$seconds" --window-ms 500 \
+        --connections "$connections" $binary 2>&1
+      echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    } >>"$out"
+    stop_server
+  fi
   echo "serve_load.sh: $out" >&2
 done
