@@ -309,13 +309,18 @@ static dpc_status open_instance(dpc_batcher *b, instance *in, const dpc_batcher_
   for (unsigned p = 0; p < in->n_plans; p++) {
     /* rows = the plan's own batch selects exactly that plan and lets it use the buffers in
      * place */
+    /* every runner reads the first one's params (inference never writes them): one copy of
+     * the weights however many instances and plans, which a model split over devices because
+     * it does not fit one needs */
+    dpc_runner *first = b->inst[0].runners[0];
     dpc_runner_opts ro = {sizeof ro,
                           .mode = DPC_MODE_INFER,
                           .threads = o->threads ? o->threads : 1,
                           .devices = o->devices,
                           .log = o->log,
                           .log_user = o->log_user,
-                          .rows = (uint64_t)in->plan_rows[p]};
+                          .rows = (uint64_t)in->plan_rows[p],
+                          .share = first};
     dpc_status st = dpc_runner_open(b->m, &ro, &in->runners[p], err, err_len);
     if (st) return st;
   }

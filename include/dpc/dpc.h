@@ -27,8 +27,9 @@
  *
  * Threads: a loaded model is never changed after dpc_model_load, so any number of runners on
  * one model may run at the same time from different threads, each with its own buffers. One
- * runner is used by one thread at a time (runners made with `share` count as one: they use
- * the same params).
+ * runner is used by one thread at a time (runners made with `share` count as one while any of
+ * them trains: they use the same params; inference runners only read them, and may run at once,
+ * as the batcher's instances do).
  *
  * Compatibility (this API is 0.x): a struct whose first field is `size` is extensible: the
  * caller sets size to sizeof the struct it was compiled with (`dpc_runner_opts o = {sizeof o}`)
@@ -240,7 +241,8 @@ typedef struct dpc_batcher_ticket dpc_batcher_ticket; /* one submitted request, 
 /* How to make a batcher. Zero-initialize it and set size (see Compatibility above). */
 typedef struct dpc_batcher_opts {
   size_t size;         /* sizeof(dpc_batcher_opts) */
-  unsigned instances;  /* model instances, each its own runners and worker thread: 0 means 1 */
+  unsigned instances;  /* model instances, each its own runners and worker thread: 0 means 1
+                          (all read one copy of the params) */
   unsigned threads;    /* threads per instance's run: 0 means 1 (the worker alone: instances
                           share the cores, and a run's thread pool binds from core 0) */
   const char *devices; /* each instance's devices, for an artifact compiled for several (as
