@@ -14,15 +14,6 @@
  * may write): the two are one type on the platforms dpc builds for. */
 _Static_assert(_Generic((sig_atomic_t)0, int : 1, default : 0), "sig_atomic_t is not int");
 
-/* The micro-batches a split plan runs its batch as: the most up to twice the devices that
- * divide the batch, at least 4 rows each, so while one device works on a micro-batch the one
- * before it starts the next (GPipe's bubble is (S-1)/(M+S-1) of the run); 1 for small batches. */
-static uint32_t pipeline_micro(int64_t batch, uint32_t devices) {
-  for (uint32_t m = 2 * devices; m > 1; m--)
-    if (batch % m == 0 && batch / m >= 4) return m;
-  return 1;
-}
-
 /* A copy of g through the pipeline, every symbol bound, planned on one device, data parallel
  * over `replicas` (each replica's symbols at vals / replicas where vals is the batch), or, with
  * `split` devices, as the placement on src's nodes puts it (model parallel). */
@@ -37,19 +28,12 @@ static dpc_status make_plan(const dpc_graph *src, const dpc_pass_opts *base, boo
   if (!st) st = dpc_passes_run(g, &po, d);
   int64_t *per = calloc(g->n_syms ? g->n_syms : 1, sizeof *per);
   if (!per && !st) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  /* split: the batch as micro-batches of batch / micro rows, passed from device to device */
-  uint32_t micro = split > 1 ? pipeline_micro(batch, split) : 1;
   for (uint32_t k = 0; per && k < g->n_syms; k++)
-    per[k] = vals[k] == batch ? batch / replicas / micro : vals[k];
+    per[k] = vals[k] == batch ? batch / replicas : vals[k];
   if (!st) st = dpc_graph_bind(g, per, d);
   if (!st && split > 1)
-    st = dpc_driver_plan(g, batch,
-                         &(dpc_driver_strategy){.replicas = 1,
-                                                .mp = split,
-                                                .accumulate = micro,
-                                                .schedule = DPC_SCHEDULE_GPIPE,
-                                                .micro_infer = true},
-                         training, out, d);
+    st = dpc_driver_plan(g, batch, &(dpc_driver_strategy){.replicas = 1, .mp = split}, training,
+                         out, d);
   else if (!st && replicas > 1)
     st = dpc_driver_plan(g, batch, &(dpc_driver_strategy){.replicas = replicas, .mp = 1}, training,
                          out, d);

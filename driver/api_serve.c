@@ -235,8 +235,9 @@ static double metric(const dpc_batcher_stats *st, int f) {
 
 static enum MHD_Result send_metrics(dpc_server *s, struct MHD_Connection *c) {
   dpc_batcher_stats *st = calloc(s->n_models, sizeof *st);
-  /* a model's samples are under 4 KiB: its name is at most 255 bytes, its reason 224 */
-  size_t cap = 4096 + 4096 * (size_t)s->n_models, len = 0;
+  /* a model's samples are under 12 KiB (its histograms' 60 buckets included): its name is at
+   * most 255 bytes, its reason 224 */
+  size_t cap = 4096 + 12288 * (size_t)s->n_models, len = 0;
   char *t = malloc(cap);
   if (!t || !st) {
     free(t), free(st);
@@ -265,6 +266,48 @@ static enum MHD_Result send_metrics(dpc_server *s, struct MHD_Connection *c) {
         EMIT(metric(&st[k], f) == floor(metric(&st[k], f)) ? "%s{model=\"%s\"} %.0f\n"
                                                            : "%s{model=\"%s\"} %.9f\n",
              families[f].name, s->models[k].name, metric(&st[k], f));
+  }
+  EMIT("# HELP dpc_instances Model instances.\n# TYPE dpc_instances gauge\n");
+  for (unsigned k = 0; k < s->n_models; k++)
+    EMIT("dpc_instances{model=\"%s\"} %u\n", s->models[k].name, st[k].instances);
+  EMIT("# HELP dpc_instances_busy Model instances running a batch now.\n"
+       "# TYPE dpc_instances_busy gauge\n");
+  for (unsigned k = 0; k < s->n_models; k++)
+    EMIT("dpc_instances_busy{model=\"%s\"} %u\n", s->models[k].name, st[k].busy);
+  /* histograms: cumulative buckets, as Prometheus reads them */
+  for (int h = 0; h < 3; h++) {
+    static const char *const hname[] = {"dpc_batch_size", "dpc_queue_time_seconds",
+                                        "dpc_compute_time_seconds"};
+    static const char *const hhelp[] = {"Rows per batch.", "Time requests waited for their batch.",
+                                        "Time batches took to pack, run and unpack."};
+    EMIT("# HELP %s %s\n# TYPE %s histogram\n", hname[h], hhelp[h], hname[h]);
+    for (unsigned k = 0; k < s->n_models; k++) {
+      const uint64_t *hist = h == 0   ? st[k].batch_hist
+                             : h == 1 ? st[k].queue_hist
+                                      : st[k].compute_hist;
+      unsigned n = h == 0 ? DPC_BATCHER_HIST : DPC_BATCHER_TIME_HIST;
+      uint64_t cum = 0;
+      for (unsigned b = 0; b + 1 < n; b++) {
+        cum += hist[b];
+        /* batch sizes: bucket b holds 2^b .. 2^(b+1) - 1 rows; times: up to 2^b x 64 us */
+        if (h == 0)
+          EMIT("%s_bucket{model=\"%s\",le=\"%llu\"} %llu\n", hname[h], s->models[k].name,
+               (unsigned long long)((2ull << b) - 1), (unsigned long long)cum);
+        else
+          EMIT("%s_bucket{model=\"%s\",le=\"%.6f\"} %llu\n", hname[h], s->models[k].name,
+               64e-6 * (double)(1ull << b), (unsigned long long)cum);
+        if (h == 0 && (2ull << b) - 1 >= st[k].max_batch) break; /* no larger batch */
+      }
+      uint64_t count = 0;
+      for (unsigned b = 0; b < n; b++) count += hist[b];
+      double sum = h == 0   ? (double)st[k].rows
+                   : h == 1 ? (double)st[k].queue_ns_total * 1e-9
+                            : (double)st[k].compute_ns_total * 1e-9;
+      EMIT("%s_bucket{model=\"%s\",le=\"+Inf\"} %llu\n", hname[h], s->models[k].name,
+           (unsigned long long)count);
+      EMIT("%s_sum{model=\"%s\"} %.9f\n", hname[h], s->models[k].name, sum);
+      EMIT("%s_count{model=\"%s\"} %llu\n", hname[h], s->models[k].name, (unsigned long long)count);
+    }
   }
   if (any_auto) {
     /* the reason is text, which a sample cannot be: the label of an info metric */

@@ -378,9 +378,8 @@ dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driv
   dpc_graph *acc = NULL;
   dpc_status st = DPC_OK;
   const dpc_graph *unacc = bound;
-  bool micro_ok = training || s->micro_infer;
-  uint32_t K = micro_ok && accumulate > 1 ? accumulate : 1;
-  if (micro_ok && accumulate > 1) {
+  uint32_t K = training && accumulate > 1 ? accumulate : 1;
+  if (training && accumulate > 1) {
     st = dpc_accumulate_graph(bound, accumulate, &acc, d);
     if (st) return st;
     bound = acc;
@@ -611,10 +610,11 @@ dpc_status dpc_driver_check_memory(const dpc_plan *p, uint64_t limit, dpc_diag *
   double mib = 1024.0 * 1024;
   if (total > limit * (uint64_t)p->n_devs)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "the plan needs %.1f MiB in all, but %u device%s of %.1f MiB hold only "
+                         "the plan needs %.1f MiB in all, but %u device%s of %.1f MiB hold%s only "
                          "%.1f MiB: give more devices or more memory",
                          (double)total / mib, p->n_devs, p->n_devs == 1 ? "" : "s",
-                         (double)limit / mib, (double)limit * p->n_devs / mib);
+                         (double)limit / mib, p->n_devs == 1 ? "s" : "",
+                         (double)limit * p->n_devs / mib);
   if (worst > limit)
     return dpc_diag_fail(
         d, DPC_ERR_INVALID,

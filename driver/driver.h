@@ -60,9 +60,6 @@ typedef struct dpc_driver_strategy {
   bool local; /* replicas keep their own gradients (local SGD averages params instead) */
   /* each data-parallel replica's samples of the batch, summing to it (NULL: equal shares) */
   const uint32_t *shares;
-  /* an inference plan too runs its batch as `accumulate` micro-batches (bound at one), so
-   * split devices pass them on as a pipeline; training plans always do */
-  bool micro_infer;
 } dpc_driver_strategy;
 dpc_status dpc_driver_plan(const dpc_graph *bound, int64_t batch, const dpc_driver_strategy *s,
                            bool training, dpc_plan **out, dpc_diag *d);

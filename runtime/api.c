@@ -228,6 +228,18 @@ DPC_API dpc_status dpc_runner_new(dpc_model *m, dpc_mode mode, const dpc_runner 
   return dpc_runner_open(m, &o, out, err, err_len);
 }
 
+bool dpc_runner_pipelines(const dpc_runner *r) {
+  return dpc_session_pipelines(r->s);
+}
+
+unsigned dpc_runner_devices(const dpc_runner *r) {
+  return r->plan->n_devs;
+}
+
+void dpc_runner_set_turns(dpc_runner *r, pthread_mutex_t *turns, unsigned n) {
+  dpc_session_set_turns(r->s, turns, n);
+}
+
 DPC_API void dpc_runner_free(dpc_runner *r) {
   if (!r) return;
   dpc_session_free(r->s);

@@ -64,6 +64,10 @@ typedef struct tensor {
 
 struct dpc_batcher {
   dpc_model *m;
+  /* a model split over devices, run by several instances: a turn per device, which pipelines
+   * consecutive batches through the devices (dpc_session_set_turns); NULL otherwise */
+  pthread_mutex_t *turns;
+  unsigned n_turns;
   uint64_t max_batch, delay_us, max_queue;
   dpc_log_fn log;
   void *log_user;
@@ -155,6 +159,13 @@ static void release(dpc_batcher *b, dpc_batcher_ticket *t) {
   if (--b->outstanding == 0 && b->closing) pthread_cond_broadcast(&b->idle);
 }
 
+/* The time_hist entry of ns nanoseconds (dpc.h: up to 2^k x 64 us). */
+static unsigned time_bucket(uint64_t ns) {
+  unsigned k = 0;
+  while (k + 1 < DPC_BATCHER_TIME_HIST && ns > (64000ull << k)) k++;
+  return k;
+}
+
 /* After a batch of `rows` rows (size bucket k, as batch_hist counts it), under the lock: its
  * service time into the measurements, and every CHOOSE_EVERY_NS the arrival rate measured and
  * the delay chosen again. */
@@ -212,6 +223,7 @@ static void *worker_main(void *arg) {
       uint64_t q = t0 - t->t_submit;
       b->st.queue_ns_total += q;
       if (q > b->st.queue_ns_max) b->st.queue_ns_max = q;
+      b->st.queue_hist[time_bucket(q)]++;
     }
     b->st.queued -= n;
     b->st.queued_rows -= rows;
@@ -235,6 +247,7 @@ static void *worker_main(void *arg) {
     b->st.batch_hist[bucket]++;
     if (b->latency_target_us) tune_delay(b, bucket, rows, dt, t0 + dt);
     b->st.compute_ns_total += dt;
+    b->st.compute_hist[time_bucket(dt)]++;
 
     if (dt > b->st.compute_ns_max) b->st.compute_ns_max = dt;
     b->st.requests += n;
@@ -293,6 +306,39 @@ static dpc_status list_tensors(dpc_runner *r, int64_t rows, dpc_role role, tenso
     t->info.dims[0] = 1;
     t->info.bytes = t->row_bytes;
   }
+  return DPC_OK;
+}
+
+/* Instances when none are asked for: one, or one per device for a model split over devices
+ * (with turns, so many batches in flight keep each device busy). */
+static unsigned default_instances(dpc_model *m, const dpc_batcher_opts *o) {
+  dpc_runner *r = NULL;
+  dpc_runner_opts ro = {sizeof ro, .mode = DPC_MODE_INFER, .devices = o->devices};
+  unsigned n = dpc_runner_open(m, &ro, &r, NULL, 0) == DPC_OK && dpc_runner_pipelines(r)
+                   ? dpc_runner_devices(r)
+                   : 1;
+  dpc_runner_free(r);
+  return n;
+}
+
+/* Instances of a model split over devices take turns on each device, so that while one
+ * instance's batch is on the second device the next instance's starts on the first: without
+ * turns both would run on the first device's cores at once, and the second's stay idle. */
+static dpc_status take_turns(dpc_batcher *b, char *err, size_t err_len) {
+  unsigned n = 0;
+  for (unsigned i = 0; i < b->n_inst; i++)
+    for (unsigned p = 0; p < b->inst[i].n_plans; p++) {
+      dpc_runner *r = b->inst[i].runners[p];
+      if (!dpc_runner_pipelines(r)) return DPC_OK;
+      if (dpc_runner_devices(r) > n) n = dpc_runner_devices(r);
+    }
+  if (!(b->turns = calloc(n, sizeof *b->turns)))
+    return put(err, err_len, DPC_ERR_NOMEM, "out of memory");
+  b->n_turns = n;
+  for (unsigned k = 0; k < n; k++) pthread_mutex_init(&b->turns[k], NULL);
+  for (unsigned i = 0; i < b->n_inst; i++)
+    for (unsigned p = 0; p < b->inst[i].n_plans; p++)
+      dpc_runner_set_turns(b->inst[i].runners[p], b->turns, n);
   return DPC_OK;
 }
 
@@ -376,6 +422,8 @@ static void free_batcher(dpc_batcher *b) {
     free(t);
   }
   free(b->inst);
+  for (unsigned k = 0; k < b->n_turns; k++) pthread_mutex_destroy(&b->turns[k]);
+  free(b->turns);
   free(b->in);
   free(b->out);
   pthread_mutex_destroy(&b->mu);
@@ -408,14 +456,15 @@ DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *opts, 
   b->delay_us = o.delay_us;
   b->max_queue = o.max_queue;
   b->latency_target_us = o.latency_target_us;
-  b->measured.instances = o.instances ? o.instances : 1;
+  unsigned n_inst = o.instances ? o.instances : default_instances(m, &o);
+  b->measured.instances = n_inst;
   b->measured.max_batch = o.max_batch ? o.max_batch : batch;
   b->measured.target_s = (double)o.latency_target_us * 1e-6;
   b->t_chosen = now_ns();
   snprintf(b->why, sizeof b->why, "no load measured yet: the starting delay");
   b->log = o.log;
   b->log_user = o.log_user;
-  b->n_inst = o.instances ? o.instances : 1;
+  b->n_inst = n_inst;
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   /* the delay is measured on the monotonic clock, which a clock change does not move */
@@ -428,6 +477,7 @@ DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *opts, 
   if (!b->inst) st = put(err, err_len, DPC_ERR_NOMEM, "out of memory");
   for (unsigned i = 0; !st && i < b->n_inst; i++)
     st = open_instance(b, &b->inst[i], &o, rows, n_rows, err, err_len);
+  if (!st && b->n_inst > 1) st = take_turns(b, err, err_len);
   for (unsigned i = 0; !st && i < b->n_inst; i++) {
     if (pthread_create(&b->inst[i].thread, NULL, worker_main, &b->inst[i]))
       st = put(err, err_len, DPC_ERR_RUNTIME, "cannot start batcher worker %u", i);

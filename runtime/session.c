@@ -107,6 +107,8 @@ struct dpc_session {
   /* dpc_session_trace: per device, the recorded step events */
   dpc_trace_event **trace;
   uint32_t *n_trace, trace_cap, trace_runs, trace_run;
+  pthread_mutex_t *turns; /* dpc_session_set_turns: per device, borrowed */
+  uint32_t n_turns;
 };
 
 dpc_status dpc_session_profile(dpc_session *s, bool on, dpc_diag *d) {
@@ -1179,7 +1181,10 @@ static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d) {
     while (!atomic_load(&s->failed) && dpc_now_s() - t0 < 10 * s->timeout_s) sched_yield();
     return dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s stalled (test hook)", pd->name);
   }
+  pthread_mutex_t *turn = s->turns && dev < s->n_turns && !s->avg ? &s->turns[dev] : NULL;
+  if (turn) pthread_mutex_lock(turn);
   dpc_status st = s->avg ? average_part(s, dev, d) : run_steps(s, dev, d);
+  if (turn) pthread_mutex_unlock(turn);
   if (!st) return DPC_OK;
   int none = 0;
   if (atomic_compare_exchange_strong(&s->first, &none, (int)dev + 1)) {
@@ -1266,6 +1271,26 @@ void dpc_session_set_step(dpc_session *s, uint64_t step) {
   s->run.step = step;
 }
 
+bool dpc_session_pipelines(const dpc_session *s) {
+  const dpc_plan *p = s->plan;
+  const dpc_graph *g = p->g;
+  if (p->n_devs < 2 || s->peers) return false;
+  for (uint32_t k = 0; k < p->n_devs; k++)
+    for (uint32_t j = 0; j < p->devs[k].n_steps; j++) {
+      const dpc_step *st = &p->devs[k].steps[j];
+      if (st->kind == DPC_STEP_WAIT && st->peer >= k) return false;
+      if (st->kind == DPC_STEP_SEND || st->kind == DPC_STEP_RECV) return false;
+      if (st->kind == DPC_STEP_KERNEL && dpc_op_has(g->nodes[st->node].op, DPC_OPF_COMM))
+        return false;
+    }
+  return true;
+}
+
+void dpc_session_set_turns(dpc_session *s, pthread_mutex_t *turns, uint32_t n) {
+  s->turns = turns;
+  s->n_turns = n;
+}
+
 void dpc_session_set_seed(dpc_session *s, uint64_t seed) {
   s->run.salt = seed ? dpc_mix64(seed ^ 0x5eed5a17ull) : 0;
 }
@@ -1289,7 +1314,7 @@ dpc_status dpc_session_place(dpc_session *s, uint32_t value, void *data, dpc_dia
   const char *name =
       g->values[value].name != DPC_NONE ? dpc_graph_str(g, g->values[value].name) : "a value";
   if (plan->n_devs != 1)
-    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "'%s' is split over %u devices", name,
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "'%s' is in a plan over %u devices", name,
                          plan->n_devs);
   if (s->shadow[sl->device])
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,

@@ -17,6 +17,8 @@
 #include "ir/plan.h"
 #include "runtime/kernel.h"
 
+#include <pthread.h>
+
 typedef struct dpc_session dpc_session;
 struct dpc_transport;
 
@@ -109,6 +111,15 @@ void dpc_session_set_step(dpc_session *s, uint64_t step);
 /* A run seed mixed into every dropout mask, beside the model's own seeds and the step (0: none,
  * the masks the model's seeds alone give). */
 void dpc_session_set_seed(dpc_session *s, uint64_t seed);
+/* Turns on the devices shared with other sessions of a split model (runs at once on the same
+ * cores, as a server's instances are): each device takes turns[k] (a mutex per device, borrowed,
+ * n of them) for its part of a run, so a device works on one run at a time and the next run's
+ * first device starts while this one's later devices finish: consecutive runs pass through the
+ * devices as a pipeline. Only for plans whose devices never wait on a later device nor meet in a
+ * collective (dpc_session_pipelines): a device holding its turn waits only on earlier devices,
+ * which never wait for a turn held by a later one, so turns cannot deadlock. NULL: none. */
+bool dpc_session_pipelines(const dpc_session *s);
+void dpc_session_set_turns(dpc_session *s, pthread_mutex_t *turns, uint32_t n);
 /* Time every step of the plan from now on (on) or no longer (off; the times are dropped). Costs
  * two clock reads a step: for `dpc bench --profile`, not for production runs. */
 dpc_status dpc_session_profile(dpc_session *s, bool on, dpc_diag *d);

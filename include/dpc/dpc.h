@@ -241,8 +241,10 @@ typedef struct dpc_batcher_ticket dpc_batcher_ticket; /* one submitted request, 
 /* How to make a batcher. Zero-initialize it and set size (see Compatibility above). */
 typedef struct dpc_batcher_opts {
   size_t size;         /* sizeof(dpc_batcher_opts) */
-  unsigned instances;  /* model instances, each its own runners and worker thread: 0 means 1
-                          (all read one copy of the params) */
+  unsigned instances;  /* model instances, each its own runners and worker thread, all reading
+                          one copy of the params: 0 means 1, or one per device for a model split
+                          over devices (dpc compile --strategy model), whose instances take
+                          turns on the devices so consecutive batches flow through them */
   unsigned threads;    /* threads per instance's run: 0 means 1 (the worker alone: instances
                           share the cores, and a run's thread pool binds from core 0) */
   const char *devices; /* each instance's devices, for an artifact compiled for several (as
@@ -279,6 +281,9 @@ typedef struct dpc_batcher_request {
 
 /* Batches by rows in powers of two: hist[k] counts batches of 2^k to 2^(k+1) - 1 rows. */
 #define DPC_BATCHER_HIST 32
+/* Times by powers of two from 64 us: time_hist[k] counts times up to 2^k x 64 us (k < 15: up to
+ * 1.05 s), time_hist[15] those above. */
+#define DPC_BATCHER_TIME_HIST 16
 
 typedef struct dpc_batcher_stats {
   size_t size;            /* set by the caller: sizeof(dpc_batcher_stats) */
@@ -298,6 +303,8 @@ typedef struct dpc_batcher_stats {
   uint64_t latency_target_us;   /* the auto delay's target; 0: the delay is fixed */
   double arrival_rate;          /* requests per second, as the auto delay last measured them */
   char delay_reason[224];       /* why the auto delay is what it is, in numbers */
+  uint64_t queue_hist[DPC_BATCHER_TIME_HIST];   /* requests by their queue_ns */
+  uint64_t compute_hist[DPC_BATCHER_TIME_HIST]; /* batches by their compute time */
 } dpc_batcher_stats;
 
 /* A batcher on m (which must outlive it), as o says (NULL: defaults). Refuses a model with an

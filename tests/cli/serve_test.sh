@@ -166,6 +166,16 @@ if start auto --batch-delay auto --latency-target-ms 20; then
   contains "$work/metrics" '^dpc_batch_delay_info{model="fashion_mlp",reason="[a-z].* requests/s' \
     "auto: the reason for the delay, in numbers"
   contains "$work/metrics" '^dpc_batch_delay_seconds{model="fashion_mlp"} [0-9.]*$' "auto: the delay now"
+  contains "$work/metrics" '^dpc_instances{model="fashion_mlp"} 1$' "the instances in the metrics"
+  contains "$work/metrics" '^dpc_instances_busy{model="fashion_mlp"} [01]$' "... and those busy"
+  contains "$work/metrics" '^# TYPE dpc_queue_time_seconds histogram$' "queue time: a histogram"
+  contains "$work/metrics" '^dpc_queue_time_seconds_bucket{model="fashion_mlp",le="+Inf"} 500$' \
+    "... counting every request"
+  contains "$work/metrics" '^dpc_compute_time_seconds_bucket{model="fashion_mlp",le="0.000064"} [0-9]' \
+    "compute time: a histogram from 64 us"
+  contains "$work/metrics" '^dpc_batch_size_bucket{model="fashion_mlp",le="7"} [0-9]' \
+    "batch size: a histogram by powers of two"
+  contains "$work/metrics" '^dpc_batch_size_bucket{model="fashion_mlp",le="+Inf"} [1-9]' "... of every batch"
   stop $pid auto
 fi
 
@@ -220,9 +230,12 @@ contains "$work/out" "split over cpu:2 (model parallel): at most 1\.[0-9] MiB on
 expect 2 "--strategy model with --train is a usage error" -- \
   "$dpc" compile "$src/examples/fashion_mlp.graph" --devices cpu:2 --strategy model --train -o "$work/t.dpx"
 contains "$work/err" "inference plans only" "... saying why"
-if serve_path="$work/split.dpx" start split --instances 2 --batch-delay 1000; then
+if serve_path="$work/split.dpx" start split --batch-delay 1000; then
   $py "$client" same "$url" "$work/x.npy" "$work/ref/logits.npy" || fails=$((fails + 1))
   $py "$client" load "$url" "$work/x.npy" "$work/ref/logits.npy" || fails=$((fails + 1))
+  curl -s --max-time 10 "$url/metrics" >"$work/metrics"
+  contains "$work/metrics" '^dpc_instances{model="fashion_mlp"} 2$' \
+    "split: an instance per device by default (they take turns on the devices)"
   stop $pid split
 fi
 

@@ -16,7 +16,9 @@ static const cli_opt serve_opts[] = {
     {"port", true, false, "the TCP port (default 8000; 0: a free one, printed)"},
     {"host", true, false,
      "the address to listen on (default 127.0.0.1; 0.0.0.0 or :: for every interface)"},
-    {"instances", true, false, "model instances, each running batches on its own (default 1)"},
+    {"instances", true, false,
+     "model instances, each running batches on its own (default 1; for a model compiled split over "
+     "devices, one per device: they take turns on the devices, a pipeline of batches)"},
     {"threads", true, false, "threads per instance's run (default 1)"},
     {"max-batch", true, false, "the most rows in a batch (default: the artifact's --batch)"},
     {"batch-delay", true, false,
