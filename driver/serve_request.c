@@ -4,6 +4,7 @@
  * takes, because the person reading it is writing a client.
  */
 #include "driver/serve_request.h"
+#include "driver/serve_lift.h"
 #include "ir/base.h"
 
 #include <jansson.h>
@@ -135,10 +136,59 @@ static unsigned read_json_data(const dpc_serve_tensor *t, json_t *data, size_t w
   return code;
 }
 
+/* Element i of t's type at p from a JSON number token; false when it is not one of that type. */
+static bool store_token(const dpc_serve_tensor *t, const char *tok, size_t len, unsigned char *p,
+                        size_t i) {
+  double x;
+  int64_t v;
+  switch (t->elem) {
+  case DPC_ELEM_F32:
+    if (!dpc_serve_parse_real(tok, len, &x)) return false;
+    ((float *)p)[i] = (float)x;
+    return true;
+  case DPC_ELEM_F64:
+    if (!dpc_serve_parse_real(tok, len, &x)) return false;
+    ((double *)p)[i] = x;
+    return true;
+  case DPC_ELEM_I32:
+    if (!dpc_serve_parse_int(tok, len, &v)) return false;
+    ((int32_t *)p)[i] = (int32_t)v;
+    return true;
+  case DPC_ELEM_I64:
+    if (!dpc_serve_parse_int(tok, len, &v)) return false;
+    ((int64_t *)p)[i] = v;
+    return true;
+  case DPC_ELEM_BOOL:
+    if (!dpc_serve_parse_int(tok, len, &v) || (v != 0 && v != 1)) return false;
+    p[i] = (unsigned char)v;
+    return true;
+  default: return false;
+  }
+}
+
+/* A lifted "data" array (serve_lift.h) into one input's buffer: the same checks, in the same
+ * order, as read_json_data. */
+static unsigned read_lifted_data(const dpc_serve_tensor *t, const dpc_serve_lifts *l, long k,
+                                 size_t want, unsigned char *p, char *msg, size_t n) {
+  const char *at = l->text + l->span[k][0], *end = l->text + l->span[k][1], *tok;
+  size_t len, count = 0, bad = SIZE_MAX;
+  while (dpc_serve_lift_next(&at, end, &tok, &len)) {
+    if (count < want && bad == SIZE_MAX && !store_token(t, tok, len, p, count)) bad = count;
+    count++;
+  }
+  if (count != want)
+    return refuse(400, msg, n, "input '%s' has %zu values in \"data\": its shape needs %zu",
+                  t->name, count, want);
+  if (bad != SIZE_MAX)
+    return refuse(400, msg, n, "input '%s': data[%zu] is not %s", t->name, bad, kind_text(t->elem));
+  return 200;
+}
+
 /* One entry of "inputs": checked against the model and read into rq->in. */
 static unsigned read_input(const dpc_serve_sig *sig, json_t *e, size_t k, dpc_serve_request *rq,
                            const char **rows_from, const unsigned char *bin, size_t bin_len,
-                           size_t *bin_off, bool has_header, char *msg, size_t n) {
+                           size_t *bin_off, bool has_header, const dpc_serve_lifts *lifts,
+                           char *msg, size_t n) {
   const char *name = json_string_value(json_object_get(e, "name"));
   if (!name) return refuse(400, msg, n, "inputs[%zu] has no \"name\" string", k);
   unsigned i = 0;
@@ -184,7 +234,9 @@ static unsigned read_input(const dpc_serve_sig *sig, json_t *e, size_t k, dpc_se
   if (!(rq->in[i] = malloc(bytes + 1))) return refuse(500, msg, n, "out of memory");
   json_t *size = json_object_get(json_object_get(e, "parameters"), "binary_data_size");
   json_t *data = json_object_get(e, "data");
+  long lifted = dpc_serve_lift_index(lifts, json_string_value(data));
   if (!size) {
+    if (lifted >= 0) return read_lifted_data(t, lifts, lifted, want, rq->in[i], msg, n);
     if (!json_is_array(data))
       return refuse(400, msg, n, "input '%s' has no \"data\" array (nor binary_data_size)",
                     t->name);
@@ -254,10 +306,24 @@ static unsigned read_outputs(const dpc_serve_sig *sig, json_t *root, dpc_serve_r
   return 200;
 }
 
+static unsigned parse(const dpc_serve_sig *sig, const char *body, size_t len, bool has_header,
+                      uint64_t header_len, dpc_serve_request *rq, dpc_serve_lifts *lifts, char *msg,
+                      size_t msg_size);
+
 unsigned dpc_serve_request_parse(const dpc_serve_sig *sig, const char *body, size_t len,
                                  bool has_header, uint64_t header_len, dpc_serve_request *rq,
                                  char *msg, size_t msg_size) {
+  dpc_serve_lifts lifts;
+  unsigned code = parse(sig, body, len, has_header, header_len, rq, &lifts, msg, msg_size);
+  dpc_serve_lifts_free(&lifts);
+  return code;
+}
+
+static unsigned parse(const dpc_serve_sig *sig, const char *body, size_t len, bool has_header,
+                      uint64_t header_len, dpc_serve_request *rq, dpc_serve_lifts *lifts, char *msg,
+                      size_t msg_size) {
   memset(rq, 0, sizeof *rq);
+  memset(lifts, 0, sizeof *lifts);
   size_t n = msg_size;
   size_t json_len = len;
   if (has_header) {
@@ -271,7 +337,9 @@ unsigned dpc_serve_request_parse(const dpc_serve_sig *sig, const char *body, siz
   if (json_len == 0)
     return refuse(400, msg, n, "empty body: an inference request is a JSON object with \"inputs\"");
   json_error_t je;
-  json_t *root = json_loadb(body, json_len, JSON_REJECT_DUPLICATES, &je);
+  char *lifted = dpc_serve_lift(body, json_len, lifts);
+  json_t *root = json_loadb(lifted ? lifted : body, json_len, JSON_REJECT_DUPLICATES, &je);
+  free(lifted);
   rq->root = root;
   if (!root)
     return refuse(400, msg, n, "malformed JSON at line %d, column %d: %s", je.line, je.column,
@@ -289,7 +357,7 @@ unsigned dpc_serve_request_parse(const dpc_serve_sig *sig, const char *body, siz
   const char *rows_from = NULL;
   for (size_t k = 0; k < json_array_size(inputs); k++) {
     unsigned code = read_input(sig, json_array_get(inputs, k), k, rq, &rows_from, bin, bin_len,
-                               &bin_off, has_header, msg, n);
+                               &bin_off, has_header, lifts, msg, n);
     if (code != 200) return code;
   }
   for (unsigned i = 0; i < sig->n_in; i++)
