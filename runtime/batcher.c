@@ -15,11 +15,13 @@
  * rows zero, exactly as a runner opened with rows = n would run it, so every request's rows come
  * out as they would alone.
  */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "runtime/api_internal.h"
 #include "runtime/batcher_auto.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -87,6 +89,8 @@ struct dpc_batcher {
   uint64_t latency_target_us;
   dpc_auto_input measured;
   uint64_t arrivals, arrival_rows, t_chosen;
+  uint64_t cpu_at;   /* the process's CPU time (ns) at t_chosen */
+  unsigned cores;    /* the cores this process may run on */
   uint64_t t_behind; /* when a batch was last cut with a full batch still queued; 0: never */
   char why[sizeof((dpc_auto_choice *)0)->why];
 };
@@ -169,6 +173,19 @@ static unsigned time_bucket(uint64_t ns) {
 /* After a batch of `rows` rows (size bucket k, as batch_hist counts it), under the lock: its
  * service time into the measurements, and every CHOOSE_EVERY_NS the arrival rate measured and
  * the delay chosen again. */
+static uint64_t process_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The cores this process may run on (its affinity), at least 1. */
+static unsigned process_cores(void) {
+  cpu_set_t set;
+  int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  return n > 0 ? (unsigned)n : 1;
+}
+
 static void tune_delay(dpc_batcher *b, unsigned k, uint64_t rows, uint64_t dt_ns, uint64_t now) {
   dpc_auto_input *m = &b->measured;
   dpc_batcher_auto_measure(m, k, (double)rows, (double)dt_ns * 1e-9);
@@ -179,6 +196,10 @@ static void tune_delay(dpc_batcher *b, unsigned k, uint64_t rows, uint64_t dt_ns
   m->rate = m->rate > 0 ? m->rate + RATE_WEIGHT * (rate - m->rate) : rate;
   m->rows_per_req =
       m->rows_per_req > 0 ? m->rows_per_req + RATE_WEIGHT * (per_req - m->rows_per_req) : per_req;
+  uint64_t cpu = process_cpu_ns();
+  double busy = (double)(cpu - b->cpu_at) * 1e-9 / (span * b->cores);
+  m->cpu_busy = m->cpu_busy > 0 ? m->cpu_busy + RATE_WEIGHT * (busy - m->cpu_busy) : busy;
+  b->cpu_at = cpu;
   b->arrivals = b->arrival_rows = 0;
   b->t_chosen = now;
   m->delay_us = b->delay_us;
@@ -461,6 +482,8 @@ DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *opts, 
   b->measured.max_batch = o.max_batch ? o.max_batch : batch;
   b->measured.target_s = (double)o.latency_target_us * 1e-6;
   b->t_chosen = now_ns();
+  b->cpu_at = process_cpu_ns();
+  b->cores = process_cores();
   snprintf(b->why, sizeof b->why, "no load measured yet: the starting delay");
   b->log = o.log;
   b->log_user = o.log_user;

@@ -41,6 +41,9 @@ static const uint64_t grid_us[] = {
  * in force, the load must fall lower to drop it. */
 #define LIGHT       0.5
 #define LIGHT_LEAVE 0.4
+/* The process using this share of the cores or more: they are full, whatever the instances'
+ * own busy time says. */
+#define CPU_FULL 0.9
 /* A new delay replaces the one in force if it predicts a p99 this much shorter (or the one in
  * force no longer fits the target and the headroom). */
 #define KEEP_MARGIN 0.15
@@ -134,7 +137,8 @@ void dpc_batcher_auto_choose(const dpc_auto_input *in, dpc_auto_choice *out) {
   double per_instance = in->rate * req_rows / inst; /* rows per second */
   double rho1 = per_instance * s1 / req_rows;
   bool behind = in->behind_s >= 0 && in->behind_s < BEHIND_HOLD_S;
-  if (!behind && rho1 <= (in->delay_us ? LIGHT_LEAVE : LIGHT)) {
+  bool cores_full = in->cpu_busy >= CPU_FULL;
+  if (!behind && !cores_full && rho1 <= (in->delay_us ? LIGHT_LEAVE : LIGHT)) {
     out->batch_rows = req_rows;
     out->busy = rho1;
     out->p99_s = predict(in, per_instance, req_rows, 0).p99;
@@ -164,7 +168,13 @@ void dpc_batcher_auto_choose(const dpc_auto_input *in, dpc_auto_choice *out) {
   const char *what;
   predicted p;
   uint64_t delay;
-  if (best >= 0)
+  char cores[96];
+  snprintf(cores, sizeof cores,
+           "the process uses %.0f%% of the cores: the most throughput under the target",
+           in->cpu_busy * 100);
+  if (cores_full && fit >= 0)
+    delay = grid_us[fit], p = pf, what = cores;
+  else if (best >= 0)
     delay = grid_us[best], p = pb,
     what = behind ? "the queue fell behind: the shortest p99 with 40% to spare"
                   : "the shortest p99 under the target";
@@ -177,7 +187,7 @@ void dpc_batcher_auto_choose(const dpc_auto_input *in, dpc_auto_choice *out) {
     what = "the target is shorter than a batch";
   /* the delay in force stays while it still fits with room to spare and the new one gains
    * little, or while the queue has lately fallen behind and the new one is shorter */
-  if (delay != in->delay_us && (best >= 0 || behind)) {
+  if (delay != in->delay_us && (best >= 0 || behind) && !cores_full) {
     predicted cur = predict(in, per_instance, req_rows, (double)in->delay_us * 1e-6);
     bool fits = cur.p99 <= in->target_s && cur.rho <= headroom;
     if ((fits && p.p99 > cur.p99 * (1 - KEEP_MARGIN)) || (behind && delay < in->delay_us))

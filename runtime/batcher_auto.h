@@ -36,6 +36,11 @@ typedef struct dpc_auto_input {
   /* seconds since a batch was last cut with more than a full batch still queued behind it (the
    * instances falling behind the arrivals); negative: never */
   double behind_s;
+  /* the share of the machine's cores the whole process used lately (0: not known): near 1, the
+   * instances' cores are also taken by the process's other threads (an HTTP server reading
+   * requests), which the instances' own busy time does not show, and larger batches give them
+   * time back */
+  double cpu_busy;
 } dpc_auto_input;
 
 typedef struct dpc_auto_choice {

@@ -303,6 +303,22 @@ static void batcher_auto_damped(void) {
                 c.p99_s > 2.5e-3 && c.p99_s < 0.020,
             "%s against %s", c.why, calm.why);
 
+  /* the process using 95% of the cores (its HTTP threads): the most capacity under the
+   * target, not the shortest p99, and not light load either */
+  in = auto_input(20000);
+  in.cpu_busy = 0.95;
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.delay_us > calm.delay_us && c.busy < calm.busy && c.p99_s <= in.target_s &&
+                strstr(c.why, "95% of the cores"),
+            "%s against %s", c.why, calm.why);
+  in = auto_input(1000);
+  in.cpu_busy = 0.95;
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.delay_us > 0 && !strstr(c.why, "light load"), "%s", c.why);
+  in.cpu_busy = 0.5; /* half the cores: light load as before */
+  dpc_batcher_auto_choose(&in, &c);
+  CHECK_MSG(c.delay_us == 0 && strstr(c.why, "light load"), "%s", c.why);
+
   /* 45% busy with batches of one: light with no delay in force, not once a delay is */
   in = auto_input(4091);
   dpc_batcher_auto_choose(&in, &c);
