@@ -120,15 +120,33 @@ static dpc_status collect_outputs(const dpc_plan *plan, const dpc_session *s, dp
   for (uint32_t i = 0; i < pg->n_outputs; i++) {
     char name[128];
     dpc_graph_value_label(pg, pg->outputs[i], name, sizeof name);
+    /* data parallel: the other replicas' rows are NAME.replica1, ..., after the first's */
+    uint32_t ids[DPC_MAX_DEVICES] = {pg->outputs[i]}, n = 1;
+    const dpc_value *val = &pg->values[pg->outputs[i]];
+    for (; plan->n_devs > 1 && val->shape.rank && val->name != DPC_NONE && n < DPC_MAX_DEVICES;
+         n++) {
+      char rn[512];
+      snprintf(rn, sizeof rn, "%s.replica%u", dpc_graph_str(pg, val->name), n);
+      if ((ids[n] = dpc_graph_find(pg, rn)) == DPC_NONE) break;
+    }
     dpc_tensor t = dpc_session_value(s, pg->outputs[i]);
-    size_t bytes = dpc_tensor_bytes(&t);
+    size_t bytes = 0;
+    for (uint32_t k = 0; k < n; k++) {
+      dpc_tensor tk = dpc_session_value(s, ids[k]);
+      bytes += dpc_tensor_bytes(&tk);
+      if (k) t.shape.d[0] += tk.shape.d[0];
+    }
     dpc_named *o = &(*outs)[i];
     o->name = dpc_strdup(name);
     o->t = t;
     o->t.data = malloc(bytes ? bytes : 1);
     *n_outs = i + 1;
     if (!o->name || !o->t.data) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-    memcpy(o->t.data, t.data, bytes);
+    for (size_t k = 0, at = 0; k < n; k++) {
+      dpc_tensor tk = dpc_session_value(s, ids[k]);
+      memcpy((unsigned char *)o->t.data + at, tk.data, dpc_tensor_bytes(&tk));
+      at += dpc_tensor_bytes(&tk);
+    }
   }
   return DPC_OK;
 }

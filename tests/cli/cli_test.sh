@@ -159,6 +159,11 @@ expect 2 "compile without --output" -- "$dpc" compile "$src/examples/fashion_mlp
 expect 0 "compile fashion_mlp" -- "$dpc" compile "$src/examples/fashion_mlp.graph" --batch 8 -o "$work/mlp8.dpx"
 expect 0 "run the artifact" -- "$dpc" run "$work/mlp8.dpx" --input "x=$src/tests/cli/mlp/x.npy" --output-dir "$work/mlpx"
 expect 0 "the artifact's logits match NumPy" -- "$npycmp" "$work/mlpx/logits.npy" "$src/tests/cli/mlp/expect_logits.npy" 1e-5 1e-6
+# data parallel over cpu:2: every replica's rows come back, the whole batch's logits
+expect 0 "compile fashion_mlp over cpu:2" -- "$dpc" compile "$src/examples/fashion_mlp.graph" --batch 8 --devices cpu:2 -o "$work/mlp8x2.dpx"
+expect 0 "run the data-parallel artifact" -- "$dpc" run "$work/mlp8x2.dpx" --input "x=$src/tests/cli/mlp/x.npy" --output-dir "$work/mlpx2"
+contains "$work/out" "logits: f32\[8, 10\]" "... all 8 rows out, not one replica's 4"
+expect 0 "the data-parallel artifact's logits match NumPy" -- "$npycmp" "$work/mlpx2/logits.npy" "$src/tests/cli/mlp/expect_logits.npy" 1e-5 1e-6
 expect 1 "train an inference-only artifact" -- "$dpc" train "$work/mlp8.dpx" --steps 1
 contains "$work/err" "compile it with dpc compile --train" "the error says how to compile for training"
 # 8 x 7500 = the 60000 training images: the same horizon as the graph trained with --batch 8
