@@ -21,6 +21,8 @@
  * delay's choice). With --steps, one line per window of scheduled send times instead: its
  * offered rate, the requests answered, their p50 and p99, and the delay in force then.
  */
+#include "load_common.h"
+
 #include <dpc/dpc.h>
 
 #include <math.h>
@@ -37,12 +39,6 @@ typedef struct req {
   dpc_status st;
 } req;
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t t_origin;
 /* answers so far, and how many the generator waits for (once it has sent them all) */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -58,17 +54,6 @@ static void on_done(void *user, dpc_status st, const char *msg) {
   pthread_mutex_lock(&mu);
   if (++answered >= expected) pthread_cond_signal(&all_done);
   pthread_mutex_unlock(&mu);
-}
-
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double pct(const uint64_t *v, size_t n, double p) {
-  if (!n) return 0;
-  size_t i = (size_t)ceil(p * (double)n) - 1;
-  return (double)v[i < n ? i : n - 1] / 1e3;
 }
 
 /* Numbers separated by commas; "auto" reads as -1. */

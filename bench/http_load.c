@@ -23,6 +23,8 @@
  * It speaks only the protocol: it links nothing of dpc, and must not, so that it measures what
  * any client would see. Plain POSIX sockets and threads.
  */
+#include "load_common.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -75,28 +77,11 @@ static uint64_t t_origin;
 static blob bodies[N_BODIES];
 static double recv_timeout_s = 60;
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void sleep_until(uint64_t at) {
   if (now_ns() >= at) return;
   struct timespec ts = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) {
   }
-}
-
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double pct(const uint64_t *v, size_t n, double p) {
-  if (!n) return 0;
-  size_t i = (size_t)ceil(p * (double)n) - 1;
-  return (double)v[i < n ? i : n - 1] / 1e3;
 }
 
 /* Numbers separated by commas; returns how many, 0 for a malformed list. */
