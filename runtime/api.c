@@ -393,7 +393,9 @@ DPC_API dpc_status dpc_runner_bind(dpc_runner *r, const char *name, void *data, 
                       : !dpc_diag_fail(&d, DPC_ERR_UNSUPPORTED,
                                        "a partial batch of %lld rows runs on the plan for %lld",
                                        (long long)r->rows, (long long)r->batch);
-  if (!in_place && r->log) {
+  /* a plan over several devices always copies (its values are spread over the devices'
+   * buffers): said only where the caller could do something about it */
+  if (!in_place && r->log && r->plan->n_devs == 1) {
     char msg[512];
     snprintf(msg, sizeof msg, "'%s' is copied at every run: %s", name, d.msg ? d.msg : "");
     r->log(r->log_user, msg);
