@@ -232,6 +232,11 @@ bool dpc_runner_pipelines(const dpc_runner *r) {
   return dpc_session_pipelines(r->s);
 }
 
+unsigned dpc_model_pipeline_devices(const dpc_model *m) {
+  const dpc_plan *p = dpc_artifact_plan(m->a, "infer", NULL);
+  return p && dpc_plan_pipelines(p) ? p->n_devs : 1;
+}
+
 unsigned dpc_runner_devices(const dpc_runner *r) {
   return r->plan->n_devs;
 }

@@ -20,6 +20,9 @@ unsigned dpc_model_infer_rows(const dpc_model *m, int64_t *rows, unsigned max);
  * turns given (dpc_session_set_turns: a mutex per device of the plan, borrowed). */
 bool dpc_runner_pipelines(const dpc_runner *r);
 unsigned dpc_runner_devices(const dpc_runner *r);
+/* The devices of m's inference plan when runs on several runners may share their turns (as
+ * dpc_runner_pipelines), else 1: read from the artifact, no session made. */
+unsigned dpc_model_pipeline_devices(const dpc_model *m);
 void dpc_runner_set_turns(dpc_runner *r, pthread_mutex_t *turns, unsigned n);
 
 #endif

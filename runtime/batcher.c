@@ -170,9 +170,6 @@ static unsigned time_bucket(uint64_t ns) {
   return k;
 }
 
-/* After a batch of `rows` rows (size bucket k, as batch_hist counts it), under the lock: its
- * service time into the measurements, and every CHOOSE_EVERY_NS the arrival rate measured and
- * the delay chosen again. */
 static uint64_t process_cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -186,6 +183,9 @@ static unsigned process_cores(void) {
   return n > 0 ? (unsigned)n : 1;
 }
 
+/* After a batch of `rows` rows (size bucket k, as batch_hist counts it), under the lock: its
+ * service time into the measurements, and every CHOOSE_EVERY_NS the arrival rate measured and
+ * the delay chosen again. */
 static void tune_delay(dpc_batcher *b, unsigned k, uint64_t rows, uint64_t dt_ns, uint64_t now) {
   dpc_auto_input *m = &b->measured;
   dpc_batcher_auto_measure(m, k, (double)rows, (double)dt_ns * 1e-9);
@@ -332,14 +332,8 @@ static dpc_status list_tensors(dpc_runner *r, int64_t rows, dpc_role role, tenso
 
 /* Instances when none are asked for: one, or one per device for a model split over devices
  * (with turns, so many batches in flight keep each device busy). */
-static unsigned default_instances(dpc_model *m, const dpc_batcher_opts *o) {
-  dpc_runner *r = NULL;
-  dpc_runner_opts ro = {sizeof ro, .mode = DPC_MODE_INFER, .devices = o->devices};
-  unsigned n = dpc_runner_open(m, &ro, &r, NULL, 0) == DPC_OK && dpc_runner_pipelines(r)
-                   ? dpc_runner_devices(r)
-                   : 1;
-  dpc_runner_free(r);
-  return n;
+static unsigned default_instances(const dpc_model *m) {
+  return dpc_model_pipeline_devices(m);
 }
 
 /* Instances of a model split over devices take turns on each device, so that while one
@@ -477,7 +471,7 @@ DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *opts, 
   b->delay_us = o.delay_us;
   b->max_queue = o.max_queue;
   b->latency_target_us = o.latency_target_us;
-  unsigned n_inst = o.instances ? o.instances : default_instances(m, &o);
+  unsigned n_inst = o.instances ? o.instances : default_instances(m);
   b->measured.instances = n_inst;
   b->measured.max_batch = o.max_batch ? o.max_batch : batch;
   b->measured.target_s = (double)o.latency_target_us * 1e-6;

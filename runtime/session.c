@@ -1272,9 +1272,12 @@ void dpc_session_set_step(dpc_session *s, uint64_t step) {
 }
 
 bool dpc_session_pipelines(const dpc_session *s) {
-  const dpc_plan *p = s->plan;
+  return !s->peers && dpc_plan_pipelines(s->plan);
+}
+
+bool dpc_plan_pipelines(const dpc_plan *p) {
   const dpc_graph *g = p->g;
-  if (p->n_devs < 2 || s->peers) return false;
+  if (p->n_devs < 2) return false;
   for (uint32_t k = 0; k < p->n_devs; k++)
     for (uint32_t j = 0; j < p->devs[k].n_steps; j++) {
       const dpc_step *st = &p->devs[k].steps[j];

@@ -119,6 +119,8 @@ void dpc_session_set_seed(dpc_session *s, uint64_t seed);
  * collective (dpc_session_pipelines): a device holding its turn waits only on earlier devices,
  * which never wait for a turn held by a later one, so turns cannot deadlock. NULL: none. */
 bool dpc_session_pipelines(const dpc_session *s);
+/* The same of a plan run in one process. */
+bool dpc_plan_pipelines(const dpc_plan *p);
 void dpc_session_set_turns(dpc_session *s, pthread_mutex_t *turns, uint32_t n);
 /* Time every step of the plan from now on (on) or no longer (off; the times are dropped). Costs
  * two clock reads a step: for `dpc bench --profile`, not for production runs. */
