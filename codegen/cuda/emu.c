@@ -5,9 +5,9 @@
  * kernel text NVRTC compiles, so training steps check the CUDA kernels without a GPU.
  *
  * It is a checking tool, not a fast path: each kernel is a shared library, threads of a block are
- * POSIX threads, and the compiler and the emulation headers are the ones found when dpc was
- * built (DPC_HOST_CXX, DPC_CUDA_EMU_DIR). Kernels are kept per source text, so a plan compiled
- * twice (train and eval) compiles each kernel once.
+ * fibers (emu/dpc_cuda_emu.h), and the compiler and the emulation headers are the ones found when
+ * dpc was built (DPC_HOST_CXX, DPC_CUDA_EMU_DIR). Kernels are kept per source text, so a plan
+ * compiled twice (train and eval) compiles each kernel once.
  */
 #include "codegen/cuda/emu.h"
 #include "codegen/cuda/cuda.h"

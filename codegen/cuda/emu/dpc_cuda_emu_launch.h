@@ -18,11 +18,50 @@ typedef void (*dpc_emu_kernel)(dpc_kargs);
 static thread_local dpc_emu_kernel dpc_emu_k;
 static thread_local const dpc_kargs *dpc_emu_args;
 
+#if DPC_EMU_FAST_SWITCH
+/* A fiber starts here (dpc_emu_switch's `ret` lands on it) and never returns: once the kernel
+ * has ended it goes back to the launcher, which does not resume it again. */
+static void dpc_emu_fiber_main(void) {
+  dpc_emu_k(*dpc_emu_args);
+  dpc_emu_fibers[dpc_emu_cur].done = true;
+  void *unused;
+  dpc_emu_switch(&unused, dpc_emu_main_sp);
+  abort();
+}
+
+/* A fresh fiber's stack as dpc_emu_switch leaves one: six saved registers, then the address it
+ * returns to, with the stack aligned as at a call (rsp = 8 mod 16 at the function's entry). */
+static void dpc_emu_fiber_init(struct dpc_emu_fiber *f, char *stack, size_t size) {
+  uintptr_t top = ((uintptr_t)(stack + size)) & ~(uintptr_t)15;
+  void **sp = (void **)top;
+  *--sp = NULL; /* the return address fiber_main never uses */
+  *--sp = (void *)dpc_emu_fiber_main;
+  for (int r = 0; r < 6; r++) *--sp = NULL;
+  f->sp = sp;
+}
+
+static void dpc_emu_resume(struct dpc_emu_fiber *f) {
+  dpc_emu_switch(&dpc_emu_main_sp, f->sp);
+}
+#else
 static void dpc_emu_fiber_main(void) {
   dpc_emu_k(*dpc_emu_args);
   dpc_emu_fibers[dpc_emu_cur].done = true;
   /* returning resumes uc_link: the launcher */
 }
+
+static void dpc_emu_fiber_init(struct dpc_emu_fiber *f, char *stack, size_t size) {
+  getcontext(&f->ctx);
+  f->ctx.uc_stack.ss_sp = stack;
+  f->ctx.uc_stack.ss_size = size;
+  f->ctx.uc_link = &dpc_emu_main;
+  makecontext(&f->ctx, dpc_emu_fiber_main, 0);
+}
+
+static void dpc_emu_resume(struct dpc_emu_fiber *f) {
+  swapcontext(&dpc_emu_main, &f->ctx);
+}
+#endif
 
 extern "C" int dpc_emu_launch(dpc_emu_kernel k, const unsigned *grid, const unsigned *block,
                               const dpc_kargs *args) {
@@ -47,11 +86,7 @@ extern "C" int dpc_emu_launch(dpc_emu_kernel k, const unsigned *grid, const unsi
           f[i].x = i % block[0], f[i].y = (i / block[0]) % block[1],
           f[i].z = i / (block[0] * block[1]);
           f[i].done = false;
-          getcontext(&f[i].ctx);
-          f[i].ctx.uc_stack.ss_sp = stacks + (size_t)i * DPC_EMU_STACK;
-          f[i].ctx.uc_stack.ss_size = DPC_EMU_STACK;
-          f[i].ctx.uc_link = &dpc_emu_main;
-          makecontext(&f[i].ctx, dpc_emu_fiber_main, 0);
+          dpc_emu_fiber_init(&f[i], stacks + (size_t)i * DPC_EMU_STACK, DPC_EMU_STACK);
         }
         /* one round runs every thread to its next barrier (or its end); rounds repeat until all
          * have ended, and a round where some end while others wait is a divergent barrier */
@@ -61,7 +96,7 @@ extern "C" int dpc_emu_launch(dpc_emu_kernel k, const unsigned *grid, const unsi
             if (f[i].done) continue;
             dpc_emu_cur = i;
             threadIdx.x = f[i].x, threadIdx.y = f[i].y, threadIdx.z = f[i].z;
-            swapcontext(&dpc_emu_main, &f[i].ctx);
+            dpc_emu_resume(&f[i]);
             if (f[i].done)
               ended++;
             else
