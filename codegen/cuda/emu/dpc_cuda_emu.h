@@ -51,7 +51,7 @@ static thread_local unsigned long long dpc_emu_slot[DPC_EMU_MAX_THREADS];
 #if defined(__x86_64__)
 #define DPC_EMU_FAST_SWITCH 1
 extern "C" __attribute__((visibility("hidden"))) void dpc_emu_switch(void **save_sp, void *to_sp);
-__asm__(".text\n"
+__asm__(".pushsection .text\n"
         ".globl dpc_emu_switch\n"
         ".hidden dpc_emu_switch\n"
         ".type dpc_emu_switch, @function\n"
@@ -60,7 +60,8 @@ __asm__(".text\n"
         "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
         "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
         "  ret\n"
-        ".size dpc_emu_switch, .-dpc_emu_switch\n");
+        ".size dpc_emu_switch, .-dpc_emu_switch\n"
+        ".popsection\n");
 #endif
 
 /* The fibers of the running block and the launcher's context. */
