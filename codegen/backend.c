@@ -5,6 +5,7 @@
  */
 #include "codegen/backend.h"
 #include "codegen/cpu/cpu.h"
+#include "codegen/cuda/cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,8 @@ static const dpc_codegen_backend ref_backend = {
 };
 
 /* In the order messages list them. */
-static const dpc_codegen_backend *const table[] = {&ref_backend, &dpc_codegen_llvm};
+static const dpc_codegen_backend *const table[] = {&ref_backend, &dpc_codegen_llvm,
+                                                   &dpc_codegen_cuda};
 #define N_BACKENDS (sizeof table / sizeof *table)
 
 void dpc_codegen_backend_names(char *out, size_t n) {
@@ -52,6 +54,10 @@ dpc_status dpc_codegen_backend_find(const char *name, const dpc_codegen_backend 
 
 bool dpc_codegen_compiles(const dpc_codegen_backend *be) {
   return be && be->kind != DPC_KERNEL_NONE;
+}
+
+const char *dpc_codegen_device_kind(const dpc_codegen_backend *be) {
+  return be && be->kind == DPC_KERNEL_CUDA ? "cuda" : NULL;
 }
 
 unsigned dpc_codegen_fusion(const dpc_codegen_backend *be) {

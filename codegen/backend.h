@@ -12,10 +12,11 @@
  *   ...
  *   dpc_codegen_free(cg);                              // after the session: it owns the code
  *
- * The table (backend.c) has "ref" (the reference kernels: nothing compiled) and "llvm" (host
- * machine code, codegen/cpu). A backend for another kind of device is one more row: its kernel
- * handles carry their own kind and a `handle` (runtime/kernel.h), never a host function pointer,
- * and the runtime runs a handle only on a device of its kind.
+ * The table (backend.c) has "ref" (the reference kernels: nothing compiled), "llvm" (host
+ * machine code, codegen/cpu) and "cuda" (GPU code, codegen/cuda). A backend for another kind of
+ * device is one more row: its kernel handles carry their own kind and a `handle`
+ * (runtime/kernel.h), never a host function pointer, and the runtime runs a handle only on a device
+ * of its kind.
  */
 #ifndef DPC_CODEGEN_BACKEND_H
 #define DPC_CODEGEN_BACKEND_H
@@ -35,6 +36,9 @@ typedef struct dpc_codegen_options {
    * (~/.cache/dpc), "" or "off" for none (codegen/cpu/jit.c). */
   const char *cache_dir;
   unsigned jobs; /* threads that compile kernels: 0 for one per core */
+  /* the cuda backend's CUBIN architectures, "sm_80,sm_90" (the default for NULL): PTX of the
+   * lowest goes along for any other GPU */
+  const char *cuda_arch;
   /* NULL, or a flag a signal handler sets: writing an artifact then stops at its next step
    * (a running linker is sent SIGTERM), removes its temporary files and fails. */
   const volatile sig_atomic_t *stop;
@@ -79,6 +83,9 @@ dpc_status dpc_codegen_backend_find(const char *name, const dpc_codegen_backend 
 void dpc_codegen_backend_names(char *out, size_t n);
 /* Whether plans compiled by `be` get kernel handles (false for NULL, the reference backend). */
 bool dpc_codegen_compiles(const dpc_codegen_backend *be);
+/* The kind of device the code of `be` runs on, as dpc_session_opts.device_kind takes it: "cuda"
+ * for GPU code, NULL for host code (and the reference backend). */
+const char *dpc_codegen_device_kind(const dpc_codegen_backend *be);
 /* The fusion groups the passes should form for `be` (0 for NULL). */
 unsigned dpc_codegen_fusion(const dpc_codegen_backend *be);
 

@@ -226,8 +226,11 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
                 : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
     if (!st) st = dpc_codegen_compile_plan(cg, plan, native, d);
   }
-  dpc_session_opts so = {
-      .training = po.training, .native = native, .threads = o->threads, .devices = o->devices};
+  dpc_session_opts so = {.training = po.training,
+                         .native = native,
+                         .threads = o->threads,
+                         .devices = o->devices,
+                         .device_kind = dpc_codegen_device_kind(o->exec.backend)};
   if (!st) st = dpc_session_new(plan, &so, &s, d);
   if (!st) {
     r->compile_s = dpc_now_s() - t0;

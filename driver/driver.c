@@ -191,7 +191,12 @@ dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const
     if (!st) st = dpc_codegen_compile_plan(cg, plan, native, d);
   }
   if (!st)
-    st = dpc_session_new(plan, &(dpc_session_opts){.training = training, .native = native}, &s, d);
+    st = dpc_session_new(
+        plan,
+        &(dpc_session_opts){.training = training,
+                            .native = native,
+                            .device_kind = dpc_codegen_device_kind(x ? x->backend : NULL)},
+        &s, d);
   for (uint32_t j = 0; j < n_feeds && !st; j++) {
     /* Data for values the pipeline removed (labels, in inference) is not needed. */
     if (dpc_graph_find(plan->g, feeds[j].name) == DPC_NONE) continue;

@@ -204,6 +204,7 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
                          .native = r->native,
                          .threads = t->o->threads,
                          .devices = t->o->devices,
+                         .device_kind = dpc_codegen_device_kind(t->o->exec.backend),
                          .timeout_s = t->o->timeout_s,
                          .comm_thread = t->o->comm_thread,
                          .test = dpc_train_session_hooks(t),
@@ -543,7 +544,10 @@ static dpc_status compile_graph(trainer *t, dpc_diag *d) {
     return dpc_diag_fail(d, DPC_ERR_INVALID,
                          "the model needs an 'output' (its logits) to be evaluated");
   if (dpc_codegen_compiles(o->exec.backend)) {
-    if (o->on_start) o->on_start(o->user, "compiling kernels with LLVM");
+    char what[64];
+    snprintf(what, sizeof what, "compiling kernels with %s",
+             o->exec.backend->kind == DPC_KERNEL_CUDA ? "NVRTC" : "LLVM");
+    if (o->on_start) o->on_start(o->user, what);
     if ((st = dpc_codegen_new(o->exec.backend, &o->exec.cpu, &t->cg, d))) return st;
   }
   if ((st = pick_shares(t, d))) return st;

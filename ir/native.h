@@ -6,6 +6,7 @@
 #ifndef DPC_IR_NATIVE_H
 #define DPC_IR_NATIVE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* A compiled kernel for the host (codegen/cpu, or an artifact's): machine code specialised to
@@ -23,9 +24,35 @@ typedef int32_t (*dpc_native_fn)(void *const *args, int64_t begin, int64_t end, 
 typedef enum dpc_kernel_kind {
   DPC_KERNEL_NONE = 0, /* no compiled kernel: the node runs on the kernel table */
   DPC_KERNEL_HOST,     /* host machine code: `fn` */
-  DPC_KERNEL_CUDA, /* a GPU function in `handle` (for the CUDA backend; no device runs it yet) */
+  DPC_KERNEL_CUDA,     /* GPU code: `handle` is a const dpc_cuda_code * */
   DPC_KERNEL_KIND_COUNT
 } dpc_kernel_kind;
+
+/* What a DPC_KERNEL_CUDA handle points to (codegen/cuda/backend.c makes it, runtime/
+ * device_cuda.c loads and launches it): one node's kernels as CUBIN for each architecture
+ * compiled, and PTX for the driver to compile for any other, launched in order with one
+ * argument, the kernels' dpc_kargs block (the node's data pointers, inputs then outputs, and the
+ * step). No dynamic shared memory: a kernel's is static. */
+#define DPC_CUDA_CODE_ARCHS    4
+#define DPC_CUDA_CODE_LAUNCHES 4
+typedef struct dpc_cuda_code {
+  uint32_t n_cubin;
+  struct {
+    uint32_t sm; /* 80 for sm_80 */
+    const void *data;
+    uint64_t size;
+  } cubin[DPC_CUDA_CODE_ARCHS];
+  const char *ptx; /* NUL-terminated */
+  /* Compiled for this mode of dropout and batch_norm; `other` (NULL when the node's code is the
+   * same in both) is the code for the other mode, which a run in that mode launches instead. */
+  bool training;
+  const struct dpc_cuda_code *other;
+  uint32_t n_launch, n_args;
+  struct {
+    char name[64];
+    uint32_t grid[3], block[3];
+  } launch[DPC_CUDA_CODE_LAUNCHES];
+} dpc_cuda_code;
 
 typedef struct dpc_native_kernel {
   dpc_kernel_kind kind;

@@ -7,7 +7,7 @@
  * device's own calls may dereference. The host CPU's handles happen to be host pointers
  * (host_visible), so views of its memory are read and filled in place, with no copy; the test
  * device "testmem" (tests only) hands out handles that fault when dereferenced, so any access
- * that goes around this table fails. CUDA devices and MPI ranks implement the same table later.
+ * that goes around this table fails. GPUs ("cuda:N", device_cuda.c) implement the same table.
  */
 #ifndef DPC_RUNTIME_DEVICE_H
 #define DPC_RUNTIME_DEVICE_H
@@ -44,7 +44,7 @@ typedef struct dpc_device_event {
 } dpc_device_event;
 
 typedef struct dpc_device_ops {
-  const char *kind; /* "cpu", "testmem" */
+  const char *kind; /* "cpu", "cuda", "testmem" */
   /* Handles are host pointers: the host may read and write them in place (views, in-place
    * input feeds). Otherwise everything goes through copy. */
   bool host_visible;
@@ -72,7 +72,8 @@ struct dpc_device {
   void *impl;
 };
 
-/* Open a device by name: "cpu" or "cpu:N"; "testmem:N" for tests (not listed to users). */
+/* Open a device by name: "cpu" or "cpu:N", "cuda:N" (device_cuda.c: fails naming why when
+ * there is no driver or no such GPU); "testmem:N" for tests (not listed to users). */
 dpc_status dpc_device_open(const char *name, dpc_device **out, dpc_diag *d);
 void dpc_device_close(dpc_device *dev);
 

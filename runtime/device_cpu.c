@@ -12,6 +12,8 @@
 #include <string.h>
 
 dpc_status dpc_device_testmem_open(int idx, dpc_device **out, dpc_diag *d);
+dpc_status dpc_device_cuda_open(int idx, dpc_device **out, dpc_diag *d);
+void dpc_device_cuda_close(dpc_device *dev);
 
 static dpc_status cpu_alloc(dpc_device *dev, size_t bytes, void **out, dpc_diag *d) {
   size_t n = (bytes + 63) / 64 * 64;
@@ -81,10 +83,12 @@ dpc_status dpc_device_open(const char *name, dpc_device **out, dpc_diag *d) {
   char extra;
   if (sscanf(name, "testmem:%d%c", &idx, &extra) == 1 && idx >= 0)
     return dpc_device_testmem_open(idx, out, d);
+  if (sscanf(name, "cuda:%d%c", &idx, &extra) == 1 && idx >= 0)
+    return dpc_device_cuda_open(idx, out, d);
   if (strcmp(name, "cpu") != 0) {
     if (sscanf(name, "cpu:%d%c", &idx, &extra) != 1 || idx < 0)
       return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                           "unknown device '%s' (this build runs on cpu or cpu:N)", name);
+                           "unknown device '%s' (devices are cpu, cpu:N and cuda:N)", name);
   }
   dpc_device *dev = calloc(1, sizeof *dev);
   if (!dev) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening %s", name);
@@ -95,5 +99,6 @@ dpc_status dpc_device_open(const char *name, dpc_device **out, dpc_diag *d) {
 }
 
 void dpc_device_close(dpc_device *dev) {
+  if (dev && !strcmp(dev->ops->kind, "cuda")) dpc_device_cuda_close(dev);
   free(dev);
 }

@@ -631,20 +631,24 @@ const char *dpc_kernel_kind_name(dpc_kernel_kind k) {
   return (unsigned)k < DPC_KERNEL_KIND_COUNT ? names[k] : "unknown";
 }
 
-/* Every device a session makes today runs host code: a handle from another backend (or one
- * with code but no kind) is refused here rather than called as a host function. */
-static dpc_status host_kernel(const dpc_graph *g, uint32_t node, const dpc_native_kernel *k,
-                              dpc_diag *d) {
-  if (k->kind == DPC_KERNEL_HOST && k->fn) return DPC_OK;
+/* A compiled kernel runs only on a device of its kind: host code on host devices, CUDA code on
+ * GPUs. A handle from another backend (or one with code but no kind) is refused here rather
+ * than called as a host function or handed to a GPU. */
+static dpc_status kernel_fits(const dpc_graph *g, uint32_t node, const dpc_native_kernel *k,
+                              const dpc_device *dev, dpc_diag *d) {
+  dpc_kernel_kind runs = strcmp(dev->ops->kind, "cuda") ? DPC_KERNEL_HOST : DPC_KERNEL_CUDA;
   if (k->kind == DPC_KERNEL_NONE && !k->fn && !k->handle) return DPC_OK;
-  if (k->kind == DPC_KERNEL_NONE || k->kind == DPC_KERNEL_HOST)
-    return dpc_graph_fail_node(g, node, d, DPC_ERR_INVALID,
-                               "its compiled kernel handle is malformed (kind %s with%s code)",
-                               dpc_kernel_kind_name(k->kind), k->fn || k->handle ? "" : "out");
-  return dpc_graph_fail_node(g, node, d, DPC_ERR_UNSUPPORTED,
-                             "its compiled kernel is %s code, and this session's devices run "
-                             "host code only",
-                             dpc_kernel_kind_name(k->kind));
+  if (k->kind != DPC_KERNEL_NONE && k->kind != runs && (unsigned)k->kind < DPC_KERNEL_KIND_COUNT)
+    return dpc_graph_fail_node(g, node, d, DPC_ERR_UNSUPPORTED,
+                               "its compiled kernel is %s code, and its device %s runs %s code "
+                               "only",
+                               dpc_kernel_kind_name(k->kind), dev->name,
+                               dpc_kernel_kind_name(runs));
+  if (k->kind == runs && (runs == DPC_KERNEL_HOST ? k->fn != NULL : k->handle != NULL))
+    return DPC_OK;
+  return dpc_graph_fail_node(g, node, d, DPC_ERR_INVALID,
+                             "its compiled kernel handle is malformed (kind %s with%s code)",
+                             dpc_kernel_kind_name(k->kind), k->fn || k->handle ? "" : "out");
 }
 
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,
@@ -682,10 +686,11 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   }
   for (uint32_t i = 0; i < plan->n_devs; i++) {
     char name[48];
-    snprintf(name, sizeof name, "testmem:%u", i);
-    if ((st = dpc_device_open(o && o->test && o->test->memory ? name : plan->devs[i].name,
-                              &s->devs[i], d)))
-      goto fail;
+    const char *kind = o && o->test && o->test->memory                        ? "testmem"
+                       : o && o->device_kind && strcmp(o->device_kind, "cpu") ? o->device_kind
+                                                                              : NULL;
+    snprintf(name, sizeof name, "%s:%u", kind ? kind : "", i);
+    if ((st = dpc_device_open(kind ? name : plan->devs[i].name, &s->devs[i], d))) goto fail;
     if ((st = s->devs[i]->ops->alloc(s->devs[i], plan->devs[i].bytes, (void **)&s->mem[i], d)))
       goto fail;
     if (!s->devs[i]->ops->host_visible &&
@@ -758,7 +763,8 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
         break;
       }
       sa->fn = fn;
-      if (o && o->native && (st = host_kernel(g, sp->node, &o->native[sp->node], d))) break;
+      if (o && o->native && (st = kernel_fits(g, sp->node, &o->native[sp->node], s->devs[i], d)))
+        break;
       if (o && o->native) sa->native = o->native[sp->node];
       sa->ptrs = &s->tptrs[base[sp->node]];
       sa->n_ptrs = n->n_in + n->n_out;

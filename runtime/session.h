@@ -40,6 +40,9 @@ typedef struct dpc_session_opts {
    * run fails with an error naming both. */
   const char *devices;
   double timeout_s;
+  /* What the plan's devices open as: NULL (or "cpu") for the names the plan gives them, "cuda"
+   * for cuda:0 .. cuda:(n-1), where kernels of the cuda backend run (runtime/device_cuda.c). */
+  const char *device_kind;
   /* Tests only (runtime/session_testing.h): hooks that make a device misbehave; NULL here. */
   const struct dpc_session_test_hooks *test;
   /* Collectives on a thread of their own per device, so a gradient's all-reduce overlaps the

@@ -154,9 +154,10 @@ dpc_status dpc_devices_parse(const dpc_topology *t, const char *spec, dpc_device
     n = (uint32_t)v;
   } else if (!strncmp(spec, "cuda", 4) || !strncmp(spec, "gpu", 3)) {
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                         "%s: this build of dpc has no GPU backend yet; the devices it "
-                         "runs on are cpu (one device on all cores), cpu:N (N devices sharing the "
-                         "cores) and numa (one per NUMA node)",
+                         "%s: plans spread over CPU devices only; a GPU runs a model through "
+                         "the cuda backend (on cuda:0: plans over several GPUs are not built), "
+                         "and the CPU devices are cpu (one device on all cores), cpu:N (N "
+                         "devices sharing the cores) and numa (one per NUMA node)",
                          spec);
   } else {
     return dpc_diag_fail(d, DPC_ERR_INVALID,

@@ -19,6 +19,7 @@
 #ifndef DPC_CODEGEN_CUDA_CUDA_H
 #define DPC_CODEGEN_CUDA_CUDA_H
 
+#include "codegen/backend.h"
 #include "ir/graph.h"
 
 /* Pointers a kernel's argument block carries: inputs then outputs. */
@@ -65,5 +66,8 @@ bool dpc_cuda_have_nvrtc(void);
  * come out). `what` names the kernel in an error, which carries NVRTC's log. */
 dpc_status dpc_cuda_compile(const char *source, const char *what, const char *arch,
                             dpc_cuda_binary *out, dpc_diag *d);
+
+/* The "cuda" codegen backend (backend.c): a plan's kernels as dpc_cuda_code handles. */
+extern const dpc_codegen_backend dpc_codegen_cuda;
 
 #endif

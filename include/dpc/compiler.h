@@ -115,8 +115,9 @@ typedef enum dpc_pipeline_schedule {
 /* Settings every compiling call shares. */
 typedef struct dpc_build_opts {
   size_t size;
-  const char *backend; /* the codegen backend by name: "llvm" (compiled for this CPU) or "ref"
-                          (the reference kernels, nothing compiled); NULL: "llvm" */
+  const char *backend; /* the codegen backend by name: "llvm" (compiled for this CPU), "ref"
+                          (the reference kernels, nothing compiled) or "cuda" (kernels compiled
+                          by NVRTC, run on the GPU cuda:0); NULL: "llvm" */
   /* NULL, or called with each generated LLVM module's text, before and after optimisation */
   void (*on_llvm)(void *user, const char *what, const char *text);
   bool verify_each;        /* the verifier after every pass */
@@ -126,6 +127,9 @@ typedef struct dpc_build_opts {
   void *user;            /* given to on_llvm and on_dump */
   const char *cache_dir; /* compiled kernels kept between runs: NULL for $DPC_CACHE_DIR or
                             ~/.cache/dpc, "off" for none */
+  /* backend "cuda": the GPU architectures compiled to CUBIN, "sm_80,sm_90" (the default for
+   * NULL); PTX of the lowest goes along for the driver to compile for any other GPU */
+  const char *cuda_arch;
 } dpc_build_opts;
 
 /* Whether a backend of that name exists in this build. */

@@ -15,7 +15,7 @@ mlp=$src/examples/fashion_mlp.graph
 bench="--inference --batch 2 --steps 2 --warmup 1 --json"
 for cmd in run bench train; do
   expect 2 "$cmd --backend cuda9 is a usage error" -- "$dpc" $cmd "$mlp" --backend cuda9
-  contains "$work/err" "no codegen backend is called 'cuda9' (known: ref, llvm)" \
+  contains "$work/err" "no codegen backend is called 'cuda9' (known: ref, llvm, cuda)" \
     "$cmd names the unknown backend and lists the known ones"
 done
 expect 0 "bench --backend ref" -- "$dpc" bench "$mlp" $bench --backend ref

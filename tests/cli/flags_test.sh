@@ -53,9 +53,9 @@ contains "$work/err" "^dpc train: --devices cpu:0: cpu:N takes a number of devic
 expect 2 "--devices cpu:1000" -- "$dpc" train "$mlp" --devices cpu:1000 --steps 1
 contains "$work/err" "^dpc train: --devices cpu:1000: cpu:N takes a number of devices from 1" "cpu:1000 says the range"
 expect 2 "--devices cuda:0" -- "$dpc" train "$mlp" --devices cuda:0 --steps 1
-contains "$work/err" "^dpc train: --devices cuda:0: this build of dpc has no GPU backend yet; the devices it runs on are cpu" "cuda:0 says what is supported and why not a GPU"
+contains "$work/err" "^dpc train: --devices cuda:0: plans spread over CPU devices only; a GPU runs a model through the cuda backend" "cuda:0 says how a GPU runs a model"
 expect 2 "--devices gpu:0 (plan)" -- "$dpc" plan "$mlp" --devices gpu:0
-contains "$work/err" "^dpc plan: --devices gpu:0: this build of dpc has no GPU backend yet" "gpu:0 says why not"
+contains "$work/err" "^dpc plan: --devices gpu:0: plans spread over CPU devices only" "gpu:0 says why not"
 expect 2 "--devices cuda:0 (bench)" -- "$dpc" bench "$mlp" --devices cuda:0
 expect 2 "--strategy bogus" -- "$dpc" train "$mlp" --strategy bogus --devices cpu:2 --steps 1
 contains "$work/err" "^dpc train: --strategy is data, model, hybrid or pipeline, not 'bogus'" "--strategy bogus names the choices"

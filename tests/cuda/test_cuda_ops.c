@@ -29,6 +29,7 @@
 #include "driver/train.h"
 #include "runtime/rng.h"
 #include "driver/driver.h"
+#include "runtime/device.h"
 #include "runtime/npy.h"
 #include "tests/ops/tolerance.h"
 #include "tests/unit/unit.h"
@@ -74,6 +75,7 @@ static void read_directives(const char *path, directives *dv) {
 
 static const char *g_work; /* a scratch folder for sources, PTX and shared objects */
 static const char *g_mode;
+static const dpc_codegen_backend *g_backend; /* device mode: dpc_codegen_cuda, or with emulation */
 
 /* ---- nvrtc: compile for both architectures, ptxas on the PTX --------------------------------- */
 
@@ -142,26 +144,26 @@ static const dpc_tensor *find_named(const dpc_named *v, uint32_t n, const char *
   return NULL;
 }
 
-static int run_emu(const dpc_graph *gb, uint32_t node, const dpc_cuda_kernel *k,
-                   const dpc_named *vals, uint32_t nv, const directives *dv, const char *label) {
-  const dpc_node *n = &gb->nodes[node];
+/* The emulated build of a kernel source (dpc_cuda_emu.h, the source, dpc_cuda_emu_launch.h), or
+ * NULL after printing why. */
+static void *build_emu(const char *source, const char *label) {
   char src[4200], wrap[4200], so[4200], cmd[16000];
   snprintf(src, sizeof src, "%s/kernel.cu", g_work);
   snprintf(wrap, sizeof wrap, "%s/wrap.cpp", g_work);
   /* a fresh name each time: dlopen of a path already loaded returns the loaded library */
   static unsigned serial;
-  snprintf(so, sizeof so, "%s/kernel_%u_%u.so", g_work, node, serial++);
+  snprintf(so, sizeof so, "%s/kernel_%u.so", g_work, serial++);
   FILE *f = fopen(src, "w");
-  if (!f || fputs(k->source, f) < 0) {
+  if (!f || fputs(source, f) < 0) {
     printf("FAIL %s: cannot write %s\n", label, src);
     if (f) fclose(f);
-    return 1;
+    return NULL;
   }
   fclose(f);
   f = fopen(wrap, "w");
   if (!f) {
     printf("FAIL %s: cannot write %s\n", label, wrap);
-    return 1;
+    return NULL;
   }
   fprintf(
       f, "#include \"%s/dpc_cuda_emu.h\"\n#include \"%s\"\n#include \"%s/dpc_cuda_emu_launch.h\"\n",
@@ -180,14 +182,62 @@ static int run_emu(const dpc_graph *gb, uint32_t node, const dpc_cuda_kernel *k,
   out[got] = 0;
   if (!p || pclose(p) != 0) {
     printf("FAIL %s: the host compiler rejected the kernel source:\n%s\n", label, out);
-    return 1;
+    return NULL;
   }
   void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    printf("FAIL %s: dlopen: %s\n", label, dlerror());
-    return 1;
-  }
+  if (!h) printf("FAIL %s: dlopen: %s\n", label, dlerror());
   unlink(so);
+  return h;
+}
+
+/* Node `node`'s outputs `got` against the reference values, at the case's tolerances; 0 when
+ * all agree. */
+static int compare_outputs(const dpc_graph *gb, uint32_t node, const dpc_tensor *got,
+                           const dpc_named *vals, uint32_t nv, const directives *dv,
+                           uint32_t n_launch, const char *label) {
+  const dpc_node *n = &gb->nodes[node];
+  int fails = 0;
+  for (uint32_t j = 0; j < n->n_out; j++) {
+    const dpc_value *v = &gb->values[n->out + j];
+    const dpc_tensor *want = find_named(vals, nv, dpc_graph_str(gb, v->name));
+    if (!want || !got[j].data) {
+      printf("FAIL %s: no %s value for output %u\n", label, want ? "computed" : "reference", j);
+      fails = 1;
+      continue;
+    }
+    double rtol, atol;
+    default_tol(v->dtype, &rtol, &atol);
+    if (dv->have_rtol) rtol = dv->rtol;
+    if (dv->have_atol) atol = dv->atol;
+    int64_t cnt = dpc_tensor_numel(&got[j]), bad = 0;
+    double worst = 0;
+    for (int64_t e = 0; e < cnt; e++) {
+      double a = dpc_tload(&got[j], e), b = dpc_tload(want, e);
+      bool ok = dpc_dtype_is_float(v->dtype) ? close_enough(a, b, rtol, atol)
+                                             : dpc_tload_i64(&got[j], e) == dpc_tload_i64(want, e);
+      if (!ok && bad++ < 5)
+        printf("     %s[%lld] = %.9g, reference %.9g\n", dpc_graph_str(gb, v->name), (long long)e,
+               a, b);
+      if (isfinite(a) && isfinite(b) && fabs(a - b) > worst) worst = fabs(a - b);
+    }
+    if (bad) {
+      printf("FAIL %s: output %u: %lld of %lld elements differ from the reference (rtol %g, atol "
+             "%g)\n",
+             label, j, (long long)bad, (long long)cnt, rtol, atol);
+      fails = 1;
+    } else {
+      printf("ok   %s: output %u %s, %lld elements, %u launch(es), max abs error %.3g\n", label, j,
+             dpc_dtype_name(v->dtype), (long long)cnt, n_launch, worst);
+    }
+  }
+  return fails;
+}
+
+static int run_emu(const dpc_graph *gb, uint32_t node, const dpc_cuda_kernel *k,
+                   const dpc_named *vals, uint32_t nv, const directives *dv, const char *label) {
+  const dpc_node *n = &gb->nodes[node];
+  void *h = build_emu(k->source, label);
+  if (!h) return 1;
   /* POSIX's dlsym returns functions as void *; C has no cast between the two */
   launch_fn launch = NULL;
   void *sym = dlsym(h, "dpc_emu_launch");
@@ -216,7 +266,12 @@ static int run_emu(const dpc_graph *gb, uint32_t node, const dpc_cuda_kernel *k,
     memset(outs[j].data, 0xff, bytes ? bytes : 1);
     args.p[n->n_in + j] = outs[j].data;
   }
-  for (uint32_t l = 0; l < k->n_launch && launch; l++) {
+  if (!launch) {
+    printf("FAIL %s: no dpc_emu_launch in the compiled kernel\n", label);
+    fails = 1;
+    goto done;
+  }
+  for (uint32_t l = 0; l < k->n_launch; l++) {
     void *fn = dlsym(h, k->launch[l].name);
     if (!fn || launch(fn, k->launch[l].grid, k->launch[l].block, &args)) {
       printf("FAIL %s: cannot launch %s\n", label, k->launch[l].name);
@@ -224,44 +279,7 @@ static int run_emu(const dpc_graph *gb, uint32_t node, const dpc_cuda_kernel *k,
       goto done;
     }
   }
-  if (!launch) {
-    printf("FAIL %s: no dpc_emu_launch in the compiled kernel\n", label);
-    fails = 1;
-    goto done;
-  }
-  for (uint32_t j = 0; j < n->n_out; j++) {
-    const dpc_value *v = &gb->values[n->out + j];
-    const dpc_tensor *want = find_named(vals, nv, dpc_graph_str(gb, v->name));
-    if (!want) {
-      printf("FAIL %s: no reference value for output %u\n", label, j);
-      fails = 1;
-      continue;
-    }
-    double rtol, atol;
-    default_tol(v->dtype, &rtol, &atol);
-    if (dv->have_rtol) rtol = dv->rtol;
-    if (dv->have_atol) atol = dv->atol;
-    int64_t cnt = dpc_tensor_numel(&outs[j]), bad = 0;
-    double worst = 0;
-    for (int64_t e = 0; e < cnt; e++) {
-      double a = dpc_tload(&outs[j], e), b = dpc_tload(want, e);
-      bool ok = dpc_dtype_is_float(v->dtype) ? close_enough(a, b, rtol, atol)
-                                             : dpc_tload_i64(&outs[j], e) == dpc_tload_i64(want, e);
-      if (!ok && bad++ < 5)
-        printf("     %s[%lld] = %.9g, reference %.9g\n", dpc_graph_str(gb, v->name), (long long)e,
-               a, b);
-      if (isfinite(a) && isfinite(b) && fabs(a - b) > worst) worst = fabs(a - b);
-    }
-    if (bad) {
-      printf("FAIL %s: output %u: %lld of %lld elements differ from the reference (rtol %g, atol "
-             "%g)\n",
-             label, j, (long long)bad, (long long)cnt, rtol, atol);
-      fails = 1;
-    } else {
-      printf("ok   %s: output %u %s, %lld elements, %u launch(es), max abs error %.3g\n", label, j,
-             dpc_dtype_name(v->dtype), (long long)cnt, k->n_launch, worst);
-    }
-  }
+  fails = compare_outputs(gb, node, outs, vals, nv, dv, k->n_launch, label);
 done:
   for (uint32_t j = 0; j < n->n_out; j++) free(outs[j].data);
   dlclose(h);
@@ -362,7 +380,8 @@ static void run_case(const char *dir, const char *label, dpc_op op, tally *t) {
     fails = 1;
     goto done;
   }
-  if (!strcmp(g_mode, "emu")) {
+  bool device = !strcmp(g_mode, "device");
+  if (!strcmp(g_mode, "emu") || device) {
     if (dpc_driver_infer(g, NULL, NULL, feeds, nf, dv.training, &vals, &nv, &d)) {
       if (dv.error) {
         printf("skip %s: the reference run fails, as the case expects (%s)\n", label, d.msg);
@@ -373,6 +392,37 @@ static void run_case(const char *dir, const char *label, dpc_op op, tally *t) {
       }
       goto done;
     }
+  }
+  if (device) {
+    /* the whole graph on cuda:0 through the cuda backend; each node of the op's outputs */
+    dpc_named *got = NULL;
+    uint32_t ng = 0;
+    dpc_exec_opts x = {.backend = g_backend};
+    if (dpc_driver_infer(g, NULL, &x, feeds, nf, dv.training, &got, &ng, &d)) {
+      printf("FAIL %s: the run on %s failed: %s\n", label, g_backend->name, d.msg);
+      t->failed++;
+      goto done;
+    }
+    for (uint32_t i = 0; i < gb->n_nodes; i++) {
+      if (gb->nodes[i].op != op) continue;
+      char nlabel[700];
+      snprintf(nlabel, sizeof nlabel, "%s#%u", label, i);
+      dpc_tensor outs[DPC_CUDA_MAX_ARGS];
+      memset(outs, 0, sizeof outs);
+      for (uint32_t j = 0; j < gb->nodes[i].n_out && j < DPC_CUDA_MAX_ARGS; j++) {
+        const dpc_tensor *o =
+            find_named(got, ng, dpc_graph_str(gb, gb->values[gb->nodes[i].out + j].name));
+        if (o) outs[j] = *o;
+      }
+      t->nodes++;
+      fails |= compare_outputs(gb, i, outs, vals, nv, &dv, 0, nlabel) != 0;
+    }
+    dpc_named_free(got, ng);
+    if (fails)
+      t->failed++;
+    else
+      t->passed++;
+    goto done;
   }
   for (uint32_t i = 0; i < gb->n_nodes; i++) {
     if (gb->nodes[i].op != op) continue;
@@ -457,7 +507,72 @@ static int print_source(const char *model, const char *opname) {
   return rc;
 }
 
-static int train_model(const char *model) {
+/* ---- device: the cuda backend's kernels on a cuda:0 device, a GPU or the test driver --------
+ *
+ * With the test driver (tests/cuda/fake_driver.c, by $DPC_CUDA_DRIVER), every kernel the backend
+ * compiles is also built for the host emulation from the same source, and its CUBINs and PTX are
+ * registered with the driver as that build: the runtime's GPU device then loads and launches
+ * them as it would on a GPU. */
+
+static void (*g_register)(const void *image, void *lib);
+static dpc_codegen_backend with_emulation;
+
+static dpc_status emulated_compile_plan(void *state, const dpc_plan *plan,
+                                        dpc_native_kernel *kernels, dpc_diag *d) {
+  dpc_status st = dpc_codegen_cuda.compile_plan(state, plan, kernels, d);
+  /* per call: a later plan's code may sit where a freed one was, so it is registered again */
+  const void *done[1024];
+  uint32_t n_done = 0;
+  for (uint32_t i = 0; !st && i < plan->g->n_nodes; i++) {
+    if (kernels[i].kind != DPC_KERNEL_CUDA) continue;
+    const dpc_cuda_code *code = kernels[i].handle;
+    for (const dpc_cuda_code *c = code; !st && c; c = c->other == code ? NULL : c->other) {
+      bool seen = false;
+      for (uint32_t k = 0; k < n_done && !seen; k++) seen = done[k] == c;
+      if (seen) continue;
+      dpc_cuda_kernel k;
+      if ((st = dpc_cuda_lower(plan->g, i, c->training, &k, d))) break;
+      void *lib = build_emu(k.source, dpc_op_name(plan->g->nodes[i].op));
+      dpc_cuda_kernel_free(&k);
+      if (!lib) return dpc_diag_fail(d, DPC_ERR_INTERNAL, "the emulated build failed (above)");
+      for (uint32_t a = 0; a < c->n_cubin; a++) g_register(c->cubin[a].data, lib);
+      g_register(c->ptx, lib);
+      if (n_done < 1024) done[n_done++] = c;
+    }
+  }
+  return st;
+}
+
+/* "fake": the test driver; "gpu": the machine's. 77 (ctest's skip) when cuda:0 does not open on
+ * a GPU, 1 when the test driver does not load, else 0. */
+static int open_backend(const char *which) {
+  if (!strcmp(which, "fake")) {
+    setenv("DPC_CUDA_DRIVER", DPC_FAKE_CUDA, 1);
+    void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
+    void *sym = h ? dlsym(h, "dpc_fake_cuda_register") : NULL;
+    if (!sym) return printf("FAIL: cannot load the test driver %s\n", DPC_FAKE_CUDA), 1;
+    memcpy(&g_register, &sym, sizeof sym);
+    with_emulation = dpc_codegen_cuda;
+    with_emulation.compile_plan = emulated_compile_plan;
+    g_backend = &with_emulation;
+    return 0;
+  }
+  unsetenv("DPC_CUDA_DRIVER");
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_device *dev = NULL;
+  if (dpc_device_open("cuda:0", &dev, &d)) {
+    printf("skip: no GPU to run on: %s\n", d.msg);
+    dpc_diag_free(&d);
+    return 77;
+  }
+  dpc_device_close(dev);
+  dpc_diag_free(&d);
+  g_backend = &dpc_codegen_cuda;
+  return 0;
+}
+
+static int train_model(const char *model, const dpc_codegen_backend *be) {
   char work[] = "/tmp/dpc_cuda_train_XXXXXX";
   if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
   char xs[128], ys[128], data[300], log[2][128];
@@ -484,11 +599,11 @@ static int train_model(const char *model) {
     dpc_train_opts o;
     dpc_train_defaults(&o);
     o.data = data, o.batch = 8, o.epochs = 2, o.seed = 9, o.log_path = log[b];
-    o.exec.backend = b ? &dpc_codegen_cuda_emu : NULL;
+    o.exec.backend = b ? be : NULL;
     o.exec.cpu.cache_dir = "off";
     o.threads = 1;
     if (dpc_train(g, &o, &d)) {
-      printf("FAIL %s on %s: %s\n", model, b ? "cuda-emu" : "ref", d.msg);
+      printf("FAIL %s on %s: %s\n", model, b ? be->name : "ref", d.msg);
       fails = 1;
       goto done;
     }
@@ -501,8 +616,8 @@ static int train_model(const char *model) {
   }
   for (int s = 0; s < n0 && s < n1; s++) {
     bool ok = fabs(l[0][s] - l[1][s]) <= 1e-5 * fabs(l[0][s]);
-    printf("%s step %2d: reference %.9g, CUDA (emulated) %.9g\n", ok ? "ok  " : "FAIL", s + 1,
-           l[0][s], l[1][s]);
+    printf("%s step %2d: reference %.9g, %s %.9g\n", ok ? "ok  " : "FAIL", s + 1, l[0][s], be->name,
+           l[1][s]);
     fails |= !ok;
   }
 done:
@@ -516,11 +631,30 @@ done:
 }
 
 int main(int argc, char **argv) {
-  if (argc == 3 && !strcmp(argv[1], "train")) return train_model(argv[2]);
+  if (argc == 3 && !strcmp(argv[1], "train")) return train_model(argv[2], &dpc_codegen_cuda_emu);
+  /* device-train MODEL fake|gpu, device CASES OP fake|gpu */
+  bool dev_mode =
+      (argc == 4 && !strcmp(argv[1], "device-train")) || (argc == 5 && !strcmp(argv[1], "device"));
+  if (dev_mode) {
+    int rc = open_backend(argv[argc - 1]);
+    if (rc) return rc;
+    if (argc == 4) {
+      char work[] = "/tmp/dpc_cuda_dev_XXXXXX";
+      if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
+      g_work = work;
+      rc = train_model(argv[2], g_backend);
+      char cmd[200];
+      snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+      if (system(cmd)) printf("note: could not remove %s\n", work);
+      return rc;
+    }
+    argc = 4; /* the op's cases as below, in mode "device" */
+  }
   if (argc == 2 && !strcmp(argv[1], "table")) return check_table();
   if (argc == 4 && !strcmp(argv[1], "source")) return print_source(argv[2], argv[3]);
-  if (argc != 4 || (strcmp(argv[1], "nvrtc") && strcmp(argv[1], "emu"))) {
-    fprintf(stderr, "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP\n");
+  if (argc != 4 || (strcmp(argv[1], "nvrtc") && strcmp(argv[1], "emu") && !dev_mode)) {
+    fprintf(stderr, "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP | train MODEL |\n"
+                    "       device CASES_DIR OP fake|gpu | device-train MODEL fake|gpu\n");
     return 2;
   }
   g_mode = argv[1];

@@ -840,10 +840,10 @@ static void backend_by_name(void) {
   CHECK(!dpc_codegen_compiles(ref) && !dpc_codegen_compiles(NULL));
   CHECK(dpc_codegen_fusion(ref) == 0 && dpc_codegen_fusion(NULL) == 0);
   CHECK(dpc_codegen_backend_find("LLVM", &none, &d) == DPC_ERR_INVALID && none == NULL);
-  CHECK_MSG(d.msg && strstr(d.msg, "'LLVM'") && strstr(d.msg, "ref, llvm"), "%s", d.msg);
+  CHECK_MSG(d.msg && strstr(d.msg, "'LLVM'") && strstr(d.msg, "ref, llvm, cuda"), "%s", d.msg);
   char names[64];
   dpc_codegen_backend_names(names, sizeof names);
-  CHECK_MSG(!strcmp(names, "ref, llvm"), "%s", names);
+  CHECK_MSG(!strcmp(names, "ref, llvm, cuda"), "%s", names);
   dpc_diag_free(&d);
 }
 
@@ -911,7 +911,7 @@ static void backend_plan_matches_reference(void) {
   dpc_plan_free(plan);
 }
 
-/* A kernel handle names its backend: the session runs host code only, so a handle of another
+/* A kernel handle names its backend: a cpu device runs host code only, so a handle of another
  * kind is refused with an error naming the node and the kind, even when it holds a callable
  * host pointer (a session that called handles blindly would run it), and a handle with code but
  * no kind is refused as malformed. */

@@ -73,10 +73,10 @@ static void device_specs(void) {
   /* errors say what is accepted */
   CHECK(dpc_devices_parse(t, "cpu:0", &l, &d) == DPC_ERR_INVALID && strstr(d.msg, "from 1"));
   CHECK(dpc_devices_parse(t, "gpu", &l, &d) == DPC_ERR_UNSUPPORTED && strstr(d.msg, "cpu:N") &&
-        strstr(d.msg, "no GPU backend"));
+        strstr(d.msg, "the cuda backend"));
   dpc_diag_clear(&d);
   CHECK(dpc_devices_parse(t, "cuda:0", &l, &d) == DPC_ERR_UNSUPPORTED &&
-        !strncmp(d.msg, "cuda:0: this build of dpc has no GPU backend yet", 48));
+        !strncmp(d.msg, "cuda:0: plans spread over CPU devices only; a GPU runs", 54));
   dpc_diag_clear(&d);
   CHECK(dpc_devices_parse(t, "tpu", &l, &d) == DPC_ERR_INVALID && strstr(d.msg, "cpu:N"));
   CHECK(dpc_devices_parse(t, "cpu:2x", &l, &d) == DPC_ERR_INVALID);

@@ -17,7 +17,11 @@ static const cli_opt bench_opts[] = {
     {"inference", false, false, "time the forward pass instead of the training step"},
     {"steps", true, false, "timed steps (default 50)"},
     {"warmup", true, false, "untimed steps before them (default 5)"},
-    {"backend", true, false, "llvm (default) or ref (the reference kernels)"},
+    {"backend", true, false,
+     "llvm (default), ref (the reference kernels) or cuda (NVRTC kernels on cuda:0)"},
+    {"cuda-arch", true, false,
+     "with --backend cuda: the GPU architectures to compile CUBIN for (default sm_80,sm_90; PTX "
+     "of the lowest goes along for other GPUs)"},
     {"json", false, false, "print one JSON object instead of text"},
     {"profile", false, false, "then time each kernel: where the step's time goes"},
     {"devices", true, false, "cpu (default), or cpu:N / numa: data-parallel training over them"},

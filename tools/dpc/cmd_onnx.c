@@ -11,7 +11,8 @@
 
 static const cli_opt onnx_opts[] = {
     {"backend", true, false,
-     "llvm (default: kernels compiled for this CPU) or ref (the reference kernels)"},
+     "llvm (default: kernels compiled for this CPU), ref (the reference kernels) or cuda "
+     "(kernels compiled by NVRTC, run on the GPU cuda:0)"},
     {"rtol", true, false, "relative tolerance (default 1e-3, as ONNX's backend tests)"},
     {"atol", true, false, "absolute tolerance (default 1e-7, as ONNX's backend tests)"},
     {"quiet", false, false, "print only failures and the summary"},

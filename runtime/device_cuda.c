@@ -1,0 +1,391 @@
+/*
+ * device_cuda.c — a GPU as a device ("cuda:N"), through the CUDA driver API loaded at run time
+ * (dlopen of libcuda.so.1, or of the library $DPC_CUDA_DRIVER names: the tests' stand-in), never
+ * linked. Each device has the GPU's primary context and one stream: copies and kernels are
+ * queued on it in the session's order, events order it against other devices, and synchronize
+ * waits for it. Buffers are device memory; the host never reads them but through copy.
+ *
+ * Kernels are the cuda backend's dpc_cuda_code (ir/native.h): loaded on first use (the CUBIN of
+ * this GPU's architecture, else the PTX for the driver to compile) and kept per code for the
+ * device's life. A step with no CUDA kernel (the reference kernel, which the session also runs
+ * to name the place of bad data) runs on the host on copies of its tensors.
+ */
+#include "runtime/device.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The driver API's ABI for the calls used: CUresult an int-sized enum, CUdevice an int,
+ * CUdeviceptr an unsigned 64-bit integer, the other handles pointers. */
+typedef int cu_result;
+typedef uint64_t cu_ptr;
+
+typedef struct cu_api {
+  void *lib;
+  cu_result (*init)(unsigned);
+  cu_result (*device_get)(int *, int);
+  cu_result (*device_attribute)(int *, int, int);
+  cu_result (*ctx_retain)(void **, int);
+  cu_result (*ctx_release)(int);
+  cu_result (*ctx_set)(void *);
+  cu_result (*stream_create)(void **, unsigned);
+  cu_result (*stream_destroy)(void *);
+  cu_result (*stream_sync)(void *);
+  cu_result (*mem_alloc)(cu_ptr *, size_t);
+  cu_result (*mem_free)(cu_ptr);
+  cu_result (*memset8)(cu_ptr, unsigned char, size_t);
+  cu_result (*h2d)(cu_ptr, const void *, size_t, void *);
+  cu_result (*d2h)(void *, cu_ptr, size_t, void *);
+  cu_result (*d2d)(cu_ptr, cu_ptr, size_t, void *);
+  cu_result (*peer)(cu_ptr, void *, cu_ptr, void *, size_t, void *);
+  cu_result (*module_load)(void **, const void *);
+  cu_result (*module_function)(void **, void *, const char *);
+  cu_result (*module_unload)(void *);
+  cu_result (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                      void *, void **, void **);
+  cu_result (*event_create)(void **, unsigned);
+  cu_result (*event_record)(void *, void *);
+  cu_result (*event_destroy)(void *);
+  cu_result (*stream_wait)(void *, void *, unsigned);
+  cu_result (*error_string)(cu_result, const char **);
+} cu_api;
+
+/* Entry points by their exported (versioned) names, and where each goes in cu_api. */
+static const struct {
+  const char *name;
+  size_t at;
+} entries[] = {
+    {"cuInit", offsetof(cu_api, init)},
+    {"cuDeviceGet", offsetof(cu_api, device_get)},
+    {"cuDeviceGetAttribute", offsetof(cu_api, device_attribute)},
+    {"cuDevicePrimaryCtxRetain", offsetof(cu_api, ctx_retain)},
+    {"cuDevicePrimaryCtxRelease_v2", offsetof(cu_api, ctx_release)},
+    {"cuCtxSetCurrent", offsetof(cu_api, ctx_set)},
+    {"cuStreamCreate", offsetof(cu_api, stream_create)},
+    {"cuStreamDestroy_v2", offsetof(cu_api, stream_destroy)},
+    {"cuStreamSynchronize", offsetof(cu_api, stream_sync)},
+    {"cuMemAlloc_v2", offsetof(cu_api, mem_alloc)},
+    {"cuMemFree_v2", offsetof(cu_api, mem_free)},
+    {"cuMemsetD8_v2", offsetof(cu_api, memset8)},
+    {"cuMemcpyHtoDAsync_v2", offsetof(cu_api, h2d)},
+    {"cuMemcpyDtoHAsync_v2", offsetof(cu_api, d2h)},
+    {"cuMemcpyDtoDAsync_v2", offsetof(cu_api, d2d)},
+    {"cuMemcpyPeerAsync", offsetof(cu_api, peer)},
+    {"cuModuleLoadData", offsetof(cu_api, module_load)},
+    {"cuModuleGetFunction", offsetof(cu_api, module_function)},
+    {"cuModuleUnload", offsetof(cu_api, module_unload)},
+    {"cuLaunchKernel", offsetof(cu_api, launch)},
+    {"cuEventCreate", offsetof(cu_api, event_create)},
+    {"cuEventRecord", offsetof(cu_api, event_record)},
+    {"cuEventDestroy_v2", offsetof(cu_api, event_destroy)},
+    {"cuStreamWaitEvent", offsetof(cu_api, stream_wait)},
+    {"cuGetErrorString", offsetof(cu_api, error_string)},
+};
+
+#define CU_STREAM_NON_BLOCKING  1
+#define CU_EVENT_DISABLE_TIMING 2
+#define CU_ATTR_CC_MAJOR        75
+#define CU_ATTR_CC_MINOR        76
+
+/* A loaded dpc_cuda_code: its module and functions on this device. */
+typedef struct loaded_code {
+  const dpc_cuda_code *code;
+  void *module;
+  void *fn[DPC_CUDA_CODE_LAUNCHES];
+} loaded_code;
+
+typedef struct cuda_dev {
+  cu_api api;
+  int ordinal, sm;
+  void *ctx, *stream;
+  loaded_code *codes;
+  uint32_t n_codes, cap_codes;
+} cuda_dev;
+
+static cuda_dev *impl(dpc_device *dev) {
+  return dev->impl;
+}
+
+/* A failed call as a status naming the device and what it was doing. */
+static dpc_status cu_fail(dpc_device *dev, cu_result r, const char *what, dpc_diag *d) {
+  const char *why = NULL;
+  cuda_dev *c = impl(dev);
+  if (c->api.error_string) c->api.error_string(r, &why);
+  return dpc_diag_fail(d, r == 2 ? DPC_ERR_NOMEM : DPC_ERR_INTERNAL, "%s: %s failed: %s (CUDA %d)",
+                       dev->name, what, why ? why : "unknown error", r);
+}
+
+#define CU(call, what)                                                                             \
+  do {                                                                                             \
+    cu_result r_ = (call);                                                                         \
+    if (r_ != 0) return cu_fail(dev, r_, what, d);                                                 \
+  } while (0)
+
+/* The calls of a device may come from any of the session's threads: each makes the device's
+ * context current on its own thread first. */
+static dpc_status enter(dpc_device *dev, dpc_diag *d) {
+  CU(impl(dev)->api.ctx_set(impl(dev)->ctx), "cuCtxSetCurrent");
+  return DPC_OK;
+}
+
+static dpc_status cuda_alloc(dpc_device *dev, size_t bytes, void **out, dpc_diag *d) {
+  cuda_dev *c = impl(dev);
+  dpc_status st = enter(dev, d);
+  if (st) return st;
+  cu_ptr p = 0;
+  size_t n = bytes ? bytes : 64;
+  CU(c->api.mem_alloc(&p, n), "cuMemAlloc");
+  cu_result r = c->api.memset8(p, 0, n);
+  if (r != 0) {
+    c->api.mem_free(p);
+    return cu_fail(dev, r, "cuMemsetD8", d);
+  }
+  *out = (void *)(uintptr_t)p;
+  return DPC_OK;
+}
+
+static void cuda_free(dpc_device *dev, void *p) {
+  cuda_dev *c = impl(dev);
+  if (!p || c->api.ctx_set(c->ctx) != 0) return;
+  c->api.stream_sync(c->stream);
+  c->api.mem_free((cu_ptr)(uintptr_t)p);
+}
+
+static dpc_status cuda_copy(dpc_device *dev, dpc_copy_kind kind, void *dst, const void *src,
+                            size_t bytes, dpc_device *peer, dpc_diag *d) {
+  cuda_dev *c = impl(dev);
+  dpc_status st = enter(dev, d);
+  if (st || !bytes) return st;
+  cu_ptr to = (cu_ptr)(uintptr_t)dst, from = (cu_ptr)(uintptr_t)src;
+  switch (kind) {
+  case DPC_COPY_H2D:
+    /* the host buffer may change once copy returns: wait for the queue to take it */
+    CU(c->api.h2d(to, src, bytes, c->stream), "cuMemcpyHtoDAsync");
+    CU(c->api.stream_sync(c->stream), "cuStreamSynchronize");
+    return DPC_OK;
+  case DPC_COPY_D2H:
+    CU(c->api.d2h(dst, from, bytes, c->stream), "cuMemcpyDtoHAsync");
+    CU(c->api.stream_sync(c->stream), "cuStreamSynchronize");
+    return DPC_OK;
+  case DPC_COPY_D2D:
+    if (to != from) CU(c->api.d2d(to, from, bytes, c->stream), "cuMemcpyDtoDAsync");
+    return DPC_OK;
+  case DPC_COPY_PEER:
+    if (!peer || strcmp(peer->ops->kind, "cuda"))
+      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: a peer copy from %s, which is not a GPU",
+                           dev->name, peer ? peer->name : "no device");
+    CU(c->api.peer(to, c->ctx, from, impl(peer)->ctx, bytes, c->stream), "cuMemcpyPeerAsync");
+    return DPC_OK;
+  }
+  return dpc_diag_fail(d, DPC_ERR_INTERNAL, "%s: copy of unknown kind %d", dev->name, (int)kind);
+}
+
+/* The code's module on this device, loaded the first time. */
+static dpc_status load_code(dpc_device *dev, const dpc_cuda_code *code, loaded_code **out,
+                            dpc_diag *d) {
+  cuda_dev *c = impl(dev);
+  for (uint32_t i = 0; i < c->n_codes; i++)
+    if (c->codes[i].code == code) return *out = &c->codes[i], DPC_OK;
+  if (c->n_codes == c->cap_codes) {
+    uint32_t cap = c->cap_codes ? 2 * c->cap_codes : 64;
+    loaded_code *nc = realloc(c->codes, cap * sizeof *nc);
+    if (!nc) return dpc_diag_fail(d, DPC_ERR_NOMEM, "%s: out of memory", dev->name);
+    c->codes = nc, c->cap_codes = cap;
+  }
+  const void *image = code->ptx;
+  for (uint32_t a = 0; a < code->n_cubin; a++)
+    if ((int)code->cubin[a].sm == c->sm) image = code->cubin[a].data;
+  loaded_code *L = &c->codes[c->n_codes];
+  memset(L, 0, sizeof *L);
+  L->code = code;
+  CU(c->api.module_load(&L->module, image), "cuModuleLoadData");
+  for (uint32_t l = 0; l < code->n_launch; l++) {
+    cu_result r = c->api.module_function(&L->fn[l], L->module, code->launch[l].name);
+    if (r != 0) {
+      c->api.module_unload(L->module);
+      return cu_fail(dev, r, code->launch[l].name, d);
+    }
+  }
+  c->n_codes++;
+  *out = L;
+  return DPC_OK;
+}
+
+/* The kernels' one argument: the generated source's dpc_kargs. */
+typedef struct kargs {
+  void *p[32];
+  unsigned long long step;
+} kargs;
+
+/* A step without CUDA code: its kernel on the host, on copies of its tensors. */
+static dpc_status launch_on_host(dpc_device *dev, const dpc_launch *l, int32_t *bad, dpc_diag *d) {
+  const dpc_kernel_args *a = l->a;
+  uint32_t n = a->n_in + a->n_out;
+  dpc_tensor *t = calloc(n ? n : 1, sizeof *t);
+  if (!t) return dpc_diag_fail(d, DPC_ERR_NOMEM, "%s: out of memory", dev->name);
+  dpc_status st = DPC_OK;
+  for (uint32_t k = 0; k < n && !st; k++) {
+    t[k] = k < a->n_in ? a->in[k] : a->out[k - a->n_in];
+    size_t bytes = dpc_tensor_bytes(&t[k]);
+    void *host = malloc(bytes ? bytes : 1);
+    if (!host) {
+      st = dpc_diag_fail(d, DPC_ERR_NOMEM, "%s: out of memory", dev->name);
+      t[k].data = NULL;
+      break;
+    }
+    st = cuda_copy(dev, DPC_COPY_D2H, host, t[k].data, bytes, NULL, d);
+    t[k].data = host;
+  }
+  dpc_kernel_args ha = *a;
+  ha.in = t, ha.out = t + a->n_in;
+  dpc_launch hl = *l;
+  hl.a = &ha;
+  hl.native.kind = DPC_KERNEL_NONE;
+  if (!st) st = dpc_device_cpu_launch(dev, &hl, bad, d);
+  for (uint32_t k = a->n_in; k < n && !st; k++)
+    st = cuda_copy(dev, DPC_COPY_H2D, a->out[k - a->n_in].data, t[k].data, dpc_tensor_bytes(&t[k]),
+                   NULL, d);
+  for (uint32_t k = 0; k < n; k++) free(t[k].data);
+  free(t);
+  return st;
+}
+
+static dpc_status cuda_launch(dpc_device *dev, const dpc_launch *l, int32_t *bad, dpc_diag *d) {
+  *bad = 0;
+  if (l->native.kind != DPC_KERNEL_CUDA) return launch_on_host(dev, l, bad, d);
+  cuda_dev *c = impl(dev);
+  const dpc_cuda_code *code = l->native.handle;
+  if (code->other && code->training != (l->run->training != 0)) code = code->other;
+  if (l->n_args > 32 || l->n_args != code->n_args)
+    return dpc_diag_fail(d, DPC_ERR_INTERNAL, "%s: a kernel of %u arguments given %u", dev->name,
+                         code->n_args, l->n_args);
+  dpc_status st = enter(dev, d);
+  loaded_code *L = NULL;
+  if (!st) st = load_code(dev, code, &L, d);
+  if (st) return st;
+  kargs a;
+  memset(&a, 0, sizeof a);
+  for (uint32_t k = 0; k < l->n_args; k++) a.p[k] = l->args[k];
+  a.step = dpc_run_kernel_step(l->run);
+  void *params[] = {&a};
+  for (uint32_t k = 0; k < code->n_launch; k++) {
+    const uint32_t *g = code->launch[k].grid, *b = code->launch[k].block;
+    CU(c->api.launch(L->fn[k], g[0], g[1], g[2], b[0], b[1], b[2], 0, c->stream, params, NULL),
+       code->launch[k].name);
+  }
+  return DPC_OK;
+}
+
+static dpc_status cuda_event_record(dpc_device *dev, dpc_device_event *e, dpc_diag *d) {
+  cuda_dev *c = impl(dev);
+  dpc_status st = enter(dev, d);
+  if (st) return st;
+  if (!e->impl) CU(c->api.event_create(&e->impl, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  CU(c->api.event_record(e->impl, c->stream), "cuEventRecord");
+  e->recorded++;
+  return DPC_OK;
+}
+
+static dpc_status cuda_event_wait(dpc_device *dev, const dpc_device_event *e, dpc_diag *d) {
+  cuda_dev *c = impl(dev);
+  dpc_status st = enter(dev, d);
+  if (st || !e->impl) return st; /* an event of a host device: its work is done already */
+  CU(c->api.stream_wait(c->stream, e->impl, 0), "cuStreamWaitEvent");
+  return DPC_OK;
+}
+
+static dpc_status cuda_synchronize(dpc_device *dev, dpc_diag *d) {
+  dpc_status st = enter(dev, d);
+  if (st) return st;
+  CU(impl(dev)->api.stream_sync(impl(dev)->stream), "cuStreamSynchronize");
+  return DPC_OK;
+}
+
+static const dpc_device_ops cuda_ops = {
+    .kind = "cuda",
+    .host_visible = false,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .copy = cuda_copy,
+    .launch = cuda_launch,
+    .event_record = cuda_event_record,
+    .event_wait = cuda_event_wait,
+    .synchronize = cuda_synchronize,
+};
+
+static void close_impl(cuda_dev *c) {
+  if (!c) return;
+  if (c->ctx && c->api.ctx_set(c->ctx) == 0) {
+    for (uint32_t i = 0; i < c->n_codes; i++) c->api.module_unload(c->codes[i].module);
+    if (c->stream) c->api.stream_destroy(c->stream);
+    c->api.ctx_release(c->ordinal);
+  }
+  free(c->codes);
+  if (c->api.lib) dlclose(c->api.lib);
+  free(c);
+}
+
+dpc_status dpc_device_cuda_open(int idx, dpc_device **out, dpc_diag *d);
+void dpc_device_cuda_close(dpc_device *dev);
+
+dpc_status dpc_device_cuda_open(int idx, dpc_device **out, dpc_diag *d) {
+  *out = NULL;
+  dpc_device *dev = calloc(1, sizeof *dev);
+  cuda_dev *c = calloc(1, sizeof *c);
+  if (!dev || !c) {
+    free(dev), free(c);
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening cuda:%d", idx);
+  }
+  dev->ops = &cuda_ops, dev->impl = c;
+  snprintf(dev->name, sizeof dev->name, "cuda:%d", idx);
+  c->ordinal = idx;
+  const char *path = getenv("DPC_CUDA_DRIVER");
+  if (!path || !*path) path = "libcuda.so.1";
+  dpc_status st = DPC_OK;
+  if (!(c->api.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
+    const char *why = dlerror();
+    st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "cuda:%d: no CUDA driver found (%s)", idx,
+                       why ? why : path);
+  }
+  for (size_t i = 0; !st && i < sizeof entries / sizeof *entries; i++) {
+    void *sym = dlsym(c->api.lib, entries[i].name);
+    if (!sym)
+      st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "cuda:%d: the CUDA driver %s lacks %s", idx, path,
+                         entries[i].name);
+    else /* dlsym gives functions as void *; copy the bits into the typed slot */
+      memcpy((char *)&c->api + entries[i].at, &sym, sizeof sym);
+  }
+  int major = 0, minor = 0, dv = 0;
+  cu_result r = 0;
+  const char *what = NULL;
+  if (!st && (r = c->api.init(0)))
+    what = "cuInit";
+  else if (!st && (r = c->api.device_get(&dv, idx)))
+    what = "cuDeviceGet (is there a GPU of that number?)";
+  else if (!st && ((r = c->api.device_attribute(&major, CU_ATTR_CC_MAJOR, dv)) ||
+                   (r = c->api.device_attribute(&minor, CU_ATTR_CC_MINOR, dv))))
+    what = "cuDeviceGetAttribute";
+  else if (!st && (r = c->api.ctx_retain(&c->ctx, dv)))
+    what = "cuDevicePrimaryCtxRetain";
+  else if (!st && (r = c->api.ctx_set(c->ctx)))
+    what = "cuCtxSetCurrent";
+  else if (!st && (r = c->api.stream_create(&c->stream, CU_STREAM_NON_BLOCKING)))
+    what = "cuStreamCreate";
+  if (what) st = cu_fail(dev, r, what, d);
+  if (st) {
+    close_impl(c);
+    free(dev);
+    return st;
+  }
+  c->ordinal = dv;
+  c->sm = major * 10 + minor;
+  *out = dev;
+  return DPC_OK;
+}
+
+void dpc_device_cuda_close(dpc_device *dev) {
+  close_impl(impl(dev));
+}

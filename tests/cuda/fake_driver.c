@@ -1,0 +1,198 @@
+/*
+ * fake_driver.c — a stand-in for libcuda.so.1 in tests, loaded by runtime/device_cuda.c through
+ * $DPC_CUDA_DRIVER, so the GPU path of the runtime (device memory, copies, modules, launches,
+ * streams and events, and the session over them) runs where there is no GPU. It implements the
+ * driver calls device_cuda.c makes: memory is host memory, a stream runs its work at once, and a
+ * module is the host-emulated build (codegen/cuda/emu) of the same CUDA source whose CUBIN or
+ * PTX the device loads: the test registers each image with the emulated library built from its
+ * source (dpc_fake_cuda_register), and a module loaded from an image nobody registered fails.
+ * A launch runs the kernel with the grid, block and argument block the device passes.
+ *
+ * Test code: one process-wide table, guarded by a lock.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int cu_result;
+typedef uint64_t cu_ptr;
+typedef int (*emu_launch_fn)(void *kernel, const unsigned *grid, const unsigned *block,
+                             const void *args);
+
+#define NOT_FOUND     500 /* CUDA_ERROR_NOT_FOUND */
+#define INVALID_VALUE 1
+#define NO_MEMORY     2
+#define MAX_IMAGES    8192
+
+static struct {
+  const void *image;
+  void *lib; /* dlopen handle of the emulated build */
+} images[MAX_IMAGES];
+static unsigned n_images, launches, allocated;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct fake_fn {
+  emu_launch_fn launch;
+  void *kernel;
+} fake_fn;
+
+#define API __attribute__((visibility("default")))
+
+API void dpc_fake_cuda_register(const void *image, void *lib);
+API void dpc_fake_cuda_register(const void *image, void *lib) {
+  pthread_mutex_lock(&lock);
+  unsigned i = 0;
+  while (i < n_images && images[i].image != image) i++; /* memory reused: the newest wins */
+  if (i < MAX_IMAGES) images[i].image = image, images[i].lib = lib;
+  if (i == n_images && i < MAX_IMAGES) n_images++;
+  pthread_mutex_unlock(&lock);
+}
+
+/* Kernels launched and buffers live, for the test's checks. */
+API void dpc_fake_cuda_counts(unsigned *n_launches, unsigned *n_allocated);
+API void dpc_fake_cuda_counts(unsigned *n_launches, unsigned *n_allocated) {
+  pthread_mutex_lock(&lock);
+  *n_launches = launches, *n_allocated = allocated;
+  pthread_mutex_unlock(&lock);
+}
+
+API cu_result cuInit(unsigned flags) {
+  return flags ? INVALID_VALUE : 0;
+}
+API cu_result cuDeviceGet(int *dev, int ordinal) {
+  if (ordinal != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE: one GPU here */
+  *dev = 0;
+  return 0;
+}
+API cu_result cuDeviceGetAttribute(int *v, int attr, int dev) {
+  (void)dev;
+  *v = attr == 75 ? 9 : attr == 76 ? 0 : 0; /* compute capability 9.0 */
+  return 0;
+}
+static int the_ctx;
+API cu_result cuDevicePrimaryCtxRetain(void **ctx, int dev) {
+  (void)dev;
+  *ctx = &the_ctx;
+  return 0;
+}
+API cu_result cuDevicePrimaryCtxRelease_v2(int dev) {
+  (void)dev;
+  return 0;
+}
+API cu_result cuCtxSetCurrent(void *ctx) {
+  return ctx == &the_ctx ? 0 : INVALID_VALUE;
+}
+static int the_stream;
+API cu_result cuStreamCreate(void **s, unsigned flags) {
+  (void)flags;
+  *s = &the_stream;
+  return 0;
+}
+API cu_result cuStreamDestroy_v2(void *s) {
+  return s == &the_stream ? 0 : INVALID_VALUE;
+}
+API cu_result cuStreamSynchronize(void *s) {
+  return s == &the_stream ? 0 : INVALID_VALUE;
+}
+API cu_result cuMemAlloc_v2(cu_ptr *p, size_t n) {
+  void *m = aligned_alloc(256, (n + 255) / 256 * 256);
+  if (!m) return NO_MEMORY;
+  /* what cudaMalloc leaves is not zero: a device that relied on it would show */
+  memset(m, 0xa5, n);
+  *p = (cu_ptr)(uintptr_t)m;
+  pthread_mutex_lock(&lock);
+  allocated++;
+  pthread_mutex_unlock(&lock);
+  return 0;
+}
+API cu_result cuMemFree_v2(cu_ptr p) {
+  free((void *)(uintptr_t)p);
+  pthread_mutex_lock(&lock);
+  allocated--;
+  pthread_mutex_unlock(&lock);
+  return 0;
+}
+API cu_result cuMemsetD8_v2(cu_ptr p, unsigned char v, size_t n) {
+  memset((void *)(uintptr_t)p, v, n);
+  return 0;
+}
+API cu_result cuMemcpyHtoDAsync_v2(cu_ptr dst, const void *src, size_t n, void *s) {
+  if (s != &the_stream) return INVALID_VALUE;
+  memcpy((void *)(uintptr_t)dst, src, n);
+  return 0;
+}
+API cu_result cuMemcpyDtoHAsync_v2(void *dst, cu_ptr src, size_t n, void *s) {
+  if (s != &the_stream) return INVALID_VALUE;
+  memcpy(dst, (const void *)(uintptr_t)src, n);
+  return 0;
+}
+API cu_result cuMemcpyDtoDAsync_v2(cu_ptr dst, cu_ptr src, size_t n, void *s) {
+  if (s != &the_stream) return INVALID_VALUE;
+  memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+  return 0;
+}
+API cu_result cuMemcpyPeerAsync(cu_ptr dst, void *dctx, cu_ptr src, void *sctx, size_t n, void *s) {
+  (void)dctx, (void)sctx, (void)s;
+  memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+  return 0;
+}
+API cu_result cuModuleLoadData(void **module, const void *image) {
+  pthread_mutex_lock(&lock);
+  void *lib = NULL;
+  for (unsigned i = 0; i < n_images && !lib; i++)
+    if (images[i].image == image) lib = images[i].lib;
+  pthread_mutex_unlock(&lock);
+  if (!lib) return 200; /* CUDA_ERROR_INVALID_IMAGE */
+  *module = lib;
+  return 0;
+}
+API cu_result cuModuleGetFunction(void **fn, void *module, const char *name) {
+  fake_fn *f = calloc(1, sizeof *f);
+  if (!f) return NO_MEMORY;
+  void *launch = dlsym(module, "dpc_emu_launch");
+  f->kernel = dlsym(module, name);
+  memcpy(&f->launch, &launch, sizeof launch);
+  if (!f->launch || !f->kernel) {
+    free(f);
+    return NOT_FOUND;
+  }
+  *fn = f; /* kept for the process: the test's modules live as long */
+  return 0;
+}
+API cu_result cuModuleUnload(void *module) {
+  (void)module;
+  return 0;
+}
+API cu_result cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned shared, void *s, void **params,
+                             void **extra) {
+  if (s != &the_stream || shared || extra || !params) return INVALID_VALUE;
+  const fake_fn *f = fn;
+  unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  if (f->launch(f->kernel, grid, block, params[0])) return 719; /* CUDA_ERROR_LAUNCH_FAILED */
+  pthread_mutex_lock(&lock);
+  launches++;
+  pthread_mutex_unlock(&lock);
+  return 0;
+}
+API cu_result cuEventCreate(void **e, unsigned flags) {
+  (void)flags;
+  *e = malloc(1);
+  return *e ? 0 : NO_MEMORY;
+}
+API cu_result cuEventRecord(void *e, void *s) {
+  return e && s == &the_stream ? 0 : INVALID_VALUE;
+}
+API cu_result cuEventDestroy_v2(void *e) {
+  free(e);
+  return 0;
+}
+API cu_result cuStreamWaitEvent(void *s, void *e, unsigned flags) {
+  return s == &the_stream && e && !flags ? 0 : INVALID_VALUE;
+}
+API cu_result cuGetErrorString(cu_result r, const char **s) {
+  *s = r == 200 ? "image not registered with the test driver" : "test driver error";
+  return 0;
+}
