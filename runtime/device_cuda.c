@@ -36,7 +36,7 @@ typedef struct cu_api {
   cu_result (*stream_sync)(void *);
   cu_result (*mem_alloc)(cu_ptr *, size_t);
   cu_result (*mem_free)(cu_ptr);
-  cu_result (*memset8)(cu_ptr, unsigned char, size_t);
+  cu_result (*memset8)(cu_ptr, unsigned char, size_t, void *);
   cu_result (*h2d)(cu_ptr, const void *, size_t, void *);
   cu_result (*d2h)(void *, cu_ptr, size_t, void *);
   cu_result (*d2d)(cu_ptr, cu_ptr, size_t, void *);
@@ -69,7 +69,7 @@ static const struct {
     {"cuStreamSynchronize", offsetof(cu_api, stream_sync)},
     {"cuMemAlloc_v2", offsetof(cu_api, mem_alloc)},
     {"cuMemFree_v2", offsetof(cu_api, mem_free)},
-    {"cuMemsetD8_v2", offsetof(cu_api, memset8)},
+    {"cuMemsetD8Async", offsetof(cu_api, memset8)},
     {"cuMemcpyHtoDAsync_v2", offsetof(cu_api, h2d)},
     {"cuMemcpyDtoHAsync_v2", offsetof(cu_api, d2h)},
     {"cuMemcpyDtoDAsync_v2", offsetof(cu_api, d2d)},
@@ -138,10 +138,12 @@ static dpc_status cuda_alloc(dpc_device *dev, size_t bytes, void **out, dpc_diag
   cu_ptr p = 0;
   size_t n = bytes ? bytes : 64;
   CU(c->api.mem_alloc(&p, n), "cuMemAlloc");
-  cu_result r = c->api.memset8(p, 0, n);
+  /* zeroed on the device's own stream, so its first kernels are ordered after it */
+  cu_result r = c->api.memset8(p, 0, n, c->stream);
+  if (r == 0) r = c->api.stream_sync(c->stream);
   if (r != 0) {
     c->api.mem_free(p);
-    return cu_fail(dev, r, "cuMemsetD8", d);
+    return cu_fail(dev, r, "cuMemsetD8Async", d);
   }
   *out = (void *)(uintptr_t)p;
   return DPC_OK;

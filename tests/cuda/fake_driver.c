@@ -114,7 +114,8 @@ API cu_result cuMemFree_v2(cu_ptr p) {
   pthread_mutex_unlock(&lock);
   return 0;
 }
-API cu_result cuMemsetD8_v2(cu_ptr p, unsigned char v, size_t n) {
+API cu_result cuMemsetD8Async(cu_ptr p, unsigned char v, size_t n, void *s) {
+  if (s != &the_stream) return INVALID_VALUE;
   memset((void *)(uintptr_t)p, v, n);
   return 0;
 }
