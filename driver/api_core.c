@@ -186,7 +186,6 @@ dpc_status dpc_api_build(const dpc_build_opts *b, dpc_exec_opts *x, dpc_pass_opt
   if (st) return st;
   if (DPC_API_HAS(b, on_llvm)) x->cpu.dump = b->on_llvm, x->cpu.user = b->user;
   if (DPC_API_HAS(b, cache_dir)) x->cpu.cache_dir = b->cache_dir;
-  if (DPC_API_HAS(b, cuda_arch)) x->cpu.cuda_arch = b->cuda_arch;
   if (po) {
     memset(po, 0, sizeof *po);
     po->fuse = dpc_codegen_fusion(x->backend);

@@ -127,9 +127,6 @@ typedef struct dpc_build_opts {
   void *user;            /* given to on_llvm and on_dump */
   const char *cache_dir; /* compiled kernels kept between runs: NULL for $DPC_CACHE_DIR or
                             ~/.cache/dpc, "off" for none */
-  /* backend "cuda": the GPU architectures compiled to CUBIN, "sm_80,sm_90" (the default for
-   * NULL); PTX of the lowest goes along for the driver to compile for any other GPU */
-  const char *cuda_arch;
 } dpc_build_opts;
 
 /* Whether a backend of that name exists in this build. */

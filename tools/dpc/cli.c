@@ -192,9 +192,6 @@ int cli_build_opts(const char *cmd, const cli_opt *opts, int nopts, const cli_pa
     dpc_message_free(m);
     if (rc) return rc;
   }
-  b->cuda_arch = cli_get(opts, nopts, p, "cuda-arch");
-  if (b->cuda_arch && (!b->backend || strcmp(b->backend, "cuda")))
-    return cli_usage_error(cmd, "--cuda-arch applies to --backend cuda");
   if (cli_get(opts, nopts, p, "dump-llvm")) b->on_llvm = dump_llvm;
   b->verify_each = cli_get(opts, nopts, p, "verify-each") != NULL;
   b->print_after = cli_get(opts, nopts, p, "print-after");

@@ -19,9 +19,6 @@ static const cli_opt bench_opts[] = {
     {"warmup", true, false, "untimed steps before them (default 5)"},
     {"backend", true, false,
      "llvm (default), ref (the reference kernels) or cuda (NVRTC kernels on cuda:0)"},
-    {"cuda-arch", true, false,
-     "with --backend cuda: the GPU architectures to compile CUBIN for (default sm_80,sm_90; PTX "
-     "of the lowest goes along for other GPUs)"},
     {"json", false, false, "print one JSON object instead of text"},
     {"profile", false, false, "then time each kernel: where the step's time goes"},
     {"devices", true, false, "cpu (default), or cpu:N / numa: data-parallel training over them"},

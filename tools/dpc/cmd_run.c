@@ -22,9 +22,6 @@ static const cli_opt run_opts[] = {
     {"backend", true, false,
      "llvm (default: kernels compiled for this CPU), ref (the reference kernels) or cuda "
      "(kernels compiled by NVRTC, run on the GPU cuda:0)"},
-    {"cuda-arch", true, false,
-     "with --backend cuda: the GPU architectures to compile CUBIN for (default sm_80,sm_90; PTX "
-     "of the lowest goes along for other GPUs)"},
     {"dump-llvm", false, false,
      "print the generated LLVM IR (before and after optimisation) to stderr"},
     {"verify-each", false, false, "run the verifier after every pass"},

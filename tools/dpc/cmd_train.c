@@ -54,9 +54,6 @@ static const cli_opt train_opts[] = {
     {"backend", true, false,
      "llvm (default: kernels compiled for this CPU), ref (the reference kernels) or cuda "
      "(kernels compiled by NVRTC, run on the GPU cuda:0)"},
-    {"cuda-arch", true, false,
-     "with --backend cuda: the GPU architectures to compile CUBIN for (default sm_80,sm_90; PTX "
-     "of the lowest goes along for other GPUs)"},
     {"threads", true, false, "threads for compiled kernels (default: one per core)"},
     {"devices", true, false,
      "cpu (default), or cpu:N / numa: synchronous data parallel over those devices; mpi (run "
