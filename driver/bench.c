@@ -222,8 +222,9 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   if (!st) st = dpc_driver_plan_share(g, o->batch, first, &ds, po.training, &plan, d);
   if (!st && dpc_codegen_compiles(o->exec.backend)) {
     native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);
-    st = native ? dpc_codegen_new(o->exec.backend, &o->exec.cpu, &cg, d)
-                : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    st = !native ? dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory")
+                 : dpc_driver_check_backend_device(o->exec.backend, d);
+    if (!st) st = dpc_codegen_new(o->exec.backend, &o->exec.cpu, &cg, d);
     if (!st) st = dpc_codegen_compile_plan(cg, plan, native, d);
   }
   dpc_session_opts so = {.training = po.training,

@@ -10,6 +10,7 @@
 #include "ir/print.h"
 #include "partitioner/partitioner.h"
 #include "runtime/artifact.h"
+#include "runtime/device.h"
 #include "runtime/session.h"
 
 #include <stdio.h>
@@ -186,8 +187,9 @@ dpc_status dpc_driver_infer(const dpc_graph *src, const dpc_pass_opts *po, const
   dpc_native_kernel *native = NULL;
   if (!st && x && dpc_codegen_compiles(x->backend)) {
     native = calloc(plan->g->n_nodes ? plan->g->n_nodes : 1, sizeof *native);
-    st = native ? dpc_codegen_new(x->backend, &x->cpu, &cg, d)
-                : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    st = !native ? dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory")
+                 : dpc_driver_check_backend_device(x->backend, d);
+    if (!st) st = dpc_codegen_new(x->backend, &x->cpu, &cg, d);
     if (!st) st = dpc_codegen_compile_plan(cg, plan, native, d);
   }
   if (!st)
@@ -285,6 +287,17 @@ void dpc_driver_device_names(uint32_t n, dpc_device_names *out) {
     snprintf(out->name[k], sizeof out->name[k], "cpu:%u", k);
     out->ptr[k] = out->name[k];
   }
+}
+
+dpc_status dpc_driver_check_backend_device(const dpc_codegen_backend *be, dpc_diag *d) {
+  const char *kind = dpc_codegen_device_kind(be);
+  if (!kind) return DPC_OK;
+  char name[32];
+  snprintf(name, sizeof name, "%s:0", kind);
+  dpc_device *dev = NULL;
+  dpc_status st = dpc_device_open(name, &dev, d);
+  if (dev) dpc_device_close(dev);
+  return st;
 }
 
 dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d) {

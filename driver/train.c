@@ -544,6 +544,7 @@ static dpc_status compile_graph(trainer *t, dpc_diag *d) {
     return dpc_diag_fail(d, DPC_ERR_INVALID,
                          "the model needs an 'output' (its logits) to be evaluated");
   if (dpc_codegen_compiles(o->exec.backend)) {
+    if ((st = dpc_driver_check_backend_device(o->exec.backend, d))) return st;
     char what[64];
     snprintf(what, sizeof what, "compiling kernels with %s",
              o->exec.backend->kind == DPC_KERNEL_CUDA ? "NVRTC" : "LLVM");

@@ -32,6 +32,18 @@ for be in ref llvm; do
     "$src/tests/cli/mlp/expect_logits.npy" 1e-5 1e-6
 done
 
+# --backend cuda where no GPU is found: each command says why before compiling a kernel for it
+if "$dpc" devices | grep -q '^cuda: no CUDA driver found'; then
+  for cmd in train bench; do
+    expect 1 "$cmd --backend cuda without a GPU" -- "$dpc" $cmd "$mlp" --backend cuda --steps 1
+    contains "$work/err" "cuda:0: no CUDA driver found" "$cmd --backend cuda names the missing driver"
+    lacks "$work/err" "compiling kernels" "$cmd --backend cuda compiles nothing first"
+  done
+  expect 1 "run --backend cuda without a GPU" -- "$dpc" run "$mlp" --backend cuda \
+    --input "x=$src/tests/cli/mlp/x.npy" --output-dir "$work/cuda"
+  contains "$work/err" "cuda:0: no CUDA driver found" "run --backend cuda names the missing driver"
+fi
+
 [ "$fails" -eq 0 ] || {
   echo "$fails failed"
   exit 1
