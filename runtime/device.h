@@ -41,6 +41,7 @@ typedef struct dpc_launch {
 typedef struct dpc_device_event {
   uint64_t recorded; /* times recorded (the cpu has no stream: its events are only counted) */
   void *impl;
+  dpc_device *owner; /* the device that made impl, whose event_free releases it */
 } dpc_device_event;
 
 typedef struct dpc_device_ops {
@@ -62,6 +63,8 @@ typedef struct dpc_device_ops {
   /* Mark e after the work launched so far; make later work on dev wait for e. */
   dpc_status (*event_record)(dpc_device *dev, dpc_device_event *e, dpc_diag *d);
   dpc_status (*event_wait)(dpc_device *dev, const dpc_device_event *e, dpc_diag *d);
+  /* Release what event_record made for e (NULL: a device whose events hold nothing). */
+  void (*event_free)(dpc_device *dev, dpc_device_event *e);
   /* Wait until the work launched on dev is done: before the host reads results back. */
   dpc_status (*synchronize)(dpc_device *dev, dpc_diag *d);
 } dpc_device_ops;

@@ -285,7 +285,10 @@ static dpc_status cuda_event_record(dpc_device *dev, dpc_device_event *e, dpc_di
   cuda_dev *c = impl(dev);
   dpc_status st = enter(dev, d);
   if (st) return st;
-  if (!e->impl) CU(c->api.event_create(&e->impl, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  if (!e->impl) {
+    CU(c->api.event_create(&e->impl, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    e->owner = dev;
+  }
   CU(c->api.event_record(e->impl, c->stream), "cuEventRecord");
   e->recorded++;
   return DPC_OK;
@@ -297,6 +300,12 @@ static dpc_status cuda_event_wait(dpc_device *dev, const dpc_device_event *e, dp
   if (st || !e->impl) return st; /* an event of a host device: its work is done already */
   CU(c->api.stream_wait(c->stream, e->impl, 0), "cuStreamWaitEvent");
   return DPC_OK;
+}
+
+static void cuda_event_free(dpc_device *dev, dpc_device_event *e) {
+  cuda_dev *c = impl(dev);
+  if (e->impl && c->api.ctx_set(c->ctx) == 0) c->api.event_destroy(e->impl);
+  e->impl = NULL, e->owner = NULL;
 }
 
 static dpc_status cuda_synchronize(dpc_device *dev, dpc_diag *d) {
@@ -315,6 +324,7 @@ static const dpc_device_ops cuda_ops = {
     .launch = cuda_launch,
     .event_record = cuda_event_record,
     .event_wait = cuda_event_wait,
+    .event_free = cuda_event_free,
     .synchronize = cuda_synchronize,
 };
 

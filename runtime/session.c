@@ -174,6 +174,11 @@ const double *dpc_session_step_seconds(const dpc_session *s, uint32_t dev) {
 void dpc_session_free(dpc_session *s) {
   if (!s) return;
   const dpc_plan *p = s->plan;
+  for (uint32_t e = 0; s->dev_events && e < p->n_events; e++) {
+    dpc_device_event *ev = &s->dev_events[e];
+    if (ev->impl && ev->owner && ev->owner->ops->event_free)
+      ev->owner->ops->event_free(ev->owner, ev);
+  }
   for (uint32_t i = 0; i < p->n_devs; i++) {
     if (s->devs && s->devs[i]) {
       if (s->mem && s->mem[i]) s->devs[i]->ops->free(s->devs[i], s->mem[i]);

@@ -30,7 +30,7 @@ static struct {
   const void *image;
   void *lib; /* dlopen handle of the emulated build */
 } images[MAX_IMAGES];
-static unsigned n_images, launches, allocated;
+static unsigned n_images, launches, allocated, events;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct fake_fn {
@@ -50,11 +50,11 @@ API void dpc_fake_cuda_register(const void *image, void *lib) {
   pthread_mutex_unlock(&lock);
 }
 
-/* Kernels launched and buffers live, for the test's checks. */
-API void dpc_fake_cuda_counts(unsigned *n_launches, unsigned *n_allocated);
-API void dpc_fake_cuda_counts(unsigned *n_launches, unsigned *n_allocated) {
+/* Kernels launched, buffers and events live, for the test's checks. */
+API void dpc_fake_cuda_counts(unsigned *n_launches, unsigned *n_allocated, unsigned *n_events);
+API void dpc_fake_cuda_counts(unsigned *n_launches, unsigned *n_allocated, unsigned *n_events) {
   pthread_mutex_lock(&lock);
-  *n_launches = launches, *n_allocated = allocated;
+  *n_launches = launches, *n_allocated = allocated, *n_events = events;
   pthread_mutex_unlock(&lock);
 }
 
@@ -181,13 +181,20 @@ API cu_result cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, un
 API cu_result cuEventCreate(void **e, unsigned flags) {
   (void)flags;
   *e = malloc(1);
-  return *e ? 0 : NO_MEMORY;
+  if (!*e) return NO_MEMORY;
+  pthread_mutex_lock(&lock);
+  events++;
+  pthread_mutex_unlock(&lock);
+  return 0;
 }
 API cu_result cuEventRecord(void *e, void *s) {
   return e && s == &the_stream ? 0 : INVALID_VALUE;
 }
 API cu_result cuEventDestroy_v2(void *e) {
   free(e);
+  pthread_mutex_lock(&lock);
+  events--;
+  pthread_mutex_unlock(&lock);
   return 0;
 }
 API cu_result cuStreamWaitEvent(void *s, void *e, unsigned flags) {

@@ -572,6 +572,71 @@ static int open_backend(const char *which) {
   return 0;
 }
 
+/* The cuda device's own calls over the test driver: opening (and naming a GPU that is not
+ * there), memory zeroed at allocation, copies each way and within the device, events made,
+ * waited on and released, and every buffer and event given back. */
+static int device_basics(void) {
+  int fails = 0;
+#define EXPECT(cond, ...)                                                                          \
+  do {                                                                                             \
+    bool ok_ = (cond);                                                                             \
+    printf("%s ", ok_ ? "ok  " : "FAIL");                                                          \
+    printf(__VA_ARGS__);                                                                           \
+    printf("\n");                                                                                  \
+    fails += !ok_;                                                                                 \
+  } while (0)
+  void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
+  void *sym = h ? dlsym(h, "dpc_fake_cuda_counts") : NULL;
+  void (*counts)(unsigned *, unsigned *, unsigned *) = NULL;
+  memcpy(&counts, &sym, sizeof sym);
+  if (!counts) return printf("FAIL: cannot load the test driver %s\n", DPC_FAKE_CUDA), 1;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_device *dev = NULL;
+  EXPECT(dpc_device_open("cuda:1", &dev, &d) != DPC_OK && d.msg && strstr(d.msg, "cuda:1") &&
+             strstr(d.msg, "cuDeviceGet"),
+         "cuda:1 (no such GPU) fails naming the device and the call: %s", d.msg);
+  dpc_diag_clear(&d);
+  if (dpc_device_open("cuda:0", &dev, &d)) {
+    printf("FAIL cuda:0 does not open: %s\n", d.msg);
+    dpc_diag_free(&d);
+    return 1;
+  }
+  EXPECT(!strcmp(dev->ops->kind, "cuda") && !dev->ops->host_visible && !strcmp(dev->name, "cuda:0"),
+         "cuda:0 is a %s device, host visible: %d", dev->ops->kind, dev->ops->host_visible);
+  enum { N = 1000 };
+  unsigned char host[N], back[N];
+  void *a = NULL, *b = NULL;
+  EXPECT(!dev->ops->alloc(dev, N, &a, &d) && !dev->ops->alloc(dev, N, &b, &d), "two buffers");
+  memset(back, 1, N);
+  bool zero = !dev->ops->copy(dev, DPC_COPY_D2H, back, a, N, NULL, &d);
+  for (int i = 0; i < N && zero; i++) zero = back[i] == 0;
+  EXPECT(zero, "a new buffer reads back as zeros (the driver's memory starts as 0xa5)");
+  for (int i = 0; i < N; i++) host[i] = (unsigned char)(i * 7 + 3);
+  memset(back, 0, N);
+  bool same = !dev->ops->copy(dev, DPC_COPY_H2D, a, host, N, NULL, &d) &&
+              !dev->ops->copy(dev, DPC_COPY_D2D, b, a, N, NULL, &d) &&
+              !dev->ops->copy(dev, DPC_COPY_D2H, back, b, N, NULL, &d) && !memcmp(host, back, N);
+  EXPECT(same, "host to device, device to device and back give the same bytes");
+  dpc_device_event e = {0};
+  EXPECT(!dev->ops->event_record(dev, &e, &d) && e.impl && e.owner == dev && e.recorded == 1 &&
+             !dev->ops->event_wait(dev, &e, &d) && !dev->ops->synchronize(dev, &d),
+         "an event recorded, waited on, and the stream synchronized");
+  unsigned launched, live, events;
+  counts(&launched, &live, &events);
+  EXPECT(live == 2 && events == 1, "2 buffers and 1 event live (%u, %u)", live, events);
+  dev->ops->event_free(dev, &e);
+  dev->ops->free(dev, a);
+  dev->ops->free(dev, b);
+  counts(&launched, &live, &events);
+  EXPECT(live == 0 && events == 0 && !e.impl, "all given back (%u buffers, %u events live)", live,
+         events);
+  dpc_device_close(dev);
+  dpc_diag_free(&d);
+#undef EXPECT
+  return fails ? 1 : 0;
+}
+
 static int train_model(const char *model, const dpc_codegen_backend *be) {
   char work[] = "/tmp/dpc_cuda_train_XXXXXX";
   if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
@@ -632,6 +697,10 @@ done:
 
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "train")) return train_model(argv[2], &dpc_codegen_cuda_emu);
+  if (argc == 2 && !strcmp(argv[1], "device-basics")) {
+    setenv("DPC_CUDA_DRIVER", DPC_FAKE_CUDA, 1);
+    return device_basics();
+  }
   /* device-train MODEL fake|gpu, device CASES OP fake|gpu */
   bool dev_mode =
       (argc == 4 && !strcmp(argv[1], "device-train")) || (argc == 5 && !strcmp(argv[1], "device"));
@@ -654,7 +723,8 @@ int main(int argc, char **argv) {
   if (argc == 4 && !strcmp(argv[1], "source")) return print_source(argv[2], argv[3]);
   if (argc != 4 || (strcmp(argv[1], "nvrtc") && strcmp(argv[1], "emu") && !dev_mode)) {
     fprintf(stderr, "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP | train MODEL |\n"
-                    "       device CASES_DIR OP fake|gpu | device-train MODEL fake|gpu\n");
+                    "       device CASES_DIR OP fake|gpu | device-train MODEL fake|gpu |\n"
+                    "       device-basics\n");
     return 2;
   }
   g_mode = argv[1];
