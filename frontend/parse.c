@@ -830,6 +830,10 @@ static dpc_status parse_device_name(parser *p, const char *after, uint32_t *devi
     snprintf(what, sizeof what, "a device such as cpu:1 after '%s'", after);
     return expected(p, what);
   }
+  /* a device is written bare, so a quoted name (which may hold '@' or spaces) is refused */
+  if (TOK.quoted)
+    return err_st(p, DPC_ERR_INVALID, TOK.loc,
+                  "a device name is written without backticks, such as cpu:1");
   char buf[DPC_MAX_NAME + 32];
   int n = snprintf(buf, sizeof buf, "%.*s", (int)TOK.len, TOK.start);
   if ((st = next(p))) return st;
