@@ -324,6 +324,7 @@ typedef struct micro_args {
   cg_val cp;          /* C(row, col) of the tile's corner */
   int64_t ldc;        /* C row stride */
   cg_val mr, nr, kc;  /* rows and columns of the tile that exist, depth */
+  cg_val lo;          /* first row that exists (rows [lo, mr) do): a strip moved up */
   cg_val first;       /* i1: start from zero instead of loading C */
 } micro_args;
 
@@ -340,12 +341,15 @@ static void micro(cg_fn *f, const gm_cfg *c, const micro_args *x) {
   cg_val cm[MAX_NV], mk[MAX_MR][MAX_NV], cptr[MAX_MR][MAX_NV];
   for (int v = 0; v < NV; v++)
     cm[v] = gm_lanes(f, c, cg_const_i64(0), add_c(f, x->nr, -(int64_t)v * VL));
+  bool shifted = strcmp(x->lo.s, "0") != 0;
   for (int r = 0; r < MR; r++) {
     cg_val rv = gm_ev(f, "icmp sgt i64 %s, %d", x->mr.s, r);
+    if (shifted)
+      rv = gm_ev(f, "and i1 %s, %s", rv.s, gm_ev(f, "icmp sle i64 %s, %d", x->lo.s, r).s);
     for (int v = 0; v < NV; v++) {
-      mk[r][v] = r == 0 ? cm[v]
-                        : gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", rv.s, c->mty, cm[v].s,
-                                c->mty);
+      mk[r][v] = r == 0 && !shifted ? cm[v]
+                                    : gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", rv.s,
+                                            c->mty, cm[v].s, c->mty);
       /* rows past mr may lie past the matrix: they read and write nothing, but their address
        * must still be mapped (a masked access to an unmapped page costs a microcode assist,
        * ~100x a load), so they point at row 0 */
@@ -602,9 +606,9 @@ void gm_block(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const
   int64_t MR = c->mr, NR = c->nr, KC = c->kc, MC = c->mc, NC = c->nc;
   int64_t kca = round_up(KC, c->vl); /* rows of a B panel */
   /* A: column-major copy when A^T is what is stored (its columns are contiguous) */
-  bool a_col = gm_vec_ok(c, a->t) && a->rs == 1 && a->cs != 1;
+  bool a_col = !a->direct && gm_vec_ok(c, a->t) && a->rs == 1 && a->cs != 1;
   int64_t lda = a_col ? gm_pad_ld(c, round_up(MC, MR)) : gm_pad_ld(c, KC);
-  cg_val ap = gm_alloca(f, c->ty, a_col ? KC * lda : round_up(MC, MR) * lda);
+  cg_val ap = a->direct ? a->p : gm_alloca(f, c->ty, a_col ? KC * lda : round_up(MC, MR) * lda);
   cg_val bp = b->direct ? b->p : gm_alloca(f, c->ty, ceil_div(NC, NR) * kca * NR);
   /* C: straight into the output when it is calc-typed with contiguous rows */
   bool c_direct = gm_vec_ok(c, cm->t) && cm->cs == 1;
@@ -629,7 +633,7 @@ void gm_block(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const
   cg_loop ic = cg_loop_begin(f, cg_const_i64(0), gm_ceil_div(f, m, MC));
   cg_val i0 = mul_c(f, ic.i, MC);
   cg_val mcur = gm_min(f, cg_const_i64(MC), gm_sub(f, m, i0));
-  pack_a(f, c, a, ap, a_col, lda, i0, mcur, pc, kc);
+  if (!a->direct) pack_a(f, c, a, ap, a_col, lda, i0, mcur, pc, kc);
   cg_loop jr = cg_loop_begin(f, cg_const_i64(0), gm_ceil_div(f, ncur, NR));
   cg_val jj = mul_c(f, jr.i, NR);
   micro_args x;
@@ -646,10 +650,24 @@ void gm_block(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const
   cg_loop ir = cg_loop_begin(f, cg_const_i64(0), gm_ceil_div(f, mcur, MR));
   cg_val ii = mul_c(f, ir.i, MR);
   x.mr = gm_min(f, cg_const_i64(MR), gm_sub(f, mcur, ii));
-  x.a_rs = a_col ? 1 : lda;
-  x.a_cs = a_col ? lda : 1;
-  x.ap = gm_gep(f, c->ty, ap, mul_c(f, ii, x.a_rs), true);
+  x.lo = cg_const_i64(0);
   cg_val crow = cg_add(f, i0, ii), ccol = cg_add(f, j0, jj);
+  if (a->direct) {
+    /* A read where it lies has no zero rows past m to pad a short last strip with: the strip
+     * moves up to end at row m instead (m >= MR, the caller's promise), and its first rows,
+     * which the strip before computed, are masked off */
+    cg_val top = gm_min(f, crow, gm_sub(f, m, cg_const_i64(MR)));
+    x.lo = gm_sub(f, crow, top);
+    x.mr = cg_add(f, x.lo, x.mr);
+    crow = top;
+    x.a_rs = a->rs;
+    x.a_cs = 1;
+    x.ap = gm_gep(f, c->ty, a->p, cg_add(f, mul_c(f, crow, a->rs), pc), true);
+  } else {
+    x.a_rs = a_col ? 1 : lda;
+    x.a_cs = a_col ? lda : 1;
+    x.ap = gm_gep(f, c->ty, ap, mul_c(f, ii, x.a_rs), true);
+  }
   x.cp = gm_gep(f, c->ty, cw, cg_add(f, mul_c(f, crow, ldc), ccol), true);
   x.ldc = ldc;
   x.kc = kc;

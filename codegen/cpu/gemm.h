@@ -37,9 +37,11 @@ typedef struct gm_cfg {
 } gm_cfg;
 
 /* A matrix operand: element (i, j) is p[i * rs + j * cs], p pointing at the stored dtype t.
- * `direct` (B only): p is already a calc-type, row-major buffer (cs == 1) that can be read in
- * whole vectors up to the next multiple of nr columns, with an rs chosen by gm_pad_ld; gm_block
- * then reads it in place instead of packing it. */
+ * `direct` means gm_block reads the operand in place instead of packing it:
+ *   B: p is already a calc-type, row-major buffer (cs == 1) that can be read in whole vectors up
+ *      to the next multiple of nr columns, with an rs chosen by gm_pad_ld;
+ *   A: p is calc-typed with cs == 1 (weights as they lie), and every call's m is at least mr
+ *      (a short last strip is moved up over rows that exist rather than padded with zeros). */
 typedef struct gm_mat {
   cg_val p;
   dpc_dtype t;

@@ -25,7 +25,7 @@
  * with few output channels per group is computed directly (lower_conv_direct.c).
  *
  * Parallel iterations: conv2d runs (image, group, channel block, row block) pieces, each
- * writing its own part of y, cut to at least MIN_PIECES so a single image uses every core; the
+ * writing its own part of y, a single image cut so that two cores share it (split_pieces); the
  * input gradient runs (image, group), because col2im scatters a row block into input rows that its
  * neighbours also touch; the weight gradient runs (group, o block, K block) pieces of dW, each
  * summing the whole batch, since that is the only split with disjoint outputs (and computes dW^T
@@ -137,6 +137,32 @@ static cg_val chunk_mask(cg_fn *f, const gm_cfg *c, const conv *cv, const tap *t
   return m;
 }
 
+/* Lanes l of the result are p[2 l], for the lanes m keeps (zeros elsewhere): two masked loads
+ * of the 2 vl elements they span, each mask the output mask spread to the even lanes, and one
+ * shuffle that keeps the even lanes. */
+static cg_val load_even(cg_fn *f, const gm_cfg *c, cg_val p, cg_val m) {
+  int VL = c->vl;
+  char lo[512], hi[512], ev[512];
+  size_t a = 0, b = 0, e = 0;
+  for (int l = 0; l < VL; l++) {
+    /* lane VL of the second operand (zeroinitializer) is false */
+    a += (size_t)snprintf(lo + a, sizeof lo - a, "%si32 %d", l ? ", " : "<", l % 2 ? VL : l / 2);
+    b += (size_t)snprintf(hi + b, sizeof hi - b, "%si32 %d", l ? ", " : "<",
+                          l % 2 ? VL : VL / 2 + l / 2);
+    e += (size_t)snprintf(ev + e, sizeof ev - e, "%si32 %d", l ? ", " : "<", 2 * l);
+  }
+  snprintf(lo + a, sizeof lo - a, ">");
+  snprintf(hi + b, sizeof hi - b, ">");
+  snprintf(ev + e, sizeof ev - e, ">");
+  cg_val mlo =
+      gm_ev(f, "shufflevector %s %s, %s zeroinitializer, %s %s", c->mty, m.s, c->mty, c->ity, lo);
+  cg_val mhi =
+      gm_ev(f, "shufflevector %s %s, %s zeroinitializer, %s %s", c->mty, m.s, c->mty, c->ity, hi);
+  cg_val vlo = gm_mload(f, c, p, mlo);
+  cg_val vhi = gm_mload(f, c, gm_gep(f, c->ty, p, cg_const_i64(VL), false), mhi);
+  return gm_ev(f, "shufflevector %s %s, %s %s, %s %s", c->vty, vlo.s, c->vty, vhi.s, c->ity, ev);
+}
+
 /* Col[q - q0][(oy - oy0)*ow + ox] = x[plane0 + ci][iy][ox*sw + off] (0 outside the image), for
  * q in [q0, q0 + nq) and oy in [oy0, oy0 + nrows). plane0: the first channel plane of the
  * group in this image. Columns past nrows*ow up to the next nr are zeroed (the GEMM reads
@@ -144,7 +170,9 @@ static cg_val chunk_mask(cg_fn *f, const gm_cfg *c, const conv *cv, const tap *t
 static void im2col(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val x, cg_val plane0, cg_val q0,
                    cg_val nq, cg_val oy0, cg_val nrows, cg_val col, int64_t ld) {
   const dpc_window *w = &cv->w;
-  bool vec = w->sw == 1 && gm_vec_ok(c, cv->t);
+  /* stride 2 loads the two vectors its outputs' inputs span and keeps the even lanes (an element
+   * at a time, ResNet-18's 7x7 stem spent as long in im2col as in its GEMM) */
+  bool vec = (w->sw == 1 || w->sw == 2) && gm_vec_ok(c, cv->t);
   int64_t chunks = ceil_div(w->ow, c->vl);
   cg_loop q = cg_loop_begin(f, cg_const_i64(0), nq);
   tap t = tap_of(f, cv, cg_add(f, q0, q.i));
@@ -173,7 +201,8 @@ static void im2col(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val x, cg_val p
         m = masks[k];
       }
       m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", valid.s, c->mty, m.s, c->mty);
-      cg_val v = gm_mload(f, c, gm_gep(f, c->ty, src, ox0, false), m);
+      cg_val v = w->sw == 1 ? gm_mload(f, c, gm_gep(f, c->ty, src, ox0, false), m)
+                            : load_even(f, c, gm_gep(f, c->ty, src, mulk(f, ox0, 2), false), m);
       cg_val keep = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, cg_const_i64(w->ow), ox0));
       gm_mstore(f, c, v, gm_gep(f, c->ty, drow, ox0, true), keep);
     }
@@ -378,12 +407,19 @@ static void digits(cg_fn *f, cg_val it, const int64_t *radix, int n, cg_val *out
   }
 }
 
-/* Fewest parallel pieces a forward convolution is cut into when the images alone give fewer:
- * at batch 1 one piece per (group, row block) left a core idle on most layers. */
-#define MIN_PIECES 8
-/* ...but never into pieces of fewer FLOPs than this */
+/* Bytes per second of the passes a forward convolution's pieces repeat, and its FLOP rate: the
+ * weights, read again by every row block (from L2 when they fit half of it, else from L3 or
+ * memory, and at batch 1 with prefetchers that see 14 short rows at a time, ~8 GB/s measured
+ * on ResNet-18's last layer), and the im2col (or the GEMM's packing of x), built again by every
+ * channel block. The figures only rank the cuts; they predict nothing. */
+#define W_NEAR_BPS 50e9
+#define W_FAR_BPS  8e9
+#define COL_BPS    20e9
+#define FLOP_PER_S 1e11
+#define L2_HALF    (512 * 1024)
+/* a single image is cut into at least 2 pieces (an even count, or at least 8) so two cores
+ * share it, but never into pieces of fewer FLOPs than this */
 #define MIN_PIECE_FLOP 1e6
-#define MIN_OB_IM2COL  64
 
 /* A 1x1 convolution with stride 1 and no padding is a GEMM on x's channel planes as they lie:
  * B[ci, pixel] = x[plane0 + ci][pixel], packed by the GEMM itself with no Col copy. */
@@ -392,30 +428,73 @@ static bool pointwise(const dpc_window *w) {
          w->pb == 0 && w->pr == 0;
 }
 
-/* Cut a forward convolution until it has MIN_PIECES pieces: output rows first where the rows
- * are free to cut (not when im2col_plane copies whole planes), down to a micro-tile of columns,
- * then output channels, down to a micro-tile of rows, or MIN_OB_IM2COL channels when im2col
- * would be built again for each block (an RGB stem's im2col, 27 taps, costs more than its 32
- * channels' GEMM: cutting those channels in two made it 2.7x slower). */
-static void split_pieces(const gm_cfg *c, const conv *cv, bool pw, int64_t *rb, int64_t *ob) {
-  const dpc_window *w = &cv->w;
-  /* rows cut freely unless im2col_plane needs the whole plane in one piece */
-  bool rows_free = pw || !plane_ok(c, cv, w->oh);
-  for (;;) {
-    int64_t pieces = cv->n * w->groups * ceil_div(w->oh, *rb) * ceil_div(cv->opg, *ob);
-    /* a piece's FLOPs once halved: below MIN_PIECE_FLOP the split costs more (packing, im2col
-     * again per channel block, the hand-off) than the second core gains */
-    double half = (double)*ob * (double)(*rb * w->ow) * (double)cv->K;
-    if (pieces >= MIN_PIECES || half < MIN_PIECE_FLOP) return;
-    if (rows_free && *rb > 1 && ceil_div(*rb, 2) * w->ow >= c->nr)
-      *rb = ceil_div(*rb, 2);
-    else if (*ob > c->mr && (pw || *ob >= 2 * MIN_OB_IM2COL))
-      *ob = ceil_div(ceil_div(*ob, 2), c->mr) * c->mr;
-    else
-      return;
+/* The Col of a row block of rb output rows: its row stride, and how many of its K rows one
+ * pass holds (whole input channels, col2im-style, when K must be cut to stay in COL_BYTES). */
+static void col_rows(const gm_cfg *c, const conv *cv, int64_t rb, int64_t *ld, int64_t *kq) {
+  *ld = gm_pad_ld(c, ceil_div(rb * cv->w.ow, c->nr) * c->nr);
+  *kq = COL_BYTES / (*ld * c->esize);
+  if (*kq >= cv->K) {
+    *kq = cv->K;
+    return;
   }
+  *kq = *kq / cv->kk * cv->kk;
+  if (*kq < cv->kk) *kq = cv->kk < cv->K ? cv->kk : cv->K;
 }
 
+/* Cut a forward convolution into pieces of rb output rows by ob output channels. Each row
+ * block reads all of the piece's weights again and each channel block builds its im2col
+ * again, so the cut that repeats least of what costs most wins: ResNet-18's last layer (9.4 MB
+ * of weights, a 7x7 output) is cut by channels with every row in one piece, its first
+ * (147 KB of weights, 56x56) by rows; partial micro-tiles count as the FLOPs they waste. */
+static void split_pieces(const gm_cfg *c, const conv *cv, bool pw, int64_t *rb, int64_t *ob) {
+  const dpc_window *w = &cv->w;
+  double wb = (double)cv->opg * (double)cv->K * c->esize;
+  double colb = (double)cv->K * (double)cv->P * c->esize;
+  double w_bps = wb > L2_HALF ? W_FAR_BPS : W_NEAR_BPS;
+  double flop = 2.0 * (double)cv->opg * (double)cv->P * (double)cv->K;
+  bool can_cut = cv->n * w->groups < 2 && flop / 2 >= MIN_PIECE_FLOP;
+  double best = -1;
+  *rb = w->oh;
+  *ob = cv->opg;
+  for (int64_t r = w->oh; r >= 1; r--) {
+    int64_t nblk = ceil_div(w->oh, r);
+    if (r != ceil_div(w->oh, nblk)) continue; /* the same blocks, less even */
+    /* K is cut to keep Col in COL_BYTES, and each cut sweeps the piece's output once more
+     * (beyond the GEMM's own KC blocks); a single channel's taps must fit */
+    int64_t ld = 0, kq = cv->K;
+    if (!pw) {
+      col_rows(c, cv, r, &ld, &kq);
+      if (r > 1 && kq * ld * c->esize > COL_BYTES) continue;
+    }
+    double sweeps = (double)(ceil_div(cv->K, kq) > ceil_div(cv->K, c->kc) ? ceil_div(cv->K, kq)
+                                                                          : ceil_div(cv->K, c->kc));
+    int64_t prev = -1;
+    for (int64_t nob = 1; nob <= ceil_div(cv->opg, c->mr); nob++) {
+      int64_t o = ceil_div(ceil_div(cv->opg, nob), c->mr) * c->mr;
+      if (o == prev) continue;
+      prev = o;
+      int64_t nob_real = ceil_div(cv->opg, o), pieces = cv->n * w->groups * nblk * nob_real;
+      if (can_cut && (pieces < 2 || (pieces % 2 && pieces < 8))) continue;
+      if (pieces > 1 && flop / (double)(nblk * nob_real) < MIN_PIECE_FLOP) continue;
+      /* FLOPs the micro-tiles compute, padding included */
+      double cols = 0, rows = 0;
+      for (int64_t b = 0; b < nblk; b++)
+        cols += (double)(ceil_div((w->oh - b * r < r ? w->oh - b * r : r) * w->ow, c->nr) * c->nr);
+      for (int64_t b = 0; b < nob_real; b++)
+        rows += (double)(ceil_div(cv->opg - b * o < o ? cv->opg - b * o : o, c->mr) * c->mr);
+      double cb = (double)o * (double)(r * w->ow) * c->esize; /* a piece's output */
+      double t = (double)nblk * wb / w_bps + (double)nob_real * colb / COL_BPS +
+                 sweeps * 2.0 * (double)cv->opg * (double)cv->P * c->esize /
+                     (cb > L2_HALF ? COL_BPS : W_NEAR_BPS) +
+                 2.0 * rows * cols * (double)cv->K / FLOP_PER_S;
+      if (best < 0 || t < best) {
+        best = t;
+        *rb = r;
+        *ob = o;
+      }
+    }
+  }
+}
 static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
   conv cv;
@@ -427,8 +506,8 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   gm_cfg c;
   gm_choose(&c, f->vector_bits, cv.t, cv.opg, cv.P, cv.K);
   int64_t rb = w->oh, ld = 0, kq = cv.K, ob = cv.opg;
-  if (!pw) col_block(&c, &cv, cv.K, &rb, &ld, &kq);
   split_pieces(&c, &cv, pw, &rb, &ob);
+  if (!pw) col_rows(&c, &cv, rb, &ld, &kq);
   gm_fit(&c, ob, rb * w->ow);
   int64_t nblk = ceil_div(w->oh, rb), nob = ceil_div(cv.opg, ob);
   k->total = cv.n * w->groups * nob * nblk;
@@ -451,8 +530,11 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   cg_val yoff = cg_add(f, mulk(f, obase, cv.P), mulk(f, oy0, w->ow));
   gm_mat C = {gm_gep(f, st_ty, y, yoff, true), cv.t, cv.P, 1, false};
   cg_val wrow = cg_add(f, mulk(f, dg[1], cv.opg), o0); /* the piece's first row of W */
+  /* f32 weights are read where they lie when every channel block has a whole micro-tile of
+   * rows (packing them for each piece was a quarter of ResNet-18's 3x3 layers) */
+  bool w_direct = gm_vec_ok(&c, cv.t) && cv.t == c.calc && cv.opg - (nob - 1) * ob >= c.mr;
   if (pw) {
-    gm_mat A = {gm_gep(f, st_ty, wt, mulk(f, wrow, cv.K), true), cv.t, cv.K, 1, false};
+    gm_mat A = {gm_gep(f, st_ty, wt, mulk(f, wrow, cv.K), true), cv.t, cv.K, 1, w_direct};
     cg_val xoff = cg_add(f, mulk(f, plane0, cv.P), mulk(f, oy0, w->ow));
     gm_mat B = {gm_gep(f, st_ty, x, xoff, true), cv.t, cv.P, 1, false};
     gm_block(f, &c, &A, &B, &C, ocur, mulk(f, nrows, w->ow), cg_const_i64(cv.K), (cg_val){"false"});
@@ -466,7 +548,7 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
     else
       im2col(f, &c, &cv, x, plane0, q0, nq, oy0, nrows, col, ld);
     gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, wrow, cv.K), q0), true), cv.t, cv.K, 1,
-                false};
+                w_direct};
     gm_mat B = {col, c.calc, ld, 1, true};
     cg_val acc = gm_ev(f, "icmp sgt i64 %s, 0", qc.i.s);
     gm_block(f, &c, &A, &B, &C, ocur, mulk(f, nrows, w->ow), nq, acc);

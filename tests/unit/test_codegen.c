@@ -310,25 +310,35 @@ static void conv_direct_epilogues_match_reference(void) {
 /* Forward convolutions of one image cut into pieces so that both cores work: a 1x1 one and a
  * strided 3x3 one (im2col row by row) by blocks of output rows, a 3x3 "same" one (im2col of
  * whole planes) by blocks of output channels, the last block partial; each piece applies its
- * epilogue to its own part. */
+ * epilogue to its own part. `deep` has more weights (1 MB) than its im2col: it is cut by output
+ * channels with K in several passes, its weights read in place, and its 149 channels end on a
+ * short micro-tile strip (moved up over rows that exist); `stem` is a 7x7 stride-2 one whose
+ * im2col keeps the even lanes of two loads, over an output row of 19 (a vector and 3 lanes). */
 static void conv_pieces_match_reference(void) {
   dpc_graph *g = parse("input big: f32[N, 48, 20, 20]\ninput img: f32[N, 16, 12, 12]\n"
                        "input wide: f32[N, 16, 48, 48]\n"
+                       "input deep: f32[N, 200, 7, 7]\ninput rgb: f32[N, 3, 37, 37]\n"
                        "param pk: f32[64, 48, 1, 1] = he_normal(seed=1)\n"
                        "param k3: f32[136, 16, 3, 3] = he_normal(seed=2)\n"
                        "param kb: f32[136, 1, 1] = he_normal(seed=3)\n"
                        "param sk: f32[32, 16, 3, 3] = he_normal(seed=4)\n"
+                       "param dk: f32[149, 200, 3, 3] = he_normal(seed=5)\n"
+                       "param rk: f32[21, 3, 7, 7] = he_normal(seed=6)\n"
                        "a = conv2d(big, pk) + 1\n"
                        "b = relu(conv2d(img, k3, pad=1) + kb)\n"
                        "c = conv2d(wide, sk, stride=2, pad=1) * 0.5\n"
-                       "output a, b, c\n");
+                       "e = relu(conv2d(deep, dk, pad=1))\n"
+                       "s = conv2d(rgb, rk, stride=2, pad=3)\n"
+                       "output a, b, c, e, s\n");
   if (!g) return;
   for (int64_t n = 1; n <= 2; n++) {
-    dpc_named feeds[3] = {make_input("big", (dpc_shape){4, {n, 48, 20, 20}}, 1),
+    dpc_named feeds[5] = {make_input("big", (dpc_shape){4, {n, 48, 20, 20}}, 1),
                           make_input("img", (dpc_shape){4, {n, 16, 12, 12}}, 2),
-                          make_input("wide", (dpc_shape){4, {n, 16, 48, 48}}, 3)};
-    check_same("convolution pieces", g, feeds, 3);
-    for (int i = 0; i < 3; i++) drop(&feeds[i]);
+                          make_input("wide", (dpc_shape){4, {n, 16, 48, 48}}, 3),
+                          make_input("deep", (dpc_shape){4, {n, 200, 7, 7}}, 4),
+                          make_input("rgb", (dpc_shape){4, {n, 3, 37, 37}}, 5)};
+    check_same("convolution pieces", g, feeds, 5);
+    for (int i = 0; i < 5; i++) drop(&feeds[i]);
   }
   dpc_graph_free(g);
 }
