@@ -117,6 +117,12 @@ const onnx_const *onnx_in_const(onnx_ctx *c, uint32_t i) {
   return &c->ks[e->k];
 }
 
+bool onnx_in_flipped(onnx_ctx *c, uint32_t i) {
+  if (!onnx_has_in(c, i)) return false;
+  onnx_entry *e = entry(c, c->node->input[i], false);
+  return e && e->k >= 0 && c->ks[e->k].flipped;
+}
+
 const onnx_const *onnx_in_known(onnx_ctx *c, uint32_t i) {
   const onnx_const *k = onnx_in_const(c, i);
   if (k || !onnx_has_in(c, i) || !c->opts) return k;
@@ -433,6 +439,51 @@ static dpc_status check_ops(onnx_ctx *c, const Onnx__GraphProto *gp) {
   return c->d->status;
 }
 
+/* How many inputs of the graph's nodes (and its outputs) name `name`. */
+static size_t uses_of(const Onnx__GraphProto *gp, const char *name) {
+  size_t n = 0;
+  for (size_t i = 0; i < gp->n_node; i++)
+    for (size_t j = 0; j < gp->node[i]->n_input; j++)
+      n += gp->node[i]->input[j] && !strcmp(gp->node[i]->input[j], name);
+  for (size_t i = 0; i < gp->n_output; i++)
+    n += gp->output[i]->name && !strcmp(gp->output[i]->name, name);
+  for (size_t i = 0; i < gp->n_input; i++) /* an input that may override it: leave it be */
+    n += gp->input[i]->name && !strcmp(gp->input[i]->name, name) ? 2 : 0;
+  return n;
+}
+
+/* A Gemm's weight given transposed (transB=1: PyTorch's Linear stores [out, in]) and used
+ * nowhere else is held as its transpose, [in, out], under the same name: the Gemm then becomes
+ * a plain matmul whose weight the GEMM reads in place (at a few rows it streams the weights
+ * once instead of transposing all of them on every call; MobileNetV2's classifier spent 8% of
+ * the network there). A checkpoint of the model holds the weight that way. */
+static void flip_gemm_weights(onnx_ctx *c, const Onnx__GraphProto *gp) {
+  for (size_t i = 0; i < gp->n_node; i++) {
+    const Onnx__NodeProto *nd = gp->node[i];
+    if (!nd->op_type || strcmp(nd->op_type, "Gemm") || nd->n_input < 2 || !nd->input[1]) continue;
+    bool tb = false;
+    for (size_t a = 0; a < nd->n_attribute; a++)
+      if (nd->attribute[a]->name && !strcmp(nd->attribute[a]->name, "transB"))
+        tb = nd->attribute[a]->i != 0;
+    onnx_entry *e = entry(c, nd->input[1], false);
+    if (!tb || !e || e->k < 0 || uses_of(gp, nd->input[1]) != 1) continue;
+    onnx_const *k = &c->ks[e->k];
+    if (!k->param || k->state || k->t.shape.rank != 2) continue;
+    int64_t r = k->t.shape.d[0], q = k->t.shape.d[1];
+    size_t es = dpc_dtype_size(k->t.dtype);
+    unsigned char *src = k->t.data, *dst = malloc((size_t)(r * q) * es + 1);
+    if (!dst) continue; /* left as it is: the Gemm transposes it */
+    for (int64_t y = 0; y < r; y++)
+      for (int64_t x = 0; x < q; x++)
+        memcpy(dst + (size_t)(x * r + y) * es, src + (size_t)(y * q + x) * es, es);
+    free(k->t.data);
+    k->t.data = dst;
+    k->t.shape.d[0] = q;
+    k->t.shape.d[1] = r;
+    k->flipped = true;
+  }
+}
+
 static dpc_status add_initializers(onnx_ctx *c, const Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_initializer; i++) {
     const Onnx__TensorProto *tp = gp->initializer[i];
@@ -466,6 +517,7 @@ static dpc_status add_initializers(onnx_ctx *c, const Onnx__GraphProto *gp) {
       if (e && e->k >= 0) c->ks[e->k].state = true;
     }
   }
+  flip_gemm_weights(c, gp);
   return DPC_OK;
 }
 

@@ -20,6 +20,7 @@ typedef struct onnx_const {
   bool *sym;    /* NULL, or per element (int64 only): the element is a symbolic dimension */
   bool param;   /* a float initializer: becomes a param (or state), never folded */
   bool state;   /* ... used as BatchNormalization's running statistics: a state */
+  bool flipped; /* a Gemm's transB weight, held (and made a param) as its transpose */
 } onnx_const;
 
 typedef struct onnx_entry {
@@ -61,6 +62,8 @@ dpc_status onnx_fail(onnx_ctx *c, dpc_status st, const char *fmt, ...) DPC_PRINT
 bool onnx_has_in(onnx_ctx *c, uint32_t i);
 /* Input i as a foldable constant, or NULL when it is computed at run time (or a param). */
 const onnx_const *onnx_in_const(onnx_ctx *c, uint32_t i);
+/* Input i is an initializer the importer holds transposed (onnx_const.flipped). */
+bool onnx_in_flipped(onnx_ctx *c, uint32_t i);
 /* The same, also taking a graph input's value when the caller knows it (dpc_onnx_opts). */
 const onnx_const *onnx_in_known(onnx_ctx *c, uint32_t i);
 /* Input i as a dpc value (a constant is materialised once); DPC_NONE after an error. */

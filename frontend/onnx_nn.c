@@ -298,6 +298,7 @@ dpc_status dpc_onnx_imp_layer_norm(onnx_ctx *c) {
 /* Gemm: alpha * A' B' + beta * C. */
 dpc_status dpc_onnx_imp_gemm(onnx_ctx *c) {
   bool ta = onnx_attr_i(c, "transA", 0) != 0, tb = onnx_attr_i(c, "transB", 0) != 0;
+  if (onnx_in_flipped(c, 1)) tb = false; /* the importer holds B transposed already */
   uint32_t y = onnx_matmul(c, IN(0), IN(1), ta, tb);
   if (y == DPC_NONE) return c->d->status;
   dpc_dtype t = c->g->values[y].dtype;

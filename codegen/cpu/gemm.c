@@ -321,6 +321,7 @@ typedef struct micro_args {
   cg_val bp;          /* B(0, col 0 of the panel) */
   int64_t b_rs;       /* step of a B row: nr when packed, the buffer's row when direct */
   int b_align;        /* alignment of the B vectors */
+  bool b_masked;      /* B read in place: vectors past the tile's columns are masked off */
   cg_val cp;          /* C(row, col) of the tile's corner */
   int64_t ldc;        /* C row stride */
   cg_val mr, nr, kc;  /* rows and columns of the tile that exist, depth */
@@ -380,8 +381,10 @@ static void micro(cg_fn *f, const gm_cfg *c, const micro_args *x) {
   snprintf(p.s, sizeof p.s, "%%K%u.p", id);
   cg_val bq = gm_gep(f, c->ty, x->bp, mul_c(f, p, x->b_rs), true);
   cg_val bv[MAX_NV];
-  for (int v = 0; v < NV; v++)
-    bv[v] = gm_vload(f, c, gm_gep(f, c->ty, bq, cg_const_i64(v * VL), true), x->b_align);
+  for (int v = 0; v < NV; v++) {
+    cg_val at = gm_gep(f, c->ty, bq, cg_const_i64(v * VL), true);
+    bv[v] = x->b_masked ? gm_mload(f, c, at, cm[v]) : gm_vload(f, c, at, x->b_align);
+  }
   cg_val aq = gm_gep(f, c->ty, x->ap, mul_c(f, p, x->a_cs), true);
   for (int r = 0; r < MR; r++) {
     cg_val a = gm_ev(f, "load %s, %s* %s", c->ty, c->ty,
@@ -642,10 +645,12 @@ void gm_block(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const
     x.bp = gm_gep(f, c->ty, b->p, cg_add(f, mul_c(f, pc, b->rs), cg_add(f, j0, jj)), true);
     x.b_rs = b->rs;
     x.b_align = c->esize;
+    x.b_masked = !b->padded;
   } else {
     x.bp = gm_gep(f, c->ty, bp, mul_c(f, jr.i, kca * NR), true);
     x.b_rs = NR;
     x.b_align = c->vl * c->esize;
+    x.b_masked = false;
   }
   cg_loop ir = cg_loop_begin(f, cg_const_i64(0), gm_ceil_div(f, mcur, MR));
   cg_val ii = mul_c(f, ir.i, MR);

@@ -38,8 +38,9 @@ typedef struct gm_cfg {
 
 /* A matrix operand: element (i, j) is p[i * rs + j * cs], p pointing at the stored dtype t.
  * `direct` means gm_block reads the operand in place instead of packing it:
- *   B: p is already a calc-type, row-major buffer (cs == 1) that can be read in whole vectors up
- *      to the next multiple of nr columns, with an rs chosen by gm_pad_ld;
+ *   B: p is calc-typed and row-major (cs == 1); vectors past the last column are masked off,
+ *      unless `padded` says they can be read whole up to the next multiple of nr (zeros there,
+ *      an rs chosen by gm_pad_ld: the im2col buffer), which keeps masks out of the k loop;
  *   A: p is calc-typed with cs == 1 (weights as they lie), and every call's m is at least mr
  *      (a short last strip is moved up over rows that exist rather than padded with zeros). */
 typedef struct gm_mat {
@@ -47,6 +48,7 @@ typedef struct gm_mat {
   dpc_dtype t;
   int64_t rs, cs;
   bool direct;
+  bool padded; /* B only, with direct */
 } gm_mat;
 
 /* Pick the micro-tile that wastes least on the problem's edges (a cost model of cycles), then

@@ -117,10 +117,11 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   gm_choose(&ct, f->vector_bits, t, mg.n, mg.m, mg.k);
   /* A few rows (inference at batch 1 to 8): packing B, often a whole weight matrix, costs more
    * than the product, which uses each of its elements once per row. The micro-kernel then reads
-   * B where it lies (gm_mat.direct), a row of B per step of k, so B is streamed once; its
-   * vectors must exist, so only when the pieces are whole panels (checked once they are cut).
+   * B where it lies (gm_mat.direct), a row of B per step of k, so B is streamed once (the
+   * last panel's vectors masked to the columns that exist), when every piece but the last is
+   * whole panels (checked once they are cut).
    * The sums run in the same order either way: a row gets the same bits at any batch. */
-  bool few = mg.m <= 8 && mg.b_cs == 1 && gm_vec_ok(&c, t) && mg.n % c.vl == 0;
+  bool few = mg.m <= 8 && mg.b_cs == 1 && gm_vec_ok(&c, t);
   bool tr = !few && ct.cost < 0.8 * c.cost;
   if (tr) c = ct;
   int64_t M = tr ? mg.n : mg.m, N = tr ? mg.m : mg.n;
@@ -131,7 +132,7 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
     nb = (N / 2 + 63) / 64 * 64;
   gm_choose(&c, f->vector_bits, t, mb, nb, mg.k); /* the tile that suits one piece */
   gm_fit(&c, mb, nb);
-  bool direct = few && N % c.nr == 0 && nb % c.nr == 0;
+  bool direct = few && (nb % c.nr == 0 || nb >= N);
   int64_t tm = (M + mb - 1) / mb, tn = (N + nb - 1) / nb;
   k->total = mg.nbatch * tm * tn;
   /* iteration = (batch, row block, column block), column blocks innermost */

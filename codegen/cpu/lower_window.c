@@ -549,7 +549,7 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
       im2col(f, &c, &cv, x, plane0, q0, nq, oy0, nrows, col, ld);
     gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, wrow, cv.K), q0), true), cv.t, cv.K, 1,
                 w_direct};
-    gm_mat B = {col, c.calc, ld, 1, true};
+    gm_mat B = {col, c.calc, ld, 1, true, true};
     cg_val acc = gm_ev(f, "icmp sgt i64 %s, 0", qc.i.s);
     gm_block(f, &c, &A, &B, &C, ocur, mulk(f, nrows, w->ow), nq, acc);
     cg_loop_end(f, qc);

@@ -243,6 +243,35 @@ static void onnx_folding_matches_kernels(void) {
   dpc_diag_free(&d);
 }
 
+/* PyTorch's Linear exports as Gemm with transB=1 and a weight of [out, in]: the importer holds
+ * each such weight as [in, out] under its name and makes the Gemm a plain matmul (the outputs
+ * against PyTorch's are onnx.torch's business). */
+static void onnx_gemm_weights_held_untransposed(void) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/onnx/torch/mlp/model.onnx", DPC_SOURCE_DIR);
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_graph *g = NULL;
+  CHECK_MSG(dpc_onnx_import_file(path, &g, &d) == DPC_OK, "%s", d.msg);
+  if (g) {
+    uint32_t matmuls = 0, flipped = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+      const dpc_node *n = &g->nodes[i];
+      if (n->op != DPC_OP_MATMUL) continue;
+      matmuls++;
+      const dpc_value *w = &g->values[g->ids[n->in + 1]];
+      flipped += g->nodes[w->node].op == DPC_OP_PARAM && w->shape.rank == 2;
+    }
+    /* 784-128-64-10: weights [784, 128], [128, 64], [64, 10] */
+    CHECK_MSG(matmuls == 3 && flipped == 3, "%u matmuls, %u on a 2-D param", matmuls, flipped);
+    uint32_t w0 = dpc_graph_find(g, "0.weight");
+    CHECK_MSG(w0 != DPC_NONE && g->values[w0].shape.d[0] == 784 && g->values[w0].shape.d[1] == 128,
+              "the first weight is not held as [784, 128]");
+    dpc_graph_free(g);
+  }
+  dpc_diag_free(&d);
+}
+
 static void duplicate_and_keyword_names(void) {
   dpc_diag d;
   dpc_diag_init(&d);
@@ -256,6 +285,7 @@ static void duplicate_and_keyword_names(void) {
 
 const unit_test unit_tests[] = {
     {"builds_what_it_says", builds_what_it_says},
+    {"onnx_gemm_weights_held_untransposed", onnx_gemm_weights_held_untransposed},
     {"literal_dtypes", literal_dtypes},
     {"hostile_inputs", hostile_inputs},
     {"huge_lines", huge_lines},
