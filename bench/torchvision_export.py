@@ -9,8 +9,10 @@ tens of megabytes of noise. Run with Debian's python (python3-torch, python3-tor
 
   /usr/bin/python3 bench/torchvision_export.py OUT_DIR
 
-writes OUT_DIR/resnet18.onnx, OUT_DIR/mobilenet_v2.onnx and OUT_DIR/fashion_mlp.onnx (784 ->
-512 -> 512 -> 10 with ReLUs, input 1x784, batch dynamic) and skips a file that exists.
+writes OUT_DIR/resnet18.onnx, OUT_DIR/mobilenet_v2.onnx, their 10-class versions at 1x3x32x32
+(resnet18_c10.onnx, mobilenet_v2_c10.onnx, trained by bench/resnet_train) and
+OUT_DIR/fashion_mlp.onnx (784 -> 512 -> 512 -> 10 with ReLUs, input 1x784, batch dynamic), and
+skips a file that exists.
 """
 import os
 import sys
@@ -40,6 +42,11 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     export("resnet18", lambda: torchvision.models.resnet18(weights=None), out_dir)
     export("mobilenet_v2", lambda: torchvision.models.mobilenet_v2(weights=None), out_dir)
+    # the training comparison's networks (bench/resnet_train): 10 classes at 3x32x32
+    export("resnet18_c10", lambda: torchvision.models.resnet18(weights=None, num_classes=10),
+           out_dir, (1, 3, 32, 32))
+    export("mobilenet_v2_c10", lambda: torchvision.models.mobilenet_v2(weights=None, num_classes=10),
+           out_dir, (1, 3, 32, 32))
     L, R = torch.nn.Linear, torch.nn.ReLU
     export("fashion_mlp", lambda: torch.nn.Sequential(L(784, 512), R(), L(512, 512), R(), L(512, 10)),
            out_dir, (1, 784))

@@ -430,15 +430,23 @@ static bool pointwise(const dpc_window *w) {
 
 /* The Col of a row block of rb output rows: its row stride, and how many of its K rows one
  * pass holds (whole input channels, col2im-style, when K must be cut to stay in COL_BYTES). */
-static void col_rows(const gm_cfg *c, const conv *cv, int64_t rb, int64_t *ld, int64_t *kq) {
+/* Taps per pass of a forward convolution: all K, or whole input channels of a Col of KQ_COLS
+ * columns. It depends on the convolution alone, not on the batch or on how pieces are cut:
+ * the passes are where an output's sum is split, so an image gets the same bits at any batch
+ * (docs/serving.md). */
+#define KQ_COLS 256
+static int64_t k_pass(const conv *cv, int esize) {
+  int64_t kq = COL_BYTES / (KQ_COLS * esize);
+  if (kq >= cv->K) return cv->K;
+  kq = kq / cv->kk * cv->kk;
+  return kq < cv->kk ? (cv->kk < cv->K ? cv->kk : cv->K) : kq;
+}
+
+/* The Col of a row block of rb output rows: its row stride, and whether a pass of it fits in
+ * COL_BYTES. */
+static bool col_rows(const gm_cfg *c, const conv *cv, int64_t rb, int64_t *ld) {
   *ld = gm_pad_ld(c, ceil_div(rb * cv->w.ow, c->nr) * c->nr);
-  *kq = COL_BYTES / (*ld * c->esize);
-  if (*kq >= cv->K) {
-    *kq = cv->K;
-    return;
-  }
-  *kq = *kq / cv->kk * cv->kk;
-  if (*kq < cv->kk) *kq = cv->kk < cv->K ? cv->kk : cv->K;
+  return k_pass(cv, c->esize) * *ld * c->esize <= COL_BYTES;
 }
 
 /* Cut a forward convolution into pieces of rb output rows by ob output channels. Each row
@@ -461,11 +469,8 @@ static void split_pieces(const gm_cfg *c, const conv *cv, bool pw, int64_t *rb, 
     if (r != ceil_div(w->oh, nblk)) continue; /* the same blocks, less even */
     /* K is cut to keep Col in COL_BYTES, and each cut sweeps the piece's output once more
      * (beyond the GEMM's own KC blocks); a single channel's taps must fit */
-    int64_t ld = 0, kq = cv->K;
-    if (!pw) {
-      col_rows(c, cv, r, &ld, &kq);
-      if (r > 1 && kq * ld * c->esize > COL_BYTES) continue;
-    }
+    int64_t ld = 0, kq = k_pass(cv, c->esize);
+    if (!pw && r > 1 && !col_rows(c, cv, r, &ld)) continue;
     double sweeps = (double)(ceil_div(cv->K, kq) > ceil_div(cv->K, c->kc) ? ceil_div(cv->K, kq)
                                                                           : ceil_div(cv->K, c->kc));
     int64_t prev = -1;
@@ -495,6 +500,127 @@ static void split_pieces(const gm_cfg *c, const conv *cv, bool pw, int64_t *rb, 
     }
   }
 }
+/* ---- several images per GEMM, for small output planes ----------------------------------------
+ *
+ * A forward convolution whose output plane is small (ResNet-18's last layers at 32x32 inputs
+ * have 2x2 and 1x1 planes) made one GEMM per image with as many columns as pixels: one of a
+ * micro-tile's 32 columns used, and the whole weight matrix streamed once per image (72 ms of a
+ * 740 ms ResNet-18 training step on a layer the cost model gives 1.4). Here a piece takes a
+ * block of images instead: their Cols side by side make the GEMM's columns, its result goes to a
+ * scratch of [channels, images x pixels] and from there to each image's planes (where the
+ * epilogue runs on them). */
+
+/* Columns a block of images aims at, and the planes below which images are blocked. */
+#define IMG_COLS 256
+
+/* The Col row stride for nb images side by side: each image's im2col zeroes up to nr columns
+ * past its own, so there is room for the last one's. */
+static int64_t img_ld(const gm_cfg *c, const conv *cv, int64_t nb) {
+  return gm_pad_ld(c, ceil_div(nb * cv->P, c->nr) * c->nr + c->nr);
+}
+
+/* Images per piece: 1 (one image per GEMM) unless planes are small and there are several; as
+ * many as IMG_COLS columns hold and a pass of their Col fits COL_BYTES. */
+static int64_t images_per_piece(const gm_cfg *c, const conv *cv) {
+  if (cv->n < 2 || cv->P * 2 > IMG_COLS) return 1;
+  int64_t nb = IMG_COLS / cv->P, kq = k_pass(cv, c->esize);
+  if (nb > cv->n) nb = cv->n;
+  while (nb > 1 && kq * img_ld(c, cv, nb) * c->esize > COL_BYTES) nb--;
+  return nb;
+}
+
+/* Zero columns [from, next multiple of nr) of rows [0, rows) of a buffer of row stride ld: the
+ * GEMM reads whole vectors there. */
+static void zero_tail(cg_fn *f, const gm_cfg *c, cg_val buf, int64_t ld, cg_val rows, cg_val from) {
+  cg_val left = gm_ev(f, "srem i64 %s, %d", from.s, c->nr);
+  cg_val tail = gm_ev(f, "srem i64 %s, %d", gm_ev(f, "sub i64 %d, %s", c->nr, left.s).s, c->nr);
+  cg_loop r = cg_loop_begin(f, cg_const_i64(0), rows);
+  cg_val row = gm_gep(f, c->ty, buf, cg_add(f, mulk(f, r.i, ld), from), false);
+  for (int v = 0; v < c->nv; v++) {
+    cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, tail, cg_const_i64(v * c->vl)));
+    gm_mstore(f, c, (cg_val){"zeroinitializer"},
+              gm_gep(f, c->ty, row, cg_const_i64(v * c->vl), false), m);
+  }
+  cg_loop_end(f, r);
+}
+
+static dpc_status lower_conv2d_images(cg_kernel *k, const conv *cv, int64_t nb, dpc_diag *d) {
+  cg_fn *f = k->f;
+  const dpc_window *w = &cv->w;
+  int64_t cols = nb * cv->P, nimg = ceil_div(cv->n, nb);
+  gm_cfg c;
+  gm_choose(&c, f->vector_bits, cv->t, cv->opg, cols, cv->K);
+  /* channel blocks until two cores have work (an even count of pieces, or 8) */
+  int64_t ob = cv->opg;
+  for (;;) {
+    int64_t pieces = nimg * w->groups * ceil_div(cv->opg, ob);
+    if (pieces >= 8 || pieces % 2 == 0 || ob <= c.mr) break;
+    ob = ceil_div(ceil_div(ob, 2), c.mr) * c.mr;
+  }
+  int64_t nob = ceil_div(cv->opg, ob);
+  /* each image's im2col zeroes up to nr columns past its own: room for the last one's */
+  int64_t ld = img_ld(&c, cv, nb), kq = k_pass(cv, c.esize);
+  int64_t ldc = gm_pad_ld(&c, ceil_div(cols, c.nr) * c.nr);
+  gm_fit(&c, ob, cols);
+  k->total = nimg * w->groups * nob;
+  if (k->total == 0) return DPC_OK;
+  const char *st_ty = cg_store_type(cv->t);
+  cg_val x = cg_arg_ptr(f, 0, cv->t), wt = cg_arg_ptr(f, 1, cv->t),
+         y = cg_arg_ptr(f, cg_out_arg(f), cv->t);
+  cg_val col = gm_alloca(f, c.ty, kq * ld), cbuf = gm_alloca(f, c.ty, ob * ldc);
+  cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
+  int64_t radix[3] = {nimg, w->groups, nob};
+  cg_val dg[3]; /* image block, group, channel block */
+  digits(f, it.i, radix, 3, dg);
+  cg_val b0 = mulk(f, dg[0], nb);
+  cg_val bn = gm_min(f, cg_const_i64(nb), gm_sub(f, cg_const_i64(cv->n), b0));
+  cg_val ncols = mulk(f, bn, cv->P);
+  cg_val o0 = mulk(f, dg[2], ob);
+  cg_val ocur = gm_min(f, cg_const_i64(ob), gm_sub(f, cg_const_i64(cv->opg), o0));
+  cg_val wrow = cg_add(f, mulk(f, dg[1], cv->opg), o0);
+  bool w_direct = gm_vec_ok(&c, cv->t) && cv->t == c.calc && cv->opg - (nob - 1) * ob >= c.mr;
+  bool whole = plane_ok(&c, cv, w->oh);
+  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv->K, kq)));
+  cg_val q0 = mulk(f, qc.i, kq);
+  cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv->K), q0));
+  cg_loop im = cg_loop_begin(f, cg_const_i64(0), bn);
+  cg_val plane0 = cg_add(f, mulk(f, cg_add(f, b0, im.i), w->c), mulk(f, dg[1], cv->cpg));
+  cg_val dst = gm_gep(f, c.ty, col, mulk(f, im.i, cv->P), true);
+  if (whole) /* kq is whole channels */
+    im2col_plane(f, &c, cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv->kk),
+                 gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv->kk), dst, ld);
+  else
+    im2col(f, &c, cv, x, plane0, q0, nq, cg_const_i64(0), cg_const_i64(w->oh), dst, ld);
+  cg_loop_end(f, im);
+  zero_tail(f, &c, col, ld, nq, ncols);
+  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, wrow, cv->K), q0), true), cv->t, cv->K, 1,
+              w_direct};
+  gm_mat B = {col, c.calc, ld, 1, true, true};
+  gm_mat C = {cbuf, c.calc, ldc, 1, false};
+  gm_block(f, &c, &A, &B, &C, ocur, ncols, nq, gm_ev(f, "icmp sgt i64 %s, 0", qc.i.s));
+  cg_loop_end(f, qc);
+  /* the scratch's columns [i*P, (i+1)*P) are image b0+i's planes */
+  cg_loop out = cg_loop_begin(f, cg_const_i64(0), bn);
+  cg_val obase =
+      cg_add(f, cg_add(f, mulk(f, cg_add(f, b0, out.i), w->oc), mulk(f, dg[1], cv->opg)), o0);
+  cg_loop o = cg_loop_begin(f, cg_const_i64(0), ocur);
+  cg_val src = gm_gep(f, c.ty, cbuf, cg_add(f, mulk(f, o.i, ldc), mulk(f, out.i, cv->P)), true);
+  cg_val yrow = mulk(f, cg_add(f, obase, o.i), cv->P);
+  cg_loop px = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cv->P));
+  cg_val v = gm_ev(f, "load %s, %s* %s", c.ty, c.ty, gm_gep(f, c.ty, src, px.i, true).s);
+  cg_store(f, y, cv->t, cg_add(f, yrow, px.i), v);
+  cg_loop_end(f, px);
+  cg_loop_end(f, o);
+  if (f->grp) {
+    dpc_status st = cg_epilogue_block(f, 1, obase, cg_add(f, obase, ocur), cg_const_i64(0),
+                                      cg_const_i64(cv->P), d);
+    if (st) return st;
+  }
+  cg_loop_end(f, out);
+  cg_loop_end(f, it);
+  return DPC_OK;
+}
+
 static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
   conv cv;
@@ -505,9 +631,11 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   bool pw = pointwise(w);
   gm_cfg c;
   gm_choose(&c, f->vector_bits, cv.t, cv.opg, cv.P, cv.K);
-  int64_t rb = w->oh, ld = 0, kq = cv.K, ob = cv.opg;
+  int64_t nb = images_per_piece(&c, &cv);
+  if (nb > 1) return lower_conv2d_images(k, &cv, nb, d);
+  int64_t rb = w->oh, ld = 0, kq = k_pass(&cv, c.esize), ob = cv.opg;
   split_pieces(&c, &cv, pw, &rb, &ob);
-  if (!pw) col_rows(&c, &cv, rb, &ld, &kq);
+  if (!pw) col_rows(&c, &cv, rb, &ld);
   gm_fit(&c, ob, rb * w->ow);
   int64_t nblk = ceil_div(w->oh, rb), nob = ceil_div(cv.opg, ob);
   k->total = cv.n * w->groups * nob * nblk;
@@ -533,27 +661,27 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   /* f32 weights are read where they lie when every channel block has a whole micro-tile of
    * rows (packing them for each piece was a quarter of ResNet-18's 3x3 layers) */
   bool w_direct = gm_vec_ok(&c, cv.t) && cv.t == c.calc && cv.opg - (nob - 1) * ob >= c.mr;
+  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv.K, kq)));
+  cg_val q0 = mulk(f, qc.i, kq);
+  cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv.K), q0));
+  cg_val acc = gm_ev(f, "icmp sgt i64 %s, 0", qc.i.s);
+  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, wrow, cv.K), q0), true), cv.t, cv.K, 1,
+              w_direct};
   if (pw) {
-    gm_mat A = {gm_gep(f, st_ty, wt, mulk(f, wrow, cv.K), true), cv.t, cv.K, 1, w_direct};
-    cg_val xoff = cg_add(f, mulk(f, plane0, cv.P), mulk(f, oy0, w->ow));
+    /* the pass's input channels as they lie: B[ci, pixel] */
+    cg_val xoff = cg_add(f, mulk(f, cg_add(f, plane0, q0), cv.P), mulk(f, oy0, w->ow));
     gm_mat B = {gm_gep(f, st_ty, x, xoff, true), cv.t, cv.P, 1, false};
-    gm_block(f, &c, &A, &B, &C, ocur, mulk(f, nrows, w->ow), cg_const_i64(cv.K), (cg_val){"false"});
+    gm_block(f, &c, &A, &B, &C, ocur, mulk(f, nrows, w->ow), nq, acc);
   } else {
-    cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv.K, kq)));
-    cg_val q0 = mulk(f, qc.i, kq);
-    cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv.K), q0));
-    if (plane_ok(&c, &cv, rb)) /* kq is whole channels (col_block) */
+    if (plane_ok(&c, &cv, rb)) /* kq is whole channels (k_pass) */
       im2col_plane(f, &c, &cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv.kk),
                    gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv.kk), col, ld);
     else
       im2col(f, &c, &cv, x, plane0, q0, nq, oy0, nrows, col, ld);
-    gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, wrow, cv.K), q0), true), cv.t, cv.K, 1,
-                w_direct};
     gm_mat B = {col, c.calc, ld, 1, true, true};
-    cg_val acc = gm_ev(f, "icmp sgt i64 %s, 0", qc.i.s);
     gm_block(f, &c, &A, &B, &C, ocur, mulk(f, nrows, w->ow), nq, acc);
-    cg_loop_end(f, qc);
   }
+  cg_loop_end(f, qc);
   if (f->grp) {
     /* fused: the bias, activation... on the piece's output rows of its planes, y seen as
      * [n * oc, oh * ow] */

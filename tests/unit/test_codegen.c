@@ -307,17 +307,63 @@ static void conv_direct_epilogues_match_reference(void) {
   dpc_graph_free(g);
 }
 
+/* An image gets the same bits from a convolution alone as in a batch (a served request batched
+ * with others is answered as it would be alone): the sums over taps are cut into the same
+ * passes whether the image's plane is computed in pieces of rows, of channels, or beside other
+ * images' (7x7 planes at batch 7). Each convolution here has more taps than one pass holds. */
+static void conv_bits_same_at_any_batch(void) {
+  dpc_graph *g = parse("input big: f32[N, 64, 28, 28]\ninput deep: f32[N, 200, 7, 7]\n"
+                       "input wide: f32[N, 600, 7, 7]\n"
+                       "param bk: f32[64, 64, 3, 3] = he_normal(seed=1)\n"
+                       "param dk: f32[40, 200, 3, 3] = he_normal(seed=2)\n"
+                       "param pk: f32[32, 600, 1, 1] = he_normal(seed=3)\n"
+                       "a = conv2d(big, bk, pad=1)\nb = conv2d(deep, dk, pad=1)\n"
+                       "c = conv2d(wide, pk)\noutput a, b, c\n");
+  if (!g) return;
+  const char *names[3] = {"big", "deep", "wide"};
+  const int64_t chans[3] = {64, 200, 600}, side[3] = {28, 7, 7};
+  dpc_named one[3], seven[3];
+  for (int i = 0; i < 3; i++) {
+    one[i] = make_input(names[i], (dpc_shape){4, {1, chans[i], side[i], side[i]}}, (uint64_t)i + 1);
+    seven[i] =
+        make_input(names[i], (dpc_shape){4, {7, chans[i], side[i], side[i]}}, (uint64_t)i + 1);
+  }
+  dpc_named *r1 = NULL, *r7 = NULL;
+  uint32_t n1 = 0, n7 = 0;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_exec_opts llvm = {.backend = &dpc_codegen_llvm};
+  CHECK_MSG(dpc_driver_infer(g, NULL, &llvm, one, 3, false, &r1, &n1, &d) == DPC_OK, "%s", d.msg);
+  CHECK_MSG(dpc_driver_infer(g, NULL, &llvm, seven, 3, false, &r7, &n7, &d) == DPC_OK, "%s", d.msg);
+  CHECK(n1 == 3 && n7 == 3);
+  for (uint32_t o = 0; o < n1 && o < n7; o++)
+    CHECK_MSG(!memcmp(r1[o].t.data, r7[o].t.data, dpc_tensor_bytes(&r1[o].t)),
+              "output %s: image 0 alone differs from image 0 of 7", r1[o].name);
+  dpc_named_free(r1, n1);
+  dpc_named_free(r7, n7);
+  for (int i = 0; i < 3; i++) {
+    drop(&one[i]);
+    drop(&seven[i]);
+  }
+  dpc_diag_free(&d);
+  dpc_graph_free(g);
+}
+
 /* Forward convolutions of one image cut into pieces so that both cores work: a 1x1 one and a
  * strided 3x3 one (im2col row by row) by blocks of output rows, a 3x3 "same" one (im2col of
  * whole planes) by blocks of output channels, the last block partial; each piece applies its
  * epilogue to its own part. `deep` has more weights (1 MB) than its im2col: it is cut by output
  * channels with K in several passes, its weights read in place, and its 149 channels end on a
  * short micro-tile strip (moved up over rows that exist); `stem` is a 7x7 stride-2 one whose
- * im2col keeps the even lanes of two loads, over an output row of 19 (a vector and 3 lanes). */
+ * im2col keeps the even lanes of two loads, over an output row of 19 (a vector and 3 lanes);
+ * `tiny` has 3x3 output planes, several images to a GEMM, with a bias and ReLU. */
 static void conv_pieces_match_reference(void) {
   dpc_graph *g = parse("input big: f32[N, 48, 20, 20]\ninput img: f32[N, 16, 12, 12]\n"
                        "input wide: f32[N, 16, 48, 48]\n"
                        "input deep: f32[N, 200, 7, 7]\ninput rgb: f32[N, 3, 37, 37]\n"
+                       "input tiny: f32[N, 8, 6, 6]\n"
+                       "param tk: f32[24, 8, 3, 3] = he_normal(seed=7)\n"
+                       "param tb: f32[24, 1, 1] = he_normal(seed=8)\n"
                        "param pk: f32[64, 48, 1, 1] = he_normal(seed=1)\n"
                        "param k3: f32[136, 16, 3, 3] = he_normal(seed=2)\n"
                        "param kb: f32[136, 1, 1] = he_normal(seed=3)\n"
@@ -329,16 +375,22 @@ static void conv_pieces_match_reference(void) {
                        "c = conv2d(wide, sk, stride=2, pad=1) * 0.5\n"
                        "e = relu(conv2d(deep, dk, pad=1))\n"
                        "s = conv2d(rgb, rk, stride=2, pad=3)\n"
-                       "output a, b, c, e, s\n");
+                       "t = relu(conv2d(tiny, tk, stride=2, pad=1) + tb)\n"
+                       "output a, b, c, e, s, t\n");
   if (!g) return;
-  for (int64_t n = 1; n <= 2; n++) {
-    dpc_named feeds[5] = {make_input("big", (dpc_shape){4, {n, 48, 20, 20}}, 1),
+  /* 2 and 7 images: several images per GEMM where planes are small (7x7, 3x3), 7 of them in
+   * two blocks of `deep`'s (5 and 2) */
+  const int64_t batches[3] = {1, 2, 7};
+  for (int bi = 0; bi < 3; bi++) {
+    int64_t n = batches[bi];
+    dpc_named feeds[6] = {make_input("big", (dpc_shape){4, {n, 48, 20, 20}}, 1),
                           make_input("img", (dpc_shape){4, {n, 16, 12, 12}}, 2),
                           make_input("wide", (dpc_shape){4, {n, 16, 48, 48}}, 3),
                           make_input("deep", (dpc_shape){4, {n, 200, 7, 7}}, 4),
-                          make_input("rgb", (dpc_shape){4, {n, 3, 37, 37}}, 5)};
-    check_same("convolution pieces", g, feeds, 5);
-    for (int i = 0; i < 5; i++) drop(&feeds[i]);
+                          make_input("rgb", (dpc_shape){4, {n, 3, 37, 37}}, 5),
+                          make_input("tiny", (dpc_shape){4, {n, 8, 6, 6}}, 6)};
+    check_same("convolution pieces", g, feeds, 6);
+    for (int i = 0; i < 6; i++) drop(&feeds[i]);
   }
   dpc_graph_free(g);
 }
@@ -979,6 +1031,7 @@ const unit_test unit_tests[] = {
     {"epilogues_match_reference", epilogues_match_reference},
     {"conv_direct_epilogues_match_reference", conv_direct_epilogues_match_reference},
     {"conv_pieces_match_reference", conv_pieces_match_reference},
+    {"conv_bits_same_at_any_batch", conv_bits_same_at_any_batch},
     {"training_matches_reference", training_matches_reference},
     {"artifact_matches_jit", artifact_matches_jit},
     {"damaged_artifact_refused", damaged_artifact_refused},
