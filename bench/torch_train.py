@@ -3,7 +3,8 @@
 
   /usr/bin/python3 bench/torch_train.py --model mlp --batch 128 --threads 1 [--inference]
 
-Models, as in examples/: `mlp` is fashion_mlp.graph (784-512-512-10, ReLU, mean softmax cross
+Models, as in examples/ (and torchvision's `resnet18` and `mobilenet_v2` with 10 classes on
+3x32x32 images, in train mode: bench/resnet_train): `mlp` is fashion_mlp.graph (784-512-512-10, ReLU, mean softmax cross
 entropy); `cnn` is fashion_cnn.graph (conv 3x3 32, max pool 2, conv 3x3 64, max pool 2, fc 128,
 fc 10); `transformer` is transformer_block.graph (one encoder block over 28 rows of 28 pixels,
 trained with Adam as the example is). A training step is forward, backward and SGD with momentum 0.9 (what the examples
@@ -93,9 +94,22 @@ def transformer(gen):
     return ps, forward
 
 
+def vision(name):
+    """torchvision's network with 10 classes on 3x32x32 images, in train mode (batch norm
+    computing its batch statistics), as bench/resnet_train trains it; dpc trains the same
+    architecture exported in eval mode (bench/torchvision_export.py: batch norm folded)."""
+    def make(gen):
+        import torchvision
+        torch.manual_seed(17)
+        net = getattr(torchvision.models, name)(weights=None, num_classes=10).train()
+        return list(net.parameters()), net
+    return make
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", choices=["mlp", "cnn", "transformer"], default="mlp")
+    ap.add_argument("--model", choices=["mlp", "cnn", "transformer", "resnet18", "mobilenet_v2"],
+                    default="mlp")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=50)
@@ -105,11 +119,14 @@ def main():
 
     torch.set_num_threads(a.threads)
     gen = torch.Generator().manual_seed(0)
-    ps, forward = {"mlp": mlp, "cnn": cnn, "transformer": transformer}[a.model](gen)
+    ps, forward = {"mlp": mlp, "cnn": cnn, "transformer": transformer,
+                   "resnet18": vision("resnet18"),
+                   "mobilenet_v2": vision("mobilenet_v2")}[a.model](gen)
     # the optimizer each example minimises with
     opt = (torch.optim.Adam(ps, lr=0.001) if a.model == "transformer"
            else torch.optim.SGD(ps, lr=0.01, momentum=0.9))
-    x = torch.rand((a.batch, 784), generator=gen)
+    images = a.model in ("resnet18", "mobilenet_v2")
+    x = torch.rand((a.batch, 3, 32, 32) if images else (a.batch, 784), generator=gen)
     y = torch.randint(0, 10, (a.batch,), generator=gen)
 
     def step():

@@ -694,6 +694,81 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   return DPC_OK;
 }
 
+/* buf[ch][i*P + p] = src[((b0 + i)*planes + ch0 + ch)*P + p] for bn images and nch channels:
+ * the planes of a block of images side by side, calc-typed, the rows' tails zeroed up to the
+ * next nr (the GEMM reads whole vectors there). */
+static void gather_planes(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val src, int64_t planes,
+                          cg_val b0, cg_val bn, cg_val ch0, cg_val nch, cg_val buf, int64_t ldb) {
+  cg_loop ch = cg_loop_begin(f, cg_const_i64(0), nch);
+  cg_loop i = cg_loop_begin(f, cg_const_i64(0), bn);
+  cg_val from =
+      mulk(f, cg_add(f, mulk(f, cg_add(f, b0, i.i), planes), cg_add(f, ch0, ch.i)), cv->P);
+  cg_val to = gm_gep(f, c->ty, buf, cg_add(f, mulk(f, ch.i, ldb), mulk(f, i.i, cv->P)), true);
+  cg_loop px = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cv->P));
+  cg_val v = cg_load(f, src, cv->t, cg_add(f, from, px.i));
+  cg_line(f, "store %s %s, %s* %s", c->ty, v.s, c->ty, gm_gep(f, c->ty, to, px.i, true).s);
+  cg_loop_end(f, px);
+  cg_loop_end(f, i);
+  cg_loop_end(f, ch);
+  zero_tail(f, c, buf, ldb, nch, mulk(f, bn, cv->P));
+}
+
+/* The input gradient of small planes, a block of images per piece: dY of the block gathered
+ * side by side, dCol = W^T dY for all of them in one GEMM per pass of taps, then each image's
+ * columns summed into its dx (f32 and f64; f16/bf16 take the per-image path). */
+static dpc_status lower_grad_input_images(cg_kernel *k, const conv *cv, int64_t nb) {
+  cg_fn *f = k->f;
+  const dpc_window *w = &cv->w;
+  int64_t cols = nb * cv->P, nimg = ceil_div(cv->n, nb), plane = w->h * w->w;
+  gm_cfg c;
+  gm_choose(&c, f->vector_bits, cv->t, cv->K, cols, cv->opg);
+  int64_t ld = img_ld(&c, cv, nb), kq = k_pass(cv, c.esize);
+  int64_t ldb = gm_pad_ld(&c, ceil_div(cols, c.nr) * c.nr);
+  gm_fit(&c, kq, cols);
+  k->total = nimg * w->groups;
+  if (k->total == 0) return DPC_OK;
+  const char *st_ty = cg_store_type(cv->t);
+  cg_val dy = cg_arg_ptr(f, 0, cv->t), wt = cg_arg_ptr(f, 1, cv->t), dx = cg_arg_ptr(f, 3, cv->t);
+  cg_val col = gm_alloca(f, c.ty, kq * ld), dyb = gm_alloca(f, c.ty, cv->opg * ldb);
+  cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
+  int64_t radix[2] = {nimg, w->groups};
+  cg_val dg[2]; /* image block, group */
+  digits(f, it.i, radix, 2, dg);
+  cg_val b0 = mulk(f, dg[0], nb);
+  cg_val bn = gm_min(f, cg_const_i64(nb), gm_sub(f, cg_const_i64(cv->n), b0));
+  gather_planes(f, &c, cv, dy, w->oc, b0, bn, mulk(f, dg[1], cv->opg), cg_const_i64(cv->opg), dyb,
+                ldb);
+  cg_val dxp = gm_gep(f, c.ty, dx, cg_const_i64(0), true);
+  cg_loop z = cg_loop_begin(f, cg_const_i64(0), bn);
+  cg_val zbase =
+      mulk(f, cg_add(f, mulk(f, cg_add(f, b0, z.i), w->c), mulk(f, dg[1], cv->cpg)), plane);
+  cg_loop e = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cv->cpg * plane));
+  cg_line(f, "store %s %s, %s* %s", c.ty, cg_const(c.calc, 0).s, c.ty,
+          gm_gep(f, c.ty, dxp, cg_add(f, zbase, e.i), true).s);
+  cg_loop_end(f, e);
+  cg_loop_end(f, z);
+  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv->K, kq)));
+  cg_val q0 = mulk(f, qc.i, kq);
+  cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv->K), q0));
+  /* A(q, o) = w[group's o][q]: W^T, stored with q contiguous */
+  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, dg[1], cv->opg * cv->K), q0), true), cv->t, 1,
+              cv->K, false};
+  gm_mat B = {dyb, c.calc, ldb, 1, true, true};
+  gm_mat C = {col, c.calc, ld, 1, false};
+  gm_block(f, &c, &A, &B, &C, nq, mulk(f, bn, cv->P), cg_const_i64(cv->opg), (cg_val){"false"});
+  cg_loop im = cg_loop_begin(f, cg_const_i64(0), bn);
+  cg_val plane0 = cg_add(f, mulk(f, cg_add(f, b0, im.i), w->c), mulk(f, dg[1], cv->cpg));
+  cg_val src = gm_gep(f, c.ty, col, mulk(f, im.i, cv->P), true);
+  if (rows_ok(&c, cv))
+    col2im_rows(f, &c, cv, dxp, plane0, q0, nq, cg_const_i64(0), cg_const_i64(w->oh), src, ld);
+  else
+    col2im(f, &c, cv, dxp, plane0, q0, nq, cg_const_i64(0), cg_const_i64(w->oh), src, ld);
+  cg_loop_end(f, im);
+  cg_loop_end(f, qc);
+  cg_loop_end(f, it);
+  return DPC_OK;
+}
+
 static dpc_status lower_grad_input(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
   conv cv;
@@ -702,6 +777,8 @@ static dpc_status lower_grad_input(cg_kernel *k, dpc_diag *d) {
   const dpc_window *w = &cv.w;
   gm_cfg c;
   gm_choose(&c, f->vector_bits, cv.t, cv.K, cv.P, cv.opg);
+  int64_t nb = gm_vec_ok(&c, cv.t) ? images_per_piece(&c, &cv) : 1;
+  if (nb > 1) return lower_grad_input_images(k, &cv, nb);
   int64_t rb, ld, kq;
   col_block(&c, &cv, cv.K, &rb, &ld, &kq);
   gm_fit(&c, kq, rb * w->ow);
@@ -757,6 +834,38 @@ static dpc_status lower_grad_input(cg_kernel *k, dpc_diag *d) {
   return DPC_OK;
 }
 
+/* One piece of the weight gradient (taps [q0, q0 + nq), channels from o0) summed over the batch
+ * a block of ni images at a time: their Cols side by side (row stride ld) and their dYs gathered
+ * the same way (ldb), so each GEMM sums over ni images' pixels. */
+static void grad_weight_images(cg_fn *f, const gm_cfg *c, const conv *cv, bool tr, int64_t ni,
+                               cg_val x, cg_val dy, cg_val col, int64_t ld, cg_val dyb, int64_t ldb,
+                               cg_val grp, cg_val q0, cg_val nq, cg_val o0, const gm_mat *C,
+                               cg_val mcur, cg_val ncur) {
+  const dpc_window *w = &cv->w;
+  bool whole = plane_ok(c, cv, w->oh) && (tr ? c->mmax : c->nmax) % cv->kk == 0;
+  cg_loop ib = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv->n, ni)));
+  cg_val b0 = mulk(f, ib.i, ni);
+  cg_val bn = gm_min(f, cg_const_i64(ni), gm_sub(f, cg_const_i64(cv->n), b0));
+  cg_loop im = cg_loop_begin(f, cg_const_i64(0), bn);
+  cg_val plane0 = cg_add(f, mulk(f, cg_add(f, b0, im.i), w->c), mulk(f, grp, cv->cpg));
+  cg_val dst = gm_gep(f, c->ty, col, mulk(f, im.i, cv->P), true);
+  if (whole) /* pieces of whole channels */
+    im2col_plane(f, c, cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv->kk),
+                 gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv->kk), dst, ld);
+  else
+    im2col(f, c, cv, x, plane0, q0, nq, cg_const_i64(0), cg_const_i64(w->oh), dst, ld);
+  cg_loop_end(f, im);
+  gather_planes(f, c, cv, dy, w->oc, b0, bn, o0, tr ? ncur : mcur, dyb, ldb);
+  gm_mat DY = {dyb, c->calc, ldb, 1, false}; /* dY[o, pixel] */
+  gm_mat COL = {col, c->calc, ld, 1, false}; /* Col[q, pixel] */
+  /* the pixels are the sum's index: the operand that has them as rows is transposed */
+  gm_mat A = tr ? COL : DY, B = tr ? DY : COL;
+  B.rs = 1;
+  B.cs = tr ? ldb : ld;
+  gm_block(f, c, &A, &B, C, mcur, ncur, mulk(f, bn, cv->P), gm_ev(f, "icmp sgt i64 %s, 0", ib.i.s));
+  cg_loop_end(f, ib);
+}
+
 static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
   conv cv;
@@ -779,6 +888,14 @@ static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
   int64_t rb, ld, kq;
   col_block(&c, &cv, tr ? mb : nb, &rb, &ld, &kq);
   (void)kq; /* all of a piece's taps are built at once: they are at most the GEMM's MC or NC */
+  /* small planes: the sum over pixels runs over a block of images at a time, their Cols and
+   * dYs side by side, instead of one image's few pixels per GEMM */
+  int64_t ni = gm_vec_ok(&c, cv.t) ? images_per_piece(&c, &cv) : 1, ldb = 0;
+  if (ni > 1) {
+    rb = w->oh;
+    ld = img_ld(&c, &cv, ni);
+    ldb = gm_pad_ld(&c, ceil_div(ni * cv.P, c.nr) * c.nr);
+  }
   gm_fit(&c, mb, nb);
   int64_t tm = ceil_div(M, mb), tn = ceil_div(N, nb), nblk = ceil_div(w->oh, rb);
   k->total = w->groups * tm * tn;
@@ -786,6 +903,7 @@ static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
   const char *st_ty = cg_store_type(cv.t);
   cg_val dy = cg_arg_ptr(f, 0, cv.t), x = cg_arg_ptr(f, 1, cv.t), dw = cg_arg_ptr(f, 3, cv.t);
   cg_val col = gm_alloca(f, c.ty, (tr ? mb : nb) * ld);
+  cg_val dyb = ni > 1 ? gm_alloca(f, c.ty, (tr ? nb : mb) * ldb) : col;
   int64_t lds = gm_pad_ld(&c, nb);
   cg_val sbuf = scratch ? gm_alloca(f, c.ty, mb * lds) : dw;
   cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
@@ -800,28 +918,34 @@ static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
   cg_val dwoff = cg_add(f, mulk(f, o0, cv.K), q0);
   gm_mat C = scratch ? (gm_mat){sbuf, c.calc, lds, 1, false}
                      : (gm_mat){gm_gep(f, st_ty, dw, dwoff, true), cv.t, cv.K, 1, false};
-  cg_loop b = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cv.n));
-  cg_val plane0 = cg_add(f, mulk(f, b.i, w->c), mulk(f, dg[0], cv.cpg));
-  cg_loop blk = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(nblk));
-  cg_val oy0 = mulk(f, blk.i, rb);
-  cg_val nrows = gm_min(f, cg_const_i64(rb), gm_sub(f, cg_const_i64(w->oh), oy0));
-  if (plane_ok(&c, &cv, rb) && (tr ? mb : nb) % cv.kk == 0) /* pieces of whole channels */
-    im2col_plane(f, &c, &cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv.kk),
-                 gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv.kk), col, ld);
-  else
-    im2col(f, &c, &cv, x, plane0, q0, nq, oy0, nrows, col, ld);
-  cg_val dyoff = cg_add(f, mulk(f, cg_add(f, mulk(f, b.i, w->oc), o0), cv.P), mulk(f, oy0, w->ow));
-  gm_mat DY = {gm_gep(f, st_ty, dy, dyoff, true), cv.t, cv.P, 1, false}; /* dY[o, pixel] */
-  gm_mat COL = {col, c.calc, ld, 1, false};                              /* Col[q, pixel] */
-  /* the pixels are the sum's index: the operand that has them as rows is transposed */
-  gm_mat A = tr ? COL : DY, B = tr ? DY : COL;
-  B.rs = 1;
-  B.cs = tr ? cv.P : ld;
-  cg_val acc = gm_ev(f, "or i1 %s, %s", gm_ev(f, "icmp sgt i64 %s, 0", b.i.s).s,
-                     gm_ev(f, "icmp sgt i64 %s, 0", blk.i.s).s);
-  gm_block(f, &c, &A, &B, &C, mcur, ncur, mulk(f, nrows, w->ow), acc);
-  cg_loop_end(f, blk);
-  cg_loop_end(f, b);
+  if (ni > 1) {
+    grad_weight_images(f, &c, &cv, tr, ni, x, dy, col, ld, dyb, ldb, dg[0], q0, nq, o0, &C, mcur,
+                       ncur);
+  } else {
+    cg_loop b = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cv.n));
+    cg_val plane0 = cg_add(f, mulk(f, b.i, w->c), mulk(f, dg[0], cv.cpg));
+    cg_loop blk = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(nblk));
+    cg_val oy0 = mulk(f, blk.i, rb);
+    cg_val nrows = gm_min(f, cg_const_i64(rb), gm_sub(f, cg_const_i64(w->oh), oy0));
+    if (plane_ok(&c, &cv, rb) && (tr ? mb : nb) % cv.kk == 0) /* pieces of whole channels */
+      im2col_plane(f, &c, &cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv.kk),
+                   gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv.kk), col, ld);
+    else
+      im2col(f, &c, &cv, x, plane0, q0, nq, oy0, nrows, col, ld);
+    cg_val dyoff =
+        cg_add(f, mulk(f, cg_add(f, mulk(f, b.i, w->oc), o0), cv.P), mulk(f, oy0, w->ow));
+    gm_mat DY = {gm_gep(f, st_ty, dy, dyoff, true), cv.t, cv.P, 1, false}; /* dY[o, pixel] */
+    gm_mat COL = {col, c.calc, ld, 1, false};                              /* Col[q, pixel] */
+    /* the pixels are the sum's index: the operand that has them as rows is transposed */
+    gm_mat A = tr ? COL : DY, B = tr ? DY : COL;
+    B.rs = 1;
+    B.cs = tr ? cv.P : ld;
+    cg_val acc = gm_ev(f, "or i1 %s, %s", gm_ev(f, "icmp sgt i64 %s, 0", b.i.s).s,
+                       gm_ev(f, "icmp sgt i64 %s, 0", blk.i.s).s);
+    gm_block(f, &c, &A, &B, &C, mcur, ncur, mulk(f, nrows, w->ow), acc);
+    cg_loop_end(f, blk);
+    cg_loop_end(f, b);
+  }
   if (scratch) {
     cg_loop i = cg_loop_begin(f, cg_const_i64(0), mcur);
     cg_loop j = cg_loop_begin(f, cg_const_i64(0), ncur);

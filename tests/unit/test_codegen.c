@@ -356,12 +356,15 @@ static void conv_bits_same_at_any_batch(void) {
  * channels with K in several passes, its weights read in place, and its 149 channels end on a
  * short micro-tile strip (moved up over rows that exist); `stem` is a 7x7 stride-2 one whose
  * im2col keeps the even lanes of two loads, over an output row of 19 (a vector and 3 lanes);
- * `tiny` has 3x3 output planes, several images to a GEMM, with a bias and ReLU. */
+ * `tiny` has 3x3 output planes, several images to a GEMM, with a bias and ReLU; and both
+ * gradients of `tiny`'s and `deep`'s convolutions, whose small planes also put several images
+ * in a GEMM (7 images: `deep`'s in blocks of 5 and 2). */
 static void conv_pieces_match_reference(void) {
   dpc_graph *g = parse("input big: f32[N, 48, 20, 20]\ninput img: f32[N, 16, 12, 12]\n"
                        "input wide: f32[N, 16, 48, 48]\n"
                        "input deep: f32[N, 200, 7, 7]\ninput rgb: f32[N, 3, 37, 37]\n"
-                       "input tiny: f32[N, 8, 6, 6]\n"
+                       "input tiny: f32[N, 8, 6, 6]\ninput dyt: f32[N, 24, 3, 3]\n"
+                       "input dyd: f32[N, 149, 7, 7]\n"
                        "param tk: f32[24, 8, 3, 3] = he_normal(seed=7)\n"
                        "param tb: f32[24, 1, 1] = he_normal(seed=8)\n"
                        "param pk: f32[64, 48, 1, 1] = he_normal(seed=1)\n"
@@ -376,21 +379,27 @@ static void conv_pieces_match_reference(void) {
                        "e = relu(conv2d(deep, dk, pad=1))\n"
                        "s = conv2d(rgb, rk, stride=2, pad=3)\n"
                        "t = relu(conv2d(tiny, tk, stride=2, pad=1) + tb)\n"
-                       "output a, b, c, e, s, t\n");
+                       "tdx = conv2d_grad_input(dyt, tk, tiny, stride=2, pad=1)\n"
+                       "tdw = conv2d_grad_weight(dyt, tiny, tk, stride=2, pad=1)\n"
+                       "ddx = conv2d_grad_input(dyd, dk, deep, pad=1)\n"
+                       "ddw = conv2d_grad_weight(dyd, deep, dk, pad=1)\n"
+                       "output a, b, c, e, s, t, tdx, tdw, ddx, ddw\n");
   if (!g) return;
   /* 2 and 7 images: several images per GEMM where planes are small (7x7, 3x3), 7 of them in
    * two blocks of `deep`'s (5 and 2) */
   const int64_t batches[3] = {1, 2, 7};
   for (int bi = 0; bi < 3; bi++) {
     int64_t n = batches[bi];
-    dpc_named feeds[6] = {make_input("big", (dpc_shape){4, {n, 48, 20, 20}}, 1),
+    dpc_named feeds[8] = {make_input("big", (dpc_shape){4, {n, 48, 20, 20}}, 1),
                           make_input("img", (dpc_shape){4, {n, 16, 12, 12}}, 2),
                           make_input("wide", (dpc_shape){4, {n, 16, 48, 48}}, 3),
                           make_input("deep", (dpc_shape){4, {n, 200, 7, 7}}, 4),
                           make_input("rgb", (dpc_shape){4, {n, 3, 37, 37}}, 5),
-                          make_input("tiny", (dpc_shape){4, {n, 8, 6, 6}}, 6)};
-    check_same("convolution pieces", g, feeds, 6);
-    for (int i = 0; i < 6; i++) drop(&feeds[i]);
+                          make_input("tiny", (dpc_shape){4, {n, 8, 6, 6}}, 6),
+                          make_input("dyt", (dpc_shape){4, {n, 24, 3, 3}}, 7),
+                          make_input("dyd", (dpc_shape){4, {n, 149, 7, 7}}, 8)};
+    check_same("convolution pieces", g, feeds, 8);
+    for (int i = 0; i < 8; i++) drop(&feeds[i]);
   }
   dpc_graph_free(g);
 }
