@@ -1,57 +1,104 @@
 /*
- * cuda_driver.c — the CUDA driver probe (cuda_driver.h): dlopen, dlsym of the entry points by
- * their versioned names, cuInit. Must not link libcuda or include cuda.h: a machine without
- * the driver runs everything else.
+ * cuda_driver.c — loading the CUDA driver (cuda_driver.h): dlopen, dlsym of the entry points by
+ * their versioned names; and the probe behind `dpc devices`. Must not link libcuda or include
+ * cuda.h: a machine without the driver runs everything else.
  */
 #include "runtime/cuda_driver.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* The driver API's ABI for the calls used: CUresult is an int-sized enum, CUdevice an int. */
-typedef int cu_result;
-typedef cu_result (*cu_init_fn)(unsigned flags);
-typedef cu_result (*cu_count_fn)(int *count);
-typedef cu_result (*cu_version_fn)(int *version);
+/* Entry points by their exported (versioned) names, and where each goes in dpc_cu_api. */
+static const struct {
+  const char *name;
+  size_t at;
+} entries[] = {
+    {"cuInit", offsetof(dpc_cu_api, init)},
+    {"cuDriverGetVersion", offsetof(dpc_cu_api, driver_version)},
+    {"cuDeviceGetCount", offsetof(dpc_cu_api, device_count)},
+    {"cuDeviceGet", offsetof(dpc_cu_api, device_get)},
+    {"cuDeviceGetAttribute", offsetof(dpc_cu_api, device_attribute)},
+    {"cuDevicePrimaryCtxRetain", offsetof(dpc_cu_api, ctx_retain)},
+    {"cuDevicePrimaryCtxRelease_v2", offsetof(dpc_cu_api, ctx_release)},
+    {"cuCtxSetCurrent", offsetof(dpc_cu_api, ctx_set)},
+    {"cuStreamCreate", offsetof(dpc_cu_api, stream_create)},
+    {"cuStreamDestroy_v2", offsetof(dpc_cu_api, stream_destroy)},
+    {"cuStreamSynchronize", offsetof(dpc_cu_api, stream_sync)},
+    {"cuMemAlloc_v2", offsetof(dpc_cu_api, mem_alloc)},
+    {"cuMemFree_v2", offsetof(dpc_cu_api, mem_free)},
+    {"cuMemsetD8Async", offsetof(dpc_cu_api, memset8)},
+    {"cuMemcpyHtoDAsync_v2", offsetof(dpc_cu_api, h2d)},
+    {"cuMemcpyDtoHAsync_v2", offsetof(dpc_cu_api, d2h)},
+    {"cuMemcpyDtoDAsync_v2", offsetof(dpc_cu_api, d2d)},
+    {"cuMemcpyPeerAsync", offsetof(dpc_cu_api, peer)},
+    {"cuModuleLoadData", offsetof(dpc_cu_api, module_load)},
+    {"cuModuleGetFunction", offsetof(dpc_cu_api, module_function)},
+    {"cuModuleUnload", offsetof(dpc_cu_api, module_unload)},
+    {"cuLaunchKernel", offsetof(dpc_cu_api, launch)},
+    {"cuEventCreate", offsetof(dpc_cu_api, event_create)},
+    {"cuEventRecord", offsetof(dpc_cu_api, event_record)},
+    {"cuEventDestroy_v2", offsetof(dpc_cu_api, event_destroy)},
+    {"cuStreamWaitEvent", offsetof(dpc_cu_api, stream_wait)},
+    {"cuGetErrorString", offsetof(dpc_cu_api, error_string)},
+};
+
+dpc_status dpc_cuda_driver_load(dpc_cu_api *api, const char *who, dpc_diag *d) {
+  memset(api, 0, sizeof *api);
+  const char *path = getenv("DPC_CUDA_DRIVER");
+  if (!path || !*path) path = "libcuda.so.1";
+  if (!(api->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
+    const char *why = dlerror();
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: no CUDA driver found (%s)", who,
+                         why ? why : path);
+  }
+  for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
+    void *sym = dlsym(api->lib, entries[i].name);
+    if (!sym) {
+      dpc_cuda_driver_unload(api);
+      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: the CUDA driver %s lacks %s", who, path,
+                           entries[i].name);
+    }
+    /* dlsym gives functions as void *; C has no cast between the two, so copy the bits */
+    memcpy((char *)api + entries[i].at, &sym, sizeof sym);
+  }
+  return DPC_OK;
+}
+
+void dpc_cuda_driver_unload(dpc_cu_api *api) {
+  if (api->lib) dlclose(api->lib);
+  memset(api, 0, sizeof *api);
+}
 
 void dpc_cuda_driver_probe(dpc_cuda_probe *p) {
   memset(p, 0, sizeof *p);
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char *why = dlerror();
-    snprintf(p->note, sizeof p->note, "no CUDA driver found (%s)", why ? why : "libcuda.so.1");
+  dpc_cu_api api;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  if (dpc_cuda_driver_load(&api, "cuda", &d)) {
+    /* the note is the message without its "cuda: " */
+    const char *m = d.msg ? d.msg : "cuda: no CUDA driver found";
+    snprintf(p->note, sizeof p->note, "%s", strncmp(m, "cuda: ", 6) ? m : m + 6);
+    dpc_diag_free(&d);
     return;
   }
-  /* dlsym gives functions as void *; C has no cast between the two, so copy the bits */
-  cu_init_fn init = NULL;
-  cu_count_fn count = NULL;
-  cu_version_fn version = NULL;
-  void *s1 = dlsym(h, "cuInit"), *s2 = dlsym(h, "cuDeviceGetCount"),
-       *s3 = dlsym(h, "cuDriverGetVersion");
-  memcpy(&init, &s1, sizeof init);
-  memcpy(&count, &s2, sizeof count);
-  memcpy(&version, &s3, sizeof version);
-  if (!init || !count || !version) {
-    snprintf(p->note, sizeof p->note, "no usable CUDA driver: libcuda.so.1 lacks cuInit");
-    dlclose(h);
-    return;
-  }
+  dpc_diag_free(&d);
   p->loaded = true;
-  version(&p->version);
-  cu_result r = init(0);
+  api.driver_version(&p->version);
+  dpc_cu_result r = api.init(0);
   if (r != 0) {
     /* 34 is CUDA_ERROR_STUB_LIBRARY (the toolkit's stub), 100 CUDA_ERROR_NO_DEVICE */
     snprintf(p->note, sizeof p->note, "CUDA driver found but cuInit failed (error %d%s)", r,
              r == 34    ? ": the toolkit's stub library, not a driver"
              : r == 100 ? ": no GPU"
                         : "");
-    dlclose(h);
+    dpc_cuda_driver_unload(&api);
     return;
   }
   p->initialised = true;
-  if (count(&p->gpus) != 0) p->gpus = 0;
+  if (api.device_count(&p->gpus) != 0) p->gpus = 0;
   snprintf(p->note, sizeof p->note, "CUDA driver %d.%d, %d GPU%s", p->version / 1000,
            (p->version % 1000) / 10, p->gpus, p->gpus == 1 ? "" : "s");
-  dlclose(h);
+  dpc_cuda_driver_unload(&api);
 }

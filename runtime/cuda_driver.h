@@ -1,20 +1,66 @@
 /*
- * cuda_driver.h — the CUDA driver, found at run time: dlopen("libcuda.so.1"), never linked, so
- * dpc and libdpcrt start on machines without it. What is known of it is a probe: whether the
- * driver loads, initialises, its version and how many GPUs it sees, with a sentence for people.
+ * cuda_driver.h — the CUDA driver, found at run time: dlopen of libcuda.so.1 (or of the library
+ * $DPC_CUDA_DRIVER names: the tests' stand-in), never linked, so dpc and libdpcrt start on
+ * machines without it. One loader serves both users: the probe behind `dpc devices` (whether
+ * the driver loads and initialises, its version, how many GPUs it sees) and the cuda:N devices
+ * (device_cuda.c), which take the whole table of entry points.
  *
- * This is the first piece of the `cuda:N` devices (their vtable comes with the launch path);
- * no CUDA header is needed: the few types the probe uses are declared here by their ABI.
+ * No CUDA header is needed: the driver API's types are declared here by their ABI (CUresult an
+ * int-sized enum, CUdevice an int, CUdeviceptr an unsigned 64-bit integer, handles pointers).
  */
 #ifndef DPC_RUNTIME_CUDA_DRIVER_H
 #define DPC_RUNTIME_CUDA_DRIVER_H
+
+#include "ir/base.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+typedef int dpc_cu_result;
+typedef uint64_t dpc_cu_ptr;
+
+/* The entry points dpc calls, by their exported (versioned) names in cuda_driver.c. */
+typedef struct dpc_cu_api {
+  void *lib;
+  dpc_cu_result (*init)(unsigned);
+  dpc_cu_result (*driver_version)(int *);
+  dpc_cu_result (*device_count)(int *);
+  dpc_cu_result (*device_get)(int *, int);
+  dpc_cu_result (*device_attribute)(int *, int, int);
+  dpc_cu_result (*ctx_retain)(void **, int);
+  dpc_cu_result (*ctx_release)(int);
+  dpc_cu_result (*ctx_set)(void *);
+  dpc_cu_result (*stream_create)(void **, unsigned);
+  dpc_cu_result (*stream_destroy)(void *);
+  dpc_cu_result (*stream_sync)(void *);
+  dpc_cu_result (*mem_alloc)(dpc_cu_ptr *, size_t);
+  dpc_cu_result (*mem_free)(dpc_cu_ptr);
+  dpc_cu_result (*memset8)(dpc_cu_ptr, unsigned char, size_t, void *);
+  dpc_cu_result (*h2d)(dpc_cu_ptr, const void *, size_t, void *);
+  dpc_cu_result (*d2h)(void *, dpc_cu_ptr, size_t, void *);
+  dpc_cu_result (*d2d)(dpc_cu_ptr, dpc_cu_ptr, size_t, void *);
+  dpc_cu_result (*peer)(dpc_cu_ptr, void *, dpc_cu_ptr, void *, size_t, void *);
+  dpc_cu_result (*module_load)(void **, const void *);
+  dpc_cu_result (*module_function)(void **, void *, const char *);
+  dpc_cu_result (*module_unload)(void *);
+  dpc_cu_result (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                          unsigned, void *, void **, void **);
+  dpc_cu_result (*event_create)(void **, unsigned);
+  dpc_cu_result (*event_record)(void *, void *);
+  dpc_cu_result (*event_destroy)(void *);
+  dpc_cu_result (*stream_wait)(void *, void *, unsigned);
+  dpc_cu_result (*error_string)(dpc_cu_result, const char **);
+} dpc_cu_api;
+
+/* Open the driver and find every entry point of dpc_cu_api (cuInit is not called). On failure
+ * the message starts with `who` ("cuda:0"): "no CUDA driver found (...)" or "the CUDA driver
+ * PATH lacks NAME"; nothing stays open. */
+dpc_status dpc_cuda_driver_load(dpc_cu_api *api, const char *who, dpc_diag *d);
+void dpc_cuda_driver_unload(dpc_cu_api *api);
+
 typedef struct dpc_cuda_probe {
-  bool loaded;      /* libcuda.so.1 opened and its entry points found */
+  bool loaded;      /* the driver opened and its entry points found */
   bool initialised; /* cuInit(0) succeeded */
   int version;      /* cuDriverGetVersion: 13000 for CUDA 13.0; 0 when unknown */
   int gpus;         /* cuDeviceGetCount, 0 without a driver */

@@ -1,89 +1,26 @@
 /*
  * device_cuda.c — a GPU as a device ("cuda:N"), through the CUDA driver API loaded at run time
- * (dlopen of libcuda.so.1, or of the library $DPC_CUDA_DRIVER names: the tests' stand-in), never
- * linked. Each device has the GPU's primary context and one stream: copies and kernels are
- * queued on it in the session's order, events order it against other devices, and synchronize
- * waits for it. Buffers are device memory; the host never reads them but through copy.
+ * by cuda_driver.c (libcuda.so.1, or the library $DPC_CUDA_DRIVER names: the tests' stand-in),
+ * never linked. Each device has the GPU's primary context and one stream: copies and kernels
+ * are queued on it in the session's order, events order it against other devices, and
+ * synchronize waits for it. Buffers are device memory; the host never reads them but through
+ * copy.
  *
  * Kernels are the cuda backend's dpc_cuda_code (ir/native.h): loaded on first use (the CUBIN of
  * this GPU's architecture, else the PTX for the driver to compile) and kept per code for the
  * device's life. A step with no CUDA kernel (the reference kernel, which the session also runs
  * to name the place of bad data) runs on the host on copies of its tensors.
  */
+#include "runtime/cuda_driver.h"
 #include "runtime/device.h"
 
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The driver API's ABI for the calls used: CUresult an int-sized enum, CUdevice an int,
- * CUdeviceptr an unsigned 64-bit integer, the other handles pointers. */
-typedef int cu_result;
-typedef uint64_t cu_ptr;
-
-typedef struct cu_api {
-  void *lib;
-  cu_result (*init)(unsigned);
-  cu_result (*device_get)(int *, int);
-  cu_result (*device_attribute)(int *, int, int);
-  cu_result (*ctx_retain)(void **, int);
-  cu_result (*ctx_release)(int);
-  cu_result (*ctx_set)(void *);
-  cu_result (*stream_create)(void **, unsigned);
-  cu_result (*stream_destroy)(void *);
-  cu_result (*stream_sync)(void *);
-  cu_result (*mem_alloc)(cu_ptr *, size_t);
-  cu_result (*mem_free)(cu_ptr);
-  cu_result (*memset8)(cu_ptr, unsigned char, size_t, void *);
-  cu_result (*h2d)(cu_ptr, const void *, size_t, void *);
-  cu_result (*d2h)(void *, cu_ptr, size_t, void *);
-  cu_result (*d2d)(cu_ptr, cu_ptr, size_t, void *);
-  cu_result (*peer)(cu_ptr, void *, cu_ptr, void *, size_t, void *);
-  cu_result (*module_load)(void **, const void *);
-  cu_result (*module_function)(void **, void *, const char *);
-  cu_result (*module_unload)(void *);
-  cu_result (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                      void *, void **, void **);
-  cu_result (*event_create)(void **, unsigned);
-  cu_result (*event_record)(void *, void *);
-  cu_result (*event_destroy)(void *);
-  cu_result (*stream_wait)(void *, void *, unsigned);
-  cu_result (*error_string)(cu_result, const char **);
-} cu_api;
-
-/* Entry points by their exported (versioned) names, and where each goes in cu_api. */
-static const struct {
-  const char *name;
-  size_t at;
-} entries[] = {
-    {"cuInit", offsetof(cu_api, init)},
-    {"cuDeviceGet", offsetof(cu_api, device_get)},
-    {"cuDeviceGetAttribute", offsetof(cu_api, device_attribute)},
-    {"cuDevicePrimaryCtxRetain", offsetof(cu_api, ctx_retain)},
-    {"cuDevicePrimaryCtxRelease_v2", offsetof(cu_api, ctx_release)},
-    {"cuCtxSetCurrent", offsetof(cu_api, ctx_set)},
-    {"cuStreamCreate", offsetof(cu_api, stream_create)},
-    {"cuStreamDestroy_v2", offsetof(cu_api, stream_destroy)},
-    {"cuStreamSynchronize", offsetof(cu_api, stream_sync)},
-    {"cuMemAlloc_v2", offsetof(cu_api, mem_alloc)},
-    {"cuMemFree_v2", offsetof(cu_api, mem_free)},
-    {"cuMemsetD8Async", offsetof(cu_api, memset8)},
-    {"cuMemcpyHtoDAsync_v2", offsetof(cu_api, h2d)},
-    {"cuMemcpyDtoHAsync_v2", offsetof(cu_api, d2h)},
-    {"cuMemcpyDtoDAsync_v2", offsetof(cu_api, d2d)},
-    {"cuMemcpyPeerAsync", offsetof(cu_api, peer)},
-    {"cuModuleLoadData", offsetof(cu_api, module_load)},
-    {"cuModuleGetFunction", offsetof(cu_api, module_function)},
-    {"cuModuleUnload", offsetof(cu_api, module_unload)},
-    {"cuLaunchKernel", offsetof(cu_api, launch)},
-    {"cuEventCreate", offsetof(cu_api, event_create)},
-    {"cuEventRecord", offsetof(cu_api, event_record)},
-    {"cuEventDestroy_v2", offsetof(cu_api, event_destroy)},
-    {"cuStreamWaitEvent", offsetof(cu_api, stream_wait)},
-    {"cuGetErrorString", offsetof(cu_api, error_string)},
-};
+typedef dpc_cu_result cu_result;
+typedef dpc_cu_ptr cu_ptr;
 
 #define CU_STREAM_NON_BLOCKING  1
 #define CU_EVENT_DISABLE_TIMING 2
@@ -98,7 +35,7 @@ typedef struct loaded_code {
 } loaded_code;
 
 typedef struct cuda_dev {
-  cu_api api;
+  dpc_cu_api api;
   int ordinal, sm;
   void *ctx, *stream;
   loaded_code *codes;
@@ -336,7 +273,7 @@ static void close_impl(cuda_dev *c) {
     c->api.ctx_release(c->ordinal);
   }
   free(c->codes);
-  if (c->api.lib) dlclose(c->api.lib);
+  dpc_cuda_driver_unload(&c->api);
   free(c);
 }
 
@@ -354,22 +291,7 @@ dpc_status dpc_device_cuda_open(int idx, dpc_device **out, dpc_diag *d) {
   dev->ops = &cuda_ops, dev->impl = c;
   snprintf(dev->name, sizeof dev->name, "cuda:%d", idx);
   c->ordinal = idx;
-  const char *path = getenv("DPC_CUDA_DRIVER");
-  if (!path || !*path) path = "libcuda.so.1";
-  dpc_status st = DPC_OK;
-  if (!(c->api.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
-    const char *why = dlerror();
-    st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "cuda:%d: no CUDA driver found (%s)", idx,
-                       why ? why : path);
-  }
-  for (size_t i = 0; !st && i < sizeof entries / sizeof *entries; i++) {
-    void *sym = dlsym(c->api.lib, entries[i].name);
-    if (!sym)
-      st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "cuda:%d: the CUDA driver %s lacks %s", idx, path,
-                         entries[i].name);
-    else /* dlsym gives functions as void *; copy the bits into the typed slot */
-      memcpy((char *)&c->api + entries[i].at, &sym, sizeof sym);
-  }
+  dpc_status st = dpc_cuda_driver_load(&c->api, dev->name, d);
   int major = 0, minor = 0, dv = 0;
   cu_result r = 0;
   const char *what = NULL;

@@ -61,6 +61,14 @@ API void dpc_fake_cuda_counts(unsigned *n_launches, unsigned *n_allocated, unsig
 API cu_result cuInit(unsigned flags) {
   return flags ? INVALID_VALUE : 0;
 }
+API cu_result cuDriverGetVersion(int *v) {
+  *v = 13000;
+  return 0;
+}
+API cu_result cuDeviceGetCount(int *n) {
+  *n = 1;
+  return 0;
+}
 API cu_result cuDeviceGet(int *dev, int ordinal) {
   if (ordinal != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE: one GPU here */
   *dev = 0;

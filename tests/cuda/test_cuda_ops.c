@@ -29,6 +29,7 @@
 #include "driver/train.h"
 #include "runtime/rng.h"
 #include "driver/driver.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/device.h"
 #include "runtime/npy.h"
 #include "tests/ops/tolerance.h"
@@ -572,9 +573,9 @@ static int open_backend(const char *which) {
   return 0;
 }
 
-/* The cuda device's own calls over the test driver: opening (and naming a GPU that is not
- * there), memory zeroed at allocation, copies each way and within the device, events made,
- * waited on and released, and every buffer and event given back. */
+/* The cuda device's own calls over the test driver: the probe finding it, opening (and naming
+ * a GPU that is not there), memory zeroed at allocation, copies each way and within the device,
+ * events made, waited on and released, and every buffer and event given back. */
 static int device_basics(void) {
   int fails = 0;
 #define EXPECT(cond, ...)                                                                          \
@@ -590,6 +591,12 @@ static int device_basics(void) {
   void (*counts)(unsigned *, unsigned *, unsigned *) = NULL;
   memcpy(&counts, &sym, sizeof sym);
   if (!counts) return printf("FAIL: cannot load the test driver %s\n", DPC_FAKE_CUDA), 1;
+  /* the probe behind `dpc devices` loads the driver the devices load */
+  dpc_cuda_probe probe;
+  dpc_cuda_driver_probe(&probe);
+  EXPECT(probe.loaded && probe.initialised && probe.gpus == 1 && probe.version == 13000 &&
+             !strcmp(probe.note, "CUDA driver 13.0, 1 GPU"),
+         "the probe finds the test driver: %s", probe.note);
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_device *dev = NULL;
