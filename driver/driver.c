@@ -10,6 +10,7 @@
 #include "ir/print.h"
 #include "partitioner/partitioner.h"
 #include "runtime/artifact.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/device.h"
 #include "runtime/session.h"
 
@@ -292,6 +293,8 @@ void dpc_driver_device_names(uint32_t n, dpc_device_names *out) {
 dpc_status dpc_driver_check_backend_device(const dpc_codegen_backend *be, dpc_diag *d) {
   const char *kind = dpc_codegen_device_kind(be);
   if (!kind) return DPC_OK;
+  /* a GPU is only looked for: opening it (a context and a stream) is the session's */
+  if (!strcmp(kind, "cuda")) return dpc_cuda_driver_check(0, d);
   char name[32];
   snprintf(name, sizeof name, "%s:0", kind);
   dpc_device *dev = NULL;

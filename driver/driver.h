@@ -86,9 +86,10 @@ bool dpc_driver_parse_size(const char *s, uint64_t *out);
 /* Every device of the plan within `limit` bytes (0: no limit), else an error that says how much
  * the plan needs on which device, in all, and how much the devices have. */
 dpc_status dpc_driver_check_memory(const dpc_plan *p, uint64_t limit, dpc_diag *d);
-/* Whether the device the code of `be` runs on opens (cuda:0 for the cuda backend; host code
- * always runs): checked before compiling, so a missing GPU is reported at once, not after every
- * kernel has been compiled for it. */
+/* Whether the device the code of `be` runs on is there (cuda:0 for the cuda backend: the driver
+ * loads and sees a GPU, without opening it, which the session does; host code always runs):
+ * checked before compiling, so a missing GPU is reported at once, not after every kernel has
+ * been compiled for it. */
 dpc_status dpc_driver_check_backend_device(const dpc_codegen_backend *be, dpc_diag *d);
 
 /* How dpc_driver_place places: each device's memory (bytes, 0: no limit), a profile of the

@@ -59,6 +59,11 @@ typedef struct dpc_cu_api {
 dpc_status dpc_cuda_driver_load(dpc_cu_api *api, const char *who, dpc_diag *d);
 void dpc_cuda_driver_unload(dpc_cu_api *api);
 
+/* Whether GPU `ordinal` can be used: the driver loads, initialises and sees that many GPUs. No
+ * context or stream is made (opening the device does that): it is the check a run makes before
+ * compiling, so a machine without a GPU is told at once. Messages start with "cuda:N: ". */
+dpc_status dpc_cuda_driver_check(int ordinal, dpc_diag *d);
+
 typedef struct dpc_cuda_probe {
   bool loaded;      /* the driver opened and its entry points found */
   bool initialised; /* cuInit(0) succeeded */
