@@ -885,12 +885,14 @@ static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
   int64_t mb, nb;
   gm_split(&c, M, N, cv.n * cv.P, w->groups, scratch, &mb, &nb);
   gm_choose(&c, f->vector_bits, cv.t, mb, nb, cv.P);
+  /* small planes: the sum over pixels runs over a block of images at a time, their Cols and
+   * dYs side by side, instead of one image's few pixels per GEMM; its depth sets the GEMM's KC
+   * (chosen for one 1x1 plane, KC was 8: dW read and written 16 times a call) */
+  int64_t ni = gm_vec_ok(&c, cv.t) ? images_per_piece(&c, &cv) : 1, ldb = 0;
+  if (ni > 1) gm_choose(&c, f->vector_bits, cv.t, mb, nb, ni * cv.P);
   int64_t rb, ld, kq;
   col_block(&c, &cv, tr ? mb : nb, &rb, &ld, &kq);
   (void)kq; /* all of a piece's taps are built at once: they are at most the GEMM's MC or NC */
-  /* small planes: the sum over pixels runs over a block of images at a time, their Cols and
-   * dYs side by side, instead of one image's few pixels per GEMM */
-  int64_t ni = gm_vec_ok(&c, cv.t) ? images_per_piece(&c, &cv) : 1, ldb = 0;
   if (ni > 1) {
     rb = w->oh;
     ld = img_ld(&c, &cv, ni);
