@@ -719,6 +719,13 @@ static void gather_planes(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val src,
 static dpc_status lower_grad_input_images(cg_kernel *k, const conv *cv, int64_t nb) {
   cg_fn *f = k->f;
   const dpc_window *w = &cv->w;
+  /* pieces are blocks of images (col2im of two pieces must not meet in dx): smaller blocks
+   * until two cores have an even share (ResNet-18's 1x1 planes at batch 128 were one piece) */
+  for (;;) {
+    int64_t p = ceil_div(cv->n, nb) * w->groups;
+    if (nb == 1 || p >= 8 || p % 2 == 0) break;
+    nb = ceil_div(cv->n, ceil_div(cv->n, nb) + 1);
+  }
   int64_t cols = nb * cv->P, nimg = ceil_div(cv->n, nb), plane = w->h * w->w;
   gm_cfg c;
   gm_choose(&c, f->vector_bits, cv->t, cv->K, cols, cv->opg);
