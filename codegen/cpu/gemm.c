@@ -298,7 +298,7 @@ void gm_split(const gm_cfg *c, int64_t m, int64_t n, int64_t k, int64_t nbatch, 
   double flops = 2.0 * (double)m * (double)n * (double)(k < 1 ? 1 : k) * (double)nbatch;
   for (;;) {
     int64_t pieces = nbatch * ceil_div(m, MB) * ceil_div(n, NB);
-    if (pieces >= 8 || (pieces >= 2 && pieces % 2 == 0)) break;
+    if (gm_pieces_shared(pieces)) break;
     if (flops / (double)pieces / 2 < 1e6) break;
     if (MB >= NB && MB > c->mr)
       MB = round_up(ceil_div(MB, 2), c->mr);
@@ -325,7 +325,8 @@ typedef struct micro_args {
   cg_val cp;          /* C(row, col) of the tile's corner */
   int64_t ldc;        /* C row stride */
   cg_val mr, nr, kc;  /* rows and columns of the tile that exist, depth */
-  cg_val lo;          /* first row that exists (rows [lo, mr) do): a strip moved up */
+  cg_val lo;          /* with shifted: the first row that exists (rows [lo, mr) do) */
+  bool shifted;       /* A read in place: a short last strip is moved up (gm_block) */
   cg_val first;       /* i1: start from zero instead of loading C */
 } micro_args;
 
@@ -342,7 +343,7 @@ static void micro(cg_fn *f, const gm_cfg *c, const micro_args *x) {
   cg_val cm[MAX_NV], mk[MAX_MR][MAX_NV], cptr[MAX_MR][MAX_NV];
   for (int v = 0; v < NV; v++)
     cm[v] = gm_lanes(f, c, cg_const_i64(0), add_c(f, x->nr, -(int64_t)v * VL));
-  bool shifted = strcmp(x->lo.s, "0") != 0;
+  bool shifted = x->shifted;
   for (int r = 0; r < MR; r++) {
     cg_val rv = gm_ev(f, "icmp sgt i64 %s, %d", x->mr.s, r);
     if (shifted)
@@ -656,6 +657,7 @@ void gm_block(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const
   cg_val ii = mul_c(f, ir.i, MR);
   x.mr = gm_min(f, cg_const_i64(MR), gm_sub(f, mcur, ii));
   x.lo = cg_const_i64(0);
+  x.shifted = a->direct;
   cg_val crow = cg_add(f, i0, ii), ccol = cg_add(f, j0, jj);
   if (a->direct) {
     /* A read where it lies has no zero rows past m to pad a short last strip with: the strip

@@ -69,6 +69,12 @@ void gm_split(const gm_cfg *c, int64_t m, int64_t n, int64_t k, int64_t nbatch, 
 void gm_block(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const gm_mat *cm,
               cg_val m, cg_val n, cg_val k, cg_val acc);
 
+/* Whether `pieces` parallel iterations share well between two cores: an even number, or at
+ * least 8 (the imbalance is small by then). */
+static inline bool gm_pieces_shared(int64_t pieces) {
+  return pieces >= 8 || (pieces >= 2 && pieces % 2 == 0);
+}
+
 /* A row stride (elements) for a row-major scratch of `cols` calc-type columns that keeps
  * consecutive rows off the same cache sets (see gemm.c). */
 int64_t gm_pad_ld(const gm_cfg *c, int64_t cols);

@@ -163,6 +163,18 @@ static cg_val load_even(cg_fn *f, const gm_cfg *c, cg_val p, cg_val m) {
   return gm_ev(f, "shufflevector %s %s, %s %s, %s %s", c->vty, vlo.s, c->vty, vhi.s, c->ity, ev);
 }
 
+/* Zero a row's columns [from, the next multiple of nr) (row: the row's first element): the
+ * GEMM reads whole vectors there. At most nv masked stores. */
+static void zero_cols(cg_fn *f, const gm_cfg *c, cg_val row, cg_val from) {
+  cg_val left = gm_ev(f, "srem i64 %s, %d", from.s, c->nr);
+  cg_val tail = gm_ev(f, "srem i64 %s, %d", gm_ev(f, "sub i64 %d, %s", c->nr, left.s).s, c->nr);
+  for (int v = 0; v < c->nv; v++) {
+    cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, tail, cg_const_i64(v * c->vl)));
+    cg_val at = gm_gep(f, c->ty, row, cg_add(f, from, cg_const_i64(v * c->vl)), false);
+    gm_mstore(f, c, (cg_val){"zeroinitializer"}, at, m);
+  }
+}
+
 /* Col[q - q0][(oy - oy0)*ow + ox] = x[plane0 + ci][iy][ox*sw + off] (0 outside the image), for
  * q in [q0, q0 + nq) and oy in [oy0, oy0 + nrows). plane0: the first channel plane of the
  * group in this image. Columns past nrows*ow up to the next nr are zeroed (the GEMM reads
@@ -222,15 +234,7 @@ static void im2col(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val x, cg_val p
     cg_loop_end(f, ox);
   }
   cg_loop_end(f, oy);
-  /* zeros from nrows*ow to the next multiple of nr: at most nv vectors */
-  cg_val used = mulk(f, nrows, w->ow);
-  cg_val left = gm_ev(f, "srem i64 %s, %d", used.s, c->nr);
-  cg_val tail = gm_ev(f, "srem i64 %s, %d", gm_ev(f, "sub i64 %d, %s", c->nr, left.s).s, c->nr);
-  for (int v = 0; v < c->nv; v++) {
-    cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, tail, cg_const_i64(v * c->vl)));
-    cg_val at = gm_gep(f, c->ty, dst, cg_add(f, used, cg_const_i64(v * c->vl)), false);
-    gm_mstore(f, c, (cg_val){"zeroinitializer"}, at, m);
-  }
+  zero_cols(f, c, dst, mulk(f, nrows, w->ow));
   cg_loop_end(f, q);
 }
 
@@ -282,6 +286,18 @@ static void im2col_plane(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val x, cg
       }
     }
   cg_loop_end(f, ci);
+}
+
+/* The Col of taps [q0, q0 + nq) over output rows [oy0, oy0 + nrows): whole planes at a time
+ * (im2col_plane) when `whole` (plane_ok, and the taps are whole channels), else row by row. */
+static void im2col_taps(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val x, cg_val plane0,
+                        cg_val q0, cg_val nq, bool whole, cg_val oy0, cg_val nrows, cg_val col,
+                        int64_t ld) {
+  if (whole)
+    im2col_plane(f, c, cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv->kk),
+                 gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv->kk), col, ld);
+  else
+    im2col(f, c, cv, x, plane0, q0, nq, oy0, nrows, col, ld);
 }
 
 /* dx[plane0 + ci][iy][ox*sw + off] += dCol[q - q0][(oy - oy0)*ow + ox], the transpose of
@@ -479,7 +495,7 @@ static void split_pieces(const gm_cfg *c, const conv *cv, bool pw, int64_t *rb, 
       if (o == prev) continue;
       prev = o;
       int64_t nob_real = ceil_div(cv->opg, o), pieces = cv->n * w->groups * nblk * nob_real;
-      if (can_cut && (pieces < 2 || (pieces % 2 && pieces < 8))) continue;
+      if (can_cut && !gm_pieces_shared(pieces)) continue;
       if (pieces > 1 && flop / (double)(nblk * nob_real) < MIN_PIECE_FLOP) continue;
       /* FLOPs the micro-tiles compute, padding included */
       double cols = 0, rows = 0;
@@ -519,6 +535,26 @@ static int64_t img_ld(const gm_cfg *c, const conv *cv, int64_t nb) {
   return gm_pad_ld(c, ceil_div(nb * cv->P, c->nr) * c->nr + c->nr);
 }
 
+/* The Cols of taps [q0, q0 + nq) of images [b0, b0 + bn) side by side, image i's from column
+ * i*P (each zeroes past its own columns, which the next one overwrites). */
+static void im2col_images(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val x, cg_val b0, cg_val bn,
+                          cg_val grp, cg_val q0, cg_val nq, bool whole, cg_val col, int64_t ld) {
+  const dpc_window *w = &cv->w;
+  cg_loop im = cg_loop_begin(f, cg_const_i64(0), bn);
+  cg_val plane0 = cg_add(f, mulk(f, cg_add(f, b0, im.i), w->c), mulk(f, grp, cv->cpg));
+  im2col_taps(f, c, cv, x, plane0, q0, nq, whole, cg_const_i64(0), cg_const_i64(w->oh),
+              gm_gep(f, c->ty, col, mulk(f, im.i, cv->P), true), ld);
+  cg_loop_end(f, im);
+}
+
+/* Whether f32 weights are read where they lie (gm_mat.direct for A) when cut into channel
+ * blocks of ob: every block must have a whole micro-tile of rows (packing them for each piece
+ * was a quarter of ResNet-18's 3x3 layers). */
+static bool weights_in_place(const gm_cfg *c, const conv *cv, int64_t ob) {
+  return gm_vec_ok(c, cv->t) && cv->t == c->calc &&
+         cv->opg - (ceil_div(cv->opg, ob) - 1) * ob >= c->mr;
+}
+
 /* Images per piece: 1 (one image per GEMM) unless planes are small and there are several; as
  * many as IMG_COLS columns hold and a pass of their Col fits COL_BYTES. */
 static int64_t images_per_piece(const gm_cfg *c, const conv *cv) {
@@ -532,15 +568,8 @@ static int64_t images_per_piece(const gm_cfg *c, const conv *cv) {
 /* Zero columns [from, next multiple of nr) of rows [0, rows) of a buffer of row stride ld: the
  * GEMM reads whole vectors there. */
 static void zero_tail(cg_fn *f, const gm_cfg *c, cg_val buf, int64_t ld, cg_val rows, cg_val from) {
-  cg_val left = gm_ev(f, "srem i64 %s, %d", from.s, c->nr);
-  cg_val tail = gm_ev(f, "srem i64 %s, %d", gm_ev(f, "sub i64 %d, %s", c->nr, left.s).s, c->nr);
   cg_loop r = cg_loop_begin(f, cg_const_i64(0), rows);
-  cg_val row = gm_gep(f, c->ty, buf, cg_add(f, mulk(f, r.i, ld), from), false);
-  for (int v = 0; v < c->nv; v++) {
-    cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, tail, cg_const_i64(v * c->vl)));
-    gm_mstore(f, c, (cg_val){"zeroinitializer"},
-              gm_gep(f, c->ty, row, cg_const_i64(v * c->vl), false), m);
-  }
+  zero_cols(f, c, gm_gep(f, c->ty, buf, mulk(f, r.i, ld), true), from);
   cg_loop_end(f, r);
 }
 
@@ -554,7 +583,7 @@ static dpc_status lower_conv2d_images(cg_kernel *k, const conv *cv, int64_t nb, 
   int64_t ob = cv->opg;
   for (;;) {
     int64_t pieces = nimg * w->groups * ceil_div(cv->opg, ob);
-    if (pieces >= 8 || pieces % 2 == 0 || ob <= c.mr) break;
+    if (gm_pieces_shared(pieces) || ob <= c.mr) break;
     ob = ceil_div(ceil_div(ob, 2), c.mr) * c.mr;
   }
   int64_t nob = ceil_div(cv->opg, ob);
@@ -578,20 +607,12 @@ static dpc_status lower_conv2d_images(cg_kernel *k, const conv *cv, int64_t nb, 
   cg_val o0 = mulk(f, dg[2], ob);
   cg_val ocur = gm_min(f, cg_const_i64(ob), gm_sub(f, cg_const_i64(cv->opg), o0));
   cg_val wrow = cg_add(f, mulk(f, dg[1], cv->opg), o0);
-  bool w_direct = gm_vec_ok(&c, cv->t) && cv->t == c.calc && cv->opg - (nob - 1) * ob >= c.mr;
+  bool w_direct = weights_in_place(&c, cv, ob);
   bool whole = plane_ok(&c, cv, w->oh);
   cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv->K, kq)));
   cg_val q0 = mulk(f, qc.i, kq);
   cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv->K), q0));
-  cg_loop im = cg_loop_begin(f, cg_const_i64(0), bn);
-  cg_val plane0 = cg_add(f, mulk(f, cg_add(f, b0, im.i), w->c), mulk(f, dg[1], cv->cpg));
-  cg_val dst = gm_gep(f, c.ty, col, mulk(f, im.i, cv->P), true);
-  if (whole) /* kq is whole channels */
-    im2col_plane(f, &c, cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv->kk),
-                 gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv->kk), dst, ld);
-  else
-    im2col(f, &c, cv, x, plane0, q0, nq, cg_const_i64(0), cg_const_i64(w->oh), dst, ld);
-  cg_loop_end(f, im);
+  im2col_images(f, &c, cv, x, b0, bn, dg[1], q0, nq, whole, col, ld); /* kq: whole channels */
   zero_tail(f, &c, col, ld, nq, ncols);
   gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, wrow, cv->K), q0), true), cv->t, cv->K, 1,
               w_direct};
@@ -658,9 +679,7 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   cg_val yoff = cg_add(f, mulk(f, obase, cv.P), mulk(f, oy0, w->ow));
   gm_mat C = {gm_gep(f, st_ty, y, yoff, true), cv.t, cv.P, 1, false};
   cg_val wrow = cg_add(f, mulk(f, dg[1], cv.opg), o0); /* the piece's first row of W */
-  /* f32 weights are read where they lie when every channel block has a whole micro-tile of
-   * rows (packing them for each piece was a quarter of ResNet-18's 3x3 layers) */
-  bool w_direct = gm_vec_ok(&c, cv.t) && cv.t == c.calc && cv.opg - (nob - 1) * ob >= c.mr;
+  bool w_direct = weights_in_place(&c, &cv, ob);
   cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv.K, kq)));
   cg_val q0 = mulk(f, qc.i, kq);
   cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv.K), q0));
@@ -673,11 +692,8 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
     gm_mat B = {gm_gep(f, st_ty, x, xoff, true), cv.t, cv.P, 1, false};
     gm_block(f, &c, &A, &B, &C, ocur, mulk(f, nrows, w->ow), nq, acc);
   } else {
-    if (plane_ok(&c, &cv, rb)) /* kq is whole channels (k_pass) */
-      im2col_plane(f, &c, &cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv.kk),
-                   gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv.kk), col, ld);
-    else
-      im2col(f, &c, &cv, x, plane0, q0, nq, oy0, nrows, col, ld);
+    /* kq is whole channels (k_pass) */
+    im2col_taps(f, &c, &cv, x, plane0, q0, nq, plane_ok(&c, &cv, rb), oy0, nrows, col, ld);
     gm_mat B = {col, c.calc, ld, 1, true, true};
     gm_block(f, &c, &A, &B, &C, ocur, mulk(f, nrows, w->ow), nq, acc);
   }
@@ -723,7 +739,7 @@ static dpc_status lower_grad_input_images(cg_kernel *k, const conv *cv, int64_t 
    * until two cores have an even share (ResNet-18's 1x1 planes at batch 128 were one piece) */
   for (;;) {
     int64_t p = ceil_div(cv->n, nb) * w->groups;
-    if (nb == 1 || p >= 8 || p % 2 == 0) break;
+    if (nb == 1 || gm_pieces_shared(p)) break;
     nb = ceil_div(cv->n, ceil_div(cv->n, nb) + 1);
   }
   int64_t cols = nb * cv->P, nimg = ceil_div(cv->n, nb), plane = w->h * w->w;
@@ -853,15 +869,7 @@ static void grad_weight_images(cg_fn *f, const gm_cfg *c, const conv *cv, bool t
   cg_loop ib = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv->n, ni)));
   cg_val b0 = mulk(f, ib.i, ni);
   cg_val bn = gm_min(f, cg_const_i64(ni), gm_sub(f, cg_const_i64(cv->n), b0));
-  cg_loop im = cg_loop_begin(f, cg_const_i64(0), bn);
-  cg_val plane0 = cg_add(f, mulk(f, cg_add(f, b0, im.i), w->c), mulk(f, grp, cv->cpg));
-  cg_val dst = gm_gep(f, c->ty, col, mulk(f, im.i, cv->P), true);
-  if (whole) /* pieces of whole channels */
-    im2col_plane(f, c, cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv->kk),
-                 gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv->kk), dst, ld);
-  else
-    im2col(f, c, cv, x, plane0, q0, nq, cg_const_i64(0), cg_const_i64(w->oh), dst, ld);
-  cg_loop_end(f, im);
+  im2col_images(f, c, cv, x, b0, bn, grp, q0, nq, whole, col, ld);
   gather_planes(f, c, cv, dy, w->oc, b0, bn, o0, tr ? ncur : mcur, dyb, ldb);
   gm_mat DY = {dyb, c->calc, ldb, 1, false}; /* dY[o, pixel] */
   gm_mat COL = {col, c->calc, ld, 1, false}; /* Col[q, pixel] */
@@ -936,11 +944,9 @@ static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
     cg_loop blk = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(nblk));
     cg_val oy0 = mulk(f, blk.i, rb);
     cg_val nrows = gm_min(f, cg_const_i64(rb), gm_sub(f, cg_const_i64(w->oh), oy0));
-    if (plane_ok(&c, &cv, rb) && (tr ? mb : nb) % cv.kk == 0) /* pieces of whole channels */
-      im2col_plane(f, &c, &cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv.kk),
-                   gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv.kk), col, ld);
-    else
-      im2col(f, &c, &cv, x, plane0, q0, nq, oy0, nrows, col, ld);
+    /* whole planes when the pieces are whole channels */
+    im2col_taps(f, &c, &cv, x, plane0, q0, nq, plane_ok(&c, &cv, rb) && (tr ? mb : nb) % cv.kk == 0,
+                oy0, nrows, col, ld);
     cg_val dyoff =
         cg_add(f, mulk(f, cg_add(f, mulk(f, b.i, w->oc), o0), cv.P), mulk(f, oy0, w->ow));
     gm_mat DY = {gm_gep(f, st_ty, dy, dyoff, true), cv.t, cv.P, 1, false}; /* dY[o, pixel] */
