@@ -72,25 +72,10 @@ void dpc_cuda_driver_unload(dpc_cu_api *api) {
 }
 
 dpc_status dpc_cuda_driver_check(int ordinal, dpc_diag *d) {
-  char who[32];
-  snprintf(who, sizeof who, "cuda:%d", ordinal);
-  dpc_cu_api api;
-  dpc_status st = dpc_cuda_driver_load(&api, who, d);
-  if (st) return st;
-  int gpus = 0;
-  dpc_cu_result r = api.init(0);
-  if (r == 0) r = api.device_count(&gpus);
-  if (r != 0) {
-    const char *why = NULL;
-    api.error_string(r, &why);
-    st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: cuInit failed: %s (CUDA %d)", who,
-                       why ? why : "unknown error", r);
-  } else if (ordinal >= gpus) {
-    st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: the CUDA driver sees %d GPU%s", who, gpus,
-                       gpus == 1 ? "" : "s");
-  }
-  dpc_cuda_driver_unload(&api);
-  return st;
+  dpc_cuda_probe p;
+  dpc_cuda_driver_probe(&p);
+  if (p.initialised && ordinal < p.gpus) return DPC_OK;
+  return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "cuda:%d: %s", ordinal, p.note);
 }
 
 void dpc_cuda_driver_probe(dpc_cuda_probe *p) {
