@@ -35,6 +35,7 @@
  * rounded once at the end (adding into f16 memory would round at every tap).
  */
 #include "codegen/cpu/conv_direct.h"
+#include "codegen/cpu/conv_winograd.h"
 #include "codegen/cpu/gemm.h"
 #include "ir/rules.h"
 
@@ -649,6 +650,7 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   if (st) return st;
   const dpc_window *w = &cv.w;
   if (cg_conv_direct_fits(w, cv.t, f->vector_bits)) return cg_lower_conv_direct(k, w, d);
+  if (cg_conv_winograd_fits(w, cv.t, f->vector_bits)) return cg_lower_conv_winograd(k, w, d);
   bool pw = pointwise(w);
   gm_cfg c;
   gm_choose(&c, f->vector_bits, cv.t, cv.opg, cv.P, cv.K);

@@ -7,6 +7,7 @@
  * fused kernels, group arguments, and the session running them.
  */
 #include "codegen/cache.h"
+#include "codegen/cpu/conv_winograd.h"
 #include "codegen/cpu/cpu.h"
 #include "frontend/frontend.h"
 #include "ir/fusion.h"
@@ -303,6 +304,51 @@ static void conv_direct_epilogues_match_reference(void) {
                           make_input("wide", (dpc_shape){4, {n, 4, 7, 40}}, 3)};
     check_same("direct convolution epilogues", g, feeds, 3);
     for (int i = 0; i < 3; i++) drop(&feeds[i]);
+  }
+  dpc_graph_free(g);
+}
+
+/* 3x3 "same" convolutions computed as Winograd's F(2x2, 3x3): an odd plane (the last tile row
+ * and column half outside it) with input channels that are not a whole vector and a residual
+ * epilogue; rows of 18 tiles (a vector and 2 lanes); one whose filters are cut into two
+ * blocks of output channels and whose tile rows are cut into blocks; and a small plane with
+ * many channels, all its tiles one block and several channel blocks to a piece. Each must take
+ * the Winograd path, or the test tests nothing. */
+static void conv_winograd_matches_reference(void) {
+  dpc_graph *g = parse("input a: f32[N, 20, 15, 15]\ninput r: f32[N, 33, 15, 15]\n"
+                       "input b: f32[N, 48, 14, 36]\ninput c: f32[N, 160, 16, 16]\n"
+                       "input e: f32[N, 200, 14, 14]\n"
+                       "param ak: f32[33, 20, 3, 3] = he_normal(seed=1)\n"
+                       "param ab: f32[33, 1, 1] = he_normal(seed=2)\n"
+                       "param bk: f32[64, 48, 3, 3] = he_normal(seed=3)\n"
+                       "param ck: f32[40, 160, 3, 3] = he_normal(seed=4)\n"
+                       "param ek: f32[72, 200, 3, 3] = he_normal(seed=5)\n"
+                       "ya = relu(conv2d(a, ak, pad=1) + ab + r)\nyb = conv2d(b, bk, pad=1)\n"
+                       "yc = conv2d(c, ck, pad=1) * 0.5\nye = conv2d(e, ek, pad=1)\n"
+                       "output ya, yb, yc, ye\n");
+  if (!g) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  uint32_t convs = 0;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].op != DPC_OP_CONV2D) continue;
+    dpc_window w;
+    CHECK_MSG(dpc_window_of(g, i, &w, &d) == DPC_OK, "%s", d.msg);
+    CHECK_MSG(cg_conv_winograd_fits(&w, DPC_F32, 512) && cg_conv_winograd_fits(&w, DPC_F32, 256),
+              "conv2d node %u (%lld -> %lld channels) does not take the Winograd path", i,
+              (long long)w.c, (long long)w.oc);
+    convs++;
+  }
+  CHECK(convs == 4);
+  dpc_diag_free(&d);
+  for (int64_t n = 1; n <= 2; n++) {
+    dpc_named feeds[5] = {make_input("a", (dpc_shape){4, {n, 20, 15, 15}}, 1),
+                          make_input("r", (dpc_shape){4, {n, 33, 15, 15}}, 2),
+                          make_input("b", (dpc_shape){4, {n, 48, 14, 36}}, 3),
+                          make_input("c", (dpc_shape){4, {n, 160, 16, 16}}, 4),
+                          make_input("e", (dpc_shape){4, {n, 200, 14, 14}}, 5)};
+    check_same("Winograd convolutions", g, feeds, 5);
+    for (int i = 0; i < 5; i++) drop(&feeds[i]);
   }
   dpc_graph_free(g);
 }
@@ -1041,6 +1087,7 @@ const unit_test unit_tests[] = {
     {"conv_direct_epilogues_match_reference", conv_direct_epilogues_match_reference},
     {"conv_pieces_match_reference", conv_pieces_match_reference},
     {"conv_bits_same_at_any_batch", conv_bits_same_at_any_batch},
+    {"conv_winograd_matches_reference", conv_winograd_matches_reference},
     {"training_matches_reference", training_matches_reference},
     {"artifact_matches_jit", artifact_matches_jit},
     {"damaged_artifact_refused", damaged_artifact_refused},

@@ -1,0 +1,443 @@
+/*
+ * lower_conv_winograd.c — LLVM IR for 3x3 convolutions with stride 1 and "same" padding as
+ * Winograd's F(2x2, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks").
+ *
+ * Every 2x2 block of outputs (a tile) is computed from the 4x4 input patch around it:
+ *
+ *   Y = A^T [ (G g G^T) (.) (B^T d B) ] A
+ *
+ * g a 3x3 filter, d the patch, (.) the elementwise product of two 4x4 matrices. Summed over the
+ * input channels, each of the 16 positions xi of the 4x4 is a GEMM:
+ *
+ *   M[xi][o, tile] = U[xi][o, ci] . V[xi][ci, tile]     U = G g G^T,  V = B^T d B
+ *
+ * 16 multiplications per tile and channel pair where im2col + GEMM does 36: ResNet's 3x3
+ * layers, at the FMA rate either way, take well under half the time (docs/codegen.md).
+ *
+ * A parallel piece is (image, blocks of output channels, blocks of tile rows). It transforms
+ * its channels' filters (U, gathered 16 input channels at a time: once per piece when it has
+ * one block of them), and per block of tile rows transforms the input patches (V, a vector of tiles
+ * at a time: the even and odd columns of two loads give the patch's four columns), runs the 16
+ * GEMMs into M, and transforms M into two output rows per tile row, interleaving the tiles' two
+ * columns; the fusion group's epilogue runs on those rows while they are in cache. The blocks are
+ * sized so that U, V and M stay in or near a 1 MB L2.
+ *
+ * Only f32, 3x3, stride and dilation 1, padding 1 on every side (the output the input's size),
+ * no groups, at least MIN_CHANNELS channels in and out (the GEMMs' depth and rows), output rows
+ * of at most MAX_CHUNKS vectors of tiles, planes of at least MIN_PIXELS: anything else keeps
+ * im2col + GEMM. The rule depends on the convolution only, so an image gets the same bits at
+ * any batch.
+ */
+#include "codegen/cpu/conv_winograd.h"
+#include "codegen/cpu/gemm.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Bytes of the transformed filters, input patches and products a piece keeps. Each GEMM reads a
+ * sixteenth of U and V and writes a sixteenth of M, so those stay in L2 even when all three do
+ * not quite. */
+#define U_BYTES (256 * 1024)
+#define V_BYTES (512 * 1024)
+#define M_BYTES (256 * 1024)
+/* The most V may take when a plane's tiles are all one block. */
+#define V_MAX (2 * 1024 * 1024)
+/* Fewer channels leave the GEMMs too shallow or too thin to gain. */
+#define MIN_CHANNELS 16
+/* Smaller planes spend more on the transforms and on partial tiles than they save. */
+#define MIN_PIXELS 196
+/* Most vectors of tiles in a tile row (the transforms are unrolled over them). */
+#define MAX_CHUNKS 8
+#define XI         16
+
+typedef struct wino {
+  int64_t n, ci, co, th, tw; /* images, channels in and out, tile rows and columns */
+  int64_t mb, nob;           /* output channels per block, blocks */
+  int64_t nty, ntb, ldv;     /* tile rows per block, blocks per image, V and M row stride */
+  int64_t og, obpg;          /* pieces per image by channel blocks, channel blocks per piece */
+  int64_t ng, per;           /* pieces per image by tile-row blocks, tile-row blocks per piece */
+} wino;
+
+static int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+/* Blocks of output channels and of tile rows, for a GEMM configuration c. Large planes with
+ * few channels (ResNet's first layers) take blocks of tile rows with U, V and M within budget;
+ * small planes with many (its third) take every tile in one block, V up to V_MAX, and loop over
+ * blocks of output channels. False when neither fits. */
+static bool wino_blocks(const gm_cfg *c, const dpc_window *w, wino *p) {
+  p->ci = w->c;
+  p->co = w->oc;
+  p->th = ceil_div(w->oh, 2);
+  p->tw = ceil_div(w->ow, 2);
+  int64_t ld1 = gm_pad_ld(c, ceil_div(p->tw, c->nr) * c->nr);
+  bool rows = XI * 4 * p->ci * ld1 <= V_BYTES;
+  if (!rows) {
+    ld1 = gm_pad_ld(c, ceil_div(p->th * p->tw, c->nr) * c->nr);
+    if (XI * 4 * p->ci * ld1 > V_MAX) return false;
+  }
+  int64_t mbmax = U_BYTES / (XI * 4 * p->ci);
+  if (M_BYTES / (XI * 4 * ld1) < mbmax) mbmax = M_BYTES / (XI * 4 * ld1);
+  if (mbmax < MIN_CHANNELS) return false;
+  p->nob = ceil_div(p->co, mbmax);
+  p->mb = ceil_div(p->co, p->nob);
+  p->nty = rows ? p->th : 1;
+  for (; rows && p->nty > 1; p->nty--) {
+    p->ldv = gm_pad_ld(c, ceil_div(p->nty * p->tw, c->nr) * c->nr);
+    if (XI * 4 * p->ci * p->ldv <= V_BYTES && XI * 4 * p->mb * p->ldv <= M_BYTES) break;
+  }
+  if (!rows) p->nty = p->th;
+  p->ntb = ceil_div(p->th, p->nty);
+  p->nty = ceil_div(p->th, p->ntb); /* the same number of blocks, evener */
+  p->ldv = gm_pad_ld(c, ceil_div(p->nty * p->tw, c->nr) * c->nr);
+  return true;
+}
+
+bool cg_conv_winograd_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
+  if (t != DPC_F32 || w->groups != 1 || w->kh != 3 || w->kw != 3 || w->sh != 1 || w->sw != 1 ||
+      w->dh != 1 || w->dw != 1 || w->pt != 1 || w->pl != 1 || w->pb != 1 || w->pr != 1)
+    return false;
+  if (w->c < MIN_CHANNELS || w->oc < MIN_CHANNELS || w->oh * w->ow < MIN_PIXELS) return false;
+  int vl = vector_bits / 32;
+  if (vl < 4 || ceil_div(ceil_div(w->ow, 2), vl) > MAX_CHUNKS) return false;
+  gm_cfg c;
+  gm_choose(&c, vector_bits, DPC_F32, w->oc, ceil_div(w->oh, 2) * ceil_div(w->ow, 2), w->c);
+  wino p;
+  return wino_blocks(&c, w, &p);
+}
+
+/* A vector constant of i1 lanes: on[l]. */
+static cg_val lane_const(cg_fn *f, const gm_cfg *c, const bool *on, bool *any) {
+  char s[1024];
+  size_t o = (size_t)snprintf(s, sizeof s, "<");
+  *any = false;
+  for (int l = 0; l < c->vl; l++) {
+    o += (size_t)snprintf(s + o, sizeof s - o, "%si1 %s", l ? ", " : "", on[l] ? "true" : "false");
+    *any = *any || on[l];
+  }
+  snprintf(s + o, sizeof s - o, ">");
+  return gm_ev(f, "select i1 true, %s %s, %s zeroinitializer", c->mty, s, c->mty);
+}
+
+/* A shuffle of a and b (2 vl lanes) by the indices idx[0..vl). */
+static cg_val shuffle(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b, const int *idx) {
+  char s[512];
+  size_t o = (size_t)snprintf(s, sizeof s, "<");
+  for (int l = 0; l < c->vl; l++)
+    o += (size_t)snprintf(s + o, sizeof s - o, "%si32 %d", l ? ", " : "", idx[l]);
+  snprintf(s + o, sizeof s - o, ">");
+  return gm_ev(f, "shufflevector %s %s, %s %s, %s %s", c->vty, a.s, c->vty, b.s, c->ity, s);
+}
+
+static cg_val vadd(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b) {
+  return gm_ev(f, "fadd %s %s, %s", c->vty, a.s, b.s);
+}
+static cg_val vsub(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b) {
+  return gm_ev(f, "fsub %s %s, %s", c->vty, a.s, b.s);
+}
+static cg_val vhalf(cg_fn *f, const gm_cfg *c, cg_val a) {
+  cg_val h = gm_ev(f, "insertelement %s undef, float 0x3FE0000000000000, i32 0", c->vty);
+  h = gm_ev(f, "shufflevector %s %s, %s undef, %s zeroinitializer", c->vty, h.s, c->vty, c->ity);
+  return gm_ev(f, "fmul %s %s, %s", c->vty, a.s, h.s);
+}
+
+/* U[xi][o][ci] = (G g G^T)[xi] for the filters of output channels [o0, o0 + ocur), vl input
+ * channels at a time: the nine taps of vl filters are nine gathers (stride 9). */
+static void filter_transform(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt, cg_val o0,
+                             cg_val ocur, cg_val u) {
+  int vl = c->vl;
+  char ptrs[40];
+  snprintf(ptrs, sizeof ptrs, "<%d x float*>", vl);
+  cg_loop o = cg_loop_begin(f, cg_const_i64(0), ocur);
+  cg_loop cb = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(p->ci, vl)));
+  cg_val c0 = cg_mul(f, cb.i, cg_const_i64(vl));
+  cg_val mask = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, cg_const_i64(p->ci), c0));
+  cg_val base = gm_gep(
+      f, "float", wt,
+      cg_mul(f, cg_add(f, cg_mul(f, cg_add(f, o0, o.i), cg_const_i64(p->ci)), c0), cg_const_i64(9)),
+      false);
+  cg_val g[9];
+  for (int t = 0; t < 9; t++) {
+    char idx[1024];
+    size_t n = (size_t)snprintf(idx, sizeof idx, "<");
+    for (int l = 0; l < vl; l++)
+      n += (size_t)snprintf(idx + n, sizeof idx - n, "%si64 %d", l ? ", " : "", 9 * l + t);
+    snprintf(idx + n, sizeof idx - n, ">");
+    cg_val pv = gm_ev(f, "getelementptr float, float* %s, <%d x i64> %s", base.s, vl, idx);
+    g[t] = gm_ev(
+        f, "call %s @llvm.masked.gather.v%df32.v%dp0(%s %s, i32 4, %s %s, %s zeroinitializer)",
+        c->vty, vl, vl, ptrs, pv.s, c->mty, mask.s, c->vty);
+  }
+  /* s = g G^T (3x4), then u = G s (4x4) */
+  cg_val s[3][4], uu[4][4];
+  for (int r = 0; r < 3; r++) {
+    cg_val a = g[3 * r], b = g[3 * r + 1], d = g[3 * r + 2];
+    cg_val ad = vadd(f, c, a, d);
+    s[r][0] = a;
+    s[r][1] = vhalf(f, c, vadd(f, c, ad, b));
+    s[r][2] = vhalf(f, c, vsub(f, c, ad, b));
+    s[r][3] = d;
+  }
+  for (int j = 0; j < 4; j++) {
+    cg_val ad = vadd(f, c, s[0][j], s[2][j]);
+    uu[0][j] = s[0][j];
+    uu[1][j] = vhalf(f, c, vadd(f, c, ad, s[1][j]));
+    uu[2][j] = vhalf(f, c, vsub(f, c, ad, s[1][j]));
+    uu[3][j] = s[2][j];
+  }
+  cg_val row = cg_add(f, cg_mul(f, o.i, cg_const_i64(p->ci)), c0);
+  for (int xi = 0; xi < XI; xi++) {
+    cg_val at = gm_gep(f, "float", u, cg_add(f, row, cg_const_i64(xi * p->mb * p->ci)), true);
+    gm_mstore(f, c, uu[xi / 4][xi % 4], at, mask);
+  }
+  cg_loop_end(f, cb);
+  cg_loop_end(f, o);
+}
+
+/* Columns 2 t0 - 1 + 2 l + j (j = 0..3) of an input row for the tiles t0 + l of a chunk: the even
+ * and odd lanes of two vectors loaded at 2 t0 - 1 and of two at 2 t0 + 1. Lanes outside the
+ * row or past the last tile are zeros; `valid` (an i1) false makes the whole row zeros. */
+static void patch_row(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wino *p, cg_val row,
+                      cg_val valid, int64_t t0, cg_val *out) {
+  int vl = c->vl;
+  int ev[64], od[64];
+  for (int l = 0; l < vl; l++) {
+    ev[l] = 2 * l;
+    od[l] = 2 * l + 1;
+  }
+  for (int h = 0; h < 2; h++) {
+    int64_t s = 2 * t0 - 1 + 2 * h; /* first column of the window */
+    cg_val v[2];
+    for (int q = 0; q < 2; q++) {
+      bool on[64], any;
+      for (int l = 0; l < vl; l++) {
+        int64_t col = s + q * vl + l, tile = t0 + (q * vl + l) / 2;
+        on[l] = col >= 0 && col < w->w && tile < p->tw;
+      }
+      cg_val m = lane_const(f, c, on, &any);
+      if (!any) {
+        v[q] = (cg_val){"zeroinitializer"};
+        continue;
+      }
+      m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", valid.s, c->mty, m.s, c->mty);
+      v[q] = gm_mload(f, c, gm_gep(f, "float", row, cg_const_i64(s + q * vl), false), m);
+    }
+    out[2 * h] = shuffle(f, c, v[0], v[1], ev);
+    out[2 * h + 1] = shuffle(f, c, v[0], v[1], od);
+  }
+}
+
+/* V[xi][ci][r * tw + tile] = (B^T d B)[xi] for tile rows [ty0, ty0 + nrt) of the image's planes
+ * at plane0. */
+static void input_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wino *p, cg_val x,
+                            cg_val plane0, cg_val ty0, cg_val nrt, cg_val v) {
+  int vl = c->vl;
+  int64_t chunks = ceil_div(p->tw, vl);
+  cg_loop ci = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(p->ci));
+  cg_val plane =
+      gm_gep(f, "float", x, cg_mul(f, cg_add(f, plane0, ci.i), cg_const_i64(w->h * w->w)), false);
+  cg_loop r = cg_loop_begin(f, cg_const_i64(0), nrt);
+  cg_val top = gm_sub(f, cg_mul(f, cg_add(f, ty0, r.i), cg_const_i64(2)), cg_const_i64(1));
+  cg_val rows[4], valid[4];
+  for (int i = 0; i < 4; i++) {
+    cg_val iy = cg_add(f, top, cg_const_i64(i));
+    valid[i] = gm_ev(f, "icmp ult i64 %s, %lld", iy.s, (long long)w->h);
+    cg_val iyv = gm_ev(f, "select i1 %s, i64 %s, i64 0", valid[i].s, iy.s); /* keep it mapped */
+    rows[i] = gm_gep(f, "float", plane, cg_mul(f, iyv, cg_const_i64(w->w)), false);
+  }
+  cg_val dst = gm_gep(
+      f, "float", v,
+      cg_add(f, cg_mul(f, ci.i, cg_const_i64(p->ldv)), cg_mul(f, r.i, cg_const_i64(p->tw))), false);
+  for (int64_t k = 0; k < chunks; k++) {
+    cg_val d[4][4], t[4][4];
+    for (int i = 0; i < 4; i++) patch_row(f, c, w, p, rows[i], valid[i], k * vl, d[i]);
+    for (int i = 0; i < 4; i++) { /* d B */
+      t[i][0] = vsub(f, c, d[i][0], d[i][2]);
+      t[i][1] = vadd(f, c, d[i][1], d[i][2]);
+      t[i][2] = vsub(f, c, d[i][2], d[i][1]);
+      t[i][3] = vsub(f, c, d[i][1], d[i][3]);
+    }
+    bool on[64], any;
+    for (int l = 0; l < vl; l++) on[l] = k * vl + l < p->tw;
+    cg_val keep = lane_const(f, c, on, &any);
+    for (int j = 0; j < 4; j++) { /* B^T (d B) */
+      cg_val vv[4] = {vsub(f, c, t[0][j], t[2][j]), vadd(f, c, t[1][j], t[2][j]),
+                      vsub(f, c, t[2][j], t[1][j]), vsub(f, c, t[1][j], t[3][j])};
+      for (int i = 0; i < 4; i++) {
+        int64_t off = (int64_t)(4 * i + j) * p->ci * p->ldv + k * vl;
+        gm_mstore(f, c, vv[i], gm_gep(f, "float", dst, cg_const_i64(off), false), keep);
+      }
+    }
+  }
+  cg_loop_end(f, r);
+  cg_loop_end(f, ci);
+}
+
+/* Zero columns [nt, the next multiple of nr) of V's rows: the GEMM reads whole vectors there. */
+static void zero_tail(cg_fn *f, const gm_cfg *c, const wino *p, cg_val v, cg_val nt) {
+  cg_val left = gm_ev(f, "srem i64 %s, %d", nt.s, c->nr);
+  cg_val tail = gm_ev(f, "srem i64 %s, %d", gm_ev(f, "sub i64 %d, %s", c->nr, left.s).s, c->nr);
+  uint32_t any = gm_if(f, gm_ev(f, "icmp sgt i64 %s, 0", tail.s));
+  cg_loop r = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(XI * p->ci));
+  cg_val row = gm_gep(f, "float", v, cg_mul(f, r.i, cg_const_i64(p->ldv)), true);
+  for (int q = 0; q < c->nv; q++) {
+    cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, tail, cg_const_i64(q * c->vl)));
+    cg_val at = gm_gep(f, "float", row, cg_add(f, nt, cg_const_i64(q * c->vl)), false);
+    gm_mstore(f, c, (cg_val){"zeroinitializer"}, at, m);
+  }
+  cg_loop_end(f, r);
+  gm_endif(f, any);
+}
+
+/* y rows 2 ty, 2 ty + 1 of output channels [obase, obase + ocur) from M = A^T m A, for tile rows
+ * [ty0, ty0 + nrt). */
+static void output_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wino *p,
+                             cg_val mbuf, cg_val y, cg_val obase, cg_val ocur, cg_val ty0,
+                             cg_val nrt) {
+  int vl = c->vl;
+  int64_t chunks = ceil_div(p->tw, vl), P = w->oh * w->ow;
+  int lo[64], hi[64];
+  for (int l = 0; l < vl; l++) { /* the two columns of each tile side by side */
+    lo[l] = l % 2 ? vl + l / 2 : l / 2;
+    hi[l] = l % 2 ? vl + vl / 2 + l / 2 : vl / 2 + l / 2;
+  }
+  cg_loop o = cg_loop_begin(f, cg_const_i64(0), ocur);
+  cg_loop r = cg_loop_begin(f, cg_const_i64(0), nrt);
+  cg_val src = gm_gep(
+      f, "float", mbuf,
+      cg_add(f, cg_mul(f, o.i, cg_const_i64(p->ldv)), cg_mul(f, r.i, cg_const_i64(p->tw))), false);
+  cg_val oy = cg_mul(f, cg_add(f, ty0, r.i), cg_const_i64(2));
+  cg_val row1 =
+      gm_ev(f, "icmp slt i64 %s, %lld", cg_add(f, oy, cg_const_i64(1)).s, (long long)w->oh);
+  cg_val off1 = gm_ev(f, "select i1 %s, i64 %lld, i64 0", row1.s, (long long)w->ow);
+  cg_val yrow = gm_gep(f, "float", y,
+                       cg_add(f, cg_mul(f, cg_add(f, obase, o.i), cg_const_i64(P)),
+                              cg_mul(f, oy, cg_const_i64(w->ow))),
+                       false);
+  for (int64_t k = 0; k < chunks; k++) {
+    bool on[64], any;
+    for (int l = 0; l < vl; l++) on[l] = k * vl + l < p->tw;
+    cg_val in = lane_const(f, c, on, &any);
+    cg_val m[16];
+    for (int xi = 0; xi < XI; xi++) {
+      int64_t off = (int64_t)xi * p->mb * p->ldv + k * vl;
+      m[xi] = gm_mload(f, c, gm_gep(f, "float", src, cg_const_i64(off), false), in);
+    }
+    cg_val s[4][2], yv[2][2];
+    for (int i = 0; i < 4; i++) { /* m A */
+      s[i][0] = vadd(f, c, vadd(f, c, m[4 * i], m[4 * i + 1]), m[4 * i + 2]);
+      s[i][1] = vsub(f, c, vsub(f, c, m[4 * i + 1], m[4 * i + 2]), m[4 * i + 3]);
+    }
+    for (int j = 0; j < 2; j++) { /* A^T (m A) */
+      yv[0][j] = vadd(f, c, vadd(f, c, s[0][j], s[1][j]), s[2][j]);
+      yv[1][j] = vsub(f, c, vsub(f, c, s[1][j], s[2][j]), s[3][j]);
+    }
+    for (int rr = 0; rr < 2; rr++) {
+      cg_val half[2] = {shuffle(f, c, yv[rr][0], yv[rr][1], lo),
+                        shuffle(f, c, yv[rr][0], yv[rr][1], hi)};
+      for (int h = 0; h < 2; h++) {
+        int64_t col0 = 2 * k * vl + h * vl;
+        for (int l = 0; l < vl; l++) on[l] = col0 + l < w->ow;
+        cg_val keep = lane_const(f, c, on, &any);
+        if (!any) continue;
+        if (rr == 1)
+          keep =
+              gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", row1.s, c->mty, keep.s, c->mty);
+        /* a second row past the plane is not written, and its address stays on the first */
+        cg_val at = gm_gep(f, "float", yrow,
+                           cg_add(f, rr ? off1 : cg_const_i64(0), cg_const_i64(col0)), false);
+        gm_mstore(f, c, half[h], at, keep);
+      }
+    }
+  }
+  cg_loop_end(f, r);
+  cg_loop_end(f, o);
+}
+
+dpc_status cg_lower_conv_winograd(cg_kernel *k, const dpc_window *w, dpc_diag *d) {
+  cg_fn *f = k->f;
+  wino p;
+  gm_cfg c;
+  gm_choose(&c, f->vector_bits, DPC_F32, w->oc, ceil_div(w->oh, 2) * ceil_div(w->ow, 2), w->c);
+  DPC_ASSERT(wino_blocks(&c, w, &p)); /* cg_conv_winograd_fits said so */
+  /* the GEMMs' own configuration, for their real sizes */
+  gm_choose(&c, f->vector_bits, DPC_F32, p.mb, p.nty * p.tw, p.ci);
+  DPC_ASSERT(wino_blocks(&c, w, &p));
+  gm_fit(&c, p.mb, p.ldv);
+  p.n = f->g->values[f->g->ids[f->g->nodes[f->node].in]].shape.d[0];
+  /* Pieces: with several blocks of tile rows, one channel block each (its U made once) and
+   * the tile-row blocks shared out; with one, the channel blocks shared out (V made once per
+   * piece). Either way until two cores have work. */
+  p.og = p.ntb > 1 ? p.nob : 1;
+  p.ng = 1;
+  while (p.ng < p.ntb && !gm_pieces_shared(p.n * p.og * p.ng)) p.ng++;
+  while (p.og < p.nob && !gm_pieces_shared(p.n * p.og * p.ng)) p.og++;
+  p.per = ceil_div(p.ntb, p.ng);
+  p.ng = ceil_div(p.ntb, p.per);
+  p.obpg = ceil_div(p.nob, p.og);
+  p.og = ceil_div(p.nob, p.obpg);
+  k->total = p.n * p.og * p.ng;
+  if (k->total == 0) return DPC_OK;
+  cg_val x = cg_arg_ptr(f, 0, DPC_F32), wt = cg_arg_ptr(f, 1, DPC_F32),
+         y = cg_arg_ptr(f, cg_out_arg(f), DPC_F32);
+  cg_val u = gm_alloca(f, "float", XI * p.mb * p.ci);
+  cg_val v = gm_alloca(f, "float", XI * p.ci * p.ldv);
+  cg_val mbuf = gm_alloca(f, "float", XI * p.mb * p.ldv);
+  cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
+  /* it = (image * og + channel-block group) * ng + tile-row-block group */
+  cg_val grp = gm_ev(f, "srem i64 %s, %lld", it.i.s, (long long)p.ng);
+  cg_val rest = gm_ev(f, "sdiv i64 %s, %lld", it.i.s, (long long)p.ng);
+  cg_val og = gm_ev(f, "srem i64 %s, %lld", rest.s, (long long)p.og);
+  cg_val img = gm_ev(f, "sdiv i64 %s, %lld", rest.s, (long long)p.og);
+  cg_val plane0 = cg_mul(f, img, cg_const_i64(p.ci));
+  cg_val ob0 = cg_mul(f, og, cg_const_i64(p.obpg));
+  cg_val ob1 = gm_min(f, cg_add(f, ob0, cg_const_i64(p.obpg)), cg_const_i64(p.nob));
+  bool hoist = p.obpg == 1; /* one channel block a piece: its U before the tile rows */
+  if (hoist) {
+    cg_val o0 = cg_mul(f, ob0, cg_const_i64(p.mb));
+    filter_transform(f, &c, &p, wt, o0,
+                     gm_min(f, cg_const_i64(p.mb), gm_sub(f, cg_const_i64(p.co), o0)), u);
+  }
+  cg_val tb0 = cg_mul(f, grp, cg_const_i64(p.per));
+  cg_val tb1 = gm_min(f, cg_add(f, tb0, cg_const_i64(p.per)), cg_const_i64(p.ntb));
+  cg_loop tb = cg_loop_begin(f, tb0, tb1);
+  cg_val ty0 = cg_mul(f, tb.i, cg_const_i64(p.nty));
+  cg_val nrt = gm_min(f, cg_const_i64(p.nty), gm_sub(f, cg_const_i64(p.th), ty0));
+  cg_val nt = cg_mul(f, nrt, cg_const_i64(p.tw));
+  input_transform(f, &c, w, &p, x, plane0, ty0, nrt, v);
+  zero_tail(f, &c, &p, v, nt);
+  cg_loop ob = cg_loop_begin(f, ob0, ob1);
+  cg_val o0 = cg_mul(f, ob.i, cg_const_i64(p.mb));
+  cg_val ocur = gm_min(f, cg_const_i64(p.mb), gm_sub(f, cg_const_i64(p.co), o0));
+  cg_val obase = cg_add(f, cg_mul(f, img, cg_const_i64(p.co)), o0);
+  if (!hoist) filter_transform(f, &c, &p, wt, o0, ocur, u);
+  /* U's rows are read in place when every block has a whole micro-tile of them */
+  bool direct = p.co - (p.nob - 1) * p.mb >= c.mr;
+  cg_loop xi = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(XI));
+  gm_mat A = {gm_gep(f, "float", u, cg_mul(f, xi.i, cg_const_i64(p.mb * p.ci)), true), DPC_F32,
+              p.ci, 1, direct};
+  gm_mat B = {gm_gep(f, "float", v, cg_mul(f, xi.i, cg_const_i64(p.ci * p.ldv)), true),
+              DPC_F32,
+              p.ldv,
+              1,
+              true,
+              true};
+  gm_mat C = {gm_gep(f, "float", mbuf, cg_mul(f, xi.i, cg_const_i64(p.mb * p.ldv)), true), DPC_F32,
+              p.ldv, 1, false};
+  gm_block(f, &c, &A, &B, &C, ocur, nt, cg_const_i64(p.ci), (cg_val){"false"});
+  cg_loop_end(f, xi);
+  output_transform(f, &c, w, &p, mbuf, y, obase, ocur, ty0, nrt);
+  if (f->grp) {
+    cg_val c0 = cg_mul(f, cg_mul(f, ty0, cg_const_i64(2)), cg_const_i64(w->ow));
+    cg_val c1 =
+        cg_mul(f, gm_min(f, cg_mul(f, cg_add(f, ty0, nrt), cg_const_i64(2)), cg_const_i64(w->oh)),
+               cg_const_i64(w->ow));
+    dpc_status st = cg_epilogue_block(f, 1, obase, cg_add(f, obase, ocur), c0, c1, d);
+    if (st) return st;
+  }
+  cg_loop_end(f, ob);
+  cg_loop_end(f, tb);
+  cg_loop_end(f, it);
+  return DPC_OK;
+}
