@@ -52,6 +52,8 @@
  * elements (gm_split keeps blocks within it). */
 #define SCRATCH_C (64 * 1024)
 
+/* Bytes of an A read in place beyond which its next strip is prefetched (half the L2). */
+#define A_STREAMED (512 * 1024)
 /* Rows ahead that pack_a prefetches. */
 #define PF_ROWS 4
 
@@ -670,6 +672,15 @@ void gm_block(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const
     x.a_rs = a->rs;
     x.a_cs = 1;
     x.ap = gm_gep(f, c->ty, a->p, cg_add(f, mul_c(f, crow, a->rs), pc), true);
+    if (c->mmax * a->rs * c->esize > A_STREAMED) {
+      /* large weights come from memory on the first panel, a few hundred bytes from each of
+       * MR rows far apart, which the hardware prefetcher does not follow: the next strip's
+       * rows are fetched while this one computes (ResNet-18's last layer, 9.4 MB) */
+      uint32_t pf = gm_if(f, gm_ev(f, "icmp eq i64 %s, 0", jr.i.s));
+      cg_val next = gm_gep(f, c->ty, x.ap, cg_const_i64(MR * a->rs), false);
+      for (int r = 0; r < MR; r++) prefetch_row(f, c, next, r * a->rs, KC);
+      gm_endif(f, pf);
+    }
   } else {
     x.a_rs = a_col ? 1 : lda;
     x.a_cs = a_col ? lda : 1;
