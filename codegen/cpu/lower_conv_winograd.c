@@ -37,7 +37,7 @@
 /* Bytes of the transformed filters, input patches and products a piece keeps. Each GEMM reads a
  * sixteenth of U and V and writes a sixteenth of M, so those stay in L2 even when all three do
  * not quite. */
-#define U_BYTES (256 * 1024)
+#define U_BYTES (512 * 1024)
 #define V_BYTES (512 * 1024)
 #define M_BYTES (256 * 1024)
 /* The most V may take when a plane's tiles are all one block. */
