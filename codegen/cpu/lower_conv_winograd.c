@@ -29,7 +29,7 @@
  * any batch.
  */
 #include "codegen/cpu/conv_winograd.h"
-#include "codegen/cpu/gemm.h"
+#include "codegen/cpu/conv_im2col.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -58,10 +58,6 @@ typedef struct wino {
   int64_t ng, per;           /* pieces per image by tile-row blocks, tile-row blocks per piece */
 } wino;
 
-static int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
-
 /* Blocks of output channels and of tile rows, for a GEMM configuration c. Large planes with
  * few channels (ResNet's first layers) take blocks of tile rows with U, V and M within budget;
  * small planes with many (its third) take every tile in one block, V up to V_MAX, and loop over
@@ -69,28 +65,28 @@ static int64_t ceil_div(int64_t a, int64_t b) {
 static bool wino_blocks(const gm_cfg *c, const dpc_window *w, wino *p) {
   p->ci = w->c;
   p->co = w->oc;
-  p->th = ceil_div(w->oh, 2);
-  p->tw = ceil_div(w->ow, 2);
-  int64_t ld1 = gm_pad_ld(c, ceil_div(p->tw, c->nr) * c->nr);
+  p->th = cg_ceil_div(w->oh, 2);
+  p->tw = cg_ceil_div(w->ow, 2);
+  int64_t ld1 = gm_pad_ld(c, cg_ceil_div(p->tw, c->nr) * c->nr);
   bool rows = XI * 4 * p->ci * ld1 <= V_BYTES;
   if (!rows) {
-    ld1 = gm_pad_ld(c, ceil_div(p->th * p->tw, c->nr) * c->nr);
+    ld1 = gm_pad_ld(c, cg_ceil_div(p->th * p->tw, c->nr) * c->nr);
     if (XI * 4 * p->ci * ld1 > V_MAX) return false;
   }
   int64_t mbmax = U_BYTES / (XI * 4 * p->ci);
   if (M_BYTES / (XI * 4 * ld1) < mbmax) mbmax = M_BYTES / (XI * 4 * ld1);
   if (mbmax < MIN_CHANNELS) return false;
-  p->nob = ceil_div(p->co, mbmax);
-  p->mb = ceil_div(p->co, p->nob);
+  p->nob = cg_ceil_div(p->co, mbmax);
+  p->mb = cg_ceil_div(p->co, p->nob);
   p->nty = rows ? p->th : 1;
   for (; rows && p->nty > 1; p->nty--) {
-    p->ldv = gm_pad_ld(c, ceil_div(p->nty * p->tw, c->nr) * c->nr);
+    p->ldv = gm_pad_ld(c, cg_ceil_div(p->nty * p->tw, c->nr) * c->nr);
     if (XI * 4 * p->ci * p->ldv <= V_BYTES && XI * 4 * p->mb * p->ldv <= M_BYTES) break;
   }
   if (!rows) p->nty = p->th;
-  p->ntb = ceil_div(p->th, p->nty);
-  p->nty = ceil_div(p->th, p->ntb); /* the same number of blocks, evener */
-  p->ldv = gm_pad_ld(c, ceil_div(p->nty * p->tw, c->nr) * c->nr);
+  p->ntb = cg_ceil_div(p->th, p->nty);
+  p->nty = cg_ceil_div(p->th, p->ntb); /* the same number of blocks, evener */
+  p->ldv = gm_pad_ld(c, cg_ceil_div(p->nty * p->tw, c->nr) * c->nr);
   return true;
 }
 
@@ -100,9 +96,9 @@ bool cg_conv_winograd_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
     return false;
   if (w->c < MIN_CHANNELS || w->oc < MIN_CHANNELS || w->oh * w->ow < MIN_PIXELS) return false;
   int vl = vector_bits / 32;
-  if (vl < 4 || ceil_div(ceil_div(w->ow, 2), vl) > MAX_CHUNKS) return false;
+  if (vl < 4 || cg_ceil_div(cg_ceil_div(w->ow, 2), vl) > MAX_CHUNKS) return false;
   gm_cfg c;
-  gm_choose(&c, vector_bits, DPC_F32, w->oc, ceil_div(w->oh, 2) * ceil_div(w->ow, 2), w->c);
+  gm_choose(&c, vector_bits, DPC_F32, w->oc, cg_ceil_div(w->oh, 2) * cg_ceil_div(w->ow, 2), w->c);
   wino p;
   return wino_blocks(&c, w, &p);
 }
@@ -150,7 +146,7 @@ static void filter_transform(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt
   char ptrs[40];
   snprintf(ptrs, sizeof ptrs, "<%d x float*>", vl);
   cg_loop o = cg_loop_begin(f, cg_const_i64(0), ocur);
-  cg_loop cb = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(p->ci, vl)));
+  cg_loop cb = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cg_ceil_div(p->ci, vl)));
   cg_val c0 = cg_mul(f, cb.i, cg_const_i64(vl));
   cg_val mask = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, cg_const_i64(p->ci), c0));
   cg_val base = gm_gep(
@@ -233,7 +229,7 @@ static void patch_row(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wino
 static void input_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wino *p, cg_val x,
                             cg_val plane0, cg_val ty0, cg_val nrt, cg_val v) {
   int vl = c->vl;
-  int64_t chunks = ceil_div(p->tw, vl);
+  int64_t chunks = cg_ceil_div(p->tw, vl);
   cg_loop ci = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(p->ci));
   cg_val plane =
       gm_gep(f, "float", x, cg_mul(f, cg_add(f, plane0, ci.i), cg_const_i64(w->h * w->w)), false);
@@ -296,7 +292,7 @@ static void output_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, con
                              cg_val mbuf, cg_val y, cg_val obase, cg_val ocur, cg_val ty0,
                              cg_val nrt) {
   int vl = c->vl;
-  int64_t chunks = ceil_div(p->tw, vl), P = w->oh * w->ow;
+  int64_t chunks = cg_ceil_div(p->tw, vl), P = w->oh * w->ow;
   int lo[64], hi[64];
   for (int l = 0; l < vl; l++) { /* the two columns of each tile side by side */
     lo[l] = l % 2 ? vl + l / 2 : l / 2;
@@ -359,7 +355,8 @@ dpc_status cg_lower_conv_winograd(cg_kernel *k, const dpc_window *w, dpc_diag *d
   cg_fn *f = k->f;
   wino p;
   gm_cfg c;
-  gm_choose(&c, f->vector_bits, DPC_F32, w->oc, ceil_div(w->oh, 2) * ceil_div(w->ow, 2), w->c);
+  gm_choose(&c, f->vector_bits, DPC_F32, w->oc, cg_ceil_div(w->oh, 2) * cg_ceil_div(w->ow, 2),
+            w->c);
   DPC_ASSERT(wino_blocks(&c, w, &p)); /* cg_conv_winograd_fits said so */
   /* the GEMMs' own configuration, for their real sizes */
   gm_choose(&c, f->vector_bits, DPC_F32, p.mb, p.nty * p.tw, p.ci);
@@ -373,10 +370,10 @@ dpc_status cg_lower_conv_winograd(cg_kernel *k, const dpc_window *w, dpc_diag *d
   p.ng = 1;
   while (p.ng < p.ntb && !gm_pieces_shared(p.n * p.og * p.ng)) p.ng++;
   while (p.og < p.nob && !gm_pieces_shared(p.n * p.og * p.ng)) p.og++;
-  p.per = ceil_div(p.ntb, p.ng);
-  p.ng = ceil_div(p.ntb, p.per);
-  p.obpg = ceil_div(p.nob, p.og);
-  p.og = ceil_div(p.nob, p.obpg);
+  p.per = cg_ceil_div(p.ntb, p.ng);
+  p.ng = cg_ceil_div(p.ntb, p.per);
+  p.obpg = cg_ceil_div(p.nob, p.og);
+  p.og = cg_ceil_div(p.nob, p.obpg);
   k->total = p.n * p.og * p.ng;
   if (k->total == 0) return DPC_OK;
   cg_val x = cg_arg_ptr(f, 0, DPC_F32), wt = cg_arg_ptr(f, 1, DPC_F32),

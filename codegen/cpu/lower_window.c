@@ -9,20 +9,16 @@
  *   conv2d_grad_input   dCol[K, P] = W^T[K, o] . dY[o, P]        dx += col2im(dCol)
  *   conv2d_grad_weight  dW[o, K]  += dY[o, P] . Col^T[P, K]       summed over the batch
  *
- * im2col builds the columns of a block of whole output rows into a stack buffer (Col, at most
- * COL_BYTES), which the GEMM then reads in place as its B. Blocks are as many output rows as
- * fit: all of a 28x28 or 14x14 image for the example CNN (288 x 196 floats for its second
- * layer), one row at a time for very large K; past that, K itself is cut (whole channels). When
- * the stride is 1 and output rows are as wide as input rows ("same" padding), a tap's row of Col
- * is the input plane shifted, and im2col_plane copies it a vector at a time with constant masks
- * for the padding; otherwise im2col does a masked vector per output row and tap (stride 1) or
- * an element at a time. col2im_rows sums dCol into each vector of dx once, over all taps, rather
- * than scattering tap by tap (which re-reads what the previous tap just stored, a store
- * forwarding stall each time).
+ * im2col (lower_conv_im2col.c) builds the columns of a block of whole output rows into a stack
+ * buffer (Col, at most COL_BYTES), which the GEMM then reads in place as its B. Blocks are as
+ * many output rows as fit: all of a 28x28 or 14x14 image for the example CNN (288 x 196 floats
+ * for its second layer), one row at a time for very large K; past that, K itself is cut (whole
+ * channels).
  *
- * Two forward shapes go elsewhere: a 1x1 convolution with stride 1 and no padding is a GEMM on
- * x's planes as they lie (B = x, packed by the GEMM, no Col), and a depthwise or grouped one
- * with few output channels per group is computed directly (lower_conv_direct.c).
+ * Three forward shapes go elsewhere: a 1x1 convolution with stride 1 and no padding is a GEMM on
+ * x's planes as they lie (B = x, packed by the GEMM, no Col), a depthwise or grouped one with
+ * few output channels per group is computed directly (lower_conv_direct.c), and a 3x3 "same"
+ * one with enough channels as Winograd's F(2x2, 3x3) (lower_conv_winograd.c).
  *
  * Parallel iterations: conv2d runs (image, group, channel block, row block) pieces, each
  * writing its own part of y, a single image cut so that two cores share it (split_pieces); the
@@ -35,6 +31,7 @@
  * rounded once at the end (adding into f16 memory would round at every tap).
  */
 #include "codegen/cpu/conv_direct.h"
+#include "codegen/cpu/conv_im2col.h"
 #include "codegen/cpu/conv_winograd.h"
 #include "codegen/cpu/gemm.h"
 #include "ir/rules.h"
@@ -43,377 +40,24 @@
 #include <string.h>
 
 /* Bytes of a Col / dCol block: half the L2, beside the GEMM's packed A. */
-#define COL_BYTES (512 * 1024)
-/* Most vectors im2col_plane unrolls (taps x vectors of pixels): 117 for the CNN's second layer.
- * Its first (9 x 52) compiled in 0.4 s instead of 0.05 s, more than it saved in a run. */
-#define PLANE_UNROLL 256
-
-typedef struct conv {
-  dpc_window w;
-  dpc_dtype t;
-  int64_t n, cpg, opg, kk, K, P; /* images, channels per group in and out, kh*kw, taps, pixels */
-} conv;
-
-static dpc_status conv_init(cg_fn *f, conv *cv, dpc_diag *d) {
-  const dpc_graph *g = f->g;
-  dpc_status st = dpc_window_of(g, f->node, &cv->w, d);
-  if (st) return st;
-  const dpc_node *nd = &g->nodes[f->node];
-  cv->t = g->values[nd->out].dtype;
-  const dpc_window *w = &cv->w;
-  /* n from dy (input 0 of the gradients) or x (input 0 of conv2d): both lead with it */
-  cv->n = g->values[g->ids[nd->in]].shape.d[0];
-  cv->cpg = w->c / w->groups;
-  cv->opg = w->oc / w->groups;
-  cv->kk = w->kh * w->kw;
-  cv->K = cv->cpg * cv->kk;
-  cv->P = w->oh * w->ow;
-  return DPC_OK;
-}
-
-static int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
+#define COL_BYTES CG_COL_BYTES
 
 /* Output rows per block (rb) and the buffer's row stride (ld) for a Col of `rows` rows, and the
  * rows of it one block may hold (kq <= rows: K is cut only when a single output row of all K
  * taps exceeds the budget). */
-static void col_block(const gm_cfg *c, const conv *cv, int64_t rows, int64_t *rb, int64_t *ld,
-                      int64_t *kq) {
+static void col_block(const gm_cfg *c, const cg_conv_geom *cv, int64_t rows, int64_t *rb,
+                      int64_t *ld, int64_t *kq) {
   const dpc_window *w = &cv->w;
   int64_t per_row = w->ow * rows * c->esize;
   *rb = COL_BYTES / (per_row ? per_row : 1);
   if (*rb < 1) *rb = 1;
   if (*rb > w->oh) *rb = w->oh;
-  *ld = gm_pad_ld(c, ceil_div(*rb * w->ow, c->nr) * c->nr);
+  *ld = gm_pad_ld(c, cg_ceil_div(*rb * w->ow, c->nr) * c->nr);
   *kq = COL_BYTES / (*ld * c->esize);
   if (*kq > rows) *kq = rows;
   /* whole input channels per piece of K (col2im_rows gathers all of a channel's taps) */
   if (*kq < rows) *kq = *kq / cv->kk * cv->kk;
   if (*kq < cv->kk) *kq = cv->kk < rows ? cv->kk : rows;
-}
-
-static cg_val mulk(cg_fn *f, cg_val a, int64_t k) {
-  return cg_mul(f, a, cg_const_i64(k));
-}
-
-/* The tap (ci, ky, kx) of row q, and the output columns [lo, hi) whose input column
- * ox*sw + off (off = kx*dw - pl) falls inside the image (as tap_cols in ref_conv.c). */
-typedef struct tap {
-  cg_val ci, ky, off, lo, hi;
-} tap;
-
-static tap tap_of(cg_fn *f, const conv *cv, cg_val q) {
-  const dpc_window *w = &cv->w;
-  tap t;
-  t.ci = gm_ev(f, "sdiv i64 %s, %lld", q.s, (long long)cv->kk);
-  cg_val r = gm_ev(f, "srem i64 %s, %lld", q.s, (long long)cv->kk);
-  t.ky = gm_ev(f, "sdiv i64 %s, %lld", r.s, (long long)w->kw);
-  cg_val kx = gm_ev(f, "srem i64 %s, %lld", r.s, (long long)w->kw);
-  t.off = gm_ev(f, "sub i64 %s, %lld", mulk(f, kx, w->dw).s, (long long)w->pl);
-  cg_val neg = gm_max(f, gm_sub(f, cg_const_i64(0), t.off), cg_const_i64(0));
-  t.lo = gm_ev(f, "sdiv i64 %s, %lld", cg_add(f, neg, cg_const_i64(w->sw - 1)).s, (long long)w->sw);
-  t.lo = gm_min(f, t.lo, cg_const_i64(w->ow));
-  cg_val u = gm_sub(f, cg_const_i64(w->w - 1), t.off); /* last input column minus off */
-  cg_val last = gm_ev(f, "sdiv i64 %s, %lld", u.s, (long long)w->sw);
-  cg_val inside = gm_ev(f, "icmp sge i64 %s, 0", u.s);
-  t.hi = gm_ev(f, "select i1 %s, i64 %s, i64 0", inside.s, cg_add(f, last, cg_const_i64(1)).s);
-  t.hi = gm_max(f, gm_min(f, t.hi, cg_const_i64(w->ow)), t.lo);
-  return t;
-}
-
-/* Input row of output row oy under tap t, and whether it is inside the image. */
-static cg_val in_row(cg_fn *f, const conv *cv, const tap *t, cg_val oy, cg_val *valid) {
-  const dpc_window *w = &cv->w;
-  cg_val iy = cg_add(f, mulk(f, oy, w->sh), mulk(f, t->ky, w->dh));
-  iy = gm_ev(f, "sub i64 %s, %lld", iy.s, (long long)w->pt);
-  *valid = gm_ev(f, "icmp ult i64 %s, %lld", iy.s, (long long)w->h); /* 0 <= iy < h */
-  return iy;
-}
-
-/* Lanes of the output-row chunk starting at column ox0 that the tap reads: [lo, hi) and < ow. */
-static cg_val chunk_mask(cg_fn *f, const gm_cfg *c, const conv *cv, const tap *t, int64_t ox0) {
-  cg_val m = gm_lanes(f, c, gm_sub(f, t->lo, cg_const_i64(ox0)),
-                      gm_sub(f, gm_min(f, t->hi, cg_const_i64(cv->w.ow)), cg_const_i64(ox0)));
-  return m;
-}
-
-/* Lanes l of the result are p[2 l], for the lanes m keeps (zeros elsewhere): two masked loads
- * of the 2 vl elements they span, each mask the output mask spread to the even lanes, and one
- * shuffle that keeps the even lanes. */
-static cg_val load_even(cg_fn *f, const gm_cfg *c, cg_val p, cg_val m) {
-  int VL = c->vl;
-  char lo[512], hi[512], ev[512];
-  size_t a = 0, b = 0, e = 0;
-  for (int l = 0; l < VL; l++) {
-    /* lane VL of the second operand (zeroinitializer) is false */
-    a += (size_t)snprintf(lo + a, sizeof lo - a, "%si32 %d", l ? ", " : "<", l % 2 ? VL : l / 2);
-    b += (size_t)snprintf(hi + b, sizeof hi - b, "%si32 %d", l ? ", " : "<",
-                          l % 2 ? VL : VL / 2 + l / 2);
-    e += (size_t)snprintf(ev + e, sizeof ev - e, "%si32 %d", l ? ", " : "<", 2 * l);
-  }
-  snprintf(lo + a, sizeof lo - a, ">");
-  snprintf(hi + b, sizeof hi - b, ">");
-  snprintf(ev + e, sizeof ev - e, ">");
-  cg_val mlo =
-      gm_ev(f, "shufflevector %s %s, %s zeroinitializer, %s %s", c->mty, m.s, c->mty, c->ity, lo);
-  cg_val mhi =
-      gm_ev(f, "shufflevector %s %s, %s zeroinitializer, %s %s", c->mty, m.s, c->mty, c->ity, hi);
-  cg_val vlo = gm_mload(f, c, p, mlo);
-  cg_val vhi = gm_mload(f, c, gm_gep(f, c->ty, p, cg_const_i64(VL), false), mhi);
-  return gm_ev(f, "shufflevector %s %s, %s %s, %s %s", c->vty, vlo.s, c->vty, vhi.s, c->ity, ev);
-}
-
-/* Zero a row's columns [from, the next multiple of nr) (row: the row's first element): the
- * GEMM reads whole vectors there. At most nv masked stores. */
-static void zero_cols(cg_fn *f, const gm_cfg *c, cg_val row, cg_val from) {
-  cg_val left = gm_ev(f, "srem i64 %s, %d", from.s, c->nr);
-  cg_val tail = gm_ev(f, "srem i64 %s, %d", gm_ev(f, "sub i64 %d, %s", c->nr, left.s).s, c->nr);
-  for (int v = 0; v < c->nv; v++) {
-    cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, tail, cg_const_i64(v * c->vl)));
-    cg_val at = gm_gep(f, c->ty, row, cg_add(f, from, cg_const_i64(v * c->vl)), false);
-    gm_mstore(f, c, (cg_val){"zeroinitializer"}, at, m);
-  }
-}
-
-/* Col[q - q0][(oy - oy0)*ow + ox] = x[plane0 + ci][iy][ox*sw + off] (0 outside the image), for
- * q in [q0, q0 + nq) and oy in [oy0, oy0 + nrows). plane0: the first channel plane of the
- * group in this image. Columns past nrows*ow up to the next nr are zeroed (the GEMM reads
- * whole vectors there). */
-static void im2col(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val x, cg_val plane0, cg_val q0,
-                   cg_val nq, cg_val oy0, cg_val nrows, cg_val col, int64_t ld) {
-  const dpc_window *w = &cv->w;
-  /* stride 2 loads the two vectors its outputs' inputs span and keeps the even lanes (an element
-   * at a time, ResNet-18's 7x7 stem spent as long in im2col as in its GEMM) */
-  bool vec = (w->sw == 1 || w->sw == 2) && gm_vec_ok(c, cv->t);
-  int64_t chunks = ceil_div(w->ow, c->vl);
-  cg_loop q = cg_loop_begin(f, cg_const_i64(0), nq);
-  tap t = tap_of(f, cv, cg_add(f, q0, q.i));
-  cg_val plane = mulk(f, cg_add(f, plane0, t.ci), w->h * w->w);
-  cg_val dst = gm_gep(f, c->ty, col, mulk(f, q.i, ld), true);
-  cg_val masks[8];
-  for (int64_t k = 0; vec && k < chunks && chunks <= 8; k++)
-    masks[k] = chunk_mask(f, c, cv, &t, k * c->vl);
-  cg_loop oy = cg_loop_begin(f, cg_const_i64(0), nrows);
-  cg_val valid, iy = in_row(f, cv, &t, cg_add(f, oy0, oy.i), &valid);
-  cg_val drow = gm_gep(f, c->ty, dst, mulk(f, oy.i, w->ow), true);
-  if (vec) {
-    /* src(ox) = x + plane + iy*w + off + ox; lanes outside [lo, hi) or rows outside the image
-     * stay unread, so the address may point before or past the plane */
-    cg_val iyv = gm_ev(f, "select i1 %s, i64 %s, i64 0", valid.s, iy.s); /* keep it mapped */
-    cg_val src = gm_gep(f, c->ty, x, cg_add(f, cg_add(f, plane, mulk(f, iyv, w->w)), t.off), false);
-    cg_loop ch = {0};
-    if (chunks > 8) ch = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(chunks));
-    for (int64_t k = 0; k < (chunks > 8 ? 1 : chunks); k++) {
-      cg_val ox0 = chunks > 8 ? mulk(f, ch.i, c->vl) : cg_const_i64(k * c->vl);
-      cg_val m;
-      if (chunks > 8) {
-        cg_val hi = gm_sub(f, gm_min(f, t.hi, cg_const_i64(w->ow)), ox0);
-        m = gm_lanes(f, c, gm_sub(f, t.lo, ox0), hi);
-      } else {
-        m = masks[k];
-      }
-      m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", valid.s, c->mty, m.s, c->mty);
-      cg_val v = w->sw == 1 ? gm_mload(f, c, gm_gep(f, c->ty, src, ox0, false), m)
-                            : load_even(f, c, gm_gep(f, c->ty, src, mulk(f, ox0, 2), false), m);
-      cg_val keep = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, cg_const_i64(w->ow), ox0));
-      gm_mstore(f, c, v, gm_gep(f, c->ty, drow, ox0, true), keep);
-    }
-    if (chunks > 8) cg_loop_end(f, ch);
-  } else {
-    /* strided or widened: element by element, reading index 0 where the tap is outside */
-    cg_loop ox = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(w->ow));
-    cg_val a = gm_ev(f, "icmp sge i64 %s, %s", ox.i.s, t.lo.s);
-    cg_val b = gm_ev(f, "icmp slt i64 %s, %s", ox.i.s, t.hi.s);
-    cg_val ok = gm_ev(f, "and i1 %s, %s", valid.s, gm_ev(f, "and i1 %s, %s", a.s, b.s).s);
-    cg_val ix = cg_add(f, mulk(f, ox.i, w->sw), t.off);
-    cg_val idx = cg_add(f, plane, cg_add(f, mulk(f, iy, w->w), ix));
-    idx = gm_ev(f, "select i1 %s, i64 %s, i64 0", ok.s, idx.s);
-    cg_val v = cg_load(f, x, cv->t, idx);
-    v = gm_ev(f, "select i1 %s, %s %s, %s %s", ok.s, c->ty, v.s, c->ty, cg_const(c->calc, 0).s);
-    cg_line(f, "store %s %s, %s* %s", c->ty, v.s, c->ty, gm_gep(f, c->ty, drow, ox.i, true).s);
-    cg_loop_end(f, ox);
-  }
-  cg_loop_end(f, oy);
-  zero_cols(f, c, dst, mulk(f, nrows, w->ow));
-  cg_loop_end(f, q);
-}
-
-/* Whether im2col_plane can build this Col: stride 1 with output rows as wide as the input's
- * (so a tap's whole column of pixels is one shifted run of the input plane), every output row
- * in one block, and a small enough unrolled body (taps x vectors of pixels). */
-static bool plane_ok(const gm_cfg *c, const conv *cv, int64_t rb) {
-  const dpc_window *w = &cv->w;
-  return w->sh == 1 && w->sw == 1 && w->ow == w->w && rb == w->oh && gm_vec_ok(c, cv->t) &&
-         cv->kk * ceil_div(cv->P + c->nr, c->vl) <= PLANE_UNROLL;
-}
-
-/* im2col for plane_ok geometries, whole channels [ci0, ci0 + nci) at a time: row q of a tap
- * (ky, kx) is the input plane shifted by s = (ky*dh - pt)*w + kx*dw - pl, with the pixels whose
- * input falls in the padding masked off; both the shift and the masks are constants of the
- * unrolled taps, so a vector of Col costs one masked load and one store (the general im2col
- * spends ~10 instructions per output row and tap). */
-static void im2col_plane(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val x, cg_val plane0,
-                         cg_val ci0, cg_val nci, cg_val col, int64_t ld) {
-  const dpc_window *w = &cv->w;
-  /* up to the next multiple of nr: the GEMM reads whole vectors there, zeros past P */
-  int64_t chunks = ceil_div(ceil_div(cv->P, c->nr) * c->nr, c->vl);
-  cg_loop ci = cg_loop_begin(f, cg_const_i64(0), nci);
-  cg_val base =
-      gm_gep(f, c->ty, x, mulk(f, cg_add(f, plane0, cg_add(f, ci0, ci.i)), w->h * w->w), true);
-  cg_val rows = gm_gep(f, c->ty, col, mulk(f, ci.i, cv->kk * ld), true);
-  for (int64_t ky = 0; ky < w->kh; ky++)
-    for (int64_t kx = 0; kx < w->kw; kx++) {
-      int64_t sy = ky * w->dh - w->pt, sx = kx * w->dw - w->pl, shift = sy * w->w + sx;
-      cg_val dst = gm_gep(f, c->ty, rows, cg_const_i64((ky * w->kw + kx) * ld), true);
-      for (int64_t j = 0; j < chunks; j++) {
-        char mask[1024];
-        size_t o = (size_t)snprintf(mask, sizeof mask, "<");
-        int live = 0;
-        for (int l = 0; l < c->vl; l++) {
-          int64_t px = j * c->vl + l, iy = px / w->ow + sy, ix = px % w->ow + sx;
-          bool on = px < cv->P && iy >= 0 && iy < w->h && ix >= 0 && ix < w->w;
-          live += on;
-          o += (size_t)snprintf(mask + o, sizeof mask - o, "%si1 %s", l ? ", " : "",
-                                on ? "true" : "false");
-        }
-        snprintf(mask + o, sizeof mask - o, ">");
-        cg_val v = {"zeroinitializer"};
-        if (live) {
-          cg_val m = gm_ev(f, "select i1 true, %s %s, %s zeroinitializer", c->mty, mask, c->mty);
-          v = gm_mload(f, c, gm_gep(f, c->ty, base, cg_const_i64(j * c->vl + shift), false), m);
-        }
-        gm_vstore(f, c, v, gm_gep(f, c->ty, dst, cg_const_i64(j * c->vl), true), c->esize);
-      }
-    }
-  cg_loop_end(f, ci);
-}
-
-/* The Col of taps [q0, q0 + nq) over output rows [oy0, oy0 + nrows): whole planes at a time
- * (im2col_plane) when `whole` (plane_ok, and the taps are whole channels), else row by row. */
-static void im2col_taps(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val x, cg_val plane0,
-                        cg_val q0, cg_val nq, bool whole, cg_val oy0, cg_val nrows, cg_val col,
-                        int64_t ld) {
-  if (whole)
-    im2col_plane(f, c, cv, x, plane0, gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv->kk),
-                 gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv->kk), col, ld);
-  else
-    im2col(f, c, cv, x, plane0, q0, nq, oy0, nrows, col, ld);
-}
-
-/* dx[plane0 + ci][iy][ox*sw + off] += dCol[q - q0][(oy - oy0)*ow + ox], the transpose of
- * im2col; dx is calc-typed here (the caller's scratch for f16/bf16). */
-static void col2im(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val dx, cg_val plane0, cg_val q0,
-                   cg_val nq, cg_val oy0, cg_val nrows, cg_val col, int64_t ld) {
-  const dpc_window *w = &cv->w;
-  bool vec = w->sw == 1;
-  int64_t chunks = ceil_div(w->ow, c->vl);
-  cg_loop q = cg_loop_begin(f, cg_const_i64(0), nq);
-  tap t = tap_of(f, cv, cg_add(f, q0, q.i));
-  cg_val plane = mulk(f, cg_add(f, plane0, t.ci), w->h * w->w);
-  cg_val srcq = gm_gep(f, c->ty, col, mulk(f, q.i, ld), true);
-  cg_val masks[8];
-  for (int64_t k = 0; vec && k < chunks && chunks <= 8; k++)
-    masks[k] = chunk_mask(f, c, cv, &t, k * c->vl);
-  cg_loop oy = cg_loop_begin(f, cg_const_i64(0), nrows);
-  cg_val valid, iy = in_row(f, cv, &t, cg_add(f, oy0, oy.i), &valid);
-  uint32_t inside = gm_if(f, valid);
-  cg_val srow = gm_gep(f, c->ty, srcq, mulk(f, oy.i, w->ow), true);
-  cg_val drow = cg_add(f, plane, cg_add(f, mulk(f, iy, w->w), t.off)); /* index of ox = 0 */
-  if (vec) {
-    cg_val dst = gm_gep(f, c->ty, dx, drow, false);
-    cg_loop ch = {0};
-    if (chunks > 8) ch = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(chunks));
-    for (int64_t k = 0; k < (chunks > 8 ? 1 : chunks); k++) {
-      cg_val ox0 = chunks > 8 ? mulk(f, ch.i, c->vl) : cg_const_i64(k * c->vl);
-      cg_val m = chunks > 8 ? gm_lanes(f, c, gm_sub(f, t.lo, ox0),
-                                       gm_sub(f, gm_min(f, t.hi, cg_const_i64(w->ow)), ox0))
-                            : masks[k];
-      cg_val p = gm_gep(f, c->ty, dst, ox0, false);
-      cg_val old = gm_mload(f, c, p, m);
-      cg_val add = gm_mload(f, c, gm_gep(f, c->ty, srow, ox0, true), m);
-      gm_mstore(f, c, gm_ev(f, "fadd %s %s, %s", c->vty, old.s, add.s), p, m);
-    }
-    if (chunks > 8) cg_loop_end(f, ch);
-  } else {
-    cg_loop ox = cg_loop_begin(f, t.lo, t.hi);
-    cg_val p = gm_gep(f, c->ty, dx, cg_add(f, drow, mulk(f, ox.i, w->sw)), true);
-    cg_val old = gm_ev(f, "load %s, %s* %s", c->ty, c->ty, p.s);
-    cg_val add = gm_ev(f, "load %s, %s* %s", c->ty, c->ty, gm_gep(f, c->ty, srow, ox.i, true).s);
-    cg_line(f, "store %s %s, %s* %s", c->ty, gm_ev(f, "fadd %s %s, %s", c->ty, old.s, add.s).s,
-            c->ty, p.s);
-    cg_loop_end(f, ox);
-  }
-  gm_endif(f, inside);
-  cg_loop_end(f, oy);
-  cg_loop_end(f, q);
-}
-
-/* Whether col2im_rows can do this geometry: unit column stride, and a tap loop small enough to
- * unroll (kh*kw masked loads per vector of an input row). */
-static bool rows_ok(const gm_cfg *c, const conv *cv) {
-  return cv->w.sw == 1 && cv->kk * ceil_div(cv->w.w, c->vl) <= 64;
-}
-
-/* The same sum as col2im, gathered per input row instead of scattered per tap: each vector of
- * dx is loaded once, gets every tap's contribution from dCol (masked loads at shifted columns,
- * the masks constants), and is stored once. Scattering tap by tap re-read a vector the previous
- * tap had just stored one element over, which store forwarding cannot serve: 2x slower overall.
- * dCol holds whole channels: rows [q0, q0 + nq) are channels [q0/kk, (q0+nq)/kk). */
-static void col2im_rows(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val dx, cg_val plane0,
-                        cg_val q0, cg_val nq, cg_val oy0, cg_val nrows, cg_val col, int64_t ld) {
-  const dpc_window *w = &cv->w;
-  int64_t chunks = ceil_div(w->w, c->vl);
-  cg_val ci0 = gm_ev(f, "sdiv i64 %s, %lld", q0.s, (long long)cv->kk);
-  cg_val nci = gm_ev(f, "sdiv i64 %s, %lld", nq.s, (long long)cv->kk);
-  /* the input rows this block of output rows reaches */
-  cg_val top = gm_ev(f, "sub i64 %s, %lld", mulk(f, oy0, w->sh).s, (long long)w->pt);
-  cg_val last = cg_add(f, mulk(f, cg_add(f, oy0, gm_sub(f, nrows, cg_const_i64(1))), w->sh),
-                       cg_const_i64((w->kh - 1) * w->dh - w->pt + 1));
-  cg_val iy_lo = gm_max(f, top, cg_const_i64(0));
-  cg_val iy_hi = gm_min(f, last, cg_const_i64(w->h));
-  cg_loop ci = cg_loop_begin(f, cg_const_i64(0), nci);
-  cg_val plane = mulk(f, cg_add(f, plane0, cg_add(f, ci0, ci.i)), w->h * w->w);
-  cg_val qrow = gm_gep(f, c->ty, col, mulk(f, ci.i, cv->kk * ld), true);
-  cg_loop iy = cg_loop_begin(f, iy_lo, iy_hi);
-  cg_val valid[64], rel[64];
-  for (int64_t ky = 0; ky < w->kh; ky++) {
-    /* output row of tap ky: (iy + pt - ky*dh) / sh when that divides, inside the block */
-    cg_val t = cg_add(f, iy.i, cg_const_i64(w->pt - ky * w->dh));
-    cg_val oy = t, ok = {"true"};
-    if (w->sh > 1) {
-      oy = gm_ev(f, "sdiv i64 %s, %lld", t.s, (long long)w->sh);
-      ok = gm_ev(f, "icmp eq i64 %s, 0", gm_ev(f, "srem i64 %s, %lld", t.s, (long long)w->sh).s);
-    }
-    cg_val r = gm_sub(f, oy, oy0);
-    cg_val in = gm_ev(f, "icmp ult i64 %s, %s", r.s, nrows.s);
-    valid[ky] = gm_ev(f, "and i1 %s, %s", in.s, ok.s);
-    rel[ky] = gm_ev(f, "select i1 %s, i64 %s, i64 0", valid[ky].s, r.s);
-  }
-  for (int64_t x0 = 0; x0 < chunks; x0++) {
-    int64_t ix0 = x0 * c->vl;
-    cg_val p = gm_gep(f, c->ty, dx,
-                      cg_add(f, plane, cg_add(f, mulk(f, iy.i, w->w), cg_const_i64(ix0))), true);
-    cg_val keep = gm_lanes(f, c, cg_const_i64(0), cg_const_i64(w->w - ix0));
-    cg_val acc = gm_mload(f, c, p, keep);
-    for (int64_t ky = 0; ky < w->kh; ky++) {
-      for (int64_t kx = 0; kx < w->kw; kx++) {
-        /* lane l is input column ix0 + l, output column ix0 + l - off */
-        int64_t off = kx * w->dw - w->pl, lo = off - ix0, hi = off - ix0 + w->ow;
-        if (hi > w->w - ix0) hi = w->w - ix0;
-        if (lo >= hi || lo >= c->vl || hi <= 0) continue; /* this tap misses the chunk */
-        cg_val m = gm_lanes(f, c, cg_const_i64(lo), cg_const_i64(hi));
-        m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", valid[ky].s, c->mty, m.s, c->mty);
-        cg_val src =
-            cg_add(f, cg_const_i64((ky * w->kw + kx) * ld + ix0 - off), mulk(f, rel[ky], w->ow));
-        cg_val v = gm_mload(f, c, gm_gep(f, c->ty, qrow, src, false), m);
-        acc = gm_ev(f, "fadd %s %s, %s", c->vty, acc.s, v.s);
-      }
-    }
-    gm_mstore(f, c, acc, p, keep);
-  }
-  cg_loop_end(f, iy);
-  cg_loop_end(f, ci);
 }
 
 /* Split the iteration index `it` into digits of the given (static) radices, last fastest. */
@@ -452,7 +96,7 @@ static bool pointwise(const dpc_window *w) {
  * the passes are where an output's sum is split, so an image gets the same bits at any batch
  * (docs/serving.md). */
 #define KQ_COLS 256
-static int64_t k_pass(const conv *cv, int esize) {
+static int64_t k_pass(const cg_conv_geom *cv, int esize) {
   int64_t kq = COL_BYTES / (KQ_COLS * esize);
   if (kq >= cv->K) return cv->K;
   kq = kq / cv->kk * cv->kk;
@@ -461,8 +105,8 @@ static int64_t k_pass(const conv *cv, int esize) {
 
 /* The Col of a row block of rb output rows: its row stride, and whether a pass of it fits in
  * COL_BYTES. */
-static bool col_rows(const gm_cfg *c, const conv *cv, int64_t rb, int64_t *ld) {
-  *ld = gm_pad_ld(c, ceil_div(rb * cv->w.ow, c->nr) * c->nr);
+static bool col_rows(const gm_cfg *c, const cg_conv_geom *cv, int64_t rb, int64_t *ld) {
+  *ld = gm_pad_ld(c, cg_ceil_div(rb * cv->w.ow, c->nr) * c->nr);
   return k_pass(cv, c->esize) * *ld * c->esize <= COL_BYTES;
 }
 
@@ -471,7 +115,8 @@ static bool col_rows(const gm_cfg *c, const conv *cv, int64_t rb, int64_t *ld) {
  * again, so the cut that repeats least of what costs most wins: ResNet-18's last layer (9.4 MB
  * of weights, a 7x7 output) is cut by channels with every row in one piece, its first
  * (147 KB of weights, 56x56) by rows; partial micro-tiles count as the FLOPs they waste. */
-static void split_pieces(const gm_cfg *c, const conv *cv, bool pw, int64_t *rb, int64_t *ob) {
+static void split_pieces(const gm_cfg *c, const cg_conv_geom *cv, bool pw, int64_t *rb,
+                         int64_t *ob) {
   const dpc_window *w = &cv->w;
   double wb = (double)cv->opg * (double)cv->K * c->esize;
   double colb = (double)cv->K * (double)cv->P * c->esize;
@@ -482,28 +127,30 @@ static void split_pieces(const gm_cfg *c, const conv *cv, bool pw, int64_t *rb, 
   *rb = w->oh;
   *ob = cv->opg;
   for (int64_t r = w->oh; r >= 1; r--) {
-    int64_t nblk = ceil_div(w->oh, r);
-    if (r != ceil_div(w->oh, nblk)) continue; /* the same blocks, less even */
+    int64_t nblk = cg_ceil_div(w->oh, r);
+    if (r != cg_ceil_div(w->oh, nblk)) continue; /* the same blocks, less even */
     /* K is cut to keep Col in COL_BYTES, and each cut sweeps the piece's output once more
      * (beyond the GEMM's own KC blocks); a single channel's taps must fit */
     int64_t ld = 0, kq = k_pass(cv, c->esize);
     if (!pw && r > 1 && !col_rows(c, cv, r, &ld)) continue;
-    double sweeps = (double)(ceil_div(cv->K, kq) > ceil_div(cv->K, c->kc) ? ceil_div(cv->K, kq)
-                                                                          : ceil_div(cv->K, c->kc));
+    double sweeps =
+        (double)(cg_ceil_div(cv->K, kq) > cg_ceil_div(cv->K, c->kc) ? cg_ceil_div(cv->K, kq)
+                                                                    : cg_ceil_div(cv->K, c->kc));
     int64_t prev = -1;
-    for (int64_t nob = 1; nob <= ceil_div(cv->opg, c->mr); nob++) {
-      int64_t o = ceil_div(ceil_div(cv->opg, nob), c->mr) * c->mr;
+    for (int64_t nob = 1; nob <= cg_ceil_div(cv->opg, c->mr); nob++) {
+      int64_t o = cg_ceil_div(cg_ceil_div(cv->opg, nob), c->mr) * c->mr;
       if (o == prev) continue;
       prev = o;
-      int64_t nob_real = ceil_div(cv->opg, o), pieces = cv->n * w->groups * nblk * nob_real;
+      int64_t nob_real = cg_ceil_div(cv->opg, o), pieces = cv->n * w->groups * nblk * nob_real;
       if (can_cut && !gm_pieces_shared(pieces)) continue;
       if (pieces > 1 && flop / (double)(nblk * nob_real) < MIN_PIECE_FLOP) continue;
       /* FLOPs the micro-tiles compute, padding included */
       double cols = 0, rows = 0;
       for (int64_t b = 0; b < nblk; b++)
-        cols += (double)(ceil_div((w->oh - b * r < r ? w->oh - b * r : r) * w->ow, c->nr) * c->nr);
+        cols +=
+            (double)(cg_ceil_div((w->oh - b * r < r ? w->oh - b * r : r) * w->ow, c->nr) * c->nr);
       for (int64_t b = 0; b < nob_real; b++)
-        rows += (double)(ceil_div(cv->opg - b * o < o ? cv->opg - b * o : o, c->mr) * c->mr);
+        rows += (double)(cg_ceil_div(cv->opg - b * o < o ? cv->opg - b * o : o, c->mr) * c->mr);
       double cb = (double)o * (double)(r * w->ow) * c->esize; /* a piece's output */
       double t = (double)nblk * wb / w_bps + (double)nob_real * colb / COL_BPS +
                  sweeps * 2.0 * (double)cv->opg * (double)cv->P * c->esize /
@@ -532,33 +179,34 @@ static void split_pieces(const gm_cfg *c, const conv *cv, bool pw, int64_t *rb, 
 
 /* The Col row stride for nb images side by side: each image's im2col zeroes up to nr columns
  * past its own, so there is room for the last one's. */
-static int64_t img_ld(const gm_cfg *c, const conv *cv, int64_t nb) {
-  return gm_pad_ld(c, ceil_div(nb * cv->P, c->nr) * c->nr + c->nr);
+static int64_t img_ld(const gm_cfg *c, const cg_conv_geom *cv, int64_t nb) {
+  return gm_pad_ld(c, cg_ceil_div(nb * cv->P, c->nr) * c->nr + c->nr);
 }
 
 /* The Cols of taps [q0, q0 + nq) of images [b0, b0 + bn) side by side, image i's from column
  * i*P (each zeroes past its own columns, which the next one overwrites). */
-static void im2col_images(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val x, cg_val b0, cg_val bn,
-                          cg_val grp, cg_val q0, cg_val nq, bool whole, cg_val col, int64_t ld) {
+static void im2col_images(cg_fn *f, const gm_cfg *c, const cg_conv_geom *cv, cg_val x, cg_val b0,
+                          cg_val bn, cg_val grp, cg_val q0, cg_val nq, bool whole, cg_val col,
+                          int64_t ld) {
   const dpc_window *w = &cv->w;
   cg_loop im = cg_loop_begin(f, cg_const_i64(0), bn);
-  cg_val plane0 = cg_add(f, mulk(f, cg_add(f, b0, im.i), w->c), mulk(f, grp, cv->cpg));
-  im2col_taps(f, c, cv, x, plane0, q0, nq, whole, cg_const_i64(0), cg_const_i64(w->oh),
-              gm_gep(f, c->ty, col, mulk(f, im.i, cv->P), true), ld);
+  cg_val plane0 = cg_add(f, cg_mulk(f, cg_add(f, b0, im.i), w->c), cg_mulk(f, grp, cv->cpg));
+  cg_im2col_taps(f, c, cv, x, plane0, q0, nq, whole, cg_const_i64(0), cg_const_i64(w->oh),
+                 gm_gep(f, c->ty, col, cg_mulk(f, im.i, cv->P), true), ld);
   cg_loop_end(f, im);
 }
 
 /* Whether f32 weights are read where they lie (gm_mat.direct for A) when cut into channel
  * blocks of ob: every block must have a whole micro-tile of rows (packing them for each piece
  * was a quarter of ResNet-18's 3x3 layers). */
-static bool weights_in_place(const gm_cfg *c, const conv *cv, int64_t ob) {
+static bool weights_in_place(const gm_cfg *c, const cg_conv_geom *cv, int64_t ob) {
   return gm_vec_ok(c, cv->t) && cv->t == c->calc &&
-         cv->opg - (ceil_div(cv->opg, ob) - 1) * ob >= c->mr;
+         cv->opg - (cg_ceil_div(cv->opg, ob) - 1) * ob >= c->mr;
 }
 
 /* Images per piece: 1 (one image per GEMM) unless planes are small and there are several; as
  * many as IMG_COLS columns hold and a pass of their Col fits COL_BYTES. */
-static int64_t images_per_piece(const gm_cfg *c, const conv *cv) {
+static int64_t images_per_piece(const gm_cfg *c, const cg_conv_geom *cv) {
   if (cv->n < 2 || cv->P * 2 > IMG_COLS) return 1;
   int64_t nb = IMG_COLS / cv->P, kq = k_pass(cv, c->esize);
   if (nb > cv->n) nb = cv->n;
@@ -570,27 +218,28 @@ static int64_t images_per_piece(const gm_cfg *c, const conv *cv) {
  * GEMM reads whole vectors there. */
 static void zero_tail(cg_fn *f, const gm_cfg *c, cg_val buf, int64_t ld, cg_val rows, cg_val from) {
   cg_loop r = cg_loop_begin(f, cg_const_i64(0), rows);
-  zero_cols(f, c, gm_gep(f, c->ty, buf, mulk(f, r.i, ld), true), from);
+  cg_zero_cols(f, c, gm_gep(f, c->ty, buf, cg_mulk(f, r.i, ld), true), from);
   cg_loop_end(f, r);
 }
 
-static dpc_status lower_conv2d_images(cg_kernel *k, const conv *cv, int64_t nb, dpc_diag *d) {
+static dpc_status lower_conv2d_images(cg_kernel *k, const cg_conv_geom *cv, int64_t nb,
+                                      dpc_diag *d) {
   cg_fn *f = k->f;
   const dpc_window *w = &cv->w;
-  int64_t cols = nb * cv->P, nimg = ceil_div(cv->n, nb);
+  int64_t cols = nb * cv->P, nimg = cg_ceil_div(cv->n, nb);
   gm_cfg c;
   gm_choose(&c, f->vector_bits, cv->t, cv->opg, cols, cv->K);
   /* channel blocks until two cores have work (an even count of pieces, or 8) */
   int64_t ob = cv->opg;
   for (;;) {
-    int64_t pieces = nimg * w->groups * ceil_div(cv->opg, ob);
+    int64_t pieces = nimg * w->groups * cg_ceil_div(cv->opg, ob);
     if (gm_pieces_shared(pieces) || ob <= c.mr) break;
-    ob = ceil_div(ceil_div(ob, 2), c.mr) * c.mr;
+    ob = cg_ceil_div(cg_ceil_div(ob, 2), c.mr) * c.mr;
   }
-  int64_t nob = ceil_div(cv->opg, ob);
+  int64_t nob = cg_ceil_div(cv->opg, ob);
   /* each image's im2col zeroes up to nr columns past its own: room for the last one's */
   int64_t ld = img_ld(&c, cv, nb), kq = k_pass(cv, c.esize);
-  int64_t ldc = gm_pad_ld(&c, ceil_div(cols, c.nr) * c.nr);
+  int64_t ldc = gm_pad_ld(&c, cg_ceil_div(cols, c.nr) * c.nr);
   gm_fit(&c, ob, cols);
   k->total = nimg * w->groups * nob;
   if (k->total == 0) return DPC_OK;
@@ -602,20 +251,20 @@ static dpc_status lower_conv2d_images(cg_kernel *k, const conv *cv, int64_t nb, 
   int64_t radix[3] = {nimg, w->groups, nob};
   cg_val dg[3]; /* image block, group, channel block */
   digits(f, it.i, radix, 3, dg);
-  cg_val b0 = mulk(f, dg[0], nb);
+  cg_val b0 = cg_mulk(f, dg[0], nb);
   cg_val bn = gm_min(f, cg_const_i64(nb), gm_sub(f, cg_const_i64(cv->n), b0));
-  cg_val ncols = mulk(f, bn, cv->P);
-  cg_val o0 = mulk(f, dg[2], ob);
+  cg_val ncols = cg_mulk(f, bn, cv->P);
+  cg_val o0 = cg_mulk(f, dg[2], ob);
   cg_val ocur = gm_min(f, cg_const_i64(ob), gm_sub(f, cg_const_i64(cv->opg), o0));
-  cg_val wrow = cg_add(f, mulk(f, dg[1], cv->opg), o0);
+  cg_val wrow = cg_add(f, cg_mulk(f, dg[1], cv->opg), o0);
   bool w_direct = weights_in_place(&c, cv, ob);
-  bool whole = plane_ok(&c, cv, w->oh);
-  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv->K, kq)));
-  cg_val q0 = mulk(f, qc.i, kq);
+  bool whole = cg_plane_ok(&c, cv, w->oh);
+  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cg_ceil_div(cv->K, kq)));
+  cg_val q0 = cg_mulk(f, qc.i, kq);
   cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv->K), q0));
   im2col_images(f, &c, cv, x, b0, bn, dg[1], q0, nq, whole, col, ld); /* kq: whole channels */
   zero_tail(f, &c, col, ld, nq, ncols);
-  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, wrow, cv->K), q0), true), cv->t, cv->K, 1,
+  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, cg_mulk(f, wrow, cv->K), q0), true), cv->t, cv->K, 1,
               w_direct};
   gm_mat B = {col, c.calc, ld, 1, true, true};
   gm_mat C = {cbuf, c.calc, ldc, 1, false};
@@ -624,10 +273,11 @@ static dpc_status lower_conv2d_images(cg_kernel *k, const conv *cv, int64_t nb, 
   /* the scratch's columns [i*P, (i+1)*P) are image b0+i's planes */
   cg_loop out = cg_loop_begin(f, cg_const_i64(0), bn);
   cg_val obase =
-      cg_add(f, cg_add(f, mulk(f, cg_add(f, b0, out.i), w->oc), mulk(f, dg[1], cv->opg)), o0);
+      cg_add(f, cg_add(f, cg_mulk(f, cg_add(f, b0, out.i), w->oc), cg_mulk(f, dg[1], cv->opg)), o0);
   cg_loop o = cg_loop_begin(f, cg_const_i64(0), ocur);
-  cg_val src = gm_gep(f, c.ty, cbuf, cg_add(f, mulk(f, o.i, ldc), mulk(f, out.i, cv->P)), true);
-  cg_val yrow = mulk(f, cg_add(f, obase, o.i), cv->P);
+  cg_val src =
+      gm_gep(f, c.ty, cbuf, cg_add(f, cg_mulk(f, o.i, ldc), cg_mulk(f, out.i, cv->P)), true);
+  cg_val yrow = cg_mulk(f, cg_add(f, obase, o.i), cv->P);
   cg_loop px = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cv->P));
   cg_val v = gm_ev(f, "load %s, %s* %s", c.ty, c.ty, gm_gep(f, c.ty, src, px.i, true).s);
   cg_store(f, y, cv->t, cg_add(f, yrow, px.i), v);
@@ -645,8 +295,8 @@ static dpc_status lower_conv2d_images(cg_kernel *k, const conv *cv, int64_t nb, 
 
 static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
-  conv cv;
-  dpc_status st = conv_init(f, &cv, d);
+  cg_conv_geom cv;
+  dpc_status st = cg_conv_init(f, &cv, d);
   if (st) return st;
   const dpc_window *w = &cv.w;
   if (cg_conv_direct_fits(w, cv.t, f->vector_bits)) return cg_lower_conv_direct(k, w, d);
@@ -660,7 +310,7 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   split_pieces(&c, &cv, pw, &rb, &ob);
   if (!pw) col_rows(&c, &cv, rb, &ld);
   gm_fit(&c, ob, rb * w->ow);
-  int64_t nblk = ceil_div(w->oh, rb), nob = ceil_div(cv.opg, ob);
+  int64_t nblk = cg_ceil_div(w->oh, rb), nob = cg_ceil_div(cv.opg, ob);
   k->total = cv.n * w->groups * nob * nblk;
   if (k->total == 0) return DPC_OK;
   const char *st_ty = cg_store_type(cv.t);
@@ -671,41 +321,41 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   int64_t radix[4] = {cv.n, w->groups, nob, nblk};
   cg_val dg[4]; /* image, group, channel block, row block */
   digits(f, it.i, radix, 4, dg);
-  cg_val oy0 = mulk(f, dg[3], rb);
+  cg_val oy0 = cg_mulk(f, dg[3], rb);
   cg_val nrows = gm_min(f, cg_const_i64(rb), gm_sub(f, cg_const_i64(w->oh), oy0));
-  cg_val o0 = mulk(f, dg[2], ob); /* within the group */
+  cg_val o0 = cg_mulk(f, dg[2], ob); /* within the group */
   cg_val ocur = gm_min(f, cg_const_i64(ob), gm_sub(f, cg_const_i64(cv.opg), o0));
-  cg_val plane0 = cg_add(f, mulk(f, dg[0], w->c), mulk(f, dg[1], cv.cpg));
+  cg_val plane0 = cg_add(f, cg_mulk(f, dg[0], w->c), cg_mulk(f, dg[1], cv.cpg));
   /* first output plane of the piece */
-  cg_val obase = cg_add(f, cg_add(f, mulk(f, dg[0], w->oc), mulk(f, dg[1], cv.opg)), o0);
-  cg_val yoff = cg_add(f, mulk(f, obase, cv.P), mulk(f, oy0, w->ow));
+  cg_val obase = cg_add(f, cg_add(f, cg_mulk(f, dg[0], w->oc), cg_mulk(f, dg[1], cv.opg)), o0);
+  cg_val yoff = cg_add(f, cg_mulk(f, obase, cv.P), cg_mulk(f, oy0, w->ow));
   gm_mat C = {gm_gep(f, st_ty, y, yoff, true), cv.t, cv.P, 1, false};
-  cg_val wrow = cg_add(f, mulk(f, dg[1], cv.opg), o0); /* the piece's first row of W */
+  cg_val wrow = cg_add(f, cg_mulk(f, dg[1], cv.opg), o0); /* the piece's first row of W */
   bool w_direct = weights_in_place(&c, &cv, ob);
-  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv.K, kq)));
-  cg_val q0 = mulk(f, qc.i, kq);
+  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cg_ceil_div(cv.K, kq)));
+  cg_val q0 = cg_mulk(f, qc.i, kq);
   cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv.K), q0));
   cg_val acc = gm_ev(f, "icmp sgt i64 %s, 0", qc.i.s);
-  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, wrow, cv.K), q0), true), cv.t, cv.K, 1,
+  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, cg_mulk(f, wrow, cv.K), q0), true), cv.t, cv.K, 1,
               w_direct};
   if (pw) {
     /* the pass's input channels as they lie: B[ci, pixel] */
-    cg_val xoff = cg_add(f, mulk(f, cg_add(f, plane0, q0), cv.P), mulk(f, oy0, w->ow));
+    cg_val xoff = cg_add(f, cg_mulk(f, cg_add(f, plane0, q0), cv.P), cg_mulk(f, oy0, w->ow));
     gm_mat B = {gm_gep(f, st_ty, x, xoff, true), cv.t, cv.P, 1, false};
-    gm_block(f, &c, &A, &B, &C, ocur, mulk(f, nrows, w->ow), nq, acc);
+    gm_block(f, &c, &A, &B, &C, ocur, cg_mulk(f, nrows, w->ow), nq, acc);
   } else {
     /* kq is whole channels (k_pass) */
-    im2col_taps(f, &c, &cv, x, plane0, q0, nq, plane_ok(&c, &cv, rb), oy0, nrows, col, ld);
+    cg_im2col_taps(f, &c, &cv, x, plane0, q0, nq, cg_plane_ok(&c, &cv, rb), oy0, nrows, col, ld);
     gm_mat B = {col, c.calc, ld, 1, true, true};
-    gm_block(f, &c, &A, &B, &C, ocur, mulk(f, nrows, w->ow), nq, acc);
+    gm_block(f, &c, &A, &B, &C, ocur, cg_mulk(f, nrows, w->ow), nq, acc);
   }
   cg_loop_end(f, qc);
   if (f->grp) {
     /* fused: the bias, activation... on the piece's output rows of its planes, y seen as
      * [n * oc, oh * ow] */
-    cg_val c0 = mulk(f, oy0, w->ow);
+    cg_val c0 = cg_mulk(f, oy0, w->ow);
     st = cg_epilogue_block(f, 1, obase, cg_add(f, obase, ocur), c0,
-                           cg_add(f, c0, mulk(f, nrows, w->ow)), d);
+                           cg_add(f, c0, cg_mulk(f, nrows, w->ow)), d);
     if (st) return st;
   }
   cg_loop_end(f, it);
@@ -715,40 +365,41 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
 /* buf[ch][i*P + p] = src[((b0 + i)*planes + ch0 + ch)*P + p] for bn images and nch channels:
  * the planes of a block of images side by side, calc-typed, the rows' tails zeroed up to the
  * next nr (the GEMM reads whole vectors there). */
-static void gather_planes(cg_fn *f, const gm_cfg *c, const conv *cv, cg_val src, int64_t planes,
-                          cg_val b0, cg_val bn, cg_val ch0, cg_val nch, cg_val buf, int64_t ldb) {
+static void gather_planes(cg_fn *f, const gm_cfg *c, const cg_conv_geom *cv, cg_val src,
+                          int64_t planes, cg_val b0, cg_val bn, cg_val ch0, cg_val nch, cg_val buf,
+                          int64_t ldb) {
   cg_loop ch = cg_loop_begin(f, cg_const_i64(0), nch);
   cg_loop i = cg_loop_begin(f, cg_const_i64(0), bn);
   cg_val from =
-      mulk(f, cg_add(f, mulk(f, cg_add(f, b0, i.i), planes), cg_add(f, ch0, ch.i)), cv->P);
-  cg_val to = gm_gep(f, c->ty, buf, cg_add(f, mulk(f, ch.i, ldb), mulk(f, i.i, cv->P)), true);
+      cg_mulk(f, cg_add(f, cg_mulk(f, cg_add(f, b0, i.i), planes), cg_add(f, ch0, ch.i)), cv->P);
+  cg_val to = gm_gep(f, c->ty, buf, cg_add(f, cg_mulk(f, ch.i, ldb), cg_mulk(f, i.i, cv->P)), true);
   cg_loop px = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cv->P));
   cg_val v = cg_load(f, src, cv->t, cg_add(f, from, px.i));
   cg_line(f, "store %s %s, %s* %s", c->ty, v.s, c->ty, gm_gep(f, c->ty, to, px.i, true).s);
   cg_loop_end(f, px);
   cg_loop_end(f, i);
   cg_loop_end(f, ch);
-  zero_tail(f, c, buf, ldb, nch, mulk(f, bn, cv->P));
+  zero_tail(f, c, buf, ldb, nch, cg_mulk(f, bn, cv->P));
 }
 
 /* The input gradient of small planes, a block of images per piece: dY of the block gathered
  * side by side, dCol = W^T dY for all of them in one GEMM per pass of taps, then each image's
  * columns summed into its dx (f32 and f64; f16/bf16 take the per-image path). */
-static dpc_status lower_grad_input_images(cg_kernel *k, const conv *cv, int64_t nb) {
+static dpc_status lower_grad_input_images(cg_kernel *k, const cg_conv_geom *cv, int64_t nb) {
   cg_fn *f = k->f;
   const dpc_window *w = &cv->w;
   /* pieces are blocks of images (col2im of two pieces must not meet in dx): smaller blocks
    * until two cores have an even share (ResNet-18's 1x1 planes at batch 128 were one piece) */
   for (;;) {
-    int64_t p = ceil_div(cv->n, nb) * w->groups;
+    int64_t p = cg_ceil_div(cv->n, nb) * w->groups;
     if (nb == 1 || gm_pieces_shared(p)) break;
-    nb = ceil_div(cv->n, ceil_div(cv->n, nb) + 1);
+    nb = cg_ceil_div(cv->n, cg_ceil_div(cv->n, nb) + 1);
   }
-  int64_t cols = nb * cv->P, nimg = ceil_div(cv->n, nb), plane = w->h * w->w;
+  int64_t cols = nb * cv->P, nimg = cg_ceil_div(cv->n, nb), plane = w->h * w->w;
   gm_cfg c;
   gm_choose(&c, f->vector_bits, cv->t, cv->K, cols, cv->opg);
   int64_t ld = img_ld(&c, cv, nb), kq = k_pass(cv, c.esize);
-  int64_t ldb = gm_pad_ld(&c, ceil_div(cols, c.nr) * c.nr);
+  int64_t ldb = gm_pad_ld(&c, cg_ceil_div(cols, c.nr) * c.nr);
   gm_fit(&c, kq, cols);
   k->total = nimg * w->groups;
   if (k->total == 0) return DPC_OK;
@@ -759,35 +410,35 @@ static dpc_status lower_grad_input_images(cg_kernel *k, const conv *cv, int64_t 
   int64_t radix[2] = {nimg, w->groups};
   cg_val dg[2]; /* image block, group */
   digits(f, it.i, radix, 2, dg);
-  cg_val b0 = mulk(f, dg[0], nb);
+  cg_val b0 = cg_mulk(f, dg[0], nb);
   cg_val bn = gm_min(f, cg_const_i64(nb), gm_sub(f, cg_const_i64(cv->n), b0));
-  gather_planes(f, &c, cv, dy, w->oc, b0, bn, mulk(f, dg[1], cv->opg), cg_const_i64(cv->opg), dyb,
-                ldb);
+  gather_planes(f, &c, cv, dy, w->oc, b0, bn, cg_mulk(f, dg[1], cv->opg), cg_const_i64(cv->opg),
+                dyb, ldb);
   cg_val dxp = gm_gep(f, c.ty, dx, cg_const_i64(0), true);
   cg_loop z = cg_loop_begin(f, cg_const_i64(0), bn);
-  cg_val zbase =
-      mulk(f, cg_add(f, mulk(f, cg_add(f, b0, z.i), w->c), mulk(f, dg[1], cv->cpg)), plane);
+  cg_val zbase = cg_mulk(
+      f, cg_add(f, cg_mulk(f, cg_add(f, b0, z.i), w->c), cg_mulk(f, dg[1], cv->cpg)), plane);
   cg_loop e = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cv->cpg * plane));
   cg_line(f, "store %s %s, %s* %s", c.ty, cg_const(c.calc, 0).s, c.ty,
           gm_gep(f, c.ty, dxp, cg_add(f, zbase, e.i), true).s);
   cg_loop_end(f, e);
   cg_loop_end(f, z);
-  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv->K, kq)));
-  cg_val q0 = mulk(f, qc.i, kq);
+  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cg_ceil_div(cv->K, kq)));
+  cg_val q0 = cg_mulk(f, qc.i, kq);
   cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv->K), q0));
   /* A(q, o) = w[group's o][q]: W^T, stored with q contiguous */
-  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, dg[1], cv->opg * cv->K), q0), true), cv->t, 1,
-              cv->K, false};
+  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, cg_mulk(f, dg[1], cv->opg * cv->K), q0), true), cv->t,
+              1, cv->K, false};
   gm_mat B = {dyb, c.calc, ldb, 1, true, true};
   gm_mat C = {col, c.calc, ld, 1, false};
-  gm_block(f, &c, &A, &B, &C, nq, mulk(f, bn, cv->P), cg_const_i64(cv->opg), (cg_val){"false"});
+  gm_block(f, &c, &A, &B, &C, nq, cg_mulk(f, bn, cv->P), cg_const_i64(cv->opg), (cg_val){"false"});
   cg_loop im = cg_loop_begin(f, cg_const_i64(0), bn);
-  cg_val plane0 = cg_add(f, mulk(f, cg_add(f, b0, im.i), w->c), mulk(f, dg[1], cv->cpg));
-  cg_val src = gm_gep(f, c.ty, col, mulk(f, im.i, cv->P), true);
-  if (rows_ok(&c, cv))
-    col2im_rows(f, &c, cv, dxp, plane0, q0, nq, cg_const_i64(0), cg_const_i64(w->oh), src, ld);
+  cg_val plane0 = cg_add(f, cg_mulk(f, cg_add(f, b0, im.i), w->c), cg_mulk(f, dg[1], cv->cpg));
+  cg_val src = gm_gep(f, c.ty, col, cg_mulk(f, im.i, cv->P), true);
+  if (cg_rows_ok(&c, cv))
+    cg_col2im_rows(f, &c, cv, dxp, plane0, q0, nq, cg_const_i64(0), cg_const_i64(w->oh), src, ld);
   else
-    col2im(f, &c, cv, dxp, plane0, q0, nq, cg_const_i64(0), cg_const_i64(w->oh), src, ld);
+    cg_col2im(f, &c, cv, dxp, plane0, q0, nq, cg_const_i64(0), cg_const_i64(w->oh), src, ld);
   cg_loop_end(f, im);
   cg_loop_end(f, qc);
   cg_loop_end(f, it);
@@ -796,8 +447,8 @@ static dpc_status lower_grad_input_images(cg_kernel *k, const conv *cv, int64_t 
 
 static dpc_status lower_grad_input(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
-  conv cv;
-  dpc_status st = conv_init(f, &cv, d);
+  cg_conv_geom cv;
+  dpc_status st = cg_conv_init(f, &cv, d);
   if (st) return st;
   const dpc_window *w = &cv.w;
   gm_cfg c;
@@ -807,7 +458,7 @@ static dpc_status lower_grad_input(cg_kernel *k, dpc_diag *d) {
   int64_t rb, ld, kq;
   col_block(&c, &cv, cv.K, &rb, &ld, &kq);
   gm_fit(&c, kq, rb * w->ow);
-  int64_t nblk = ceil_div(w->oh, rb), plane = w->h * w->w, group = cv.cpg * plane;
+  int64_t nblk = cg_ceil_div(w->oh, rb), plane = w->h * w->w, group = cv.cpg * plane;
   k->total = cv.n * w->groups;
   if (k->total == 0) return DPC_OK;
   const char *st_ty = cg_store_type(cv.t);
@@ -820,39 +471,41 @@ static dpc_status lower_grad_input(cg_kernel *k, dpc_diag *d) {
   int64_t radix[2] = {cv.n, w->groups};
   cg_val dg[2]; /* image, group */
   digits(f, it.i, radix, 2, dg);
-  cg_val plane0 = cg_add(f, mulk(f, dg[0], w->c), mulk(f, dg[1], cv.cpg));
-  cg_val obase = cg_add(f, mulk(f, dg[0], w->oc), mulk(f, dg[1], cv.opg));
+  cg_val plane0 = cg_add(f, cg_mulk(f, dg[0], w->c), cg_mulk(f, dg[1], cv.cpg));
+  cg_val obase = cg_add(f, cg_mulk(f, dg[0], w->oc), cg_mulk(f, dg[1], cv.opg));
   /* the planes summed into: dx's own (calc-typed) or the scratch, addressed from plane 0 */
   cg_val acc_base = scratch ? cg_const_i64(0) : plane0;
   cg_val accp = scratch ? sbuf : gm_gep(f, c.ty, dx, cg_const_i64(0), true);
-  cg_val zero0 = mulk(f, acc_base, plane);
+  cg_val zero0 = cg_mulk(f, acc_base, plane);
   cg_loop z = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(group));
   cg_line(f, "store %s %s, %s* %s", c.ty, cg_const(c.calc, 0).s, c.ty,
           gm_gep(f, c.ty, accp, cg_add(f, zero0, z.i), true).s);
   cg_loop_end(f, z);
   cg_loop blk = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(nblk));
-  cg_val oy0 = mulk(f, blk.i, rb);
+  cg_val oy0 = cg_mulk(f, blk.i, rb);
   cg_val nrows = gm_min(f, cg_const_i64(rb), gm_sub(f, cg_const_i64(w->oh), oy0));
-  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv.K, kq)));
-  cg_val q0 = mulk(f, qc.i, kq);
+  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cg_ceil_div(cv.K, kq)));
+  cg_val q0 = cg_mulk(f, qc.i, kq);
   cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv.K), q0));
   /* A(q, o) = w[group's o][q]: W^T, stored with q contiguous */
-  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, mulk(f, dg[1], cv.opg * cv.K), q0), true), cv.t, 1,
+  gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, cg_mulk(f, dg[1], cv.opg * cv.K), q0), true), cv.t, 1,
               cv.K, false};
-  gm_mat B = {gm_gep(f, st_ty, dy, cg_add(f, mulk(f, obase, cv.P), mulk(f, oy0, w->ow)), true),
-              cv.t, cv.P, 1, false};
+  gm_mat B = {
+      gm_gep(f, st_ty, dy, cg_add(f, cg_mulk(f, obase, cv.P), cg_mulk(f, oy0, w->ow)), true), cv.t,
+      cv.P, 1, false};
   gm_mat C = {col, c.calc, ld, 1, false};
-  gm_block(f, &c, &A, &B, &C, nq, mulk(f, nrows, w->ow), cg_const_i64(cv.opg), (cg_val){"false"});
-  if (rows_ok(&c, &cv))
-    col2im_rows(f, &c, &cv, accp, acc_base, q0, nq, oy0, nrows, col, ld);
+  gm_block(f, &c, &A, &B, &C, nq, cg_mulk(f, nrows, w->ow), cg_const_i64(cv.opg),
+           (cg_val){"false"});
+  if (cg_rows_ok(&c, &cv))
+    cg_col2im_rows(f, &c, &cv, accp, acc_base, q0, nq, oy0, nrows, col, ld);
   else
-    col2im(f, &c, &cv, accp, acc_base, q0, nq, oy0, nrows, col, ld);
+    cg_col2im(f, &c, &cv, accp, acc_base, q0, nq, oy0, nrows, col, ld);
   cg_loop_end(f, qc);
   cg_loop_end(f, blk);
   if (scratch) {
     cg_loop e = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(group));
     cg_val v = gm_ev(f, "load %s, %s* %s", c.ty, c.ty, gm_gep(f, c.ty, sbuf, e.i, true).s);
-    cg_store(f, dx, cv.t, cg_add(f, mulk(f, plane0, plane), e.i), v);
+    cg_store(f, dx, cv.t, cg_add(f, cg_mulk(f, plane0, plane), e.i), v);
     cg_loop_end(f, e);
   }
   cg_loop_end(f, it);
@@ -862,14 +515,14 @@ static dpc_status lower_grad_input(cg_kernel *k, dpc_diag *d) {
 /* One piece of the weight gradient (taps [q0, q0 + nq), channels from o0) summed over the batch
  * a block of ni images at a time: their Cols side by side (row stride ld) and their dYs gathered
  * the same way (ldb), so each GEMM sums over ni images' pixels. */
-static void grad_weight_images(cg_fn *f, const gm_cfg *c, const conv *cv, bool tr, int64_t ni,
-                               cg_val x, cg_val dy, cg_val col, int64_t ld, cg_val dyb, int64_t ldb,
-                               cg_val grp, cg_val q0, cg_val nq, cg_val o0, const gm_mat *C,
-                               cg_val mcur, cg_val ncur) {
+static void grad_weight_images(cg_fn *f, const gm_cfg *c, const cg_conv_geom *cv, bool tr,
+                               int64_t ni, cg_val x, cg_val dy, cg_val col, int64_t ld, cg_val dyb,
+                               int64_t ldb, cg_val grp, cg_val q0, cg_val nq, cg_val o0,
+                               const gm_mat *C, cg_val mcur, cg_val ncur) {
   const dpc_window *w = &cv->w;
-  bool whole = plane_ok(c, cv, w->oh) && (tr ? c->mmax : c->nmax) % cv->kk == 0;
-  cg_loop ib = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ceil_div(cv->n, ni)));
-  cg_val b0 = mulk(f, ib.i, ni);
+  bool whole = cg_plane_ok(c, cv, w->oh) && (tr ? c->mmax : c->nmax) % cv->kk == 0;
+  cg_loop ib = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cg_ceil_div(cv->n, ni)));
+  cg_val b0 = cg_mulk(f, ib.i, ni);
   cg_val bn = gm_min(f, cg_const_i64(ni), gm_sub(f, cg_const_i64(cv->n), b0));
   im2col_images(f, c, cv, x, b0, bn, grp, q0, nq, whole, col, ld);
   gather_planes(f, c, cv, dy, w->oc, b0, bn, o0, tr ? ncur : mcur, dyb, ldb);
@@ -879,14 +532,15 @@ static void grad_weight_images(cg_fn *f, const gm_cfg *c, const conv *cv, bool t
   gm_mat A = tr ? COL : DY, B = tr ? DY : COL;
   B.rs = 1;
   B.cs = tr ? ldb : ld;
-  gm_block(f, c, &A, &B, C, mcur, ncur, mulk(f, bn, cv->P), gm_ev(f, "icmp sgt i64 %s, 0", ib.i.s));
+  gm_block(f, c, &A, &B, C, mcur, ncur, cg_mulk(f, bn, cv->P),
+           gm_ev(f, "icmp sgt i64 %s, 0", ib.i.s));
   cg_loop_end(f, ib);
 }
 
 static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
-  conv cv;
-  dpc_status st = conv_init(f, &cv, d);
+  cg_conv_geom cv;
+  dpc_status st = cg_conv_init(f, &cv, d);
   if (st) return st;
   const dpc_window *w = &cv.w;
   /* dW[o, q], or dW^T[q, o] when the tile fits that better: the first layer of the CNN has
@@ -913,10 +567,10 @@ static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
   if (ni > 1) {
     rb = w->oh;
     ld = img_ld(&c, &cv, ni);
-    ldb = gm_pad_ld(&c, ceil_div(ni * cv.P, c.nr) * c.nr);
+    ldb = gm_pad_ld(&c, cg_ceil_div(ni * cv.P, c.nr) * c.nr);
   }
   gm_fit(&c, mb, nb);
-  int64_t tm = ceil_div(M, mb), tn = ceil_div(N, nb), nblk = ceil_div(w->oh, rb);
+  int64_t tm = cg_ceil_div(M, mb), tn = cg_ceil_div(N, nb), nblk = cg_ceil_div(w->oh, rb);
   k->total = w->groups * tm * tn;
   if (k->total == 0) return DPC_OK;
   const char *st_ty = cg_store_type(cv.t);
@@ -929,12 +583,12 @@ static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
   int64_t radix[3] = {w->groups, tm, tn};
   cg_val dg[3]; /* group, row block, column block */
   digits(f, it.i, radix, 3, dg);
-  cg_val m0 = mulk(f, dg[1], mb), n0 = mulk(f, dg[2], nb);
+  cg_val m0 = cg_mulk(f, dg[1], mb), n0 = cg_mulk(f, dg[2], nb);
   cg_val mcur = gm_min(f, cg_const_i64(mb), gm_sub(f, cg_const_i64(M), m0));
   cg_val ncur = gm_min(f, cg_const_i64(nb), gm_sub(f, cg_const_i64(N), n0));
-  cg_val q0 = tr ? m0 : n0, nq = tr ? mcur : ncur;             /* the piece's taps */
-  cg_val o0 = cg_add(f, mulk(f, dg[0], cv.opg), tr ? n0 : m0); /* its first channel */
-  cg_val dwoff = cg_add(f, mulk(f, o0, cv.K), q0);
+  cg_val q0 = tr ? m0 : n0, nq = tr ? mcur : ncur;                /* the piece's taps */
+  cg_val o0 = cg_add(f, cg_mulk(f, dg[0], cv.opg), tr ? n0 : m0); /* its first channel */
+  cg_val dwoff = cg_add(f, cg_mulk(f, o0, cv.K), q0);
   gm_mat C = scratch ? (gm_mat){sbuf, c.calc, lds, 1, false}
                      : (gm_mat){gm_gep(f, st_ty, dw, dwoff, true), cv.t, cv.K, 1, false};
   if (ni > 1) {
@@ -942,15 +596,15 @@ static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
                        ncur);
   } else {
     cg_loop b = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cv.n));
-    cg_val plane0 = cg_add(f, mulk(f, b.i, w->c), mulk(f, dg[0], cv.cpg));
+    cg_val plane0 = cg_add(f, cg_mulk(f, b.i, w->c), cg_mulk(f, dg[0], cv.cpg));
     cg_loop blk = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(nblk));
-    cg_val oy0 = mulk(f, blk.i, rb);
+    cg_val oy0 = cg_mulk(f, blk.i, rb);
     cg_val nrows = gm_min(f, cg_const_i64(rb), gm_sub(f, cg_const_i64(w->oh), oy0));
     /* whole planes when the pieces are whole channels */
-    im2col_taps(f, &c, &cv, x, plane0, q0, nq, plane_ok(&c, &cv, rb) && (tr ? mb : nb) % cv.kk == 0,
-                oy0, nrows, col, ld);
+    cg_im2col_taps(f, &c, &cv, x, plane0, q0, nq,
+                   cg_plane_ok(&c, &cv, rb) && (tr ? mb : nb) % cv.kk == 0, oy0, nrows, col, ld);
     cg_val dyoff =
-        cg_add(f, mulk(f, cg_add(f, mulk(f, b.i, w->oc), o0), cv.P), mulk(f, oy0, w->ow));
+        cg_add(f, cg_mulk(f, cg_add(f, cg_mulk(f, b.i, w->oc), o0), cv.P), cg_mulk(f, oy0, w->ow));
     gm_mat DY = {gm_gep(f, st_ty, dy, dyoff, true), cv.t, cv.P, 1, false}; /* dY[o, pixel] */
     gm_mat COL = {col, c.calc, ld, 1, false};                              /* Col[q, pixel] */
     /* the pixels are the sum's index: the operand that has them as rows is transposed */
@@ -959,7 +613,7 @@ static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
     B.cs = tr ? cv.P : ld;
     cg_val acc = gm_ev(f, "or i1 %s, %s", gm_ev(f, "icmp sgt i64 %s, 0", b.i.s).s,
                        gm_ev(f, "icmp sgt i64 %s, 0", blk.i.s).s);
-    gm_block(f, &c, &A, &B, &C, mcur, ncur, mulk(f, nrows, w->ow), acc);
+    gm_block(f, &c, &A, &B, &C, mcur, ncur, cg_mulk(f, nrows, w->ow), acc);
     cg_loop_end(f, blk);
     cg_loop_end(f, b);
   }
@@ -967,9 +621,9 @@ static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
     cg_loop i = cg_loop_begin(f, cg_const_i64(0), mcur);
     cg_loop j = cg_loop_begin(f, cg_const_i64(0), ncur);
     cg_val v = gm_ev(f, "load %s, %s* %s", c.ty, c.ty,
-                     gm_gep(f, c.ty, sbuf, cg_add(f, mulk(f, i.i, lds), j.i), true).s);
+                     gm_gep(f, c.ty, sbuf, cg_add(f, cg_mulk(f, i.i, lds), j.i), true).s);
     cg_val o = tr ? j.i : i.i, q = tr ? i.i : j.i;
-    cg_store(f, dw, cv.t, cg_add(f, dwoff, cg_add(f, mulk(f, o, cv.K), q)), v);
+    cg_store(f, dw, cv.t, cg_add(f, dwoff, cg_add(f, cg_mulk(f, o, cv.K), q)), v);
     cg_loop_end(f, j);
     cg_loop_end(f, i);
   }
