@@ -127,11 +127,16 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   int64_t M = tr ? mg.n : mg.m, N = tr ? mg.m : mg.n;
   int64_t mb, nb;
   gm_split(&c, M, N, mg.k, mg.nbatch, tr || !gm_vec_ok(&c, t), &mb, &nb);
-  /* a few rows are bound by reading B, not by their FLOPs: in two pieces, two cores read it;
-   * not below 256 columns, where halves of 64 leave a 48-column tile a third empty (a batch of
-   * 8 through 784 x 128 ran at 49 GFLOP/s in halves, 98 whole, on one thread or two) */
-  if (few && mg.nbatch == 1 && mb >= M && nb >= N && N >= 256 && mg.k * N >= 65536)
-    nb = (N / 2 + 63) / 64 * 64;
+  /* a few rows are bound by reading B, not by their FLOPs: in two pieces, two cores read it,
+   * when a half is whole tiles (so B is still read in place) and cheaper than the whole. A
+   * half of 64 columns under a 48-column tile packed B on every call: a batch of 8 through
+   * 784 x 128 ran at 49 GFLOP/s in halves, 109 whole */
+  if (few && mg.nbatch == 1 && mb >= M && nb >= N && N >= 128 && mg.k * N >= 65536) {
+    int64_t half = (N / 2 + 63) / 64 * 64;
+    gm_cfg ch;
+    gm_choose(&ch, f->vector_bits, t, mb, half, mg.k);
+    if (half % ch.nr == 0 && ch.cost < 0.9 * c.cost) nb = half;
+  }
   gm_choose(&c, f->vector_bits, t, mb, nb, mg.k); /* the tile that suits one piece */
   gm_fit(&c, mb, nb);
   bool direct = few && (nb % c.nr == 0 || nb >= N);
