@@ -194,14 +194,16 @@ static dpc_named make_input(const char *name, dpc_shape shape, uint64_t seed) {
   return v;
 }
 
-/* Compiled (fused) and reference outputs agree. */
-static void check_same(const char *what, const dpc_graph *g, const dpc_named *feeds,
-                       uint32_t n_feeds) {
+/* Compiled (fused) and reference outputs agree, the kernels compiled for target cpu (NULL: the
+ * host). */
+static void check_same_on(const char *what, const dpc_graph *g, const dpc_named *feeds,
+                          uint32_t n_feeds, const dpc_codegen_options *cpu) {
   dpc_named *ref = NULL, *jit = NULL;
   uint32_t n_ref = 0, n_jit = 0;
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_exec_opts llvm = {.backend = &dpc_codegen_llvm};
+  if (cpu) llvm.cpu = *cpu;
   CHECK_MSG(dpc_driver_infer(g, NULL, NULL, feeds, n_feeds, false, &ref, &n_ref, &d) == DPC_OK,
             "%s: %s", what, d.msg);
   CHECK_MSG(dpc_driver_infer(g, NULL, &llvm, feeds, n_feeds, false, &jit, &n_jit, &d) == DPC_OK,
@@ -219,6 +221,11 @@ static void check_same(const char *what, const dpc_graph *g, const dpc_named *fe
   dpc_named_free(ref, n_ref);
   dpc_named_free(jit, n_jit);
   dpc_diag_free(&d);
+}
+
+static void check_same(const char *what, const dpc_graph *g, const dpc_named *feeds,
+                       uint32_t n_feeds) {
+  check_same_on(what, g, feeds, n_feeds, NULL);
 }
 
 /* Epilogues in every geometry the anchors produce: a batched matmul with a residual and with a
@@ -308,6 +315,18 @@ static void conv_direct_epilogues_match_reference(void) {
   dpc_graph_free(g);
 }
 
+/* The host's vector width as the CPU backend sees it (0 when it cannot start). */
+static int host_vector_bits(void) {
+  dpc_cpu_backend *b = NULL;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  int bits =
+      dpc_cpu_backend_new(&(dpc_cpu_options){0}, &b, &d) == DPC_OK ? dpc_cpu_vector_bits(b) : 0;
+  dpc_cpu_backend_free(b);
+  dpc_diag_free(&d);
+  return bits;
+}
+
 /* 3x3 "same" convolutions computed as Winograd's F(2x2, 3x3): an odd plane (the last tile row
  * and column half outside it) with input channels that are not a whole vector and a residual
  * epilogue; rows of 18 tiles (a vector and 2 lanes); one whose filters are cut into two
@@ -348,6 +367,11 @@ static void conv_winograd_matches_reference(void) {
                           make_input("c", (dpc_shape){4, {n, 160, 16, 16}}, 4),
                           make_input("e", (dpc_shape){4, {n, 200, 14, 14}}, 5)};
     check_same("Winograd convolutions", g, feeds, 5);
+    /* and for a host of 256-bit vectors (8 tiles a vector, other micro-tiles), which this one
+     * can run when it has AVX2 */
+    if (host_vector_bits() >= 256)
+      check_same_on("Winograd convolutions, AVX2", g, feeds, 5,
+                    &(dpc_codegen_options){.cpu = "haswell", .features = "+avx2,+fma,+f16c"});
     for (int i = 0; i < 5; i++) drop(&feeds[i]);
   }
   dpc_graph_free(g);
