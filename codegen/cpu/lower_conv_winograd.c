@@ -11,16 +11,17 @@
  *
  *   M[xi][o, tile] = U[xi][o, ci] . V[xi][ci, tile]     U = G g G^T,  V = B^T d B
  *
- * 16 multiplications per tile and channel pair where im2col + GEMM does 36: ResNet's 3x3
- * layers, at the FMA rate either way, take well under half the time (docs/codegen.md).
+ * 16 multiplications per tile and channel pair where im2col + GEMM does 36. With the transforms
+ * and partial tiles, ResNet-18's 3x3 layers of 56x56 to 14x14 take 62-71% of the time they took
+ * as im2col + GEMM (docs/codegen.md).
  *
  * A parallel piece is (image, blocks of output channels, blocks of tile rows). It transforms
- * its channels' filters (U, gathered 16 input channels at a time: once per piece when it has
- * one block of them), and per block of tile rows transforms the input patches (V, a vector of tiles
- * at a time: the even and odd columns of two loads give the patch's four columns), runs the 16
- * GEMMs into M, and transforms M into two output rows per tile row, interleaving the tiles' two
- * columns; the fusion group's epilogue runs on those rows while they are in cache. The blocks are
- * sized so that U, V and M stay in or near a 1 MB L2.
+ * its channels' filters (U, gathered a vector of input channels at a time: once per piece when
+ * it has one block of them), and per block of tile rows transforms the input patches (V, a
+ * vector of tiles at a time: the even and odd columns of two loads give the patch's four
+ * columns), runs the 16 GEMMs into M, and transforms M into two output rows per tile row,
+ * interleaving the tiles' two columns; the fusion group's epilogue runs on those rows while they
+ * are in cache. The blocks are sized so that U, V and M stay in or near a 1 MB L2.
  *
  * Only f32, 3x3, stride and dilation 1, padding 1 on every side (the output the input's size),
  * no groups, at least MIN_CHANNELS channels in and out (the GEMMs' depth and rows), output rows
