@@ -33,6 +33,8 @@ static inline cg_val cg_mulk(cg_fn *f, cg_val a, int64_t k) {
 /* Zero a row's columns [from, the next multiple of nr) (row: the row's first element): the
  * GEMM reads whole vectors there. */
 void cg_zero_cols(cg_fn *f, const gm_cfg *c, cg_val row, cg_val from);
+/* The same for rows [0, rows) of a buffer of row stride ld. */
+void cg_zero_tail(cg_fn *f, const gm_cfg *c, cg_val buf, int64_t ld, cg_val rows, cg_val from);
 /* Whether whole planes of Col can be built at once for row blocks of rb output rows (stride 1,
  * output rows as wide as the input's, every row in the block, a small enough unrolled body). */
 bool cg_plane_ok(const gm_cfg *c, const cg_conv_geom *cv, int64_t rb);

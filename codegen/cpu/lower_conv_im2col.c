@@ -116,6 +116,14 @@ void cg_zero_cols(cg_fn *f, const gm_cfg *c, cg_val row, cg_val from) {
   }
 }
 
+/* Zero columns [from, next multiple of nr) of rows [0, rows) of a buffer of row stride ld: the
+ * GEMM reads whole vectors there. */
+void cg_zero_tail(cg_fn *f, const gm_cfg *c, cg_val buf, int64_t ld, cg_val rows, cg_val from) {
+  cg_loop r = cg_loop_begin(f, cg_const_i64(0), rows);
+  cg_zero_cols(f, c, gm_gep(f, c->ty, buf, cg_mulk(f, r.i, ld), true), from);
+  cg_loop_end(f, r);
+}
+
 /* Col[q - q0][(oy - oy0)*ow + ox] = x[plane0 + ci][iy][ox*sw + off] (0 outside the image), for
  * q in [q0, q0 + nq) and oy in [oy0, oy0 + nrows). plane0: the first channel plane of the
  * group in this image. Columns past nrows*ow up to the next nr are zeroed (the GEMM reads

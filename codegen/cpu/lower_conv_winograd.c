@@ -271,22 +271,6 @@ static void input_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, cons
   cg_loop_end(f, ci);
 }
 
-/* Zero columns [nt, the next multiple of nr) of V's rows: the GEMM reads whole vectors there. */
-static void zero_tail(cg_fn *f, const gm_cfg *c, const wino *p, cg_val v, cg_val nt) {
-  cg_val left = gm_ev(f, "srem i64 %s, %d", nt.s, c->nr);
-  cg_val tail = gm_ev(f, "srem i64 %s, %d", gm_ev(f, "sub i64 %d, %s", c->nr, left.s).s, c->nr);
-  uint32_t any = gm_if(f, gm_ev(f, "icmp sgt i64 %s, 0", tail.s));
-  cg_loop r = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(XI * p->ci));
-  cg_val row = gm_gep(f, "float", v, cg_mul(f, r.i, cg_const_i64(p->ldv)), true);
-  for (int q = 0; q < c->nv; q++) {
-    cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, tail, cg_const_i64(q * c->vl)));
-    cg_val at = gm_gep(f, "float", row, cg_add(f, nt, cg_const_i64(q * c->vl)), false);
-    gm_mstore(f, c, (cg_val){"zeroinitializer"}, at, m);
-  }
-  cg_loop_end(f, r);
-  gm_endif(f, any);
-}
-
 /* y rows 2 ty, 2 ty + 1 of output channels [obase, obase + ocur) from M = A^T m A, for tile rows
  * [ty0, ty0 + nrt). */
 static void output_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wino *p,
@@ -404,7 +388,11 @@ dpc_status cg_lower_conv_winograd(cg_kernel *k, const dpc_window *w, dpc_diag *d
   cg_val nrt = gm_min(f, cg_const_i64(p.nty), gm_sub(f, cg_const_i64(p.th), ty0));
   cg_val nt = cg_mul(f, nrt, cg_const_i64(p.tw));
   input_transform(f, &c, w, &p, x, plane0, ty0, nrt, v);
-  zero_tail(f, &c, &p, v, nt);
+  /* the GEMM reads whole vectors past nt: zeros there, unless nt is whole tiles */
+  uint32_t tail =
+      gm_if(f, gm_ev(f, "icmp ne i64 %s, 0", gm_ev(f, "srem i64 %s, %d", nt.s, c.nr).s));
+  cg_zero_tail(f, &c, v, p.ldv, cg_const_i64(XI * p.ci), nt);
+  gm_endif(f, tail);
   cg_loop ob = cg_loop_begin(f, ob0, ob1);
   cg_val o0 = cg_mul(f, ob.i, cg_const_i64(p.mb));
   cg_val ocur = gm_min(f, cg_const_i64(p.mb), gm_sub(f, cg_const_i64(p.co), o0));

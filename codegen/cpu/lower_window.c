@@ -214,14 +214,6 @@ static int64_t images_per_piece(const gm_cfg *c, const cg_conv_geom *cv) {
   return nb;
 }
 
-/* Zero columns [from, next multiple of nr) of rows [0, rows) of a buffer of row stride ld: the
- * GEMM reads whole vectors there. */
-static void zero_tail(cg_fn *f, const gm_cfg *c, cg_val buf, int64_t ld, cg_val rows, cg_val from) {
-  cg_loop r = cg_loop_begin(f, cg_const_i64(0), rows);
-  cg_zero_cols(f, c, gm_gep(f, c->ty, buf, cg_mulk(f, r.i, ld), true), from);
-  cg_loop_end(f, r);
-}
-
 static dpc_status lower_conv2d_images(cg_kernel *k, const cg_conv_geom *cv, int64_t nb,
                                       dpc_diag *d) {
   cg_fn *f = k->f;
@@ -263,7 +255,7 @@ static dpc_status lower_conv2d_images(cg_kernel *k, const cg_conv_geom *cv, int6
   cg_val q0 = cg_mulk(f, qc.i, kq);
   cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv->K), q0));
   im2col_images(f, &c, cv, x, b0, bn, dg[1], q0, nq, whole, col, ld); /* kq: whole channels */
-  zero_tail(f, &c, col, ld, nq, ncols);
+  cg_zero_tail(f, &c, col, ld, nq, ncols);
   gm_mat A = {gm_gep(f, st_ty, wt, cg_add(f, cg_mulk(f, wrow, cv->K), q0), true), cv->t, cv->K, 1,
               w_direct};
   gm_mat B = {col, c.calc, ld, 1, true, true};
@@ -379,7 +371,7 @@ static void gather_planes(cg_fn *f, const gm_cfg *c, const cg_conv_geom *cv, cg_
   cg_loop_end(f, px);
   cg_loop_end(f, i);
   cg_loop_end(f, ch);
-  zero_tail(f, c, buf, ldb, nch, cg_mulk(f, bn, cv->P));
+  cg_zero_tail(f, c, buf, ldb, nch, cg_mulk(f, bn, cv->P));
 }
 
 /* The input gradient of small planes, a block of images per piece: dY of the block gathered
