@@ -607,6 +607,40 @@ static void copy_c(cg_fn *f, const gm_cfg *c, const gm_mat *cm, cg_val s, int64_
   cg_loop_end(f, i);
 }
 
+/* The scratch (m x n, row stride lds) out to a calc-typed C stored transposed (rs == 1: C's
+ * columns are contiguous): blocks of vl x vl through the register transpose, vl elements a store
+ * where the scalar copy stored one (fc3's weight gradient, 10 x 512, written as 512 x 10). */
+static void copy_c_transposed(cg_fn *f, const gm_cfg *c, const gm_mat *cm, cg_val s, int64_t lds,
+                              cg_val m, cg_val n) {
+  int VL = c->vl;
+  cg_loop ib = cg_loop_begin(f, cg_const_i64(0), gm_ceil_div(f, m, VL));
+  cg_val i0 = mul_c(f, ib.i, VL);
+  cg_val im = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, m, i0)); /* rows of the block that exist */
+  cg_loop jb = cg_loop_begin(f, cg_const_i64(0), gm_ceil_div(f, n, VL));
+  cg_val j0 = mul_c(f, jb.i, VL);
+  cg_val nj = gm_sub(f, n, j0);
+  cg_val jm = gm_lanes(f, c, cg_const_i64(0), nj);
+  cg_val rows[MAX_VL];
+  for (int r = 0; r < VL; r++) {
+    /* a row past m reads nothing (masked off) from row i0, which exists */
+    cg_val live = gm_ev(f, "icmp slt i64 %s, %s", add_c(f, i0, r).s, m.s);
+    cg_val at = gm_ev(f, "select i1 %s, i64 %s, i64 %s", live.s, add_c(f, i0, r).s, i0.s);
+    cg_val mk = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", live.s, c->mty, jm.s, c->mty);
+    rows[r] = gm_mload(f, c, gm_gep(f, c->ty, s, cg_add(f, mul_c(f, at, lds), j0), true), mk);
+  }
+  transpose(f, c, rows);
+  for (int q = 0; q < VL; q++) {
+    /* row q of the transpose is C's column j0 + q, rows [i0, i0 + vl) */
+    cg_val live = gm_ev(f, "icmp sgt i64 %s, %d", nj.s, q);
+    uint32_t st = gm_if(f, live);
+    cg_val at = cg_add(f, mul_c(f, add_c(f, j0, q), cm->cs), i0);
+    gm_mstore(f, c, rows[q], gm_gep(f, c->ty, cm->p, at, true), im);
+    gm_endif(f, st);
+  }
+  cg_loop_end(f, jb);
+  cg_loop_end(f, ib);
+}
+
 void gm_block(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const gm_mat *cm,
               cg_val m, cg_val n, cg_val k, cg_val acc) {
   int64_t MR = c->mr, NR = c->nr, KC = c->kc, MC = c->mc, NC = c->nc;
@@ -696,5 +730,9 @@ void gm_block(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const
   cg_loop_end(f, ic);
   cg_loop_end(f, kb);
   cg_loop_end(f, jc);
-  if (!c_direct) copy_c(f, c, cm, cw, ldc, m, n, false);
+  if (c_direct) return;
+  if (gm_vec_ok(c, cm->t) && cm->rs == 1)
+    copy_c_transposed(f, c, cm, cw, ldc, m, n);
+  else
+    copy_c(f, c, cm, cw, ldc, m, n, false);
 }

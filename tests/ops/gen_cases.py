@@ -929,6 +929,11 @@ def gen_matmul():
     mm("few_rows_batched", randn(rng, (2, 3, 40)), randn(rng, (40, 96)))
     # B large enough to be read by two cores: its columns in two pieces
     mm("few_rows_split", np.abs(randn(rng, (2, 300))), np.abs(randn(rng, (300, 256))))
+    # a narrow product computed transposed (10 rows once swapped: B read where it lies), its
+    # result written back through the transposing copy; then 20 rows, two blocks of that copy
+    # (positive, as above: no cancellation below f32's tolerance)
+    mm("thin_transposed", np.abs(randn(rng, (40, 70))), np.abs(randn(rng, (40, 10))), ta=1)
+    mm("narrow_output", np.abs(randn(rng, (100, 48))), np.abs(randn(rng, (48, 20))))
 
 
 # ---- conv2d and the pools --------------------------------------------------------------------------
