@@ -333,7 +333,10 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   if (pw) {
     /* the pass's input channels as they lie: B[ci, pixel] */
     cg_val xoff = cg_add(f, cg_mulk(f, cg_add(f, plane0, q0), cv.P), cg_mulk(f, oy0, w->ow));
-    gm_mat B = {gm_gep(f, st_ty, x, xoff, true), cv.t, cv.P, 1, false};
+    /* up to 16 output channels, the input planes are read in place, as matmul reads a thin
+     * product's B (MobileNetV2's 32 to 16 channels at 112x112: 0.167 to 0.136 ms) */
+    bool thin_b = ob <= 16 && gm_vec_ok(&c, cv.t);
+    gm_mat B = {gm_gep(f, st_ty, x, xoff, true), cv.t, cv.P, 1, thin_b};
     gm_block(f, &c, &A, &B, &C, ocur, cg_mulk(f, nrows, w->ow), nq, acc);
   } else {
     /* kq is whole channels (k_pass) */
