@@ -36,6 +36,8 @@
  * dim x 64 elements stay in L2 between the passes where dim x 256 would not (measured: about
  * 1.5x faster along a 4096-long axis), and more blocks give more parallel iterations. */
 #define ROW_BLOCK 64
+/* Rows up to this long are summed by row_sum_f32. */
+#define SHORT_ROW 1024
 
 /* ---- text helpers -------------------------------------------------------------------------- */
 
@@ -580,6 +582,72 @@ static cg_val kept_offset(cg_fn *f, const seg *sg, uint32_t ns, cg_val q) {
   return off;
 }
 
+/* The sum, in double, of n contiguous f32 at x[base]: vectors of the target's width widened to
+ * double, the last one masked, then halved down to one lane. For short rows (global average
+ * pooling's 7x7 = 49), where the loop LLVM vectorises ran its remainder one element at a time:
+ * MobileNetV2's pool of 8 x 1280 planes took 0.32 ms, ONNX Runtime's 0.045. */
+static cg_val row_sum_f32(cg_fn *f, cg_val x, cg_val base, int64_t n) {
+  int vl = f->vector_bits / 32;
+  char vf[32], vd[32], sfx[16];
+  snprintf(vf, sizeof vf, "<%d x float>", vl);
+  snprintf(vd, sizeof vd, "<%d x double>", vl);
+  snprintf(sfx, sizeof sfx, "v%df32.p0", vl);
+  cg_val slot = cg_tmp(f);
+  dpc_buf_printf(&f->head, "  %s = alloca %s\n", slot.s, vd);
+  cg_line(f, "store %s zeroinitializer, %s* %s", vd, vd, slot.s);
+  int64_t full = n / vl, tail = n % vl;
+  for (int chunk = 0; chunk < 2; chunk++) {
+    if (chunk == 0 && full == 0) continue;
+    if (chunk == 1 && tail == 0) break;
+    cg_loop l = {0, {{0}}};
+    cg_val at = cg_add(f, base, cg_const_i64(full * vl));
+    if (chunk == 0) {
+      l = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(full));
+      at = cg_add(f, base, cg_mul(f, l.i, cg_const_i64(vl)));
+    }
+    cg_val p = cg_tmp(f), vp = cg_tmp(f), v = cg_tmp(f);
+    cg_line(f, "%s = getelementptr inbounds float, float* %s, i64 %s", p.s, x.s, at.s);
+    cg_line(f, "%s = bitcast float* %s to %s*", vp.s, p.s, vf);
+    if (chunk == 0) {
+      cg_line(f, "%s = load %s, %s* %s, align 4", v.s, vf, vf, vp.s);
+    } else {
+      char mask[256];
+      size_t o = (size_t)snprintf(mask, sizeof mask, "<");
+      for (int i = 0; i < vl; i++)
+        o += (size_t)snprintf(mask + o, sizeof mask - o, "%si1 %s", i ? ", " : "",
+                              i < tail ? "true" : "false");
+      snprintf(mask + o, sizeof mask - o, ">");
+      cg_line(f,
+              "%s = call %s @llvm.masked.load.%s(%s* %s, i32 4, <%d x i1> %s, %s zeroinitializer)",
+              v.s, vf, sfx, vf, vp.s, vl, mask, vf);
+    }
+    cg_val w = cg_conv(f, "fpext", vf, v, vd), cur = cg_tmp(f);
+    cg_line(f, "%s = load %s, %s* %s", cur.s, vd, vd, slot.s);
+    cg_line(f, "store %s %s, %s* %s", vd, cg_op2(f, "fadd reassoc", vd, cur, w).s, vd, slot.s);
+    if (chunk == 0) cg_loop_end(f, l);
+  }
+  cg_val sum = cg_tmp(f);
+  cg_line(f, "%s = load %s, %s* %s", sum.s, vd, vd, slot.s);
+  for (int h = vl / 2; h >= 1; h /= 2) {
+    /* lanes [0, h) plus lanes [h, 2h); the upper half is left over and never read */
+    char lo[256], hi[256];
+    size_t ol = (size_t)snprintf(lo, sizeof lo, "<"), oh = (size_t)snprintf(hi, sizeof hi, "<");
+    for (int i = 0; i < vl; i++) {
+      ol += (size_t)snprintf(lo + ol, sizeof lo - ol, "%si32 %d", i ? ", " : "", i % h);
+      oh += (size_t)snprintf(hi + oh, sizeof hi - oh, "%si32 %d", i ? ", " : "", h + i % h);
+    }
+    snprintf(lo + ol, sizeof lo - ol, ">");
+    snprintf(hi + oh, sizeof hi - oh, ">");
+    cg_val a = cg_tmp(f), b = cg_tmp(f);
+    cg_line(f, "%s = shufflevector %s %s, %s undef, <%d x i32> %s", a.s, vd, sum.s, vd, vl, lo);
+    cg_line(f, "%s = shufflevector %s %s, %s undef, <%d x i32> %s", b.s, vd, sum.s, vd, vl, hi);
+    sum = cg_op2(f, "fadd reassoc", vd, a, b);
+  }
+  cg_val r = cg_tmp(f);
+  cg_line(f, "%s = extractelement %s %s, i32 0", r.s, vd, sum.s);
+  return r;
+}
+
 static dpc_status reduce_into(cg_kernel *k, const bool *red, red_kind kind) {
   cg_fn *f = k->f;
   const dpc_value *xv = in_val(f->g, f->node, 0);
@@ -646,6 +714,17 @@ static dpc_status reduce_into(cg_kernel *k, const bool *red, red_kind kind) {
       cg_val full = cg_op2(f, "icmp sgt", "i64", left, cg_const_i64(BLOCK));
       ln.width = cg_sel(f, full, "i64", cg_const_i64(BLOCK), left);
     }
+  }
+  if (!ln.block && t == DPC_F32 && kind != RK_MAX && ns >= 1 && sg[ns - 1].red &&
+      sg[ns - 1].stride == 1 && sg[ns - 1].n == ncut && ncut <= SHORT_ROW &&
+      f->vector_bits >= 128 && ncut >= f->vector_bits / 32) {
+    /* one short contiguous row per output, at least a vector long (shorter ones keep the
+     * reference's order, which LLVM leaves alone there) */
+    cg_val sum = row_sum_f32(f, x, base, sg[ns - 1].n);
+    if (kind == RK_MEAN) sum = cg_op2(f, "fdiv", "double", sum, cg_const(DPC_F64, (double)ncut));
+    cg_store(f, y, t, obase, from_f64(f, sum, t));
+    cg_loop_end(f, par);
+    return DPC_OK;
   }
   racc a = racc_new(f, &ln, kind, t);
   cg_val off = base;

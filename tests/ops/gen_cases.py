@@ -660,6 +660,14 @@ def gen_reduce():
     x = np.array([[1e30, 1, -1e30], [INF, 1, 2]], f32)
     case("reduce_sum", "inf", f"input x: {ty(x)}\ny = reduce_sum(x, axes=[1])\noutput y", {"x": x},
          {"y": np.sum(up(x), axis=1).astype(f32)})
+    # global average pooling: rows of 7x7 = 49 (whole vectors and a masked last one), and rows of
+    # exactly two 16-lane vectors
+    x = randn(rng, (2, 3, 7, 7))
+    case("reduce_mean", "planes", f"input x: {ty(x)}\ny = reduce_mean(x, axes=[2, 3])\noutput y", {"x": x},
+         {"y": np.mean(up(x), axis=(2, 3)).astype(f32)})
+    x = randn(rng, (5, 32))
+    case("reduce_sum", "whole_vectors", f"input x: {ty(x)}\ny = reduce_sum(x, axes=[1])\noutput y", {"x": x},
+         {"y": np.sum(up(x), axis=1).astype(f32)})
 
 
 # ---- layout ops -----------------------------------------------------------------------------------
