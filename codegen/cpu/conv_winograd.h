@@ -17,4 +17,9 @@ bool cg_conv_winograd_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
  * epilogue applied to each block of output rows as it is finished. */
 dpc_status cg_lower_conv_winograd(cg_kernel *k, const dpc_window *w, dpc_diag *d);
 
+/* The same for conv2d_grad_input of the convolution with window w (its forward's): stride 1 and
+ * padding 1 make dx a 3x3 "same" convolution of dy, so it fits when both directions do. */
+bool cg_conv_winograd_grad_input_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
+dpc_status cg_lower_conv_winograd_grad_input(cg_kernel *k, const dpc_window *w, dpc_diag *d);
+
 #endif

@@ -57,6 +57,7 @@ typedef struct wino {
   int64_t nty, ntb, ldv;     /* tile rows per block, blocks per image, V and M row stride */
   int64_t og, obpg;          /* pieces per image by channel blocks, channel blocks per piece */
   int64_t ng, per;           /* pieces per image by tile-row blocks, tile-row blocks per piece */
+  bool flip;                 /* the input gradient: filters read transposed and turned 180 deg */
 } wino;
 
 /* Blocks of output channels and of tile rows, for a GEMM configuration c. Large planes with
@@ -140,7 +141,9 @@ static cg_val vhalf(cg_fn *f, const gm_cfg *c, cg_val a) {
 }
 
 /* U[xi][o][ci] = (G g G^T)[xi] for the filters of output channels [o0, o0 + ocur), vl input
- * channels at a time: the nine taps of vl filters are nine gathers (stride 9). */
+ * channels at a time: the nine taps of vl filters are nine gathers (stride 9). For the input
+ * gradient (p->flip) the filter of (o, ci) is the forward's (ci, o) turned 180 degrees: lanes
+ * p->co filters apart, taps in reverse. */
 static void filter_transform(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt, cg_val o0,
                              cg_val ocur, cg_val u) {
   int vl = c->vl;
@@ -150,16 +153,18 @@ static void filter_transform(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt
   cg_loop cb = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cg_ceil_div(p->ci, vl)));
   cg_val c0 = cg_mul(f, cb.i, cg_const_i64(vl));
   cg_val mask = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, cg_const_i64(p->ci), c0));
-  cg_val base = gm_gep(
-      f, "float", wt,
-      cg_mul(f, cg_add(f, cg_mul(f, cg_add(f, o0, o.i), cg_const_i64(p->ci)), c0), cg_const_i64(9)),
-      false);
+  cg_val oc = cg_add(f, o0, o.i);
+  cg_val first = p->flip ? cg_add(f, cg_mul(f, c0, cg_const_i64(p->co)), oc)
+                         : cg_add(f, cg_mul(f, oc, cg_const_i64(p->ci)), c0);
+  cg_val base = gm_gep(f, "float", wt, cg_mul(f, first, cg_const_i64(9)), false);
+  int64_t lane = p->flip ? 9 * p->co : 9;
   cg_val g[9];
   for (int t = 0; t < 9; t++) {
     char idx[1024];
     size_t n = (size_t)snprintf(idx, sizeof idx, "<");
     for (int l = 0; l < vl; l++)
-      n += (size_t)snprintf(idx + n, sizeof idx - n, "%si64 %d", l ? ", " : "", 9 * l + t);
+      n += (size_t)snprintf(idx + n, sizeof idx - n, "%si64 %lld", l ? ", " : "",
+                            (long long)(lane * l + (p->flip ? 8 - t : t)));
     snprintf(idx + n, sizeof idx - n, ">");
     cg_val pv = gm_ev(f, "getelementptr float, float* %s, <%d x i64> %s", base.s, vl, idx);
     g[t] = gm_ev(
@@ -336,7 +341,32 @@ static void output_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, con
   cg_loop_end(f, o);
 }
 
+/* The input gradient of a convolution that fits, as the convolution it is: dy correlated with
+ * the filters transposed and turned 180 degrees, padding 3 - 1 - 1 = 1 on every side. */
+static dpc_window grad_input_window(const dpc_window *w) {
+  dpc_window g = *w;
+  g.c = w->oc, g.h = w->oh, g.w = w->ow;
+  g.oc = w->c, g.oh = w->h, g.ow = w->w;
+  return g;
+}
+
+bool cg_conv_winograd_grad_input_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
+  dpc_window g = grad_input_window(w);
+  return cg_conv_winograd_fits(w, t, vector_bits) && cg_conv_winograd_fits(&g, t, vector_bits);
+}
+
+static dpc_status lower(cg_kernel *k, const dpc_window *w, bool flip, dpc_diag *d);
+
 dpc_status cg_lower_conv_winograd(cg_kernel *k, const dpc_window *w, dpc_diag *d) {
+  return lower(k, w, false, d);
+}
+
+dpc_status cg_lower_conv_winograd_grad_input(cg_kernel *k, const dpc_window *w, dpc_diag *d) {
+  dpc_window g = grad_input_window(w);
+  return lower(k, &g, true, d);
+}
+
+static dpc_status lower(cg_kernel *k, const dpc_window *w, bool flip, dpc_diag *d) {
   cg_fn *f = k->f;
   wino p;
   gm_cfg c;
@@ -348,6 +378,7 @@ dpc_status cg_lower_conv_winograd(cg_kernel *k, const dpc_window *w, dpc_diag *d
   DPC_ASSERT(wino_blocks(&c, w, &p));
   gm_fit(&c, p.mb, p.ldv);
   p.n = f->g->values[f->g->ids[f->g->nodes[f->node].in]].shape.d[0];
+  p.flip = flip;
   /* Pieces: with several blocks of tile rows, one channel block each (its U made once) and
    * the tile-row blocks shared out; with one, the channel blocks shared out (V made once per
    * piece). Either way until two cores have work. */

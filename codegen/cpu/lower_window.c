@@ -446,6 +446,8 @@ static dpc_status lower_grad_input(cg_kernel *k, dpc_diag *d) {
   dpc_status st = cg_conv_init(f, &cv, d);
   if (st) return st;
   const dpc_window *w = &cv.w;
+  if (cg_conv_winograd_grad_input_fits(w, cv.t, f->vector_bits))
+    return cg_lower_conv_winograd_grad_input(k, w, d);
   gm_cfg c;
   gm_choose(&c, f->vector_bits, cv.t, cv.K, cv.P, cv.opg);
   int64_t nb = gm_vec_ok(&c, cv.t) ? images_per_piece(&c, &cv) : 1;
