@@ -24,6 +24,7 @@
  * reference does.
  */
 #include "codegen/cpu/cg.h"
+#include "codegen/cpu/pool2.h"
 
 #include "ir/rules.h"
 
@@ -305,6 +306,7 @@ static dpc_status lower_pool(cg_kernel *k, dpc_diag *d, bool is_max) {
   dpc_status st = pool_init(f, &p, is_max, 0, d);
   if (st) return st;
   const dpc_window *w = &p.w;
+  if (is_max && cg_pool2_fits(w, p.t, f->vector_bits)) return cg_lower_max_pool2(k, w);
   cg_val xp = cg_arg_ptr(f, 0, p.t), yp = cg_arg_ptr(f, 1, p.t);
   k->total = w->n * w->c;
   int64_t sy[4];
@@ -466,6 +468,7 @@ static dpc_status lower_pool_grad(cg_kernel *k, dpc_diag *d, bool is_max) {
   dpc_status st = pool_init(f, &p, is_max, 1, d);
   if (st) return st;
   const dpc_window *w = &p.w;
+  if (is_max && cg_pool2_fits(w, p.t, f->vector_bits)) return cg_lower_max_pool2_grad(k, w);
   if (is_max && scatter_fits(w)) {
     lower_max_pool_grad_scatter(k, &p);
     return DPC_OK;

@@ -1107,6 +1107,7 @@ def gen_conv_pool():
          kernel=2, stride=2, pad=1, dilation=[2, 3], ceil_mode=1)
     x = (-np.abs(randn(rng, (1, 1, 4, 4))) - 1).astype(f32)
     pool("max_pool2d", "negative_inputs_pad", x, "kernel=3, stride=1, pad=1", kernel=3, stride=1, pad=1)
+    pool("max_pool2d", "k2_s2_wide_nan", pool2_input(), "kernel=2", kernel=2)
     # avg pooling: the divisor with and without padding
     for cip in (0, 1):
         pool("avg_pool2d", f"pad1_count_include_pad{cip}", randn(rng, (1, 2, 5, 5)),
@@ -1698,6 +1699,20 @@ def conv2d_grad_weight(dy, x, wshape, stride=1, pad=0, dilation=1, groups=1):
     return dwt
 
 
+def pool2_input():
+    """Planes of 6 x 40 for 2x2 windows at stride 2: rows of 20 windows (a 16-lane vector and
+    part of another), with NaNs (one, two, four in a window), ties, -inf and signed zeros."""
+    x = randn(np.random.default_rng(22), (2, 3, 6, 40))
+    x[0, 0, 0, 1] = NAN                         # b
+    x[0, 0, 0, 2], x[0, 0, 1, 3] = NAN, NAN     # b and d: b first
+    x[0, 0, 1, 4], x[0, 0, 1, 5] = NAN, NAN     # c and d: c first
+    x[0, 0, 2:4, 6:8] = NAN                     # all four: a
+    x[0, 1, 2:4, 4:6] = 7.0                     # ties: a
+    x[0, 1, 0, 34:36], x[0, 1, 1, 34:36] = -INF, -INF
+    x[1, 2, 4, 36], x[1, 2, 4, 37], x[1, 2, 5, 36], x[1, 2, 5, 37] = -0.0, 0.0, -0.0, 0.0
+    return x.astype(f32)
+
+
 def pool2d_grad(dy, x, kind, kernel, stride=None, pad=0, dilation=1, ceil_mode=0, count_include_pad=0):
     """The adjoint of pool2d()'s loops: max sends each window's dy to the first position holding
     its maximum (the first NaN if it holds one); avg spreads dy / divisor over the window's
@@ -1828,6 +1843,12 @@ def gen_conv_pool_grads():
          kernel=3, stride=1, pad=1)
     pool(op, "large_plane_banded", (1, 1, 150, 150), "kernel=3, stride=1, pad=1", gen=big,
          fd=False, kernel=3, stride=1, pad=1)
+    # 2x2 windows at stride 2 (the vectorised kernel): NaNs, ties and -inf, and dy of -0
+    x = pool2_input()
+    dy = randn(np.random.default_rng(23), (2, 3, 3, 20))
+    dy[0, 0, 0, :3] = -0.0
+    case(op, "k2_s2_wide_nan", f"input dy: {ty(dy)}\ninput x: {ty(x)}\ndx = {op}(dy, x, kernel=2)\noutput dx",
+         {"dy": dy, "x": x}, {"dx": pool2d_grad(dy, x, "max", kernel=2).astype(f32)})
     op = "avg_pool2d_grad"
     for cip in (0, 1):
         pool(op, f"pad1_count_include_pad{cip}", (1, 2, 5, 5), f"kernel=3, stride=1, pad=1, count_include_pad={cip}",

@@ -1,0 +1,18 @@
+/*
+ * pool2.h — max_pool2d with 2x2 windows at stride 2, and its gradient, on vectors of windows
+ * (lower_pool2.c). lower_pool.c asks whether a pool fits and hands it over.
+ */
+#ifndef DPC_CODEGEN_CPU_POOL2_H
+#define DPC_CODEGEN_CPU_POOL2_H
+
+#include "codegen/cpu/cg.h"
+#include "ir/rules.h"
+
+/* True for f32 max pools with 2x2 windows at stride 2, no padding or dilation, over planes of
+ * even height and width, on a target of vector_bits >= 128. */
+bool cg_pool2_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
+/* The kernel bodies for max_pool2d (x -> y) and max_pool2d_grad (dy, x -> dx). */
+dpc_status cg_lower_max_pool2(cg_kernel *k, const dpc_window *w);
+dpc_status cg_lower_max_pool2_grad(cg_kernel *k, const dpc_window *w);
+
+#endif
