@@ -11,7 +11,8 @@
  * -0 into +0) at each window's argmax and +0 at its three other taps, interleaving the lanes
  * back into the rows: every position of dx is written once, nothing is zeroed first.
  *
- * fashion_cnn's first pool at batch 128: the gradient 7.0 -> ~0.5 ms, the forward 1.2 -> ~0.3.
+ * fashion_cnn's first pool at batch 128 (32 planes of 28x28 an image), one core: the gradient
+ * 7.0 -> 1.2-1.4 ms, the forward 1.2 -> 0.6 ms; both now move their bytes at memory speed.
  */
 #include "codegen/cpu/pool2.h"
 
