@@ -5,6 +5,8 @@
  *   build/bench/bench_conv            the example CNN's layers (batch 64), then a sweep of odd
  *                                     geometries (stride, asymmetric padding, dilation, groups)
  *   bench_conv "conv2" conv2d_grad_input   only the cases whose name has "conv2", that op
+ *   bench_conv --onednn [FILTER [OP]]      also oneDNN's time for each (where built with it:
+ *                                          bench/conv_onednn.c), in its own layouts and from NCHW
  *
  * Each case is a one-node .graph through dpc's own pipeline, compiled with
  * dpc_cpu_compile_plan; the kernel is called over [0, total) on this thread (and once in three
@@ -38,7 +40,17 @@ static const ccase cases[] = {
     {"depthwise", 2, 6, 33, 33, 6, 5, 5, ", pad=2, groups=6", 1, 1, 2, 2, 2, 2, 1, 1, 6},
     {"wide", 1, 3, 9, 150, 40, 1, 3, ", pad=[0, 1], dilation=[1, 3]", 1, 1, 0, 1, 0, 1, 1, 3, 1},
     {"many taps", 2, 96, 12, 12, 50, 3, 3, ", pad=1, stride=2", 2, 2, 1, 1, 1, 1, 1, 1, 1},
+    /* ResNet-18's 3x3 layers inside its blocks, at batch 8 */
+    {"resnet l1", 8, 64, 56, 56, 64, 3, 3, ", pad=1", 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    {"resnet l2", 8, 128, 28, 28, 128, 3, 3, ", pad=1", 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    {"resnet l3", 8, 256, 14, 14, 256, 3, 3, ", pad=1", 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    {"resnet l4", 8, 512, 7, 7, 512, 3, 3, ", pad=1", 1, 1, 1, 1, 1, 1, 1, 1, 1},
 };
+
+#ifdef DPC_BENCH_ONEDNN
+#include "bench/conv_onednn.h"
+#endif
+static bool with_onednn; /* --onednn */
 
 static void die(dpc_diag *d, const char *what) {
   char *m = dpc_diag_render(d);
@@ -164,6 +176,21 @@ static int run(const ccase *cc, dpc_op op) {
          "  diff %.1e%s\n",
          cc->what, dpc_op_name(op), best * 1e3, flop / best * 1e-9, tref * 1e3,
          (long long)kern.total, compile_s * 1e3, rel, rel < 1e-5 ? "" : "  MISMATCH");
+#ifdef DPC_BENCH_ONEDNN
+  if (with_onednn) {
+    onednn_conv oc = {cc->n,  cc->c,  cc->h,  cc->w,  cc->oc, cc->kh, cc->kw, oh,     ow,
+                      cc->sh, cc->sw, cc->pt, cc->pl, cc->pb, cc->pr, cc->dh, cc->dw, cc->groups};
+    int kind = op == DPC_OP_CONV2D              ? ONEDNN_FWD
+               : op == DPC_OP_CONV2D_GRAD_INPUT ? ONEDNN_BWD_DATA
+                                                : ONEDNN_BWD_WEIGHTS;
+    double own, nchw;
+    char impl[64];
+    onednn_conv_time(&oc, kind, reps, &own, &nchw, impl, sizeof impl);
+    printf("%-10s %-19s oneDNN %8.3f ms (dpc %.2fx), from NCHW %8.3f ms (dpc %.2fx)  [%s]\n",
+           cc->what, dpc_op_name(op), own * 1e3, own / best, nchw * 1e3, nchw / best, impl);
+    fflush(stdout);
+  }
+#endif
   fflush(stdout);
   for (int i = 0; i < n_in; i++) free(in[i].data);
   for (int i = 0; i < 2; i++) free(out[i].data);
@@ -177,6 +204,16 @@ static int run(const ccase *cc, dpc_op op) {
 int main(int argc, char **argv) {
   static const dpc_op ops[] = {DPC_OP_CONV2D, DPC_OP_CONV2D_GRAD_INPUT, DPC_OP_CONV2D_GRAD_WEIGHT};
   int bad = 0;
+  if (argc > 1 && !strcmp(argv[1], "--onednn")) {
+#ifndef DPC_BENCH_ONEDNN
+    fprintf(stderr, "bench_conv: built without oneDNN (bench/setup installs libdnnl-dev; then "
+                    "reconfigure)\n");
+    return 2;
+#endif
+    with_onednn = true;
+    argv++;
+    argc--;
+  }
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     for (size_t j = 0; j < 3; j++)
       if (argc < 2 ||
