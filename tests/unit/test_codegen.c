@@ -430,17 +430,19 @@ static void conv_winograd_grad_input_matches_reference(void) {
  * images' (7x7 planes at batch 7). Each convolution here has more taps than one pass holds. */
 static void conv_bits_same_at_any_batch(void) {
   dpc_graph *g = parse("input big: f32[N, 64, 28, 28]\ninput deep: f32[N, 200, 7, 7]\n"
-                       "input wide: f32[N, 600, 7, 7]\n"
+                       "input wide: f32[N, 600, 7, 7]\ninput small: f32[N, 32, 14, 14]\n"
                        "param bk: f32[64, 64, 3, 3] = he_normal(seed=1)\n"
                        "param dk: f32[40, 200, 3, 3] = he_normal(seed=2)\n"
                        "param pk: f32[32, 600, 1, 1] = he_normal(seed=3)\n"
+                       "param sk: f32[48, 32, 3, 3] = he_normal(seed=4)\n"
                        "a = conv2d(big, bk, pad=1)\nb = conv2d(deep, dk, pad=1)\n"
-                       "c = conv2d(wide, pk)\noutput a, b, c\n");
+                       "c = conv2d(wide, pk)\ne = conv2d(small, sk, pad=1)\noutput a, b, c, e\n");
   if (!g) return;
-  const char *names[3] = {"big", "deep", "wide"};
-  const int64_t chans[3] = {64, 200, 600}, side[3] = {28, 7, 7};
-  dpc_named one[3], seven[3];
-  for (int i = 0; i < 3; i++) {
+  /* small: Winograd with several images' tiles side by side in one GEMM (5 and 2 of the 7) */
+  const char *names[4] = {"big", "deep", "wide", "small"};
+  const int64_t chans[4] = {64, 200, 600, 32}, side[4] = {28, 7, 7, 14};
+  dpc_named one[4], seven[4];
+  for (int i = 0; i < 4; i++) {
     one[i] = make_input(names[i], (dpc_shape){4, {1, chans[i], side[i], side[i]}}, (uint64_t)i + 1);
     seven[i] =
         make_input(names[i], (dpc_shape){4, {7, chans[i], side[i], side[i]}}, (uint64_t)i + 1);
@@ -450,15 +452,15 @@ static void conv_bits_same_at_any_batch(void) {
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_exec_opts llvm = {.backend = &dpc_codegen_llvm};
-  CHECK_MSG(dpc_driver_infer(g, NULL, &llvm, one, 3, false, &r1, &n1, &d) == DPC_OK, "%s", d.msg);
-  CHECK_MSG(dpc_driver_infer(g, NULL, &llvm, seven, 3, false, &r7, &n7, &d) == DPC_OK, "%s", d.msg);
-  CHECK(n1 == 3 && n7 == 3);
+  CHECK_MSG(dpc_driver_infer(g, NULL, &llvm, one, 4, false, &r1, &n1, &d) == DPC_OK, "%s", d.msg);
+  CHECK_MSG(dpc_driver_infer(g, NULL, &llvm, seven, 4, false, &r7, &n7, &d) == DPC_OK, "%s", d.msg);
+  CHECK(n1 == 4 && n7 == 4);
   for (uint32_t o = 0; o < n1 && o < n7; o++)
     CHECK_MSG(!memcmp(r1[o].t.data, r7[o].t.data, dpc_tensor_bytes(&r1[o].t)),
               "output %s: image 0 alone differs from image 0 of 7", r1[o].name);
   dpc_named_free(r1, n1);
   dpc_named_free(r7, n7);
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     drop(&one[i]);
     drop(&seven[i]);
   }
