@@ -22,4 +22,8 @@ dpc_status cg_lower_conv_winograd(cg_kernel *k, const dpc_window *w, dpc_diag *d
 bool cg_conv_winograd_grad_input_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
 dpc_status cg_lower_conv_winograd_grad_input(cg_kernel *k, const dpc_window *w, dpc_diag *d);
 
+/* And conv2d_grad_weight, as F(3x3, 2x2) summed over images and tiles. */
+bool cg_conv_winograd_grad_weight_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
+dpc_status cg_lower_conv_winograd_grad_weight(cg_kernel *k, const dpc_window *w, dpc_diag *d);
+
 #endif

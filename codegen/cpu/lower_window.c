@@ -540,6 +540,8 @@ static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
   dpc_status st = cg_conv_init(f, &cv, d);
   if (st) return st;
   const dpc_window *w = &cv.w;
+  if (cg_conv_winograd_grad_weight_fits(w, cv.t, f->vector_bits))
+    return cg_lower_conv_winograd_grad_weight(k, w, d);
   /* dW[o, q], or dW^T[q, o] when the tile fits that better: the first layer of the CNN has
    * 32 x 9, where 9 taps would fill 9 of 16 lanes and 32 channels fill 2 vectors exactly */
   gm_cfg c, ct;

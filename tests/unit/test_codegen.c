@@ -424,6 +424,53 @@ static void conv_winograd_grad_input_matches_reference(void) {
   dpc_graph_free(g);
 }
 
+/* Their weight gradients too, as F(3x3, 2x2) summed over images and tiles: an odd plane (tiles
+ * half outside it), several images' tiles in one block (15x15 and 14x36 at batch 2), and a
+ * plane cut into blocks of tile rows (40x40). */
+static void conv_winograd_grad_weight_matches_reference(void) {
+  dpc_graph *g = parse("input dya: f32[N, 33, 15, 15]\ninput xa: f32[N, 20, 15, 15]\n"
+                       "input dyb: f32[N, 64, 14, 36]\ninput xb: f32[N, 48, 14, 36]\n"
+                       "input dyc: f32[N, 32, 40, 40]\ninput xc: f32[N, 32, 40, 40]\n"
+                       "param ak: f32[33, 20, 3, 3] = he_normal(seed=1)\n"
+                       "param bk: f32[64, 48, 3, 3] = he_normal(seed=3)\n"
+                       "param ck: f32[32, 32, 3, 3] = he_normal(seed=4)\n"
+                       "ga = conv2d_grad_weight(dya, xa, ak, pad=1)\n"
+                       "gb = conv2d_grad_weight(dyb, xb, bk, pad=1)\n"
+                       "gc = conv2d_grad_weight(dyc, xc, ck, pad=1)\n"
+                       "output ga, gb, gc\n");
+  if (!g) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  uint32_t convs = 0;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].op != DPC_OP_CONV2D_GRAD_WEIGHT) continue;
+    dpc_window w;
+    CHECK_MSG(dpc_window_of(g, i, &w, &d) == DPC_OK, "%s", d.msg);
+    CHECK_MSG(cg_conv_winograd_grad_weight_fits(&w, DPC_F32, 512) &&
+                  cg_conv_winograd_grad_weight_fits(&w, DPC_F32, 256),
+              "conv2d_grad_weight node %u (%lld -> %lld channels) does not take the Winograd path",
+              i, (long long)w.c, (long long)w.oc);
+    convs++;
+  }
+  CHECK(convs == 3);
+  dpc_diag_free(&d);
+  static const char *names[6] = {"dya", "xa", "dyb", "xb", "dyc", "xc"};
+  static const int64_t dims[6][3] = {{33, 15, 15}, {20, 15, 15}, {64, 14, 36},
+                                     {48, 14, 36}, {32, 40, 40}, {32, 40, 40}};
+  for (int64_t n = 1; n <= 2; n++) {
+    dpc_named feeds[6];
+    for (int i = 0; i < 6; i++)
+      feeds[i] = make_input(names[i], (dpc_shape){4, {n, dims[i][0], dims[i][1], dims[i][2]}},
+                            (uint64_t)i + 1);
+    check_same("Winograd weight gradients", g, feeds, 6);
+    if (host_vector_bits() >= 256)
+      check_same_on("Winograd weight gradients, AVX2", g, feeds, 6,
+                    &(dpc_codegen_options){.cpu = "haswell", .features = "+avx2,+fma,+f16c"});
+    for (int i = 0; i < 6; i++) drop(&feeds[i]);
+  }
+  dpc_graph_free(g);
+}
+
 /* An image gets the same bits from a convolution alone as in a batch (a served request batched
  * with others is answered as it would be alone): the sums over taps are cut into the same
  * passes whether the image's plane is computed in pieces of rows, of channels, or beside other
@@ -1162,6 +1209,7 @@ const unit_test unit_tests[] = {
     {"conv_bits_same_at_any_batch", conv_bits_same_at_any_batch},
     {"conv_winograd_matches_reference", conv_winograd_matches_reference},
     {"conv_winograd_grad_input_matches_reference", conv_winograd_grad_input_matches_reference},
+    {"conv_winograd_grad_weight_matches_reference", conv_winograd_grad_weight_matches_reference},
     {"training_matches_reference", training_matches_reference},
     {"artifact_matches_jit", artifact_matches_jit},
     {"damaged_artifact_refused", damaged_artifact_refused},
