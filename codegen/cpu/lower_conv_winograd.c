@@ -33,6 +33,7 @@
  * any batch.
  */
 #include "codegen/cpu/conv_winograd.h"
+#include "codegen/cpu/conv_winograd_int.h"
 #include "codegen/cpu/conv_im2col.h"
 
 #include <stdio.h>
@@ -46,25 +47,12 @@
 #define M_BYTES (256 * 1024)
 /* The most V may take when a plane's tiles are all one block. */
 #define V_MAX (2 * 1024 * 1024)
-/* Fewer channels leave the GEMMs too shallow or too thin to gain. */
-#define MIN_CHANNELS 16
 /* Smaller planes spend more on the transforms and on partial tiles than they save. */
 #define MIN_PIXELS 196
 /* Most vectors of tiles in a tile row (the transforms are unrolled over them). */
 #define MAX_CHUNKS 8
-#define XI         16
 /* Tiles a piece of several images aims at. */
 #define IMG_TILES 256
-
-typedef struct wino {
-  int64_t n, ci, co, th, tw; /* images, channels in and out, tile rows and columns */
-  int64_t mb, nob;           /* output channels per block, blocks */
-  int64_t nty, ntb, ldv;     /* tile rows per block, blocks per image, V and M row stride */
-  int64_t og, obpg;          /* pieces per image by channel blocks, channel blocks per piece */
-  int64_t ng, per;           /* pieces per image by tile-row blocks, tile-row blocks per piece */
-  bool flip;                 /* the input gradient: filters read transposed and turned 180 deg */
-  int64_t ni;                /* images whose tiles sit side by side in V and M (one block each) */
-} wino;
 
 /* Blocks of output channels and of tile rows, for a GEMM configuration c. Large planes with
  * few channels (ResNet's first layers) take blocks of tile rows with U, V and M within budget;
@@ -127,7 +115,7 @@ bool cg_conv_winograd_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
 }
 
 /* A vector constant of i1 lanes: on[l]. */
-static cg_val lane_const(cg_fn *f, const gm_cfg *c, const bool *on, bool *any) {
+cg_val cg_wg_lane_const(cg_fn *f, const gm_cfg *c, const bool *on, bool *any) {
   char s[1024];
   size_t o = (size_t)snprintf(s, sizeof s, "<");
   *any = false;
@@ -140,7 +128,7 @@ static cg_val lane_const(cg_fn *f, const gm_cfg *c, const bool *on, bool *any) {
 }
 
 /* A shuffle of a and b (2 vl lanes) by the indices idx[0..vl). */
-static cg_val shuffle(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b, const int *idx) {
+cg_val cg_wg_shuffle(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b, const int *idx) {
   char s[512];
   size_t o = (size_t)snprintf(s, sizeof s, "<");
   for (int l = 0; l < c->vl; l++)
@@ -149,13 +137,13 @@ static cg_val shuffle(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b, const int *
   return gm_ev(f, "shufflevector %s %s, %s %s, %s %s", c->vty, a.s, c->vty, b.s, c->ity, s);
 }
 
-static cg_val vadd(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b) {
+cg_val cg_wg_vadd(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b) {
   return gm_ev(f, "fadd %s %s, %s", c->vty, a.s, b.s);
 }
-static cg_val vsub(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b) {
+cg_val cg_wg_vsub(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b) {
   return gm_ev(f, "fsub %s %s, %s", c->vty, a.s, b.s);
 }
-static cg_val vhalf(cg_fn *f, const gm_cfg *c, cg_val a) {
+cg_val cg_wg_vhalf(cg_fn *f, const gm_cfg *c, cg_val a) {
   cg_val h = gm_ev(f, "insertelement %s undef, float 0x3FE0000000000000, i32 0", c->vty);
   h = gm_ev(f, "shufflevector %s %s, %s undef, %s zeroinitializer", c->vty, h.s, c->vty, c->ity);
   return gm_ev(f, "fmul %s %s, %s", c->vty, a.s, h.s);
@@ -196,17 +184,17 @@ static void filter_transform(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt
   cg_val s[3][4], uu[4][4];
   for (int r = 0; r < 3; r++) {
     cg_val a = g[3 * r], b = g[3 * r + 1], d = g[3 * r + 2];
-    cg_val ad = vadd(f, c, a, d);
+    cg_val ad = cg_wg_vadd(f, c, a, d);
     s[r][0] = a;
-    s[r][1] = vhalf(f, c, vadd(f, c, ad, b));
-    s[r][2] = vhalf(f, c, vsub(f, c, ad, b));
+    s[r][1] = cg_wg_vhalf(f, c, cg_wg_vadd(f, c, ad, b));
+    s[r][2] = cg_wg_vhalf(f, c, cg_wg_vsub(f, c, ad, b));
     s[r][3] = d;
   }
   for (int j = 0; j < 4; j++) {
-    cg_val ad = vadd(f, c, s[0][j], s[2][j]);
+    cg_val ad = cg_wg_vadd(f, c, s[0][j], s[2][j]);
     uu[0][j] = s[0][j];
-    uu[1][j] = vhalf(f, c, vadd(f, c, ad, s[1][j]));
-    uu[2][j] = vhalf(f, c, vsub(f, c, ad, s[1][j]));
+    uu[1][j] = cg_wg_vhalf(f, c, cg_wg_vadd(f, c, ad, s[1][j]));
+    uu[2][j] = cg_wg_vhalf(f, c, cg_wg_vsub(f, c, ad, s[1][j]));
     uu[3][j] = s[2][j];
   }
   cg_val row = cg_add(f, cg_mul(f, o.i, cg_const_i64(p->ci)), c0);
@@ -238,7 +226,7 @@ static void patch_row(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wino
         int64_t col = s + q * vl + l, tile = t0 + (q * vl + l) / 2;
         on[l] = col >= 0 && col < w->w && tile < p->tw;
       }
-      cg_val m = lane_const(f, c, on, &any);
+      cg_val m = cg_wg_lane_const(f, c, on, &any);
       if (!any) {
         v[q] = (cg_val){"zeroinitializer"};
         continue;
@@ -246,15 +234,15 @@ static void patch_row(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wino
       m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", valid.s, c->mty, m.s, c->mty);
       v[q] = gm_mload(f, c, gm_gep(f, "float", row, cg_const_i64(s + q * vl), false), m);
     }
-    out[2 * h] = shuffle(f, c, v[0], v[1], ev);
-    out[2 * h + 1] = shuffle(f, c, v[0], v[1], od);
+    out[2 * h] = cg_wg_shuffle(f, c, v[0], v[1], ev);
+    out[2 * h + 1] = cg_wg_shuffle(f, c, v[0], v[1], od);
   }
 }
 
 /* V[xi][ci][col0 + r * tw + tile] = (B^T d B)[xi] for tile rows [ty0, ty0 + nrt) of the image's
  * planes at plane0. */
-static void input_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wino *p, cg_val x,
-                            cg_val plane0, cg_val ty0, cg_val nrt, cg_val v, cg_val col0) {
+void cg_wg_input_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wino *p, cg_val x,
+                           cg_val plane0, cg_val ty0, cg_val nrt, cg_val v, cg_val col0) {
   int vl = c->vl;
   int64_t chunks = cg_ceil_div(p->tw, vl);
   cg_loop ci = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(p->ci));
@@ -277,17 +265,17 @@ static void input_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, cons
     cg_val d[4][4], t[4][4];
     for (int i = 0; i < 4; i++) patch_row(f, c, w, p, rows[i], valid[i], k * vl, d[i]);
     for (int i = 0; i < 4; i++) { /* d B */
-      t[i][0] = vsub(f, c, d[i][0], d[i][2]);
-      t[i][1] = vadd(f, c, d[i][1], d[i][2]);
-      t[i][2] = vsub(f, c, d[i][2], d[i][1]);
-      t[i][3] = vsub(f, c, d[i][1], d[i][3]);
+      t[i][0] = cg_wg_vsub(f, c, d[i][0], d[i][2]);
+      t[i][1] = cg_wg_vadd(f, c, d[i][1], d[i][2]);
+      t[i][2] = cg_wg_vsub(f, c, d[i][2], d[i][1]);
+      t[i][3] = cg_wg_vsub(f, c, d[i][1], d[i][3]);
     }
     bool on[64], any;
     for (int l = 0; l < vl; l++) on[l] = k * vl + l < p->tw;
-    cg_val keep = lane_const(f, c, on, &any);
+    cg_val keep = cg_wg_lane_const(f, c, on, &any);
     for (int j = 0; j < 4; j++) { /* B^T (d B) */
-      cg_val vv[4] = {vsub(f, c, t[0][j], t[2][j]), vadd(f, c, t[1][j], t[2][j]),
-                      vsub(f, c, t[2][j], t[1][j]), vsub(f, c, t[1][j], t[3][j])};
+      cg_val vv[4] = {cg_wg_vsub(f, c, t[0][j], t[2][j]), cg_wg_vadd(f, c, t[1][j], t[2][j]),
+                      cg_wg_vsub(f, c, t[2][j], t[1][j]), cg_wg_vsub(f, c, t[1][j], t[3][j])};
       for (int i = 0; i < 4; i++) {
         int64_t off = (int64_t)(4 * i + j) * p->ci * p->ldv + k * vl;
         gm_mstore(f, c, vv[i], gm_gep(f, "float", dst, cg_const_i64(off), false), keep);
@@ -326,7 +314,7 @@ static void output_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, con
   for (int64_t k = 0; k < chunks; k++) {
     bool on[64], any;
     for (int l = 0; l < vl; l++) on[l] = k * vl + l < p->tw;
-    cg_val in = lane_const(f, c, on, &any);
+    cg_val in = cg_wg_lane_const(f, c, on, &any);
     cg_val m[16];
     for (int xi = 0; xi < XI; xi++) {
       int64_t off = (int64_t)xi * p->mb * p->ldv + k * vl;
@@ -334,20 +322,20 @@ static void output_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, con
     }
     cg_val s[4][2], yv[2][2];
     for (int i = 0; i < 4; i++) { /* m A */
-      s[i][0] = vadd(f, c, vadd(f, c, m[4 * i], m[4 * i + 1]), m[4 * i + 2]);
-      s[i][1] = vsub(f, c, vsub(f, c, m[4 * i + 1], m[4 * i + 2]), m[4 * i + 3]);
+      s[i][0] = cg_wg_vadd(f, c, cg_wg_vadd(f, c, m[4 * i], m[4 * i + 1]), m[4 * i + 2]);
+      s[i][1] = cg_wg_vsub(f, c, cg_wg_vsub(f, c, m[4 * i + 1], m[4 * i + 2]), m[4 * i + 3]);
     }
     for (int j = 0; j < 2; j++) { /* A^T (m A) */
-      yv[0][j] = vadd(f, c, vadd(f, c, s[0][j], s[1][j]), s[2][j]);
-      yv[1][j] = vsub(f, c, vsub(f, c, s[1][j], s[2][j]), s[3][j]);
+      yv[0][j] = cg_wg_vadd(f, c, cg_wg_vadd(f, c, s[0][j], s[1][j]), s[2][j]);
+      yv[1][j] = cg_wg_vsub(f, c, cg_wg_vsub(f, c, s[1][j], s[2][j]), s[3][j]);
     }
     for (int rr = 0; rr < 2; rr++) {
-      cg_val half[2] = {shuffle(f, c, yv[rr][0], yv[rr][1], lo),
-                        shuffle(f, c, yv[rr][0], yv[rr][1], hi)};
+      cg_val half[2] = {cg_wg_shuffle(f, c, yv[rr][0], yv[rr][1], lo),
+                        cg_wg_shuffle(f, c, yv[rr][0], yv[rr][1], hi)};
       for (int h = 0; h < 2; h++) {
         int64_t col0 = 2 * k * vl + h * vl;
         for (int l = 0; l < vl; l++) on[l] = col0 + l < w->ow;
-        cg_val keep = lane_const(f, c, on, &any);
+        cg_val keep = cg_wg_lane_const(f, c, on, &any);
         if (!any) continue;
         if (rr == 1)
           keep =
@@ -447,8 +435,8 @@ static dpc_status lower(cg_kernel *k, const dpc_window *w, bool flip, dpc_diag *
   cg_val tiles = cg_mul(f, nrt, cg_const_i64(p.tw)); /* an image's, side by side */
   cg_val nt = cg_mul(f, bn, tiles);
   cg_loop im = cg_loop_begin(f, cg_const_i64(0), bn);
-  input_transform(f, &c, w, &p, x, cg_mul(f, cg_add(f, img0, im.i), cg_const_i64(p.ci)), ty0, nrt,
-                  v, cg_mul(f, im.i, tiles));
+  cg_wg_input_transform(f, &c, w, &p, x, cg_mul(f, cg_add(f, img0, im.i), cg_const_i64(p.ci)), ty0,
+                        nrt, v, cg_mul(f, im.i, tiles));
   cg_loop_end(f, im);
   /* the GEMM reads whole vectors past nt: zeros there, unless nt is whole tiles */
   uint32_t tail =
@@ -489,239 +477,6 @@ static dpc_status lower(cg_kernel *k, const dpc_window *w, bool flip, dpc_diag *
   cg_loop_end(f, om);
   cg_loop_end(f, ob);
   cg_loop_end(f, tb);
-  cg_loop_end(f, it);
-  return DPC_OK;
-}
-
-/* ---- the weight gradient: F(3x3, 2x2) -------------------------------------------------------
- *
- * dW[o][i] (3x3) sums, over images and 2x2 tiles of dy, the correlation of the tile's 4x4 input
- * patch (the forward's) with the tile's 2x2 of dy: Winograd's F(3x3, 2x2), with the same B as
- * the forward and
- *
- *   dW = A3^T [ sum over tiles (G2 g G2^T) (.) (B^T d B) ] A3,
- *   G2 = [1 0; 1/2 1/2; 1/2 -1/2; 0 1],  A3^T = [1 1 1 0; 0 1 -1 0; 0 1 1 -1].
- *
- * The sum over tiles is 16 GEMMs, M[xi][o, i] += U[xi][o, tiles] . V[xi][i, tiles]^T, with U the
- * transformed dy and V the transformed input (input_transform, as the forward's). A piece is a
- * block of output channels, summing over every image and tile: it transforms dy for its channels
- * and the input for all of them. */
-
-#define DW_BYTES (1024 * 1024)     /* U and V of one block of tiles */
-#define DW_M_MAX (2 * 1024 * 1024) /* the sums M */
-
-typedef struct wdw {
-  int64_t nob, ob; /* output-channel blocks, channels each */
-  int64_t ni, nty; /* images a block of tiles takes (whole planes) or, with one, tile rows */
-  int64_t ld, ldm; /* row stride of U and V (tiles), of M (channels) */
-} wdw;
-
-static bool dw_blocks(const gm_cfg *c, const dpc_window *w, int64_t n, wdw *b) {
-  int64_t ci = w->c, co = w->oc, th = cg_ceil_div(w->oh, 2), tw = cg_ceil_div(w->ow, 2);
-  /* two blocks of output channels for two cores, more while M is over its budget */
-  b->ldm = gm_pad_ld(c, cg_ceil_div(ci, c->nr) * c->nr);
-  b->nob = co % 2 == 0 && co >= 2 * MIN_CHANNELS ? 2 : 1;
-  for (;;) {
-    b->ob = co / b->nob;
-    if (XI * 4 * b->ob * b->ldm <= DW_M_MAX) break;
-    int64_t next = b->nob * 2;
-    if (co % next || co / next < MIN_CHANNELS) return false;
-    b->nob = next;
-  }
-  int64_t per_row = XI * 4 * tw * (b->ob + ci); /* bytes of U and V per tile row */
-  b->ni = 1;
-  b->nty = DW_BYTES / per_row;
-  if (b->nty < 1) return false;
-  if (b->nty >= th) { /* whole planes: as many images as fit */
-    b->nty = th;
-    b->ni = DW_BYTES / (per_row * th);
-    if (b->ni > n) b->ni = n;
-    if (b->ni < 1) b->ni = 1;
-  }
-  b->ld = gm_pad_ld(c, cg_ceil_div(b->ni * b->nty * tw, c->vl) * c->vl);
-  return true;
-}
-
-bool cg_conv_winograd_grad_weight_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
-  if (!cg_conv_winograd_fits(w, t, vector_bits)) return false;
-  gm_cfg c;
-  gm_choose(&c, vector_bits, DPC_F32, w->oc, w->c, 64);
-  wdw b;
-  return dw_blocks(&c, w, 1, &b);
-}
-
-/* U[xi][o][col0 + r * tw + tile] = (G2 g G2^T)[xi] for dy's tile rows [ty0, ty0 + nrt) of every
- * output channel of the image whose first plane is yplane0: a tile's 2x2 are the even and odd
- * lanes of a load from each of its two rows. */
-static void dy_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, int64_t tw, int64_t nco,
-                         cg_val dy, cg_val yplane0, cg_val ty0, cg_val nrt, cg_val u, int64_t ld,
-                         cg_val col0) {
-  int vl = c->vl;
-  int ev[64], od[64];
-  for (int l = 0; l < vl; l++) ev[l] = 2 * l, od[l] = 2 * l + 1;
-  cg_loop o = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(nco));
-  cg_val plane = gm_gep(f, "float", dy,
-                        cg_mul(f, cg_add(f, yplane0, o.i), cg_const_i64(w->oh * w->ow)), false);
-  cg_loop r = cg_loop_begin(f, cg_const_i64(0), nrt);
-  cg_val oy = cg_mul(f, cg_add(f, ty0, r.i), cg_const_i64(2));
-  cg_val rows[2], valid[2];
-  for (int a = 0; a < 2; a++) {
-    cg_val iy = cg_add(f, oy, cg_const_i64(a));
-    valid[a] = gm_ev(f, "icmp slt i64 %s, %lld", iy.s, (long long)w->oh);
-    cg_val at = gm_ev(f, "select i1 %s, i64 %s, i64 %s", valid[a].s, iy.s, oy.s);
-    rows[a] = gm_gep(f, "float", plane, cg_mul(f, at, cg_const_i64(w->ow)), false);
-  }
-  cg_val dst = gm_gep(f, "float", u,
-                      cg_add(f, cg_add(f, cg_mul(f, o.i, cg_const_i64(ld)), col0),
-                             cg_mul(f, r.i, cg_const_i64(tw))),
-                      false);
-  for (int64_t k = 0; k * vl < tw; k++) {
-    cg_val g[2][2];
-    for (int a = 0; a < 2; a++) {
-      cg_val v[2];
-      for (int q = 0; q < 2; q++) {
-        bool on[64], any;
-        for (int l = 0; l < vl; l++) on[l] = 2 * k * vl + q * vl + l < w->ow;
-        cg_val m = lane_const(f, c, on, &any);
-        if (!any) {
-          v[q] = (cg_val){"zeroinitializer"};
-          continue;
-        }
-        m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", valid[a].s, c->mty, m.s, c->mty);
-        v[q] = gm_mload(f, c, gm_gep(f, "float", rows[a], cg_const_i64(2 * k * vl + q * vl), false),
-                        m);
-      }
-      g[a][0] = shuffle(f, c, v[0], v[1], ev);
-      g[a][1] = shuffle(f, c, v[0], v[1], od);
-    }
-    cg_val s[2][4];
-    for (int a = 0; a < 2; a++) { /* g G2^T */
-      s[a][0] = g[a][0];
-      s[a][1] = vhalf(f, c, vadd(f, c, g[a][0], g[a][1]));
-      s[a][2] = vhalf(f, c, vsub(f, c, g[a][0], g[a][1]));
-      s[a][3] = g[a][1];
-    }
-    bool on[64], any;
-    for (int l = 0; l < vl; l++) on[l] = k * vl + l < tw;
-    cg_val keep = lane_const(f, c, on, &any);
-    for (int j = 0; j < 4; j++) { /* G2 (g G2^T) */
-      cg_val uu[4] = {s[0][j], vhalf(f, c, vadd(f, c, s[0][j], s[1][j])),
-                      vhalf(f, c, vsub(f, c, s[0][j], s[1][j])), s[1][j]};
-      for (int i = 0; i < 4; i++) {
-        int64_t off = (int64_t)(4 * i + j) * nco * ld + k * vl;
-        gm_mstore(f, c, uu[i], gm_gep(f, "float", dst, cg_const_i64(off), false), keep);
-      }
-    }
-  }
-  cg_loop_end(f, r);
-  cg_loop_end(f, o);
-}
-
-/* dW[o][c0 + i] = A3^T M[o][i] A3 for the block's channels, a vector of them at a time, each
- * filter's nine taps scattered 9 apart. */
-static void dw_output(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wdw *b, cg_val mbuf,
-                      cg_val dw, cg_val o0) {
-  int vl = c->vl;
-  char ptrs[40];
-  snprintf(ptrs, sizeof ptrs, "<%d x float*>", vl);
-  cg_loop o = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(b->ob));
-  for (int64_t k = 0; k * vl < w->c; k++) {
-    bool on[64], any;
-    for (int l = 0; l < vl; l++) on[l] = k * vl + l < w->c;
-    cg_val keep = lane_const(f, c, on, &any);
-    cg_val m[16];
-    for (int xi = 0; xi < XI; xi++) {
-      cg_val at = cg_add(f, cg_mul(f, o.i, cg_const_i64(b->ldm)),
-                         cg_const_i64((int64_t)xi * b->ob * b->ldm + k * vl));
-      m[xi] = gm_mload(f, c, gm_gep(f, "float", mbuf, at, true), keep);
-    }
-    cg_val s[3][4], y[3][3];
-    for (int j = 0; j < 4; j++) { /* A3^T M */
-      s[0][j] = vadd(f, c, vadd(f, c, m[j], m[4 + j]), m[8 + j]);
-      s[1][j] = vsub(f, c, m[4 + j], m[8 + j]);
-      s[2][j] = vsub(f, c, vadd(f, c, m[4 + j], m[8 + j]), m[12 + j]);
-    }
-    for (int i = 0; i < 3; i++) { /* (A3^T M) A3 */
-      y[i][0] = vadd(f, c, vadd(f, c, s[i][0], s[i][1]), s[i][2]);
-      y[i][1] = vsub(f, c, s[i][1], s[i][2]);
-      y[i][2] = vsub(f, c, vadd(f, c, s[i][1], s[i][2]), s[i][3]);
-    }
-    cg_val first = cg_mul(
-        f, cg_add(f, cg_mul(f, cg_add(f, o0, o.i), cg_const_i64(w->c)), cg_const_i64(k * vl)),
-        cg_const_i64(9));
-    cg_val base = gm_gep(f, "float", dw, first, false);
-    for (int t = 0; t < 9; t++) {
-      char idx[1024];
-      size_t n = (size_t)snprintf(idx, sizeof idx, "<");
-      for (int l = 0; l < vl; l++)
-        n += (size_t)snprintf(idx + n, sizeof idx - n, "%si64 %d", l ? ", " : "", 9 * l + t);
-      snprintf(idx + n, sizeof idx - n, ">");
-      cg_val pv = gm_ev(f, "getelementptr float, float* %s, <%d x i64> %s", base.s, vl, idx);
-      cg_line(f, "call void @llvm.masked.scatter.v%df32.v%dp0(%s %s, %s %s, i32 4, %s %s)", vl, vl,
-              c->vty, y[t / 3][t % 3].s, ptrs, pv.s, c->mty, keep.s);
-    }
-  }
-  cg_loop_end(f, o);
-}
-
-dpc_status cg_lower_conv_winograd_grad_weight(cg_kernel *k, const dpc_window *w, dpc_diag *d) {
-  (void)d;
-  cg_fn *f = k->f;
-  int64_t n = f->g->values[f->g->ids[f->g->nodes[f->node].in]].shape.d[0];
-  gm_cfg c;
-  gm_choose(&c, f->vector_bits, DPC_F32, w->oc, w->c, 64);
-  wdw b;
-  DPC_ASSERT(dw_blocks(&c, w, n, &b)); /* cg_conv_winograd_grad_weight_fits said so */
-  int64_t th = cg_ceil_div(w->oh, 2), tw = cg_ceil_div(w->ow, 2);
-  int64_t ntb = cg_ceil_div(th, b.nty), nblk = cg_ceil_div(n, b.ni);
-  gm_choose(&c, f->vector_bits, DPC_F32, b.ob, w->c, b.ni * b.nty * tw);
-  gm_fit(&c, b.ob, w->c);
-  /* the input transform as the forward's, over the block's channels */
-  wino p;
-  memset(&p, 0, sizeof p);
-  p.ci = w->c, p.co = w->oc, p.th = th, p.tw = tw, p.ldv = b.ld;
-  k->total = b.nob;
-  if (n == 0) {
-    k->total = 0;
-    return DPC_OK;
-  }
-  cg_val dy = cg_arg_ptr(f, 0, DPC_F32), x = cg_arg_ptr(f, 1, DPC_F32),
-         dw = cg_arg_ptr(f, cg_out_arg(f), DPC_F32);
-  cg_val u = gm_alloca(f, "float", XI * b.ob * b.ld);
-  cg_val v = gm_alloca(f, "float", XI * w->c * b.ld);
-  cg_val mbuf = gm_alloca(f, "float", XI * b.ob * b.ldm);
-  cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
-  cg_val o0 = cg_mul(f, it.i, cg_const_i64(b.ob));
-  cg_loop ib = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(nblk));
-  cg_val img0 = cg_mul(f, ib.i, cg_const_i64(b.ni));
-  cg_val bn = gm_min(f, cg_const_i64(b.ni), gm_sub(f, cg_const_i64(n), img0));
-  cg_loop tb = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(ntb));
-  cg_val ty0 = cg_mul(f, tb.i, cg_const_i64(b.nty));
-  cg_val nrt = gm_min(f, cg_const_i64(b.nty), gm_sub(f, cg_const_i64(th), ty0));
-  cg_val tiles = cg_mul(f, nrt, cg_const_i64(tw));
-  cg_loop im = cg_loop_begin(f, cg_const_i64(0), bn);
-  cg_val img = cg_add(f, img0, im.i), col0 = cg_mul(f, im.i, tiles);
-  input_transform(f, &c, w, &p, x, cg_mul(f, img, cg_const_i64(w->c)), ty0, nrt, v, col0);
-  dy_transform(f, &c, w, tw, b.ob, dy, cg_add(f, cg_mul(f, img, cg_const_i64(w->oc)), o0), ty0, nrt,
-               u, b.ld, col0);
-  cg_loop_end(f, im);
-  /* M += U V^T over the block's tiles; the first block of all starts M */
-  cg_val first = gm_ev(f, "and i1 %s, %s", gm_ev(f, "icmp eq i64 %s, 0", ib.i.s).s,
-                       gm_ev(f, "icmp eq i64 %s, 0", tb.i.s).s);
-  cg_val acc = gm_ev(f, "xor i1 %s, true", first.s);
-  cg_val nt = cg_mul(f, bn, tiles);
-  cg_loop xi = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(XI));
-  gm_mat A = {gm_gep(f, "float", u, cg_mul(f, xi.i, cg_const_i64(b.ob * b.ld)), true), DPC_F32,
-              b.ld, 1, false};
-  gm_mat B = {gm_gep(f, "float", v, cg_mul(f, xi.i, cg_const_i64(w->c * b.ld)), true), DPC_F32, 1,
-              b.ld, false};
-  gm_mat C = {gm_gep(f, "float", mbuf, cg_mul(f, xi.i, cg_const_i64(b.ob * b.ldm)), true), DPC_F32,
-              b.ldm, 1, false};
-  gm_block(f, &c, &A, &B, &C, cg_const_i64(b.ob), cg_const_i64(w->c), nt, acc);
-  cg_loop_end(f, xi);
-  cg_loop_end(f, tb);
-  cg_loop_end(f, ib);
-  dw_output(f, &c, w, &b, mbuf, dw, o0);
   cg_loop_end(f, it);
   return DPC_OK;
 }

@@ -1,0 +1,39 @@
+/*
+ * conv_winograd_int.h — what the Winograd kernels share: lower_conv_winograd.c (the forward
+ * and the input gradient, F(2x2, 3x3)) and lower_conv_winograd_dw.c (the weight gradient,
+ * F(3x3, 2x2)), which transform the input patches the same way. Not for other files.
+ */
+#ifndef DPC_CODEGEN_CPU_CONV_WINOGRAD_INT_H
+#define DPC_CODEGEN_CPU_CONV_WINOGRAD_INT_H
+
+#include "codegen/cpu/conv_winograd.h"
+#include "codegen/cpu/gemm.h"
+
+/* Fewer channels leave the GEMMs too shallow or too thin to gain. */
+#define MIN_CHANNELS 16
+/* Positions of the 4x4 transformed tile: one GEMM each. */
+#define XI 16
+
+typedef struct wino {
+  int64_t n, ci, co, th, tw; /* images, channels in and out, tile rows and columns */
+  int64_t mb, nob;           /* output channels per block, blocks */
+  int64_t nty, ntb, ldv;     /* tile rows per block, blocks per image, V and M row stride */
+  int64_t og, obpg;          /* pieces per image by channel blocks, channel blocks per piece */
+  int64_t ng, per;           /* pieces per image by tile-row blocks, tile-row blocks per piece */
+  bool flip;                 /* the input gradient: filters read transposed and turned 180 deg */
+  int64_t ni;                /* images whose tiles sit side by side in V and M (one block each) */
+} wino;
+
+/* A vector constant of i1 lanes on[l] (*any: whether one is set). */
+cg_val cg_wg_lane_const(cg_fn *f, const gm_cfg *c, const bool *on, bool *any);
+/* A shuffle of a and b (2 vl lanes) by the indices idx[0..vl). */
+cg_val cg_wg_shuffle(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b, const int *idx);
+cg_val cg_wg_vadd(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b);
+cg_val cg_wg_vsub(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b);
+cg_val cg_wg_vhalf(cg_fn *f, const gm_cfg *c, cg_val a);
+/* V[xi][ci][col0 + r * tw + tile] = (B^T d B)[xi] for tile rows [ty0, ty0 + nrt) of p->ci input
+ * planes from plane0 (rows of V p->ldv apart, positions xi p->ci rows apart). */
+void cg_wg_input_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wino *p, cg_val x,
+                           cg_val plane0, cg_val ty0, cg_val nrt, cg_val v, cg_val col0);
+
+#endif
