@@ -377,98 +377,76 @@ static void conv_winograd_matches_reference(void) {
   dpc_graph_free(g);
 }
 
-/* The input gradients of such convolutions take the same path, as convolutions of dy with the
- * filters transposed and turned: odd planes, one block of tile rows with several channel blocks
- * (160 channels of dx), and rows of 18 tiles. */
-static void conv_winograd_grad_input_matches_reference(void) {
-  dpc_graph *g = parse("input dya: f32[N, 33, 15, 15]\ninput xa: f32[N, 20, 15, 15]\n"
-                       "input dyb: f32[N, 64, 14, 36]\ninput xb: f32[N, 48, 14, 36]\n"
-                       "input dyc: f32[N, 40, 16, 16]\ninput xc: f32[N, 160, 16, 16]\n"
-                       "param ak: f32[33, 20, 3, 3] = he_normal(seed=1)\n"
-                       "param bk: f32[64, 48, 3, 3] = he_normal(seed=3)\n"
-                       "param ck: f32[40, 160, 3, 3] = he_normal(seed=4)\n"
-                       "ga = conv2d_grad_input(dya, ak, xa, pad=1)\n"
-                       "gb = conv2d_grad_input(dyb, bk, xb, pad=1) * 0.5\n"
-                       "gc = conv2d_grad_input(dyc, ck, xc, pad=1)\n"
-                       "output ga, gb, gc\n");
+/* The gradients of Winograd-shaped convolutions against the reference: gradient op `op` of
+ * three convolutions, dy and x named dyX and xX for X in a, b, c, each taking the path `fits`
+ * says (on 512- and 256-bit targets), at batch 1 and 2. c's channels and plane are given. */
+static void check_winograd_gradients(const char *what, const char *op,
+                                     bool (*fits)(const dpc_window *, dpc_dtype, int), int64_t co,
+                                     int64_t ci, int64_t side) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "input dya: f32[N, 33, 15, 15]\ninput xa: f32[N, 20, 15, 15]\n"
+           "input dyb: f32[N, 64, 14, 36]\ninput xb: f32[N, 48, 14, 36]\n"
+           "input dyc: f32[N, %lld, %lld, %lld]\ninput xc: f32[N, %lld, %lld, %lld]\n"
+           "param ak: f32[33, 20, 3, 3] = he_normal(seed=1)\n"
+           "param bk: f32[64, 48, 3, 3] = he_normal(seed=3)\n"
+           "param ck: f32[%lld, %lld, 3, 3] = he_normal(seed=4)\n"
+           "ga = %s(dya, %s, pad=1)\ngb = %s(dyb, %s, pad=1) * 0.5\ngc = %s(dyc, %s, pad=1)\n"
+           "output ga, gb, gc\n",
+           (long long)co, (long long)side, (long long)side, (long long)ci, (long long)side,
+           (long long)side, (long long)co, (long long)ci, op,
+           !strcmp(op, "conv2d_grad_input") ? "ak, xa" : "xa, ak", op,
+           !strcmp(op, "conv2d_grad_input") ? "bk, xb" : "xb, bk", op,
+           !strcmp(op, "conv2d_grad_input") ? "ck, xc" : "xc, ck");
+  dpc_graph *g = parse(text);
   if (!g) return;
   dpc_diag d;
   dpc_diag_init(&d);
   uint32_t convs = 0;
   for (uint32_t i = 0; i < g->n_nodes; i++) {
-    if (g->nodes[i].op != DPC_OP_CONV2D_GRAD_INPUT) continue;
+    if (strcmp(dpc_op_name(g->nodes[i].op), op)) continue;
     dpc_window w;
     CHECK_MSG(dpc_window_of(g, i, &w, &d) == DPC_OK, "%s", d.msg);
-    CHECK_MSG(cg_conv_winograd_grad_input_fits(&w, DPC_F32, 512) &&
-                  cg_conv_winograd_grad_input_fits(&w, DPC_F32, 256),
-              "conv2d_grad_input node %u (%lld -> %lld channels) does not take the Winograd path",
-              i, (long long)w.oc, (long long)w.c);
+    CHECK_MSG(fits(&w, DPC_F32, 512) && fits(&w, DPC_F32, 256),
+              "%s node %u (%lld -> %lld channels) does not take the Winograd path", op, i,
+              (long long)w.c, (long long)w.oc);
     convs++;
   }
   CHECK(convs == 3);
   dpc_diag_free(&d);
-  static const char *names[6] = {"dya", "xa", "dyb", "xb", "dyc", "xc"};
-  static const int64_t dims[6][3] = {{33, 15, 15}, {20, 15, 15}, {64, 14, 36},
-                                     {48, 14, 36}, {40, 16, 16}, {160, 16, 16}};
+  const char *names[6] = {"dya", "xa", "dyb", "xb", "dyc", "xc"};
+  const int64_t dims[6][3] = {{33, 15, 15}, {20, 15, 15},     {64, 14, 36},
+                              {48, 14, 36}, {co, side, side}, {ci, side, side}};
+  char avx2[128];
+  snprintf(avx2, sizeof avx2, "%s, AVX2", what);
   for (int64_t n = 1; n <= 2; n++) {
     dpc_named feeds[6];
     for (int i = 0; i < 6; i++)
       feeds[i] = make_input(names[i], (dpc_shape){4, {n, dims[i][0], dims[i][1], dims[i][2]}},
                             (uint64_t)i + 1);
-    check_same("Winograd input gradients", g, feeds, 6);
+    check_same(what, g, feeds, 6);
     if (host_vector_bits() >= 256)
-      check_same_on("Winograd input gradients, AVX2", g, feeds, 6,
+      check_same_on(avx2, g, feeds, 6,
                     &(dpc_codegen_options){.cpu = "haswell", .features = "+avx2,+fma,+f16c"});
     for (int i = 0; i < 6; i++) drop(&feeds[i]);
   }
   dpc_graph_free(g);
 }
 
+/* The input gradients of such convolutions take the same path, as convolutions of dy with the
+ * filters transposed and turned: odd planes, one block of tile rows with several channel blocks
+ * (160 channels of dx), and rows of 18 tiles. */
+static void conv_winograd_grad_input_matches_reference(void) {
+  check_winograd_gradients("Winograd input gradients", "conv2d_grad_input",
+                           cg_conv_winograd_grad_input_fits, 40, 160, 16);
+}
+
 /* Their weight gradients too, as F(3x3, 2x2) summed over images and tiles: an odd plane (tiles
  * half outside it), several images' tiles in one block (15x15 and 14x36 at batch 2), and a
  * plane cut into blocks of tile rows (40x40). */
 static void conv_winograd_grad_weight_matches_reference(void) {
-  dpc_graph *g = parse("input dya: f32[N, 33, 15, 15]\ninput xa: f32[N, 20, 15, 15]\n"
-                       "input dyb: f32[N, 64, 14, 36]\ninput xb: f32[N, 48, 14, 36]\n"
-                       "input dyc: f32[N, 32, 40, 40]\ninput xc: f32[N, 32, 40, 40]\n"
-                       "param ak: f32[33, 20, 3, 3] = he_normal(seed=1)\n"
-                       "param bk: f32[64, 48, 3, 3] = he_normal(seed=3)\n"
-                       "param ck: f32[32, 32, 3, 3] = he_normal(seed=4)\n"
-                       "ga = conv2d_grad_weight(dya, xa, ak, pad=1)\n"
-                       "gb = conv2d_grad_weight(dyb, xb, bk, pad=1)\n"
-                       "gc = conv2d_grad_weight(dyc, xc, ck, pad=1)\n"
-                       "output ga, gb, gc\n");
-  if (!g) return;
-  dpc_diag d;
-  dpc_diag_init(&d);
-  uint32_t convs = 0;
-  for (uint32_t i = 0; i < g->n_nodes; i++) {
-    if (g->nodes[i].op != DPC_OP_CONV2D_GRAD_WEIGHT) continue;
-    dpc_window w;
-    CHECK_MSG(dpc_window_of(g, i, &w, &d) == DPC_OK, "%s", d.msg);
-    CHECK_MSG(cg_conv_winograd_grad_weight_fits(&w, DPC_F32, 512) &&
-                  cg_conv_winograd_grad_weight_fits(&w, DPC_F32, 256),
-              "conv2d_grad_weight node %u (%lld -> %lld channels) does not take the Winograd path",
-              i, (long long)w.c, (long long)w.oc);
-    convs++;
-  }
-  CHECK(convs == 3);
-  dpc_diag_free(&d);
-  static const char *names[6] = {"dya", "xa", "dyb", "xb", "dyc", "xc"};
-  static const int64_t dims[6][3] = {{33, 15, 15}, {20, 15, 15}, {64, 14, 36},
-                                     {48, 14, 36}, {32, 40, 40}, {32, 40, 40}};
-  for (int64_t n = 1; n <= 2; n++) {
-    dpc_named feeds[6];
-    for (int i = 0; i < 6; i++)
-      feeds[i] = make_input(names[i], (dpc_shape){4, {n, dims[i][0], dims[i][1], dims[i][2]}},
-                            (uint64_t)i + 1);
-    check_same("Winograd weight gradients", g, feeds, 6);
-    if (host_vector_bits() >= 256)
-      check_same_on("Winograd weight gradients, AVX2", g, feeds, 6,
-                    &(dpc_codegen_options){.cpu = "haswell", .features = "+avx2,+fma,+f16c"});
-    for (int i = 0; i < 6; i++) drop(&feeds[i]);
-  }
-  dpc_graph_free(g);
+  check_winograd_gradients("Winograd weight gradients", "conv2d_grad_weight",
+                           cg_conv_winograd_grad_weight_fits, 32, 32, 40);
 }
 
 /* An image gets the same bits from a convolution alone as in a batch (a served request batched
