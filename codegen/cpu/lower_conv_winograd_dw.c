@@ -28,9 +28,10 @@
 #define DW_M_MAX (2 * 1024 * 1024) /* the sums M */
 
 typedef struct wdw {
-  int64_t nob, ob; /* output-channel blocks, channels each */
-  int64_t ni, nty; /* images a block of tiles takes (whole planes) or, with one, tile rows */
-  int64_t ld, ldm; /* row stride of U and V (tiles), of M (channels) */
+  int64_t nob, ob;       /* output-channel blocks, channels each */
+  int64_t ni, nty;       /* images a block of tiles takes (whole planes) or, with one, tile rows */
+  int64_t ld, ldm;       /* row stride of U and V (tiles), of M (channels) */
+  int64_t uxs, vxs, mxs; /* floats between positions' matrices (cg_wg_xi_stride) */
 } wdw;
 
 static bool dw_blocks(const gm_cfg *c, const dpc_window *w, int64_t n, wdw *b) {
@@ -56,6 +57,9 @@ static bool dw_blocks(const gm_cfg *c, const dpc_window *w, int64_t n, wdw *b) {
     if (b->ni < 1) b->ni = 1;
   }
   b->ld = gm_pad_ld(c, cg_ceil_div(b->ni * b->nty * tw, c->vl) * c->vl);
+  b->uxs = cg_wg_xi_stride(b->ob * b->ld);
+  b->vxs = cg_wg_xi_stride(ci * b->ld);
+  b->mxs = cg_wg_xi_stride(b->ob * b->ldm);
   return true;
 }
 
@@ -72,7 +76,7 @@ bool cg_conv_winograd_grad_weight_fits(const dpc_window *w, dpc_dtype t, int vec
  * lanes of a load from each of its two rows. */
 static void dy_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, int64_t tw, int64_t nco,
                          cg_val dy, cg_val yplane0, cg_val ty0, cg_val nrt, cg_val u, int64_t ld,
-                         cg_val col0) {
+                         int64_t uxs, cg_val col0) {
   int vl = c->vl;
   int ev[64], od[64];
   for (int l = 0; l < vl; l++) ev[l] = 2 * l, od[l] = 2 * l + 1;
@@ -125,7 +129,7 @@ static void dy_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, int64_t
       cg_val uu[4] = {s[0][j], cg_wg_vhalf(f, c, cg_wg_vadd(f, c, s[0][j], s[1][j])),
                       cg_wg_vhalf(f, c, cg_wg_vsub(f, c, s[0][j], s[1][j])), s[1][j]};
       for (int i = 0; i < 4; i++) {
-        int64_t off = (int64_t)(4 * i + j) * nco * ld + k * vl;
+        int64_t off = (int64_t)(4 * i + j) * uxs + k * vl;
         gm_mstore(f, c, uu[i], gm_gep(f, "float", dst, cg_const_i64(off), false), keep);
       }
     }
@@ -149,7 +153,7 @@ static void dw_output(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wdw 
     cg_val m[16];
     for (int xi = 0; xi < XI; xi++) {
       cg_val at = cg_add(f, cg_mul(f, o.i, cg_const_i64(b->ldm)),
-                         cg_const_i64((int64_t)xi * b->ob * b->ldm + k * vl));
+                         cg_const_i64((int64_t)xi * b->mxs + k * vl));
       m[xi] = gm_mload(f, c, gm_gep(f, "float", mbuf, at, true), keep);
     }
     cg_val s[3][4], y[3][3];
@@ -196,7 +200,7 @@ dpc_status cg_lower_conv_winograd_grad_weight(cg_kernel *k, const dpc_window *w,
   /* the input transform as the forward's, over the block's channels */
   wino p;
   memset(&p, 0, sizeof p);
-  p.ci = w->c, p.co = w->oc, p.th = th, p.tw = tw, p.ldv = b.ld;
+  p.ci = w->c, p.co = w->oc, p.th = th, p.tw = tw, p.ldv = b.ld, p.vxs = b.vxs;
   k->total = b.nob;
   if (n == 0) {
     k->total = 0;
@@ -204,9 +208,9 @@ dpc_status cg_lower_conv_winograd_grad_weight(cg_kernel *k, const dpc_window *w,
   }
   cg_val dy = cg_arg_ptr(f, 0, DPC_F32), x = cg_arg_ptr(f, 1, DPC_F32),
          dw = cg_arg_ptr(f, cg_out_arg(f), DPC_F32);
-  cg_val u = gm_alloca(f, "float", XI * b.ob * b.ld);
-  cg_val v = gm_alloca(f, "float", XI * w->c * b.ld);
-  cg_val mbuf = gm_alloca(f, "float", XI * b.ob * b.ldm);
+  cg_val u = gm_alloca(f, "float", XI * b.uxs);
+  cg_val v = gm_alloca(f, "float", XI * b.vxs);
+  cg_val mbuf = gm_alloca(f, "float", XI * b.mxs);
   cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
   cg_val o0 = cg_mul(f, it.i, cg_const_i64(b.ob));
   cg_loop ib = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(nblk));
@@ -220,7 +224,7 @@ dpc_status cg_lower_conv_winograd_grad_weight(cg_kernel *k, const dpc_window *w,
   cg_val img = cg_add(f, img0, im.i), col0 = cg_mul(f, im.i, tiles);
   cg_wg_input_transform(f, &c, w, &p, x, cg_mul(f, img, cg_const_i64(w->c)), ty0, nrt, v, col0);
   dy_transform(f, &c, w, tw, b.ob, dy, cg_add(f, cg_mul(f, img, cg_const_i64(w->oc)), o0), ty0, nrt,
-               u, b.ld, col0);
+               u, b.ld, b.uxs, col0);
   cg_loop_end(f, im);
   /* M += U V^T over the block's tiles; the first block of all starts M */
   cg_val first = gm_ev(f, "and i1 %s, %s", gm_ev(f, "icmp eq i64 %s, 0", ib.i.s).s,
@@ -228,12 +232,12 @@ dpc_status cg_lower_conv_winograd_grad_weight(cg_kernel *k, const dpc_window *w,
   cg_val acc = gm_ev(f, "xor i1 %s, true", first.s);
   cg_val nt = cg_mul(f, bn, tiles);
   cg_loop xi = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(XI));
-  gm_mat A = {gm_gep(f, "float", u, cg_mul(f, xi.i, cg_const_i64(b.ob * b.ld)), true), DPC_F32,
-              b.ld, 1, false};
-  gm_mat B = {gm_gep(f, "float", v, cg_mul(f, xi.i, cg_const_i64(w->c * b.ld)), true), DPC_F32, 1,
-              b.ld, false};
-  gm_mat C = {gm_gep(f, "float", mbuf, cg_mul(f, xi.i, cg_const_i64(b.ob * b.ldm)), true), DPC_F32,
-              b.ldm, 1, false};
+  gm_mat A = {gm_gep(f, "float", u, cg_mul(f, xi.i, cg_const_i64(b.uxs)), true), DPC_F32, b.ld, 1,
+              false};
+  gm_mat B = {gm_gep(f, "float", v, cg_mul(f, xi.i, cg_const_i64(b.vxs)), true), DPC_F32, 1, b.ld,
+              false};
+  gm_mat C = {gm_gep(f, "float", mbuf, cg_mul(f, xi.i, cg_const_i64(b.mxs)), true), DPC_F32, b.ldm,
+              1, false};
   gm_block(f, &c, &A, &B, &C, cg_const_i64(b.ob), cg_const_i64(w->c), nt, acc);
   cg_loop_end(f, xi);
   cg_loop_end(f, tb);
