@@ -238,13 +238,20 @@ void gm_choose(gm_cfg *c, int vector_bits, dpc_dtype calc, int64_t m, int64_t n,
   /* Cost in cycles: per step of k a tile issues mr*nv FMAs (two pipes) and mr+nv loads (two
    * ports, but measured nearer 1.5 a cycle next to the FMAs: 28x1, at 29 loads per 28 FMAs, ran
    * 18% slower than 14x2); per KC block it loads and stores its C tile. Padding rows and columns
-   * cost as much as real ones, which is what the choice is about. */
+   * cost as much as real ones, which is what the choice is about. Fewer rows than a tile has
+   * also get that tile cut to exactly them (fewer registers, so it still fits): fc3's
+   * 10-row transposed products filled 10 of a 14x2 tile's rows. */
   const tile *menu = vector_bits >= 512 ? tiles32 : tiles16;
   size_t nmenu =
       vector_bits >= 512 ? sizeof tiles32 / sizeof *tiles32 : sizeof tiles16 / sizeof *tiles16;
   double best = 0;
-  for (size_t i = 0; i < nmenu; i++) {
-    const tile *t = &menu[i];
+  for (size_t i = 0; i < 2 * nmenu; i++) {
+    tile cut = menu[i % nmenu];
+    if (i >= nmenu) {
+      if (m >= cut.mr) continue;
+      cut.mr = (int)m;
+    }
+    const tile *t = &cut;
     int64_t nr = (int64_t)t->nv * c->vl;
     double fma = t->mr * t->nv / 2.0, loads = (t->mr + t->nv) / 1.5;
     double per_k = fma > loads ? fma : loads;
