@@ -336,15 +336,16 @@ static int host_vector_bits(void) {
 static void conv_winograd_matches_reference(void) {
   dpc_graph *g = parse("input a: f32[N, 20, 15, 15]\ninput r: f32[N, 33, 15, 15]\n"
                        "input b: f32[N, 48, 14, 36]\ninput c: f32[N, 160, 16, 16]\n"
-                       "input e: f32[N, 200, 14, 14]\n"
+                       "input e: f32[N, 200, 14, 14]\ninput h: f32[N, 24, 7, 7]\n"
                        "param ak: f32[33, 20, 3, 3] = he_normal(seed=1)\n"
                        "param ab: f32[33, 1, 1] = he_normal(seed=2)\n"
                        "param bk: f32[64, 48, 3, 3] = he_normal(seed=3)\n"
                        "param ck: f32[40, 160, 3, 3] = he_normal(seed=4)\n"
                        "param ek: f32[72, 200, 3, 3] = he_normal(seed=5)\n"
+                       "param hk: f32[16, 24, 3, 3] = he_normal(seed=6)\n"
                        "ya = relu(conv2d(a, ak, pad=1) + ab + r)\nyb = conv2d(b, bk, pad=1)\n"
                        "yc = conv2d(c, ck, pad=1) * 0.5\nye = conv2d(e, ek, pad=1)\n"
-                       "output ya, yb, yc, ye\n");
+                       "yh = conv2d(h, hk, pad=1)\noutput ya, yb, yc, ye, yh\n");
   if (!g) return;
   dpc_diag d;
   dpc_diag_init(&d);
@@ -358,21 +359,22 @@ static void conv_winograd_matches_reference(void) {
               (long long)w.c, (long long)w.oc);
     convs++;
   }
-  CHECK(convs == 4);
+  CHECK(convs == 5);
   dpc_diag_free(&d);
   for (int64_t n = 1; n <= 2; n++) {
-    dpc_named feeds[5] = {make_input("a", (dpc_shape){4, {n, 20, 15, 15}}, 1),
+    dpc_named feeds[6] = {make_input("a", (dpc_shape){4, {n, 20, 15, 15}}, 1),
                           make_input("r", (dpc_shape){4, {n, 33, 15, 15}}, 2),
                           make_input("b", (dpc_shape){4, {n, 48, 14, 36}}, 3),
                           make_input("c", (dpc_shape){4, {n, 160, 16, 16}}, 4),
-                          make_input("e", (dpc_shape){4, {n, 200, 14, 14}}, 5)};
-    check_same("Winograd convolutions", g, feeds, 5);
+                          make_input("e", (dpc_shape){4, {n, 200, 14, 14}}, 5),
+                          make_input("h", (dpc_shape){4, {n, 24, 7, 7}}, 6)};
+    check_same("Winograd convolutions", g, feeds, 6);
     /* and for a host of 256-bit vectors (8 tiles a vector, other micro-tiles), which this one
      * can run when it has AVX2 */
     if (host_vector_bits() >= 256)
-      check_same_on("Winograd convolutions, AVX2", g, feeds, 5,
+      check_same_on("Winograd convolutions, AVX2", g, feeds, 6,
                     &(dpc_codegen_options){.cpu = "haswell", .features = "+avx2,+fma,+f16c"});
-    for (int i = 0; i < 5; i++) drop(&feeds[i]);
+    for (int i = 0; i < 6; i++) drop(&feeds[i]);
   }
   dpc_graph_free(g);
 }
