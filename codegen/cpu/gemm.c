@@ -436,7 +436,7 @@ static void micro(cg_fn *f, const gm_cfg *c, const micro_args *x) {
 
 /* rows[0..vl) become their transpose, in log2(vl) rounds of two-input shuffles: the round with
  * distance d swaps bit d of the row index with bit d of the lane index. */
-static void transpose(cg_fn *f, const gm_cfg *c, cg_val *rows) {
+void gm_transpose(cg_fn *f, const gm_cfg *c, cg_val *rows) {
   int VL = c->vl;
   for (int d = 1; d < VL; d <<= 1) {
     char lo[512], hi[512];
@@ -502,7 +502,7 @@ static void pack_b(cg_fn *f, const gm_cfg *c, const gm_mat *b, cg_val bp, int64_
         cg_val col = mul_c(f, j, b->cs);
         rows[l] = gm_mload(f, c, gm_gep(f, c->ty, b->p, cg_add(f, col, kbase), false), m);
       }
-      transpose(f, c, rows);
+      gm_transpose(f, c, rows);
       /* rows past kc land in the panel's padding (kca is a multiple of vl) and are never read */
       cg_val dst = gm_gep(f, c->ty, panel, mul_c(f, k0, NR), true);
       for (int q = 0; q < VL; q++)
@@ -642,7 +642,7 @@ static void copy_c_transposed(cg_fn *f, const gm_cfg *c, const gm_mat *cm, cg_va
     cg_val mk = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", live.s, c->mty, jm.s, c->mty);
     rows[r] = gm_mload(f, c, gm_gep(f, c->ty, s, cg_add(f, mul_c(f, at, lds), j0), true), mk);
   }
-  transpose(f, c, rows);
+  gm_transpose(f, c, rows);
   for (int q = 0; q < VL; q++) {
     /* row q of the transpose is C's column j0 + q, rows [i0, i0 + vl) */
     cg_val live = gm_ev(f, "icmp sgt i64 %s, %d", nj.s, q);

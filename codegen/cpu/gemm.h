@@ -79,6 +79,9 @@ static inline bool gm_pieces_shared(int64_t pieces) {
  * consecutive rows off the same cache sets (see gemm.c). */
 int64_t gm_pad_ld(const gm_cfg *c, int64_t cols);
 
+/* Transpose the vl x vl matrix whose rows are the vectors rows[0..vl), in registers. */
+void gm_transpose(cg_fn *f, const gm_cfg *c, cg_val *rows);
+
 /* True when matrices of dtype t can be moved with whole vectors of the calc type. */
 bool gm_vec_ok(const gm_cfg *c, dpc_dtype t);
 

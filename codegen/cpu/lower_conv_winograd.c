@@ -205,41 +205,10 @@ static cg_val pick_every_ninth(cg_fn *f, const gm_cfg *c, const cg_val *src, int
   return part[0];
 }
 
-static void filter_transform(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt, cg_val o0,
-                             cg_val ocur, cg_val u) {
-  int vl = c->vl;
-  char ptrs[40];
-  snprintf(ptrs, sizeof ptrs, "<%d x float*>", vl);
-  cg_loop o = cg_loop_begin(f, cg_const_i64(0), ocur);
-  cg_loop cb = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cg_ceil_div(p->ci, vl)));
-  cg_val c0 = cg_mul(f, cb.i, cg_const_i64(vl));
-  cg_val mask = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, cg_const_i64(p->ci), c0));
-  cg_val oc = cg_add(f, o0, o.i);
-  cg_val first = p->flip ? cg_add(f, cg_mul(f, c0, cg_const_i64(p->co)), oc)
-                         : cg_add(f, cg_mul(f, oc, cg_const_i64(p->ci)), c0);
-  cg_val base = gm_gep(f, "float", wt, cg_mul(f, first, cg_const_i64(9)), false);
-  int64_t lane = p->flip ? 9 * p->co : 9;
-  cg_val g[9];
-  if (!p->flip) {
-    /* the vl filters' 9 vl taps are contiguous: nine loads, then tap t's lanes picked out */
-    cg_val src[9], live = cg_mul(f, gm_sub(f, cg_const_i64(p->ci), c0), cg_const_i64(9));
-    for (int j = 0; j < 9; j++)
-      src[j] = gm_mload(f, c, gm_gep(f, "float", base, cg_const_i64(j * vl), false),
-                        gm_lanes(f, c, cg_const_i64(0), gm_sub(f, live, cg_const_i64(j * vl))));
-    for (int t = 0; t < 9; t++) g[t] = pick_every_ninth(f, c, src, t);
-  }
-  for (int t = 0; t < 9 && p->flip; t++) {
-    char idx[1024];
-    size_t n = (size_t)snprintf(idx, sizeof idx, "<");
-    for (int l = 0; l < vl; l++)
-      n += (size_t)snprintf(idx + n, sizeof idx - n, "%si64 %lld", l ? ", " : "",
-                            (long long)(lane * l + (p->flip ? 8 - t : t)));
-    snprintf(idx + n, sizeof idx - n, ">");
-    cg_val pv = gm_ev(f, "getelementptr float, float* %s, <%d x i64> %s", base.s, vl, idx);
-    g[t] = gm_ev(
-        f, "call %s @llvm.masked.gather.v%df32.v%dp0(%s %s, i32 4, %s %s, %s zeroinitializer)",
-        c->vty, vl, vl, ptrs, pv.s, c->mty, mask.s, c->vty);
-  }
+/* U[xi][row][c0..] = (G g G^T)[xi] for the filters g[0..9) (a tap each, a filter a lane), the
+ * lanes `mask` says exist. */
+static void transform_filters(cg_fn *f, const gm_cfg *c, const wino *p, const cg_val *g, cg_val row,
+                              cg_val c0, cg_val mask, cg_val u) {
   /* s = g G^T (3x4), then u = G s (4x4) */
   cg_val s[3][4], uu[4][4];
   for (int r = 0; r < 3; r++) {
@@ -257,13 +226,73 @@ static void filter_transform(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt
     uu[2][j] = cg_wg_vhalf(f, c, cg_wg_vsub(f, c, ad, s[1][j]));
     uu[3][j] = s[2][j];
   }
-  cg_val row = cg_add(f, cg_mul(f, o.i, cg_const_i64(p->ci)), c0);
+  cg_val at0 = cg_add(f, cg_mul(f, row, cg_const_i64(p->ci)), c0);
   for (int xi = 0; xi < XI; xi++) {
-    cg_val at = gm_gep(f, "float", u, cg_add(f, row, cg_const_i64(xi * p->uxs)), true);
+    cg_val at = gm_gep(f, "float", u, cg_add(f, at0, cg_const_i64(xi * p->uxs)), true);
     gm_mstore(f, c, uu[xi / 4][xi % 4], at, mask);
   }
+}
+
+/* U = the transformed filters of output channels [o0, o0 + ocur), rows of p->ci, for both
+ * directions. The forward's vl filters (o, c0 + l) are 9 vl contiguous floats: nine loads, tap t
+ * picked out of them. The input gradient's are the stored filters transposed (o, c swapped,
+ * taps turned): a block of vl x vl is vl runs of 9 vl floats, one per stored output channel,
+ * turned into per-tap vectors by nine vl x vl register transposes. */
+static void filter_transform(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt, cg_val o0,
+                             cg_val ocur, cg_val u) {
+  int vl = c->vl;
+  cg_loop cb = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cg_ceil_div(p->ci, vl)));
+  cg_val c0 = cg_mul(f, cb.i, cg_const_i64(vl));
+  cg_val ncol = gm_sub(f, cg_const_i64(p->ci), c0);
+  cg_val mask = gm_lanes(f, c, cg_const_i64(0), ncol);
+  cg_val g[9];
+  if (!p->flip) {
+    cg_loop o = cg_loop_begin(f, cg_const_i64(0), ocur);
+    cg_val first = cg_add(f, cg_mul(f, cg_add(f, o0, o.i), cg_const_i64(p->ci)), c0);
+    cg_val base = gm_gep(f, "float", wt, cg_mul(f, first, cg_const_i64(9)), false);
+    cg_val src[9], live = cg_mul(f, ncol, cg_const_i64(9));
+    for (int j = 0; j < 9; j++)
+      src[j] = gm_mload(f, c, gm_gep(f, "float", base, cg_const_i64(j * vl), false),
+                        gm_lanes(f, c, cg_const_i64(0), gm_sub(f, live, cg_const_i64(j * vl))));
+    for (int t = 0; t < 9; t++) g[t] = pick_every_ninth(f, c, src, t);
+    transform_filters(f, c, p, g, o.i, c0, mask, u);
+    cg_loop_end(f, o);
+  } else {
+    /* stored filter (c0 + i, r0 + r, tap) is U's (row r0 + r, column c0 + i, 8 - tap) */
+    cg_loop rb = cg_loop_begin(f, cg_const_i64(0), gm_ceil_div(f, ocur, vl));
+    cg_val r0 = cg_mul(f, rb.i, cg_const_i64(vl));
+    cg_val rows = gm_sub(f, cg_const_i64(p->co), cg_add(f, o0, r0)); /* stored ones from r0 */
+    cg_val live = cg_mul(f, rows, cg_const_i64(9));
+    cg_val col[9 * 64];
+    cg_val src[9][64];
+    for (int i = 0; i < vl; i++) {
+      cg_val on = gm_ev(f, "icmp sgt i64 %s, %d", ncol.s, i);
+      cg_val first = cg_add(f, cg_mul(f, cg_add(f, c0, cg_const_i64(i)), cg_const_i64(p->co)),
+                            cg_add(f, o0, r0));
+      /* a channel past p->ci loads nothing (its lanes masked off) from channel c0's run */
+      first = gm_ev(f, "select i1 %s, i64 %s, i64 %s", on.s, first.s,
+                    cg_add(f, cg_mul(f, c0, cg_const_i64(p->co)), cg_add(f, o0, r0)).s);
+      cg_val base = gm_gep(f, "float", wt, cg_mul(f, first, cg_const_i64(9)), false);
+      for (int j = 0; j < 9; j++) {
+        cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, live, cg_const_i64(j * vl)));
+        m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", on.s, c->mty, m.s, c->mty);
+        src[j][i] = gm_mload(f, c, gm_gep(f, "float", base, cg_const_i64(j * vl), false), m);
+      }
+    }
+    for (int j = 0; j < 9; j++) {
+      gm_transpose(f, c, src[j]); /* src[j][q]: element 9 r + tap = j vl + q of each run */
+      for (int q = 0; q < vl; q++) col[j * vl + q] = src[j][q];
+    }
+    for (int r = 0; r < vl; r++) {
+      cg_val here = gm_ev(f, "icmp slt i64 %s, %s", cg_add(f, r0, cg_const_i64(r)).s, ocur.s);
+      uint32_t id = gm_if(f, here);
+      for (int t = 0; t < 9; t++) g[t] = col[9 * r + 8 - t];
+      transform_filters(f, c, p, g, cg_add(f, r0, cg_const_i64(r)), c0, mask, u);
+      gm_endif(f, id);
+    }
+    cg_loop_end(f, rb);
+  }
   cg_loop_end(f, cb);
-  cg_loop_end(f, o);
 }
 
 /* Columns 2 t0 - 1 + 2 l + j (j = 0..3) of an input row for the tiles t0 + l of a chunk: the even
