@@ -726,9 +726,9 @@ void gm_block(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const
     x.mr = cg_add(f, x.lo, x.mr);
     crow = top;
     x.a_rs = a->rs;
-    x.a_cs = 1;
-    x.ap = gm_gep(f, c->ty, a->p, cg_add(f, mul_c(f, crow, a->rs), pc), true);
-    if (c->mmax * a->rs * c->esize > A_STREAMED) {
+    x.a_cs = a->cs;
+    x.ap = gm_gep(f, c->ty, a->p, cg_add(f, mul_c(f, crow, a->rs), mul_c(f, pc, a->cs)), true);
+    if (a->cs == 1 && c->mmax * a->rs * c->esize > A_STREAMED) {
       /* large weights come from memory on the first panel, a few hundred bytes from each of
        * MR rows far apart, which the hardware prefetcher does not follow: the next strip's
        * rows are fetched while this one computes (ResNet-18's last layer, 9.4 MB) */

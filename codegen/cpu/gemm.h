@@ -41,8 +41,9 @@ typedef struct gm_cfg {
  *   B: p is calc-typed and row-major (cs == 1); vectors past the last column are masked off,
  *      unless `padded` says they can be read whole up to the next multiple of nr (zeros there,
  *      an rs chosen by gm_pad_ld: the im2col buffer), which keeps masks out of the k loop;
- *   A: p is calc-typed with cs == 1 (weights as they lie), and every call's m is at least mr
- *      (a short last strip is moved up over rows that exist rather than padded with zeros). */
+ *   A: p is calc-typed (weights as they lie, or stored transposed: rs == 1), and every call's
+ *      m is at least mr (a short last strip is moved up over rows that exist rather than padded
+ *      with zeros). */
 typedef struct gm_mat {
   cg_val p;
   dpc_dtype t;

@@ -155,60 +155,10 @@ cg_val cg_wg_vhalf(cg_fn *f, const gm_cfg *c, cg_val a) {
  * channels at a time: the nine taps of vl filters are nine gathers (stride 9). For the input
  * gradient (p->flip) the filter of (o, ci) is the forward's (ci, o) turned 180 degrees: lanes
  * p->co filters apart, taps in reverse. */
-/* Lanes 9 l + t (l < vl) of the 9 vl elements src[0..9) hold: pairs of sources shuffled
- * into place, then merged (each lane is set by exactly one). Cheaper than a gather at a stride
- * of 9, whose 16 lanes cost a load each: ResNet-18's last 3x3 layer at batch 1 spent 1.1 ms of
- * 2.9 gathering its filters. */
-static cg_val pick_every_ninth(cg_fn *f, const gm_cfg *c, const cg_val *src, int t) {
-  int vl = c->vl;
-  cg_val part[5];
-  uint64_t set[5];
-  int np = 0;
-  for (int s0 = 0; s0 < 9; s0 += 2) {
-    char idx[1024];
-    size_t n = (size_t)snprintf(idx, sizeof idx, "<");
-    uint64_t on = 0;
-    for (int l = 0; l < vl; l++) {
-      int e = 9 * l + t, s = e / vl, k = e % vl;
-      bool mine = s == s0 || s == s0 + 1;
-      n += (size_t)snprintf(idx + n, sizeof idx - n, "%s", l ? ", " : "");
-      if (mine) {
-        on |= 1ull << l;
-        n += (size_t)snprintf(idx + n, sizeof idx - n, "i32 %d", (s - s0) * vl + k);
-      } else {
-        n += (size_t)snprintf(idx + n, sizeof idx - n, "i32 undef");
-      }
-    }
-    snprintf(idx + n, sizeof idx - n, ">");
-    if (!on) continue;
-    cg_val b = s0 + 1 < 9 ? src[s0 + 1] : (cg_val){"undef"};
-    part[np] = gm_ev(f, "shufflevector %s %s, %s %s, <%d x i32> %s", c->vty, src[s0].s, c->vty, b.s,
-                     vl, idx);
-    set[np++] = on;
-  }
-  while (np > 1) {
-    int m = 0;
-    for (int i = 0; i + 1 < np; i += 2) {
-      char idx[1024];
-      size_t n = (size_t)snprintf(idx, sizeof idx, "<");
-      for (int l = 0; l < vl; l++)
-        n += (size_t)snprintf(idx + n, sizeof idx - n, "%si32 %d", l ? ", " : "",
-                              set[i + 1] >> l & 1 ? vl + l : l);
-      snprintf(idx + n, sizeof idx - n, ">");
-      part[m] = gm_ev(f, "shufflevector %s %s, %s %s, <%d x i32> %s", c->vty, part[i].s, c->vty,
-                      part[i + 1].s, vl, idx);
-      set[m++] = set[i] | set[i + 1];
-    }
-    if (np % 2) part[m] = part[np - 1], set[m++] = set[np - 1];
-    np = m;
-  }
-  return part[0];
-}
-
-/* U[xi][row][c0..] = (G g G^T)[xi] for the filters g[0..9) (a tap each, a filter a lane), the
- * lanes `mask` says exist. */
-static void transform_filters(cg_fn *f, const gm_cfg *c, const wino *p, const cg_val *g, cg_val row,
-                              cg_val c0, cg_val mask, cg_val u) {
+/* U at `at` (positions p->uxs apart) = (G g G^T) for the filters g[0..9) (a tap each, a filter
+ * a lane), the lanes `mask` says exist. */
+static void transform_filters(cg_fn *f, const gm_cfg *c, const wino *p, const cg_val *g, cg_val u,
+                              cg_val at, cg_val mask) {
   /* s = g G^T (3x4), then u = G s (4x4) */
   cg_val s[3][4], uu[4][4];
   for (int r = 0; r < 3; r++) {
@@ -226,72 +176,71 @@ static void transform_filters(cg_fn *f, const gm_cfg *c, const wino *p, const cg
     uu[2][j] = cg_wg_vhalf(f, c, cg_wg_vsub(f, c, ad, s[1][j]));
     uu[3][j] = s[2][j];
   }
-  cg_val at0 = cg_add(f, cg_mul(f, row, cg_const_i64(p->ci)), c0);
   for (int xi = 0; xi < XI; xi++) {
-    cg_val at = gm_gep(f, "float", u, cg_add(f, at0, cg_const_i64(xi * p->uxs)), true);
-    gm_mstore(f, c, uu[xi / 4][xi % 4], at, mask);
+    cg_val q = gm_gep(f, "float", u, cg_add(f, at, cg_const_i64(xi * p->uxs)), true);
+    gm_mstore(f, c, uu[xi / 4][xi % 4], q, mask);
   }
 }
 
-/* U = the transformed filters of output channels [o0, o0 + ocur), rows of p->ci, for both
- * directions. The forward's vl filters (o, c0 + l) are 9 vl contiguous floats: nine loads, tap t
- * picked out of them. The input gradient's are the stored filters transposed (o, c swapped,
- * taps turned): a block of vl x vl is vl runs of 9 vl floats, one per stored output channel,
- * turned into per-tap vectors by nine vl x vl register transposes. */
+/* One vl x vl block of transformed filters from vl runs of 9 vl contiguous stored floats: run i
+ * (i < nruns) starts at filter first + i * stride and holds vl filters' nine taps each (those
+ * of rows r < nrows). Nine register transposes turn them into, per row r and tap, a vector
+ * over the runs; row r's transform goes to U row urow0 + r (rows ld apart), column ucol0, taps
+ * in turned order when `turn`. Gathers at a stride of 9 floats per tap fetched the same ones
+ * before: ResNet-18's last 3x3 layer spent 1.1 ms of 2.9 in them at batch 1. */
+static void filter_block(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt, cg_val first,
+                         int64_t stride, cg_val nruns, cg_val nrows, bool turn, cg_val urow0,
+                         int64_t ld, cg_val ucol0, cg_val u) {
+  int vl = c->vl;
+  cg_val src[9][64], col[9 * 64], g[9];
+  cg_val live = cg_mul(f, nrows, cg_const_i64(9));
+  for (int i = 0; i < vl; i++) {
+    /* a run past nruns loads nothing (its lanes masked off) from the first run's place */
+    cg_val on = gm_ev(f, "icmp sgt i64 %s, %d", nruns.s, i);
+    cg_val at = gm_ev(f, "select i1 %s, i64 %s, i64 %s", on.s,
+                      cg_add(f, first, cg_const_i64(i * stride)).s, first.s);
+    cg_val base = gm_gep(f, "float", wt, cg_mul(f, at, cg_const_i64(9)), false);
+    for (int j = 0; j < 9; j++) {
+      cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, live, cg_const_i64(j * vl)));
+      m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", on.s, c->mty, m.s, c->mty);
+      src[j][i] = gm_mload(f, c, gm_gep(f, "float", base, cg_const_i64(j * vl), false), m);
+    }
+  }
+  for (int j = 0; j < 9; j++) {
+    gm_transpose(f, c, src[j]); /* src[j][q]: float j vl + q = 9 r + tap of every run */
+    for (int q = 0; q < vl; q++) col[j * vl + q] = src[j][q];
+  }
+  cg_val mask = gm_lanes(f, c, cg_const_i64(0), nruns);
+  for (int r = 0; r < vl; r++) {
+    uint32_t id = gm_if(f, gm_ev(f, "icmp sgt i64 %s, %d", nrows.s, r));
+    for (int t = 0; t < 9; t++) g[t] = col[9 * r + (turn ? 8 - t : t)];
+    cg_val at = cg_add(f, cg_mul(f, cg_add(f, urow0, cg_const_i64(r)), cg_const_i64(ld)), ucol0);
+    transform_filters(f, c, p, g, u, at, mask);
+    gm_endif(f, id);
+  }
+}
+
+/* U = the transformed filters of output channels [o0, o0 + ocur), vl x vl blocks at a time.
+ * The forward's are stored transposed, U[xi][ci][o] (the GEMM reads them so: rs 1, cs mb), so
+ * that a run (one output channel's vl input channels) is a column; the input gradient's,
+ * whose filters are the stored ones transposed and turned, as U[xi][o][ci], a run (one stored
+ * output channel, vl stored input channels) again a column. */
 static void filter_transform(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt, cg_val o0,
                              cg_val ocur, cg_val u) {
   int vl = c->vl;
   cg_loop cb = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cg_ceil_div(p->ci, vl)));
   cg_val c0 = cg_mul(f, cb.i, cg_const_i64(vl));
   cg_val ncol = gm_sub(f, cg_const_i64(p->ci), c0);
-  cg_val mask = gm_lanes(f, c, cg_const_i64(0), ncol);
-  cg_val g[9];
-  if (!p->flip) {
-    cg_loop o = cg_loop_begin(f, cg_const_i64(0), ocur);
-    cg_val first = cg_add(f, cg_mul(f, cg_add(f, o0, o.i), cg_const_i64(p->ci)), c0);
-    cg_val base = gm_gep(f, "float", wt, cg_mul(f, first, cg_const_i64(9)), false);
-    cg_val src[9], live = cg_mul(f, ncol, cg_const_i64(9));
-    for (int j = 0; j < 9; j++)
-      src[j] = gm_mload(f, c, gm_gep(f, "float", base, cg_const_i64(j * vl), false),
-                        gm_lanes(f, c, cg_const_i64(0), gm_sub(f, live, cg_const_i64(j * vl))));
-    for (int t = 0; t < 9; t++) g[t] = pick_every_ninth(f, c, src, t);
-    transform_filters(f, c, p, g, o.i, c0, mask, u);
-    cg_loop_end(f, o);
-  } else {
-    /* stored filter (c0 + i, r0 + r, tap) is U's (row r0 + r, column c0 + i, 8 - tap) */
-    cg_loop rb = cg_loop_begin(f, cg_const_i64(0), gm_ceil_div(f, ocur, vl));
-    cg_val r0 = cg_mul(f, rb.i, cg_const_i64(vl));
-    cg_val rows = gm_sub(f, cg_const_i64(p->co), cg_add(f, o0, r0)); /* stored ones from r0 */
-    cg_val live = cg_mul(f, rows, cg_const_i64(9));
-    cg_val col[9 * 64];
-    cg_val src[9][64];
-    for (int i = 0; i < vl; i++) {
-      cg_val on = gm_ev(f, "icmp sgt i64 %s, %d", ncol.s, i);
-      cg_val first = cg_add(f, cg_mul(f, cg_add(f, c0, cg_const_i64(i)), cg_const_i64(p->co)),
-                            cg_add(f, o0, r0));
-      /* a channel past p->ci loads nothing (its lanes masked off) from channel c0's run */
-      first = gm_ev(f, "select i1 %s, i64 %s, i64 %s", on.s, first.s,
-                    cg_add(f, cg_mul(f, c0, cg_const_i64(p->co)), cg_add(f, o0, r0)).s);
-      cg_val base = gm_gep(f, "float", wt, cg_mul(f, first, cg_const_i64(9)), false);
-      for (int j = 0; j < 9; j++) {
-        cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, live, cg_const_i64(j * vl)));
-        m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", on.s, c->mty, m.s, c->mty);
-        src[j][i] = gm_mload(f, c, gm_gep(f, "float", base, cg_const_i64(j * vl), false), m);
-      }
-    }
-    for (int j = 0; j < 9; j++) {
-      gm_transpose(f, c, src[j]); /* src[j][q]: element 9 r + tap = j vl + q of each run */
-      for (int q = 0; q < vl; q++) col[j * vl + q] = src[j][q];
-    }
-    for (int r = 0; r < vl; r++) {
-      cg_val here = gm_ev(f, "icmp slt i64 %s, %s", cg_add(f, r0, cg_const_i64(r)).s, ocur.s);
-      uint32_t id = gm_if(f, here);
-      for (int t = 0; t < 9; t++) g[t] = col[9 * r + 8 - t];
-      transform_filters(f, c, p, g, cg_add(f, r0, cg_const_i64(r)), c0, mask, u);
-      gm_endif(f, id);
-    }
-    cg_loop_end(f, rb);
-  }
+  cg_loop ob = cg_loop_begin(f, cg_const_i64(0), gm_ceil_div(f, ocur, vl));
+  cg_val r0 = cg_mul(f, ob.i, cg_const_i64(vl));
+  cg_val nr = gm_sub(f, ocur, r0);
+  if (p->flip) /* run i: stored channel c0 + i, its input channels o0 + r0 + r */
+    filter_block(f, c, p, wt, cg_add(f, cg_mul(f, c0, cg_const_i64(p->co)), cg_add(f, o0, r0)),
+                 p->co, ncol, nr, true, r0, p->ci, c0, u);
+  else /* run i: output channel o0 + r0 + i, its input channels c0 + r */
+    filter_block(f, c, p, wt, cg_add(f, cg_mul(f, cg_add(f, o0, r0), cg_const_i64(p->ci)), c0),
+                 p->ci, nr, ncol, false, c0, p->mb, r0, u);
+  cg_loop_end(f, ob);
   cg_loop_end(f, cb);
 }
 
@@ -547,8 +496,9 @@ static dpc_status lower(cg_kernel *k, const dpc_window *w, bool flip, dpc_diag *
   /* U's rows are read in place when every block has a whole micro-tile of them */
   bool direct = p.co - (p.nob - 1) * p.mb >= c.mr;
   cg_loop xi = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(XI));
-  gm_mat A = {gm_gep(f, "float", u, cg_mul(f, xi.i, cg_const_i64(p.uxs)), true), DPC_F32, p.ci, 1,
-              direct};
+  /* the forward's U is stored transposed (filter_transform) */
+  gm_mat A = {gm_gep(f, "float", u, cg_mul(f, xi.i, cg_const_i64(p.uxs)), true), DPC_F32,
+              flip ? p.ci : 1, flip ? 1 : p.mb, direct};
   gm_mat B = {gm_gep(f, "float", v, cg_mul(f, xi.i, cg_const_i64(p.vxs)), true),
               DPC_F32,
               p.ldv,
