@@ -190,9 +190,9 @@ static void transform_filters(cg_fn *f, const gm_cfg *c, const wino *p, const cg
  * before: ResNet-18's last 3x3 layer spent 1.1 ms of 2.9 in them at batch 1. */
 static void filter_block(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt, cg_val first,
                          int64_t stride, cg_val nruns, cg_val nrows, bool turn, cg_val urow0,
-                         int64_t ld, cg_val ucol0, cg_val u) {
+                         int64_t ld, cg_val ucol0, cg_val u, cg_val buf) {
   int vl = c->vl;
-  cg_val src[9][64], col[9 * 64], g[9];
+  cg_val src[9][64], g[9];
   cg_val live = cg_mul(f, nrows, cg_const_i64(9));
   for (int i = 0; i < vl; i++) {
     /* a run past nruns loads nothing (its lanes masked off) from the first run's place */
@@ -206,18 +206,23 @@ static void filter_block(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt, cg
       src[j][i] = gm_mload(f, c, gm_gep(f, "float", base, cg_const_i64(j * vl), false), m);
     }
   }
+  /* through a small buffer, so that the rows' transforms are a loop, not vl copies (compiling
+   * them unrolled took a few hundred ms a kernel) */
   for (int j = 0; j < 9; j++) {
     gm_transpose(f, c, src[j]); /* src[j][q]: float j vl + q = 9 r + tap of every run */
-    for (int q = 0; q < vl; q++) col[j * vl + q] = src[j][q];
+    for (int q = 0; q < vl; q++)
+      gm_vstore(f, c, src[j][q], gm_gep(f, "float", buf, cg_const_i64((j * vl + q) * vl), true),
+                vl * 4);
   }
   cg_val mask = gm_lanes(f, c, cg_const_i64(0), nruns);
-  for (int r = 0; r < vl; r++) {
-    uint32_t id = gm_if(f, gm_ev(f, "icmp sgt i64 %s, %d", nrows.s, r));
-    for (int t = 0; t < 9; t++) g[t] = col[9 * r + (turn ? 8 - t : t)];
-    cg_val at = cg_add(f, cg_mul(f, cg_add(f, urow0, cg_const_i64(r)), cg_const_i64(ld)), ucol0);
-    transform_filters(f, c, p, g, u, at, mask);
-    gm_endif(f, id);
+  cg_loop r = cg_loop_begin(f, cg_const_i64(0), gm_min(f, nrows, cg_const_i64(vl)));
+  for (int t = 0; t < 9; t++) {
+    cg_val at = cg_add(f, cg_mulk(f, r.i, 9 * vl), cg_const_i64((turn ? 8 - t : t) * vl));
+    g[t] = gm_vload(f, c, gm_gep(f, "float", buf, at, true), vl * 4);
   }
+  cg_val at = cg_add(f, cg_mulk(f, cg_add(f, urow0, r.i), ld), ucol0);
+  transform_filters(f, c, p, g, u, at, mask);
+  cg_loop_end(f, r);
 }
 
 /* U = the transformed filters of output channels [o0, o0 + ocur), vl x vl blocks at a time.
@@ -228,6 +233,7 @@ static void filter_block(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt, cg
 static void filter_transform(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt, cg_val o0,
                              cg_val ocur, cg_val u) {
   int vl = c->vl;
+  cg_val buf = gm_alloca(f, "float", 9 * vl * vl);
   cg_loop cb = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cg_ceil_div(p->ci, vl)));
   cg_val c0 = cg_mul(f, cb.i, cg_const_i64(vl));
   cg_val ncol = gm_sub(f, cg_const_i64(p->ci), c0);
@@ -236,10 +242,10 @@ static void filter_transform(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt
   cg_val nr = gm_sub(f, ocur, r0);
   if (p->flip) /* run i: stored channel c0 + i, its input channels o0 + r0 + r */
     filter_block(f, c, p, wt, cg_add(f, cg_mul(f, c0, cg_const_i64(p->co)), cg_add(f, o0, r0)),
-                 p->co, ncol, nr, true, r0, p->ci, c0, u);
+                 p->co, ncol, nr, true, r0, p->ci, c0, u, buf);
   else /* run i: output channel o0 + r0 + i, its input channels c0 + r */
     filter_block(f, c, p, wt, cg_add(f, cg_mul(f, cg_add(f, o0, r0), cg_const_i64(p->ci)), c0),
-                 p->ci, nr, ncol, false, c0, p->mb, r0, u);
+                 p->ci, nr, ncol, false, c0, p->mb, r0, u, buf);
   cg_loop_end(f, ob);
   cg_loop_end(f, cb);
 }
@@ -485,9 +491,10 @@ static dpc_status lower(cg_kernel *k, const dpc_window *w, bool flip, dpc_diag *
   /* the GEMM reads whole vectors past nt: zeros there, unless nt is whole tiles */
   uint32_t tail =
       gm_if(f, gm_ev(f, "icmp ne i64 %s, 0", gm_ev(f, "srem i64 %s, %d", nt.s, c.nr).s));
-  for (int xi = 0; xi < XI; xi++)
-    cg_zero_tail(f, &c, gm_gep(f, "float", v, cg_const_i64(xi * p.vxs), true), p.ldv,
-                 cg_const_i64(p.ci), nt);
+  cg_loop zx = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(XI));
+  cg_zero_tail(f, &c, gm_gep(f, "float", v, cg_mulk(f, zx.i, p.vxs), true), p.ldv,
+               cg_const_i64(p.ci), nt);
+  cg_loop_end(f, zx);
   gm_endif(f, tail);
   cg_loop ob = cg_loop_begin(f, ob0, ob1);
   cg_val o0 = cg_mul(f, ob.i, cg_const_i64(p.mb));
