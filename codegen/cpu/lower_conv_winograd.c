@@ -16,8 +16,8 @@
  * as im2col + GEMM (docs/codegen.md).
  *
  * A parallel piece is (image, blocks of output channels, blocks of tile rows). It transforms
- * its channels' filters (U, gathered a vector of input channels at a time: once per piece when
- * it has one block of them), and per block of tile rows transforms the input patches (V, a
+ * its channels' filters (U, a vl x vl block of filters at a time through register transposes:
+ * once per piece when it has one block of them), and per block of tile rows transforms the input patches (V, a
  * vector of tiles at a time: the even and odd columns of two loads give the patch's four
  * columns), runs the 16 GEMMs into M, and transforms M into two output rows per tile row,
  * interleaving the tiles' two columns; the fusion group's epilogue runs on those rows while they
