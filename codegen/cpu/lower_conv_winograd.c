@@ -16,14 +16,14 @@
  * as im2col + GEMM (docs/codegen.md).
  *
  * A parallel piece is (image, blocks of output channels, blocks of tile rows). It transforms
- * its channels' filters (U, a vl x vl block of filters at a time through register transposes:
- * once per piece when it has one block of them), and per block of tile rows transforms the input patches (V, a
- * vector of tiles at a time: the even and odd columns of two loads give the patch's four
- * columns), runs the 16 GEMMs into M, and transforms M into two output rows per tile row,
- * interleaving the tiles' two columns; the fusion group's epilogue runs on those rows while they
- * are in cache. The blocks are sized so that U, V and M stay in or near a 1 MB L2. When a
- * plane's tiles are one block of few vectors (49 tiles at 14x14) and the batch has several
- * images, a piece takes a block of images instead of one: their tiles side by side make the
+ * its channels' filters (U, a vl x vl block of filters at a time through register
+ * transposes: once per piece when it has one block of them), and per block of tile rows
+ * transforms the input patches (V, a vector of tiles at a time: the even and odd columns of
+ * two loads give the patch's four columns), runs the 16 GEMMs into M, and transforms M into two
+ * output rows per tile row, interleaving the tiles' two columns; the fusion group's epilogue runs
+ * on those rows while they are in cache. The blocks are sized so that U, V and M stay in or near a
+ * 1 MB L2. When a plane's tiles are one block of few vectors (49 tiles at 14x14) and the batch has
+ * several images, a piece takes a block of images instead of one: their tiles side by side make the
  * GEMMs' columns and share one U (fashion_cnn's second layer at batch 64: 3.9 -> 3.2 ms).
  *
  * Only f32, 3x3, stride and dilation 1, padding 1 on every side (the output the input's size),

@@ -32,6 +32,7 @@
  */
 #include "codegen/cpu/conv_direct.h"
 #include "codegen/cpu/conv_im2col.h"
+#include "codegen/cpu/conv_wgrad_dot.h"
 #include "codegen/cpu/conv_winograd.h"
 #include "codegen/cpu/gemm.h"
 #include "ir/rules.h"
@@ -542,6 +543,7 @@ static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
   const dpc_window *w = &cv.w;
   if (cg_conv_winograd_grad_weight_fits(w, cv.t, f->vector_bits))
     return cg_lower_conv_winograd_grad_weight(k, w, d);
+  if (cg_conv_wgrad_dot_fits(&cv, f->vector_bits)) return cg_lower_conv_wgrad_dot(k, &cv, d);
   /* dW[o, q], or dW^T[q, o] when the tile fits that better: the first layer of the CNN has
    * 32 x 9, where 9 taps would fill 9 of 16 lanes and 32 channels fill 2 vectors exactly */
   gm_cfg c, ct;

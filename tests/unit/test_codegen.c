@@ -8,6 +8,7 @@
  */
 #include "codegen/cache.h"
 #include "codegen/cpu/conv_winograd.h"
+#include "codegen/cpu/conv_wgrad_dot.h"
 #include "codegen/cpu/cpu.h"
 #include "frontend/frontend.h"
 #include "ir/fusion.h"
@@ -449,6 +450,57 @@ static void conv_winograd_grad_input_matches_reference(void) {
 static void conv_winograd_grad_weight_matches_reference(void) {
   check_winograd_gradients("Winograd weight gradients", "conv2d_grad_weight",
                            cg_conv_winograd_grad_weight_fits, 32, 32, 40);
+}
+
+/* Weight gradients of few taps per output channel take the dot-product kernel
+ * (lower_conv_wgrad_dot.c): fashion_cnn's one-channel first layer (a flat 28x28 plane, 32
+ * channels: whole tiles), stride 2 with 33 channels (a last tile of one) and 42 pixels (a
+ * masked last vector), and groups of 2 input channels of 2x2 taps. Against the reference, at
+ * batch 1 and 3, on 512- and 256-bit targets. */
+static void conv_wgrad_dot_matches_reference(void) {
+  dpc_graph *g = parse("input dya: f32[N, 32, 28, 28]\ninput xa: f32[N, 1, 28, 28]\n"
+                       "input dyb: f32[N, 33, 7, 6]\ninput xb: f32[N, 1, 13, 11]\n"
+                       "input dyc: f32[N, 6, 8, 8]\ninput xc: f32[N, 4, 9, 9]\n"
+                       "param ak: f32[32, 1, 3, 3] = he_normal(seed=1)\n"
+                       "param bk: f32[33, 1, 3, 3] = he_normal(seed=2)\n"
+                       "param ck: f32[6, 2, 2, 2] = he_normal(seed=3)\n"
+                       "ga = conv2d_grad_weight(dya, xa, ak, pad=1)\n"
+                       "gb = conv2d_grad_weight(dyb, xb, bk, stride=2, pad=1) * 0.5\n"
+                       "gc = conv2d_grad_weight(dyc, xc, ck, groups=2)\noutput ga, gb, gc\n");
+  if (!g) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  uint32_t convs = 0;
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].op != DPC_OP_CONV2D_GRAD_WEIGHT) continue;
+    cg_conv_geom cv;
+    CHECK_MSG(dpc_window_of(g, i, &cv.w, &d) == DPC_OK, "%s", d.msg);
+    cv.t = DPC_F32;
+    cv.cpg = cv.w.c / cv.w.groups;
+    cv.K = cv.cpg * cv.w.kh * cv.w.kw;
+    cv.P = cv.w.oh * cv.w.ow;
+    CHECK_MSG(cg_conv_wgrad_dot_fits(&cv, 512) && cg_conv_wgrad_dot_fits(&cv, 256),
+              "conv2d_grad_weight node %u (%lld taps) does not take the dot-product path", i,
+              (long long)cv.K);
+    convs++;
+  }
+  CHECK(convs == 3);
+  dpc_diag_free(&d);
+  const char *names[6] = {"dya", "xa", "dyb", "xb", "dyc", "xc"};
+  const int64_t dims[6][3] = {{32, 28, 28}, {1, 28, 28}, {33, 7, 6},
+                              {1, 13, 11},  {6, 8, 8},   {4, 9, 9}};
+  for (int64_t n = 1; n <= 3; n += 2) {
+    dpc_named feeds[6];
+    for (int i = 0; i < 6; i++)
+      feeds[i] = make_input(names[i], (dpc_shape){4, {n, dims[i][0], dims[i][1], dims[i][2]}},
+                            (uint64_t)i + 1);
+    check_same("dot-product weight gradients", g, feeds, 6);
+    if (host_vector_bits() >= 256)
+      check_same_on("dot-product weight gradients, AVX2", g, feeds, 6,
+                    &(dpc_codegen_options){.cpu = "haswell", .features = "+avx2,+fma,+f16c"});
+    for (int i = 0; i < 6; i++) drop(&feeds[i]);
+  }
+  dpc_graph_free(g);
 }
 
 /* An image gets the same bits from a convolution alone as in a batch (a served request batched
@@ -1190,6 +1242,7 @@ const unit_test unit_tests[] = {
     {"conv_winograd_matches_reference", conv_winograd_matches_reference},
     {"conv_winograd_grad_input_matches_reference", conv_winograd_grad_input_matches_reference},
     {"conv_winograd_grad_weight_matches_reference", conv_winograd_grad_weight_matches_reference},
+    {"conv_wgrad_dot_matches_reference", conv_wgrad_dot_matches_reference},
     {"training_matches_reference", training_matches_reference},
     {"artifact_matches_jit", artifact_matches_jit},
     {"damaged_artifact_refused", damaged_artifact_refused},
