@@ -35,10 +35,6 @@ static inline int64_t cg_wg_xi_stride(int64_t floats) {
   return (lines % 2 ? lines : lines + 1) * 16;
 }
 
-/* A vector constant of i1 lanes on[l] (*any: whether one is set). */
-cg_val cg_wg_lane_const(cg_fn *f, const gm_cfg *c, const bool *on, bool *any);
-/* A shuffle of a and b (2 vl lanes) by the indices idx[0..vl). */
-cg_val cg_wg_shuffle(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b, const int *idx);
 cg_val cg_wg_vadd(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b);
 cg_val cg_wg_vsub(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b);
 cg_val cg_wg_vhalf(cg_fn *f, const gm_cfg *c, cg_val a);

@@ -157,6 +157,29 @@ void gm_vstore(cg_fn *f, const gm_cfg *c, cg_val v, cg_val p, int align) {
   cg_line(f, "store %s %s, %s* %s, align %d", c->vty, v.s, c->vty, vp.s, align);
 }
 
+/* A vector constant of i1 lanes: on[l]. */
+cg_val gm_lane_const(cg_fn *f, const gm_cfg *c, const bool *on, bool *any) {
+  char s[1024];
+  size_t o = (size_t)snprintf(s, sizeof s, "<");
+  *any = false;
+  for (int l = 0; l < c->vl; l++) {
+    o += (size_t)snprintf(s + o, sizeof s - o, "%si1 %s", l ? ", " : "", on[l] ? "true" : "false");
+    *any = *any || on[l];
+  }
+  snprintf(s + o, sizeof s - o, ">");
+  return gm_ev(f, "select i1 true, %s %s, %s zeroinitializer", c->mty, s, c->mty);
+}
+
+/* A shuffle of a and b (2 vl lanes) by the indices idx[0..vl). */
+cg_val gm_shuffle(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b, const int *idx) {
+  char s[512];
+  size_t o = (size_t)snprintf(s, sizeof s, "<");
+  for (int l = 0; l < c->vl; l++)
+    o += (size_t)snprintf(s + o, sizeof s - o, "%si32 %d", l ? ", " : "", idx[l]);
+  snprintf(s + o, sizeof s - o, ">");
+  return gm_ev(f, "shufflevector %s %s, %s %s, %s %s", c->vty, a.s, c->vty, b.s, c->ity, s);
+}
+
 uint32_t gm_if(cg_fn *f, cg_val cond) {
   uint32_t id = cg_label(f);
   cg_line(f, "br i1 %s, label %%I%u.then, label %%I%u.end", cond.s, id, id);

@@ -106,6 +106,10 @@ void gm_mstore(cg_fn *f, const gm_cfg *c, cg_val v, cg_val p, cg_val mask);
 /* Whole-vector load and store at a calc-type element pointer with the given alignment. */
 cg_val gm_vload(cg_fn *f, const gm_cfg *c, cg_val p, int align);
 void gm_vstore(cg_fn *f, const gm_cfg *c, cg_val v, cg_val p, int align);
+/* A constant vector of i1 lanes on[0..vl) (*any: whether one is set). */
+cg_val gm_lane_const(cg_fn *f, const gm_cfg *c, const bool *on, bool *any);
+/* The lanes idx[0..vl) of a and b side by side (b's numbered from vl). */
+cg_val gm_shuffle(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b, const int *idx);
 /* if (cond) { ... } : gm_if returns the label id to close with gm_endif. */
 uint32_t gm_if(cg_fn *f, cg_val cond);
 void gm_endif(cg_fn *f, uint32_t id);

@@ -116,29 +116,6 @@ bool cg_conv_winograd_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
   return wino_blocks(&c, w, 1, &p);
 }
 
-/* A vector constant of i1 lanes: on[l]. */
-cg_val cg_wg_lane_const(cg_fn *f, const gm_cfg *c, const bool *on, bool *any) {
-  char s[1024];
-  size_t o = (size_t)snprintf(s, sizeof s, "<");
-  *any = false;
-  for (int l = 0; l < c->vl; l++) {
-    o += (size_t)snprintf(s + o, sizeof s - o, "%si1 %s", l ? ", " : "", on[l] ? "true" : "false");
-    *any = *any || on[l];
-  }
-  snprintf(s + o, sizeof s - o, ">");
-  return gm_ev(f, "select i1 true, %s %s, %s zeroinitializer", c->mty, s, c->mty);
-}
-
-/* A shuffle of a and b (2 vl lanes) by the indices idx[0..vl). */
-cg_val cg_wg_shuffle(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b, const int *idx) {
-  char s[512];
-  size_t o = (size_t)snprintf(s, sizeof s, "<");
-  for (int l = 0; l < c->vl; l++)
-    o += (size_t)snprintf(s + o, sizeof s - o, "%si32 %d", l ? ", " : "", idx[l]);
-  snprintf(s + o, sizeof s - o, ">");
-  return gm_ev(f, "shufflevector %s %s, %s %s, %s %s", c->vty, a.s, c->vty, b.s, c->ity, s);
-}
-
 cg_val cg_wg_vadd(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b) {
   return gm_ev(f, "fadd %s %s, %s", c->vty, a.s, b.s);
 }
@@ -270,7 +247,7 @@ static void patch_row(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wino
         int64_t col = s + q * vl + l, tile = t0 + (q * vl + l) / 2;
         on[l] = col >= 0 && col < w->w && tile < p->tw;
       }
-      cg_val m = cg_wg_lane_const(f, c, on, &any);
+      cg_val m = gm_lane_const(f, c, on, &any);
       if (!any) {
         v[q] = (cg_val){"zeroinitializer"};
         continue;
@@ -278,8 +255,8 @@ static void patch_row(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wino
       m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", valid.s, c->mty, m.s, c->mty);
       v[q] = gm_mload(f, c, gm_gep(f, "float", row, cg_const_i64(s + q * vl), false), m);
     }
-    out[2 * h] = cg_wg_shuffle(f, c, v[0], v[1], ev);
-    out[2 * h + 1] = cg_wg_shuffle(f, c, v[0], v[1], od);
+    out[2 * h] = gm_shuffle(f, c, v[0], v[1], ev);
+    out[2 * h + 1] = gm_shuffle(f, c, v[0], v[1], od);
   }
 }
 
@@ -316,7 +293,7 @@ void cg_wg_input_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, const
     }
     bool on[64], any;
     for (int l = 0; l < vl; l++) on[l] = k * vl + l < p->tw;
-    cg_val keep = cg_wg_lane_const(f, c, on, &any);
+    cg_val keep = gm_lane_const(f, c, on, &any);
     for (int j = 0; j < 4; j++) { /* B^T (d B) */
       cg_val vv[4] = {cg_wg_vsub(f, c, t[0][j], t[2][j]), cg_wg_vadd(f, c, t[1][j], t[2][j]),
                       cg_wg_vsub(f, c, t[2][j], t[1][j]), cg_wg_vsub(f, c, t[1][j], t[3][j])};
@@ -358,7 +335,7 @@ static void output_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, con
   for (int64_t k = 0; k < chunks; k++) {
     bool on[64], any;
     for (int l = 0; l < vl; l++) on[l] = k * vl + l < p->tw;
-    cg_val in = cg_wg_lane_const(f, c, on, &any);
+    cg_val in = gm_lane_const(f, c, on, &any);
     cg_val m[16];
     for (int xi = 0; xi < XI; xi++) {
       int64_t off = (int64_t)xi * p->mxs + k * vl;
@@ -374,12 +351,12 @@ static void output_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, con
       yv[1][j] = cg_wg_vsub(f, c, cg_wg_vsub(f, c, s[1][j], s[2][j]), s[3][j]);
     }
     for (int rr = 0; rr < 2; rr++) {
-      cg_val half[2] = {cg_wg_shuffle(f, c, yv[rr][0], yv[rr][1], lo),
-                        cg_wg_shuffle(f, c, yv[rr][0], yv[rr][1], hi)};
+      cg_val half[2] = {gm_shuffle(f, c, yv[rr][0], yv[rr][1], lo),
+                        gm_shuffle(f, c, yv[rr][0], yv[rr][1], hi)};
       for (int h = 0; h < 2; h++) {
         int64_t col0 = 2 * k * vl + h * vl;
         for (int l = 0; l < vl; l++) on[l] = col0 + l < w->ow;
-        cg_val keep = cg_wg_lane_const(f, c, on, &any);
+        cg_val keep = gm_lane_const(f, c, on, &any);
         if (!any) continue;
         if (rr == 1)
           keep =

@@ -103,7 +103,7 @@ static void dy_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, int64_t
       for (int q = 0; q < 2; q++) {
         bool on[64], any;
         for (int l = 0; l < vl; l++) on[l] = 2 * k * vl + q * vl + l < w->ow;
-        cg_val m = cg_wg_lane_const(f, c, on, &any);
+        cg_val m = gm_lane_const(f, c, on, &any);
         if (!any) {
           v[q] = (cg_val){"zeroinitializer"};
           continue;
@@ -112,8 +112,8 @@ static void dy_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, int64_t
         v[q] = gm_mload(f, c, gm_gep(f, "float", rows[a], cg_const_i64(2 * k * vl + q * vl), false),
                         m);
       }
-      g[a][0] = cg_wg_shuffle(f, c, v[0], v[1], ev);
-      g[a][1] = cg_wg_shuffle(f, c, v[0], v[1], od);
+      g[a][0] = gm_shuffle(f, c, v[0], v[1], ev);
+      g[a][1] = gm_shuffle(f, c, v[0], v[1], od);
     }
     cg_val s[2][4];
     for (int a = 0; a < 2; a++) { /* g G2^T */
@@ -124,7 +124,7 @@ static void dy_transform(cg_fn *f, const gm_cfg *c, const dpc_window *w, int64_t
     }
     bool on[64], any;
     for (int l = 0; l < vl; l++) on[l] = k * vl + l < tw;
-    cg_val keep = cg_wg_lane_const(f, c, on, &any);
+    cg_val keep = gm_lane_const(f, c, on, &any);
     for (int j = 0; j < 4; j++) { /* G2 (g G2^T) */
       cg_val uu[4] = {s[0][j], cg_wg_vhalf(f, c, cg_wg_vadd(f, c, s[0][j], s[1][j])),
                       cg_wg_vhalf(f, c, cg_wg_vsub(f, c, s[0][j], s[1][j])), s[1][j]};
@@ -149,7 +149,7 @@ static void dw_output(cg_fn *f, const gm_cfg *c, const dpc_window *w, const wdw 
   for (int64_t k = 0; k * vl < w->c; k++) {
     bool on[64], any;
     for (int l = 0; l < vl; l++) on[l] = k * vl + l < w->c;
-    cg_val keep = cg_wg_lane_const(f, c, on, &any);
+    cg_val keep = gm_lane_const(f, c, on, &any);
     cg_val m[16];
     for (int xi = 0; xi < XI; xi++) {
       cg_val at = cg_add(f, cg_mul(f, o.i, cg_const_i64(b->ldm)),
