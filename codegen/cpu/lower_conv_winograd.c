@@ -169,28 +169,28 @@ static void filter_block(cg_fn *f, const gm_cfg *c, const wino *p, cg_val wt, cg
                          int64_t stride, cg_val nruns, cg_val nrows, bool turn, cg_val urow0,
                          int64_t ld, cg_val ucol0, cg_val u, cg_val buf) {
   int vl = c->vl;
-  cg_val src[9][64], g[9];
+  cg_val src[64], g[9];
   cg_val live = cg_mul(f, nrows, cg_const_i64(9));
+  /* a loop over the nine vectors of the runs, each transposed into the small buffer, and a loop
+   * over the rows' transforms from there: unrolled, the kernel took a few hundred ms more to
+   * compile for the same speed */
+  cg_loop j = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(9));
+  cg_val jv = cg_mulk(f, j.i, vl);
+  cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, live, jv));
   for (int i = 0; i < vl; i++) {
     /* a run past nruns loads nothing (its lanes masked off) from the first run's place */
     cg_val on = gm_ev(f, "icmp sgt i64 %s, %d", nruns.s, i);
     cg_val at = gm_ev(f, "select i1 %s, i64 %s, i64 %s", on.s,
                       cg_add(f, first, cg_const_i64(i * stride)).s, first.s);
-    cg_val base = gm_gep(f, "float", wt, cg_mul(f, at, cg_const_i64(9)), false);
-    for (int j = 0; j < 9; j++) {
-      cg_val m = gm_lanes(f, c, cg_const_i64(0), gm_sub(f, live, cg_const_i64(j * vl)));
-      m = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", on.s, c->mty, m.s, c->mty);
-      src[j][i] = gm_mload(f, c, gm_gep(f, "float", base, cg_const_i64(j * vl), false), m);
-    }
+    cg_val mi = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", on.s, c->mty, m.s, c->mty);
+    src[i] = gm_mload(f, c, gm_gep(f, "float", wt, cg_add(f, cg_mulk(f, at, 9), jv), false), mi);
   }
-  /* through a small buffer, so that the rows' transforms are a loop, not vl copies (compiling
-   * them unrolled took a few hundred ms a kernel) */
-  for (int j = 0; j < 9; j++) {
-    gm_transpose(f, c, src[j]); /* src[j][q]: float j vl + q = 9 r + tap of every run */
-    for (int q = 0; q < vl; q++)
-      gm_vstore(f, c, src[j][q], gm_gep(f, "float", buf, cg_const_i64((j * vl + q) * vl), true),
-                vl * 4);
-  }
+  gm_transpose(f, c, src); /* src[q]: float j vl + q = 9 r + tap of every run */
+  for (int q = 0; q < vl; q++)
+    gm_vstore(f, c, src[q],
+              gm_gep(f, "float", buf, cg_mulk(f, cg_add(f, jv, cg_const_i64(q)), vl), true),
+              vl * 4);
+  cg_loop_end(f, j);
   cg_val mask = gm_lanes(f, c, cg_const_i64(0), nruns);
   cg_loop r = cg_loop_begin(f, cg_const_i64(0), gm_min(f, nrows, cg_const_i64(vl)));
   for (int t = 0; t < 9; t++) {
