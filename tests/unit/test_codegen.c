@@ -328,6 +328,23 @@ static int host_vector_bits(void) {
   return bits;
 }
 
+/* check_same at batch n on this host and, where it has AVX2, on a 256-bit target (8 lanes a
+ * vector, other micro-tiles): inputs names[i] of shape [n, dims[i]] from seed i + 1. */
+static void check_same_both(const char *what, const dpc_graph *g, const char *const *names,
+                            const int64_t (*dims)[3], uint32_t n_in, int64_t n) {
+  dpc_named feeds[8];
+  for (uint32_t i = 0; i < n_in; i++)
+    feeds[i] = make_input(names[i], (dpc_shape){4, {n, dims[i][0], dims[i][1], dims[i][2]}},
+                          (uint64_t)i + 1);
+  check_same(what, g, feeds, n_in);
+  char avx2[160];
+  snprintf(avx2, sizeof avx2, "%s, AVX2", what);
+  if (host_vector_bits() >= 256)
+    check_same_on(avx2, g, feeds, n_in,
+                  &(dpc_codegen_options){.cpu = "haswell", .features = "+avx2,+fma,+f16c"});
+  for (uint32_t i = 0; i < n_in; i++) drop(&feeds[i]);
+}
+
 /* 3x3 "same" convolutions computed as Winograd's F(2x2, 3x3): an odd plane (the last tile row
  * and column half outside it) with input channels that are not a whole vector and a residual
  * epilogue; rows of 18 tiles (a vector and 2 lanes); one whose filters are cut into two
@@ -362,21 +379,10 @@ static void conv_winograd_matches_reference(void) {
   }
   CHECK(convs == 5);
   dpc_diag_free(&d);
-  for (int64_t n = 1; n <= 2; n++) {
-    dpc_named feeds[6] = {make_input("a", (dpc_shape){4, {n, 20, 15, 15}}, 1),
-                          make_input("r", (dpc_shape){4, {n, 33, 15, 15}}, 2),
-                          make_input("b", (dpc_shape){4, {n, 48, 14, 36}}, 3),
-                          make_input("c", (dpc_shape){4, {n, 160, 16, 16}}, 4),
-                          make_input("e", (dpc_shape){4, {n, 200, 14, 14}}, 5),
-                          make_input("h", (dpc_shape){4, {n, 24, 7, 7}}, 6)};
-    check_same("Winograd convolutions", g, feeds, 6);
-    /* and for a host of 256-bit vectors (8 tiles a vector, other micro-tiles), which this one
-     * can run when it has AVX2 */
-    if (host_vector_bits() >= 256)
-      check_same_on("Winograd convolutions, AVX2", g, feeds, 6,
-                    &(dpc_codegen_options){.cpu = "haswell", .features = "+avx2,+fma,+f16c"});
-    for (int i = 0; i < 6; i++) drop(&feeds[i]);
-  }
+  const char *names[6] = {"a", "r", "b", "c", "e", "h"};
+  const int64_t dims[6][3] = {{20, 15, 15},  {33, 15, 15},  {48, 14, 36},
+                              {160, 16, 16}, {200, 14, 14}, {24, 7, 7}};
+  for (int64_t n = 1; n <= 2; n++) check_same_both("Winograd convolutions", g, names, dims, 6, n);
   dpc_graph_free(g);
 }
 
@@ -420,19 +426,7 @@ static void check_winograd_gradients(const char *what, const char *op,
   const char *names[6] = {"dya", "xa", "dyb", "xb", "dyc", "xc"};
   const int64_t dims[6][3] = {{33, 15, 15}, {20, 15, 15},     {64, 14, 36},
                               {48, 14, 36}, {co, side, side}, {ci, side, side}};
-  char avx2[128];
-  snprintf(avx2, sizeof avx2, "%s, AVX2", what);
-  for (int64_t n = 1; n <= 2; n++) {
-    dpc_named feeds[6];
-    for (int i = 0; i < 6; i++)
-      feeds[i] = make_input(names[i], (dpc_shape){4, {n, dims[i][0], dims[i][1], dims[i][2]}},
-                            (uint64_t)i + 1);
-    check_same(what, g, feeds, 6);
-    if (host_vector_bits() >= 256)
-      check_same_on(avx2, g, feeds, 6,
-                    &(dpc_codegen_options){.cpu = "haswell", .features = "+avx2,+fma,+f16c"});
-    for (int i = 0; i < 6; i++) drop(&feeds[i]);
-  }
+  for (int64_t n = 1; n <= 2; n++) check_same_both(what, g, names, dims, 6, n);
   dpc_graph_free(g);
 }
 
@@ -489,17 +483,8 @@ static void conv_wgrad_dot_matches_reference(void) {
   const char *names[6] = {"dya", "xa", "dyb", "xb", "dyc", "xc"};
   const int64_t dims[6][3] = {{32, 28, 28}, {1, 28, 28}, {33, 7, 6},
                               {1, 13, 11},  {6, 8, 8},   {4, 9, 9}};
-  for (int64_t n = 1; n <= 3; n += 2) {
-    dpc_named feeds[6];
-    for (int i = 0; i < 6; i++)
-      feeds[i] = make_input(names[i], (dpc_shape){4, {n, dims[i][0], dims[i][1], dims[i][2]}},
-                            (uint64_t)i + 1);
-    check_same("dot-product weight gradients", g, feeds, 6);
-    if (host_vector_bits() >= 256)
-      check_same_on("dot-product weight gradients, AVX2", g, feeds, 6,
-                    &(dpc_codegen_options){.cpu = "haswell", .features = "+avx2,+fma,+f16c"});
-    for (int i = 0; i < 6; i++) drop(&feeds[i]);
-  }
+  for (int64_t n = 1; n <= 3; n += 2)
+    check_same_both("dot-product weight gradients", g, names, dims, 6, n);
   dpc_graph_free(g);
 }
 
