@@ -59,7 +59,8 @@
 /* Blocks of output channels and of tile rows, for a GEMM configuration c. Large planes with
  * few channels (ResNet's first layers) take blocks of tile rows with U, V and M within budget;
  * small planes with many (its third) take every tile in one block, V up to V_MAX, and loop over
- * blocks of output channels. False when neither fits. */
+ * blocks of output channels. Also sets the positions' strides (cg_wg_xi_stride). False when
+ * neither fits. */
 static bool wino_blocks(const gm_cfg *c, const dpc_window *w, int64_t ni, wino *p) {
   p->ci = w->c;
   p->co = w->oc;
@@ -86,6 +87,9 @@ static bool wino_blocks(const gm_cfg *c, const dpc_window *w, int64_t ni, wino *
   p->ntb = cg_ceil_div(p->th, p->nty);
   p->nty = cg_ceil_div(p->th, p->ntb); /* the same number of blocks, evener */
   p->ldv = gm_pad_ld(c, cg_ceil_div(ni * p->nty * p->tw, c->nr) * c->nr);
+  p->uxs = cg_wg_xi_stride(p->mb * p->ci);
+  p->vxs = cg_wg_xi_stride(p->ci * p->ldv);
+  p->mxs = cg_wg_xi_stride(p->mb * p->ldv);
   return true;
 }
 
@@ -128,10 +132,6 @@ cg_val cg_wg_vhalf(cg_fn *f, const gm_cfg *c, cg_val a) {
   return gm_ev(f, "fmul %s %s, %s", c->vty, a.s, h.s);
 }
 
-/* U[xi][o][ci] = (G g G^T)[xi] for the filters of output channels [o0, o0 + ocur), vl input
- * channels at a time: the nine taps of vl filters are nine gathers (stride 9). For the input
- * gradient (p->flip) the filter of (o, ci) is the forward's (ci, o) turned 180 degrees: lanes
- * p->co filters apart, taps in reverse. */
 /* U at `at` (positions p->uxs apart) = (G g G^T) for the filters g[0..9) (a tap each, a filter
  * a lane), the lanes `mask` says exist. */
 static void transform_filters(cg_fn *f, const gm_cfg *c, const wino *p, const cg_val *g, cg_val u,
@@ -432,9 +432,6 @@ static dpc_status lower(cg_kernel *k, const dpc_window *w, bool flip, dpc_diag *
   if (k->total == 0) return DPC_OK;
   cg_val x = cg_arg_ptr(f, 0, DPC_F32), wt = cg_arg_ptr(f, 1, DPC_F32),
          y = cg_arg_ptr(f, cg_out_arg(f), DPC_F32);
-  p.uxs = cg_wg_xi_stride(p.mb * p.ci);
-  p.vxs = cg_wg_xi_stride(p.ci * p.ldv);
-  p.mxs = cg_wg_xi_stride(p.mb * p.ldv);
   cg_val u = gm_alloca(f, "float", XI * p.uxs);
   cg_val v = gm_alloca(f, "float", XI * p.vxs);
   cg_val mbuf = gm_alloca(f, "float", XI * p.mxs);
