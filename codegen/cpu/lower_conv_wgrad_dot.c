@@ -68,7 +68,7 @@ dpc_status cg_lower_conv_wgrad_dot(cg_kernel *k, const cg_conv_geom *cv, dpc_dia
       cg_mulk(f, cg_add(f, cg_add(f, cg_mulk(f, n.i, w->oc), cg_mulk(f, grp, cv->opg)), o0), cv->P);
   cg_loop tl = cg_loop_begin(f, cg_const_i64(0), gm_ceil_div(f, ocur, ot));
   cg_val t0 = cg_mulk(f, tl.i, ot);
-  cg_val acc[MAX_ACC], rowp[MAX_ACC], live[MAX_ACC];
+  cg_val acc[MAX_ACC], slot[MAX_ACC], rowp[MAX_ACC], live[MAX_ACC];
   for (int64_t i = 0; i < ot; i++) {
     /* a channel past the block reads row t0 (masked off: it adds nothing) */
     live[i] = gm_ev(f, "icmp slt i64 %s, %s", cg_add(f, t0, cg_const_i64(i)).s, ocur.s);
@@ -76,11 +76,12 @@ dpc_status cg_lower_conv_wgrad_dot(cg_kernel *k, const cg_conv_geom *cv, dpc_dia
         gm_ev(f, "select i1 %s, i64 %s, i64 %s", live[i].s, cg_add(f, t0, cg_const_i64(i)).s, t0.s);
     rowp[i] = gm_gep(f, "float", dy, cg_add(f, dyrow0, cg_mulk(f, r, cv->P)), true);
     for (int64_t q = 0; q < K; q++) {
-      cg_val at =
-          cg_mulk(f, cg_add(f, cg_mulk(f, cg_add(f, t0, cg_const_i64(i)), K), cg_const_i64(q)), vl);
-      acc[i * K + q] = cg_acc_new(f, c.vty, (cg_val){"zeroinitializer"});
-      cg_acc_set(f, acc[i * K + q], c.vty,
-                 gm_vload(f, &c, gm_gep(f, "float", accb, at, true), vl * 4));
+      /* channel t0 + i's tap q in the block's buffer */
+      slot[i * K + q] = gm_gep(
+          f, "float", accb,
+          cg_mulk(f, cg_add(f, cg_mulk(f, cg_add(f, t0, cg_const_i64(i)), K), cg_const_i64(q)), vl),
+          true);
+      acc[i * K + q] = cg_acc_new(f, c.vty, gm_vload(f, &c, slot[i * K + q], vl * 4));
     }
   }
   cg_loop v = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(nvec));
@@ -101,13 +102,8 @@ dpc_status cg_lower_conv_wgrad_dot(cg_kernel *k, const cg_conv_geom *cv, dpc_dia
     }
   }
   cg_loop_end(f, v);
-  for (int64_t i = 0; i < ot; i++)
-    for (int64_t q = 0; q < K; q++) {
-      cg_val at =
-          cg_mulk(f, cg_add(f, cg_mulk(f, cg_add(f, t0, cg_const_i64(i)), K), cg_const_i64(q)), vl);
-      gm_vstore(f, &c, cg_acc_get(f, acc[i * K + q], c.vty), gm_gep(f, "float", accb, at, true),
-                vl * 4);
-    }
+  for (int64_t a = 0; a < ot * K; a++)
+    gm_vstore(f, &c, cg_acc_get(f, acc[a], c.vty), slot[a], vl * 4);
   cg_loop_end(f, tl);
   cg_loop_end(f, n);
   /* each accumulator's lanes summed into dW[grp * opg + o0 + o, q] */
