@@ -18,7 +18,10 @@
  * Three forward shapes go elsewhere: a 1x1 convolution with stride 1 and no padding is a GEMM on
  * x's planes as they lie (B = x, packed by the GEMM, no Col), a depthwise or grouped one with
  * few output channels per group is computed directly (lower_conv_direct.c), and a 3x3 "same"
- * one with enough channels as Winograd's F(2x2, 3x3) (lower_conv_winograd.c).
+ * one with enough channels as Winograd's F(2x2, 3x3) (lower_conv_winograd.c). That one's input
+ * gradient takes the same kernel and its weight gradient Winograd's F(3x3, 2x2)
+ * (lower_conv_winograd_dw.c); a weight gradient of at most 16 taps per output channel is dot
+ * products over the pixels (lower_conv_wgrad_dot.c).
  *
  * Parallel iterations: conv2d runs (image, group, channel block, row block) pieces, each
  * writing its own part of y, a single image cut so that two cores share it (split_pieces); the
@@ -544,8 +547,9 @@ static dpc_status lower_grad_weight(cg_kernel *k, dpc_diag *d) {
   if (cg_conv_winograd_grad_weight_fits(w, cv.t, f->vector_bits))
     return cg_lower_conv_winograd_grad_weight(k, w, d);
   if (cg_conv_wgrad_dot_fits(&cv, f->vector_bits)) return cg_lower_conv_wgrad_dot(k, &cv, d);
-  /* dW[o, q], or dW^T[q, o] when the tile fits that better: the first layer of the CNN has
-   * 32 x 9, where 9 taps would fill 9 of 16 lanes and 32 channels fill 2 vectors exactly */
+  /* dW[o, q], or dW^T[q, o] when the tile fits that better: the first layer of the CNN (32 x 9)
+   * in f16, or on a target the dot products do not take, where 9 taps would fill 9 of 16 lanes
+   * and 32 channels fill 2 vectors exactly */
   gm_cfg c, ct;
   gm_choose(&c, f->vector_bits, cv.t, cv.opg, cv.K, cv.P);
   gm_choose(&ct, f->vector_bits, cv.t, cv.K, cv.opg, cv.P);
