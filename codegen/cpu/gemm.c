@@ -45,9 +45,15 @@
 
 /* Cache budgets of one core, in bytes (Zen 5: 48 KiB L1d, 1 MiB L2; the same split suits any
  * core with >= 32 KiB L1 and >= 512 KiB L2). */
-#define L1_PANELS (32 * 1024)  /* one A strip plus one B panel, KC deep */
-#define L2_A      (256 * 1024) /* a packed A block, MC x KC */
-#define L2_B      (384 * 1024) /* a packed B block, KC x NC */
+#define L1_PANELS (32 * 1024)   /* one A strip plus one B panel: the tile cost model's KC */
+#define L2_A      (256 * 1024)  /* a packed A block, MC x KC */
+#define L2_B      (1024 * 1024) /* a packed B block, KC x NC */
+/* The deepest KC block, in bytes of a row of A. Deeper than an A strip and a B panel fit in
+ * L1 together (kc_for): the panel then streams from L2, which feeds the 14x2 tile's 184 bytes
+ * a step with room to spare, while each KC block costs a load and store of every C tile and
+ * the micro-kernel's start and end. On a 32 KiB-L1 core, KC 176 -> 512 took 1024^3 from 0.98
+ * to 1.03 of OpenBLAS and 2048^3 from 0.97 to 1.02. */
+#define KC_BYTES (2048)
 /* The output of an f16/bf16 GEMM is accumulated in a calc-type scratch of at most this many
  * elements (gm_split keeps blocks within it). */
 #define SCRATCH_C (64 * 1024)
@@ -237,8 +243,9 @@ typedef struct tile {
 static const tile tiles32[] = {{14, 2}, {28, 1}, {8, 3}, {6, 4}, {4, 6}, {2, 8}};
 static const tile tiles16[] = {{6, 2}, {12, 1}, {4, 3}, {2, 4}};
 
-/* The deepest KC for an mr x nr tile: an A strip and a B panel (mr + nr elements per step of
- * k) fill ~32 KiB of L1, so the B panel survives while strips of A stream past it. */
+/* The tile cost model's KC for an mr x nr tile: as deep as an A strip and a B panel (mr + nr
+ * elements per step of k) fit ~32 KiB of L1 together. It weighs the tiles' per-block costs
+ * against each other as the tile choices were tuned; the KC the kernels use is KC_BYTES. */
 static int64_t kc_for(const gm_cfg *c, int mr, int64_t nr) {
   int64_t kc = L1_PANELS / ((mr + nr) * c->esize) / 16 * 16;
   return kc < 64 ? 64 : kc > 512 ? 512 : kc;
@@ -288,13 +295,13 @@ void gm_choose(gm_cfg *c, int vector_bits, dpc_dtype calc, int64_t m, int64_t n,
     }
   }
   c->nr = c->nv * c->vl;
-  /* KC at most kc_for, spread evenly over k (784 = 5 x 160 rather than 4 x 176 + 80); MC and
-   * NC fill the L2 budgets. KC is the menu's first tile's whatever tile m chose: an element's
-   * sum is its KC blocks' partial sums in turn, so a KC that followed m would round a row
-   * differently in plans for different batch sizes, and a batched request would not get the
-   * bits it gets alone. The small-m tiles that would want a shallower KC have one A strip,
-   * which reuses each B panel once anyway. */
-  c->kc = round_up(ceil_div(k, ceil_div(k, kc_for(c, menu[0].mr, (int64_t)menu[0].nv * c->vl))), 8);
+  /* KC at most KC_BYTES, spread evenly over k (784 = 2 x 392 rather than 512 + 272); MC and
+   * NC fill the L2 budgets. KC is the same whatever tile m chose: an element's sum is its KC
+   * blocks' partial sums in turn, so a KC that followed m would round a row differently in
+   * plans for different batch sizes, and a batched request would not get the bits it gets
+   * alone. */
+  int64_t deep = KC_BYTES / c->esize;
+  c->kc = round_up(ceil_div(k, ceil_div(k, deep)), 8);
   int64_t kcp = gm_pad_ld(c, c->kc);
   c->mc = L2_A / (kcp * c->esize) / c->mr * c->mr;
   if (c->mc < c->mr) c->mc = c->mr;
