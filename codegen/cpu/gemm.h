@@ -70,6 +70,37 @@ void gm_split(const gm_cfg *c, int64_t m, int64_t n, int64_t k, int64_t nbatch, 
 void gm_block(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const gm_mat *cm,
               cg_val m, cg_val n, cg_val k, cg_val acc);
 
+/* Most vectors across a micro-tile. */
+#define GM_MAX_NV 8
+
+/* What gm_block_then applies to each row of a micro-tile once its sums are complete, before it
+ * is stored: v[0..c->nv) are the row's vectors at row `row`, columns from `col` on of the
+ * block's C (mask: the lanes that exist), to be replaced by the results. `last` (an i1) says
+ * whether this call's k completes the sums (a caller that cuts k into passes calls gm_block
+ * once per pass). */
+typedef dpc_status (*gm_tile_fn)(cg_fn *f, const gm_cfg *c, void *ctx, cg_val row, cg_val col,
+                                 cg_val *v, const cg_val *mask, dpc_diag *d);
+typedef struct gm_tile_hook {
+  gm_tile_fn fn;
+  void *ctx;
+  cg_val last;
+} gm_tile_hook;
+
+/* gm_block, then `h` (NULL: none) on each finished tile. With a hook, C must be calc-typed
+ * with contiguous rows (written in place, not through gm_block's scratch). */
+dpc_status gm_block_then(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b,
+                         const gm_mat *cm, cg_val m, cg_val n, cg_val k, cg_val acc,
+                         const gm_tile_hook *h, dpc_diag *d);
+
+/* A fusion group's epilogue (lower_fused.c) on c->nv vectors in registers: row `row` and
+ * columns from `col` on of the root's output seen as [P, Q] at `axis` (as cg_epilogue_block),
+ * the lanes in mask[] existing. Only for chains cg_epilogue_vec_ok accepts: f32 add, sub, mul,
+ * relu, relu6 and clip, with outside inputs constant along Q (a bias per channel), or
+ * contiguous along it and the same for every row (a matmul's bias). */
+bool cg_epilogue_vec_ok(const cg_fn *f, uint32_t axis);
+dpc_status cg_epilogue_vec(cg_fn *f, const gm_cfg *c, uint32_t axis, cg_val row, cg_val col,
+                           cg_val *v, const cg_val *mask, dpc_diag *d);
+
 /* Whether `pieces` parallel iterations share well between two cores: an even number, or at
  * least 8 (the imbalance is small by then). */
 static inline bool gm_pieces_shared(int64_t pieces) {

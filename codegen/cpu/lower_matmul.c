@@ -84,6 +84,19 @@ static void batch_offsets(cg_fn *f, const mm_geom *mg, cg_val t, cg_val *aoff, c
   }
 }
 
+/* The fusion group's epilogue on a row of a GEMM tile, in registers: the piece's rows start at
+ * row `r0` of y seen as [batch * m, n], its columns at `c0`. */
+typedef struct tile_epi {
+  cg_val r0, c0;
+  uint32_t axis;
+} tile_epi;
+
+static dpc_status epilogue_row(cg_fn *f, const gm_cfg *c, void *ctx, cg_val row, cg_val col,
+                               cg_val *v, const cg_val *mask, dpc_diag *d) {
+  const tile_epi *t = ctx;
+  return cg_epilogue_vec(f, c, t->axis, cg_add(f, t->r0, row), cg_add(f, t->c0, col), v, mask, d);
+}
+
 static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
   const dpc_graph *g = f->g;
@@ -173,15 +186,22 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
                      : cg_add(f, cg_mul(f, m0, cg_const_i64(mg.n)), n0);
   cg_val yoff = cg_add(f, cg_mul(f, bt, cg_const_i64(mn)), corner);
   gm_mat C = {gm_gep(f, st, py, yoff, true), t, tr ? 1 : mg.n, tr ? mg.n : 1, false};
-  gm_block(f, &c, &A, &B, &C, mcur, ncur, cg_const_i64(mg.k), (cg_val){"false"});
-  if (f->grp) {
+  /* fused: the bias, activation... in registers on each tile as it is stored where the chain
+   * allows (y seen as [batch * m, n]); else on the piece once it is done */
+  uint32_t axis = g->values[nd->out].shape.rank - 2;
+  bool per_tile = f->grp && !tr && gm_vec_ok(&c, t) && cg_epilogue_vec_ok(f, axis);
+  tile_epi te = {cg_add(f, cg_mul(f, bt, cg_const_i64(mg.m)), m0), n0, axis};
+  gm_tile_hook hook = {epilogue_row, &te, (cg_val){"true"}};
+  dpc_status bst = gm_block_then(f, &c, &A, &B, &C, mcur, ncur, cg_const_i64(mg.k),
+                                 (cg_val){"false"}, per_tile ? &hook : NULL, d);
+  if (bst) return bst;
+  if (f->grp && !per_tile) {
     /* fused: the bias, activation... on this piece of y while it is in cache. y seen as
      * [batch * m, n]: rows and columns of the piece, swapped back for the transposed product */
     cg_val r0 = cg_add(f, cg_mul(f, bt, cg_const_i64(mg.m)), tr ? n0 : m0);
     cg_val c0 = tr ? m0 : n0;
-    dpc_status est =
-        cg_epilogue_block(f, g->values[nd->out].shape.rank - 2, r0, cg_add(f, r0, tr ? ncur : mcur),
-                          c0, cg_add(f, c0, tr ? mcur : ncur), d);
+    dpc_status est = cg_epilogue_block(f, axis, r0, cg_add(f, r0, tr ? ncur : mcur), c0,
+                                       cg_add(f, c0, tr ? mcur : ncur), d);
     if (est) return est;
   }
   cg_loop_end(f, it);

@@ -289,6 +289,19 @@ static dpc_status lower_conv2d_images(cg_kernel *k, const cg_conv_geom *cv, int6
   return DPC_OK;
 }
 
+/* The fusion group's epilogue on a row of a GEMM tile of a convolution's output, in registers:
+ * the block's rows are planes from `plane` on, its columns pixels from `px` on ([n * oc,
+ * oh * ow]). */
+typedef struct tile_epi {
+  cg_val plane, px;
+} tile_epi;
+
+static dpc_status epilogue_row(cg_fn *f, const gm_cfg *c, void *ctx, cg_val row, cg_val col,
+                               cg_val *v, const cg_val *mask, dpc_diag *d) {
+  const tile_epi *t = ctx;
+  return cg_epilogue_vec(f, c, 1, cg_add(f, t->plane, row), cg_add(f, t->px, col), v, mask, d);
+}
+
 static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
   cg_conv_geom cv;
@@ -328,7 +341,16 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   gm_mat C = {gm_gep(f, st_ty, y, yoff, true), cv.t, cv.P, 1, false};
   cg_val wrow = cg_add(f, cg_mulk(f, dg[1], cv.opg), o0); /* the piece's first row of W */
   bool w_direct = weights_in_place(&c, &cv, ob);
-  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(cg_ceil_div(cv.K, kq)));
+  /* fused: the bias, activation... on the output, y seen as [n * oc, oh * ow]: on each GEMM
+   * tile as it is finished, in vector registers, where the chain allows; else on the piece's
+   * output rows once they are all done */
+  bool per_tile = f->grp && cg_epilogue_vec_ok(f, 1) && gm_vec_ok(&c, cv.t);
+  int64_t npass = cg_ceil_div(cv.K, kq);
+  tile_epi te = {obase, cg_mulk(f, oy0, w->ow)};
+  cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(npass));
+  gm_tile_hook hook = {epilogue_row, &te,
+                       gm_ev(f, "icmp eq i64 %s, %lld", qc.i.s, (long long)(npass - 1))};
+  const gm_tile_hook *hp = per_tile ? &hook : NULL;
   cg_val q0 = cg_mulk(f, qc.i, kq);
   cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv.K), q0));
   cg_val acc = gm_ev(f, "icmp sgt i64 %s, 0", qc.i.s);
@@ -341,20 +363,18 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
      * product's B (MobileNetV2's 32 to 16 channels at 112x112: 0.167 to 0.136 ms) */
     bool thin_b = ob <= 16 && gm_vec_ok(&c, cv.t);
     gm_mat B = {gm_gep(f, st_ty, x, xoff, true), cv.t, cv.P, 1, thin_b};
-    gm_block(f, &c, &A, &B, &C, ocur, cg_mulk(f, nrows, w->ow), nq, acc);
+    st = gm_block_then(f, &c, &A, &B, &C, ocur, cg_mulk(f, nrows, w->ow), nq, acc, hp, d);
   } else {
     /* kq is whole channels (k_pass) */
     cg_im2col_taps(f, &c, &cv, x, plane0, q0, nq, cg_plane_ok(&c, &cv, rb), oy0, nrows, col, ld);
     gm_mat B = {col, c.calc, ld, 1, true, true};
-    gm_block(f, &c, &A, &B, &C, ocur, cg_mulk(f, nrows, w->ow), nq, acc);
+    st = gm_block_then(f, &c, &A, &B, &C, ocur, cg_mulk(f, nrows, w->ow), nq, acc, hp, d);
   }
+  if (st) return st;
   cg_loop_end(f, qc);
-  if (f->grp) {
-    /* fused: the bias, activation... on the piece's output rows of its planes, y seen as
-     * [n * oc, oh * ow] */
-    cg_val c0 = cg_mulk(f, oy0, w->ow);
-    st = cg_epilogue_block(f, 1, obase, cg_add(f, obase, ocur), c0,
-                           cg_add(f, c0, cg_mulk(f, nrows, w->ow)), d);
+  if (f->grp && !per_tile) {
+    st = cg_epilogue_block(f, 1, obase, cg_add(f, obase, ocur), te.px,
+                           cg_add(f, te.px, cg_mulk(f, nrows, w->ow)), d);
     if (st) return st;
   }
   cg_loop_end(f, it);

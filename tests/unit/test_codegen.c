@@ -345,6 +345,51 @@ static void check_same_both(const char *what, const dpc_graph *g, const char *co
   for (uint32_t i = 0; i < n_in; i++) drop(&feeds[i]);
 }
 
+/* Epilogues applied in registers as each GEMM tile is stored (chains of add, sub, mul, relu,
+ * relu6 and clip, inputs constant along the row): 1x1 convolutions of 30 output channels (two
+ * strips and a third moved up over rows that exist) on 7x9 planes (a vector and 15 lanes), with
+ * ReLU6 as clip, as relu6 and as clip with only a lower bound; a strided 3x3 convolution by
+ * im2col with a scale, a shift and ReLU; a matmul with a bias along its columns (45: a vector
+ * and 13 lanes) and ReLU; and one with a residual, which keeps the pass over finished rows.
+ * Every anchor must be fused, or the test tests nothing. */
+static void register_epilogues_match_reference(void) {
+  dpc_graph *g =
+      parse("input im: f32[N, 40, 7, 9]\ninput x: f32[N, 1, 3, 37]\ninput res: f32[N, 1, 3, 45]\n"
+            "param k1: f32[30, 40, 1, 1] = he_normal(seed=1)\nparam kb: f32[30, 1, 1] = "
+            "he_normal(seed=2)\n"
+            "param k2: f32[30, 40, 1, 1] = he_normal(seed=3)\nparam k3: f32[30, 40, 1, 1] = "
+            "he_normal(seed=4)\n"
+            "param k4: f32[30, 40, 3, 3] = he_normal(seed=5)\nparam ks: f32[30, 1, 1] = "
+            "he_normal(seed=6)\n"
+            "param w1: f32[37, 45] = he_normal(seed=7)\nparam w2: f32[37, 45] = he_normal(seed=8)\n"
+            "param wb: f32[45] = he_normal(seed=9)\n"
+            "a = clip(conv2d(im, k1) + kb, min=0, max=6)\n"
+            "b = relu6(conv2d(im, k2) + kb)\n"
+            "c = clip(conv2d(im, k3) - kb, min=0.25)\n"
+            "d = relu(conv2d(im, k4, stride=2, pad=1) * ks - 0.5)\n"
+            "e = relu(matmul(x, w1) + wb)\n"
+            "f = matmul(x, w2) + wb + res\n"
+            "output a, b, c, d, e, f\n");
+  if (!g) return;
+  dpc_graph *c = dpc_graph_clone(g);
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_pass_opts po = {.fuse = dpc_cpu_fusion()};
+  CHECK(dpc_passes_run(c, &po, &d) == DPC_OK);
+  uint32_t anchors = 0;
+  for (uint32_t i = 0; i < c->n_nodes; i++)
+    if ((c->nodes[i].op == DPC_OP_MATMUL || c->nodes[i].op == DPC_OP_CONV2D) &&
+        c->nodes[i].fused != DPC_NONE)
+      anchors++;
+  CHECK_MSG(anchors == 6, "%u of 6 anchors fused", anchors);
+  dpc_graph_free(c);
+  dpc_diag_free(&d);
+  const char *names[] = {"im", "x", "res"};
+  const int64_t dims[][3] = {{40, 7, 9}, {1, 3, 37}, {1, 3, 45}};
+  for (int64_t n = 1; n <= 2; n++) check_same_both("register epilogues", g, names, dims, 3, n);
+  dpc_graph_free(g);
+}
+
 /* 3x3 "same" convolutions computed as Winograd's F(2x2, 3x3): an odd plane (the last tile row
  * and column half outside it) with input channels that are not a whole vector and a residual
  * epilogue; rows of 18 tiles (a vector and 2 lanes); one whose filters are cut into two
@@ -1224,6 +1269,7 @@ const unit_test unit_tests[] = {
     {"conv_direct_epilogues_match_reference", conv_direct_epilogues_match_reference},
     {"conv_pieces_match_reference", conv_pieces_match_reference},
     {"conv_bits_same_at_any_batch", conv_bits_same_at_any_batch},
+    {"register_epilogues_match_reference", register_epilogues_match_reference},
     {"conv_winograd_matches_reference", conv_winograd_matches_reference},
     {"conv_winograd_grad_input_matches_reference", conv_winograd_grad_input_matches_reference},
     {"conv_winograd_grad_weight_matches_reference", conv_winograd_grad_weight_matches_reference},
