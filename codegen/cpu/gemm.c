@@ -137,6 +137,12 @@ cg_val gm_lanes(cg_fn *f, const gm_cfg *c, cg_val lo, cg_val hi) {
   return gm_ev(f, "and %s %s, %s", c->mty, below.s, above.s);
 }
 
+cg_val gm_splat(cg_fn *f, const gm_cfg *c, cg_val s) {
+  cg_val one = gm_ev(f, "insertelement %s undef, %s %s, i32 0", c->vty, c->ty, s.s);
+  return gm_ev(f, "shufflevector %s %s, %s undef, %s zeroinitializer", c->vty, one.s, c->vty,
+               c->ity);
+}
+
 static cg_val vptr(cg_fn *f, const gm_cfg *c, cg_val p) {
   return gm_ev(f, "bitcast %s* %s to %s*", c->ty, p.s, c->vty);
 }
@@ -440,9 +446,7 @@ static dpc_status micro(cg_fn *f, const gm_cfg *c, const micro_args *x, dpc_diag
   for (int r = 0; r < MR; r++) {
     cg_val a = gm_ev(f, "load %s, %s* %s", c->ty, c->ty,
                      gm_gep(f, c->ty, aq, cg_const_i64(r * x->a_rs), true).s);
-    cg_val ins = gm_ev(f, "insertelement %s undef, %s %s, i32 0", c->vty, c->ty, a.s);
-    cg_val s = gm_ev(f, "shufflevector %s %s, %s undef, %s zeroinitializer", c->vty, ins.s, c->vty,
-                     c->ity);
+    cg_val s = gm_splat(f, c, a);
     for (int v = 0; v < NV; v++) {
       cg_val prod = gm_ev(f, "fmul contract %s %s, %s", c->vty, s.s, bv[v].s);
       cg_line(f, "%%K%u.n%d_%d = fadd contract %s %%K%u.a%d_%d, %s", id, r, v, c->vty, id, r, v,

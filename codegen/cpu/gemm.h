@@ -92,14 +92,18 @@ dpc_status gm_block_then(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_ma
                          const gm_mat *cm, cg_val m, cg_val n, cg_val k, cg_val acc,
                          const gm_tile_hook *h, dpc_diag *d);
 
-/* A fusion group's epilogue (lower_fused.c) on c->nv vectors in registers: row `row` and
- * columns from `col` on of the root's output seen as [P, Q] at `axis` (as cg_epilogue_block),
- * the lanes in mask[] existing. Only for chains cg_epilogue_vec_ok accepts: f32 add, sub, mul,
- * relu, relu6 and clip, with outside inputs constant along Q (a bias per channel), or
- * contiguous along it and the same for every row (a matmul's bias). */
+/* A fusion group's epilogue (lower_fused.c) in registers, as a gm_tile_hook's fn with a
+ * cg_tile_epi for ctx: the block's rows and columns are the root's output's (seen as [P, Q] at
+ * `axis`, as cg_epilogue_block) from r0 and c0 on. Only for chains cg_epilogue_vec_ok accepts:
+ * f32 add, sub, mul, relu, relu6 and clip, with outside inputs constant along Q (a bias per
+ * channel), or contiguous along it and the same for every row (a matmul's bias). */
+typedef struct cg_tile_epi {
+  cg_val r0, c0;
+  uint32_t axis;
+} cg_tile_epi;
 bool cg_epilogue_vec_ok(const cg_fn *f, uint32_t axis);
-dpc_status cg_epilogue_vec(cg_fn *f, const gm_cfg *c, uint32_t axis, cg_val row, cg_val col,
-                           cg_val *v, const cg_val *mask, dpc_diag *d);
+dpc_status cg_epilogue_vec(cg_fn *f, const gm_cfg *c, void *ctx, cg_val row, cg_val col, cg_val *v,
+                           const cg_val *mask, dpc_diag *d);
 
 /* Whether `pieces` parallel iterations share well between two cores: an even number, or at
  * least 8 (the imbalance is small by then). */
@@ -134,6 +138,8 @@ cg_val gm_lanes(cg_fn *f, const gm_cfg *c, cg_val lo, cg_val hi);
  * calc-type element pointer p. */
 cg_val gm_mload(cg_fn *f, const gm_cfg *c, cg_val p, cg_val mask);
 void gm_mstore(cg_fn *f, const gm_cfg *c, cg_val v, cg_val p, cg_val mask);
+/* The calc-type scalar s in every lane. */
+cg_val gm_splat(cg_fn *f, const gm_cfg *c, cg_val s);
 /* Whole-vector load and store at a calc-type element pointer with the given alignment. */
 cg_val gm_vload(cg_fn *f, const gm_cfg *c, cg_val p, int align);
 void gm_vstore(cg_fn *f, const gm_cfg *c, cg_val v, cg_val p, int align);

@@ -48,13 +48,6 @@ bool cg_conv_direct_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
   return w->ow > 0 && (w->ow + vl - 1) / vl <= MAX_CHUNKS;
 }
 
-/* A float broadcast to every lane. */
-static cg_val splat(cg_fn *f, const gm_cfg *c, cg_val s) {
-  cg_val one = gm_ev(f, "insertelement %s undef, float %s, i32 0", c->vty, s.s);
-  return gm_ev(f, "shufflevector %s %s, %s undef, %s zeroinitializer", c->vty, one.s, c->vty,
-               c->ity);
-}
-
 /* vl input columns from column col (a constant) of the row at `row`, zeros where they fall
  * outside [0, w): a plain load inside the row, a masked one at its edges. */
 static cg_val row_load(cg_fn *f, const gm_cfg *c, cg_val row, int64_t col, int64_t w) {
@@ -132,7 +125,7 @@ static dpc_status lower_flat(cg_kernel *k, const gm_cfg *c, const dpc_window *w,
   for (int64_t ky = 0; ky < w->kh; ky++)
     for (int64_t kx = 0; kx < w->kw; kx++) {
       cg_val ws =
-          splat(f, c, cg_load(f, wt, DPC_F32, cg_add(f, wbase, cg_const_i64(ky * w->kw + kx))));
+          gm_splat(f, c, cg_load(f, wt, DPC_F32, cg_add(f, wbase, cg_const_i64(ky * w->kw + kx))));
       int64_t shift = (ky * w->dh - w->pt) * w->w + kx * w->dw - w->pl;
       for (int64_t v = 0; v < nvec; v++) {
         bool all, none;
@@ -200,7 +193,7 @@ dpc_status cg_lower_conv_direct(cg_kernel *k, const dpc_window *w, dpc_diag *d) 
   cg_val pre[MAX_TAPS];
   if (cpg == 1)
     for (int64_t t = 0; t < kk; t++)
-      pre[t] = splat(
+      pre[t] = gm_splat(
           f, &c,
           cg_load(f, wt, DPC_F32, cg_add(f, cg_mul(f, o, cg_const_i64(kk)), cg_const_i64(t))));
   cg_loop oyl = cg_loop_begin(f, oy0, oy1);
@@ -220,8 +213,8 @@ dpc_status cg_lower_conv_direct(cg_kernel *k, const dpc_window *w, dpc_diag *d) 
       cg_val ws =
           cpg == 1
               ? pre[ky * w->kw + kx]
-              : splat(f, &c,
-                      cg_load(f, wt, DPC_F32, cg_add(f, wbase, cg_const_i64(ky * w->kw + kx))));
+              : gm_splat(f, &c,
+                         cg_load(f, wt, DPC_F32, cg_add(f, wbase, cg_const_i64(ky * w->kw + kx))));
       for (int64_t ch = 0; ch < nch; ch++) {
         cg_val in = tap_load(f, &c, w, rowp, ch, kx * w->dw - w->pl);
         if (!strcmp(in.s, "zeroinitializer")) continue;

@@ -127,9 +127,7 @@ cg_val cg_wg_vsub(cg_fn *f, const gm_cfg *c, cg_val a, cg_val b) {
   return gm_ev(f, "fsub %s %s, %s", c->vty, a.s, b.s);
 }
 cg_val cg_wg_vhalf(cg_fn *f, const gm_cfg *c, cg_val a) {
-  cg_val h = gm_ev(f, "insertelement %s undef, float 0x3FE0000000000000, i32 0", c->vty);
-  h = gm_ev(f, "shufflevector %s %s, %s undef, %s zeroinitializer", c->vty, h.s, c->vty, c->ity);
-  return gm_ev(f, "fmul %s %s, %s", c->vty, a.s, h.s);
+  return gm_ev(f, "fmul %s %s, %s", c->vty, a.s, gm_splat(f, c, cg_const(DPC_F32, 0.5)).s);
 }
 
 /* U at `at` (positions p->uxs apart) = (G g G^T) for the filters g[0..9) (a tap each, a filter

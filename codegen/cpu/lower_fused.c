@@ -20,9 +20,20 @@ uint32_t cg_out_arg(const cg_fn *f) {
   return f->grp ? f->grp->n_inputs : f->g->nodes[f->node].n_in;
 }
 
+/* One member of the chain on its operands' values: scalars (cg_ew_element), or vectors
+ * (cg_epilogue_vec). */
+typedef dpc_status (*chain_op)(cg_fn *f, const void *ctx, uint32_t node, const cg_val *x,
+                               cg_val *out, dpc_diag *d);
+
+static dpc_status scalar_op(cg_fn *f, const void *ctx, uint32_t node, const cg_val *x, cg_val *out,
+                            dpc_diag *d) {
+  (void)ctx;
+  return cg_ew_element(f, node, x, out, d);
+}
+
 /* The chain, given each outside input's value (in argument order) and the anchor's value. */
-static dpc_status eval_chain(cg_fn *f, const cg_val *ext, cg_val anchor_val, cg_val *out,
-                             dpc_diag *d) {
+static dpc_status eval_chain(cg_fn *f, const cg_val *ext, cg_val anchor_val, chain_op op,
+                             const void *ctx, cg_val *out, dpc_diag *d) {
   const dpc_graph *g = f->g;
   const dpc_group *grp = f->grp;
   cg_val vals[64];
@@ -44,7 +55,7 @@ static dpc_status eval_chain(cg_fn *f, const cg_val *ext, cg_val anchor_val, cg_
         x[k] = ext[e++];
       }
     }
-    dpc_status st = cg_ew_element(f, grp->nodes[i], x, &vals[i], d);
+    dpc_status st = op(f, ctx, grp->nodes[i], x, &vals[i], d);
     if (st) return st;
   }
   *out = vals[grp->n_nodes - 1];
@@ -72,6 +83,26 @@ static dpc_shape tail_shape(const dpc_shape *out, const dpc_shape *s, uint32_t f
     t.d[i - from] = j >= 0 ? s->d[j] : 1;
   }
   return t;
+}
+
+/* Row `row` of the output seen as [P, Q] at axis: its index split into the dimensions up to
+ * axis (a division each), and each outside input's offset there (full: broadcast strides). */
+static void row_bases(cg_fn *f, const dpc_shape *out, uint32_t axis, cg_val row, uint32_t n_ext,
+                      int64_t (*full)[DPC_MAX_RANK], cg_val *base) {
+  for (uint32_t i = 0; i < n_ext; i++) base[i] = cg_const_i64(0);
+  cg_val rest = row;
+  for (uint32_t a = axis + 1; a-- > 0;) {
+    cg_val idx = rest;
+    if (a > 0) {
+      idx = cg_tmp(f);
+      cg_line(f, "%s = urem i64 %s, %lld", idx.s, rest.s, (long long)out->d[a]);
+      cg_val r2 = cg_tmp(f);
+      cg_line(f, "%s = udiv i64 %s, %lld", r2.s, rest.s, (long long)out->d[a]);
+      rest = r2;
+    }
+    for (uint32_t i = 0; i < n_ext; i++)
+      if (full[i][a]) base[i] = cg_add(f, base[i], cg_mul(f, idx, cg_const_i64(full[i][a])));
+  }
 }
 
 dpc_status cg_epilogue_block(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, cg_val col_lo,
@@ -109,21 +140,7 @@ dpc_status cg_epilogue_block(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, cg_v
 
   cg_loop row = cg_loop_begin(f, lo, hi);
   cg_val base[CG_MAX_OPERANDS];
-  for (uint32_t i = 0; i < n_ext; i++) base[i] = cg_const_i64(0);
-  /* split the row number into its dimensions (a division each, once per row) */
-  cg_val rest = row.i;
-  for (uint32_t a = axis + 1; a-- > 0;) {
-    cg_val idx = rest;
-    if (a > 0) {
-      idx = cg_tmp(f);
-      cg_line(f, "%s = urem i64 %s, %lld", idx.s, rest.s, (long long)out->d[a]);
-      cg_val r2 = cg_tmp(f);
-      cg_line(f, "%s = udiv i64 %s, %lld", r2.s, rest.s, (long long)out->d[a]);
-      rest = r2;
-    }
-    for (uint32_t i = 0; i < n_ext; i++)
-      if (full[i][a]) base[i] = cg_add(f, base[i], cg_mul(f, idx, cg_const_i64(full[i][a])));
-  }
+  row_bases(f, out, axis, row.i, n_ext, full, base);
   cg_val obase = cg_mul(f, row.i, cg_const_i64(q));
   cg_loop col = cg_loop_begin(f, col_lo, col_hi);
   cg_val off[CG_MAX_OPERANDS], ooff = cg_add(f, obase, col.i);
@@ -147,7 +164,7 @@ dpc_status cg_epilogue_block(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, cg_v
   for (uint32_t i = 0; i < n_ext; i++)
     ext[first + i] = cg_load(f, ptr[i], g->values[grp->inputs[first + i]].dtype, off[i]);
   cg_val a = cg_load(f, optr, rv->dtype, ooff);
-  dpc_status st = eval_chain(f, ext, a, &r, d);
+  dpc_status st = eval_chain(f, ext, a, scalar_op, NULL, &r, d);
   if (st) return st;
   cg_store(f, optr, rv->dtype, ooff, r);
   cg_loop_end(f, col);
@@ -196,7 +213,7 @@ static dpc_status lower_chain(cg_kernel *k, dpc_diag *d) {
   cg_val ext[CG_MAX_OPERANDS], r;
   for (uint32_t i = 0; i < n; i++)
     ext[i] = cg_load(f, ptr[i], g->values[grp->inputs[i]].dtype, off[i]);
-  dpc_status st = eval_chain(f, ext, (cg_val){{0}}, &r, d);
+  dpc_status st = eval_chain(f, ext, (cg_val){{0}}, scalar_op, NULL, &r, d);
   if (st) return st;
   cg_store(f, ptr[n], rv->dtype, off[n], r);
   for (uint32_t lv = rank; lv-- > 0;) cg_loop_end(f, loops[lv]);
@@ -248,7 +265,7 @@ static bool tile_layout_of(const cg_fn *f, uint32_t axis, tile_layout *tl) {
   }
   tl->first = g->nodes[grp->anchor].n_in;
   tl->n_ext = grp->n_inputs - tl->first;
-  if (tl->n_ext + 1 > CG_MAX_OPERANDS) return false;
+  if (tl->n_ext + 1 > CG_MAX_OPERANDS || tl->first > 4) return false;
   dpc_shape tails[CG_MAX_OPERANDS];
   const dpc_shape *tp[CG_MAX_OPERANDS];
   for (uint32_t i = 0; i < tl->n_ext; i++) {
@@ -280,92 +297,63 @@ bool cg_epilogue_vec_ok(const cg_fn *f, uint32_t axis) {
   return tile_layout_of(f, axis, &tl);
 }
 
-static cg_val vsplat(cg_fn *f, const gm_cfg *c, cg_val s) {
-  cg_val one = gm_ev(f, "insertelement %s undef, float %s, i32 0", c->vty, s.s);
-  return gm_ev(f, "shufflevector %s %s, %s undef, %s zeroinitializer", c->vty, one.s, c->vty,
-               c->ity);
-}
-
 /* x below lo becomes lo (ordered: NaN stays), or above hi becomes hi: as the scalar ops do */
 static cg_val vclamp(cg_fn *f, const gm_cfg *c, cg_val x, double bound, bool below) {
-  cg_val b = vsplat(f, c, cg_const(DPC_F32, bound));
+  cg_val b = gm_splat(f, c, cg_const(DPC_F32, bound));
   cg_val m = gm_ev(f, "fcmp %s %s %s, %s", below ? "olt" : "ogt", c->vty, x.s, b.s);
   return gm_ev(f, "select %s %s, %s %s, %s %s", c->mty, m.s, c->vty, b.s, c->vty, x.s);
 }
 
-static cg_val vop(cg_fn *f, const gm_cfg *c, uint32_t node, const cg_val *x) {
+static dpc_status vector_op(cg_fn *f, const void *ctx, uint32_t node, const cg_val *x, cg_val *out,
+                            dpc_diag *d) {
+  (void)d;
+  const gm_cfg *c = ctx;
   const dpc_graph *g = f->g;
   dpc_attrs at = dpc_node_attrs(g, node);
   switch (g->nodes[node].op) {
-  case DPC_OP_ADD: return gm_ev(f, "fadd %s %s, %s", c->vty, x[0].s, x[1].s);
-  case DPC_OP_SUB: return gm_ev(f, "fsub %s %s, %s", c->vty, x[0].s, x[1].s);
-  case DPC_OP_MUL: return gm_ev(f, "fmul %s %s, %s", c->vty, x[0].s, x[1].s);
-  case DPC_OP_RELU: return vclamp(f, c, x[0], 0, true);
-  case DPC_OP_RELU6: return vclamp(f, c, vclamp(f, c, x[0], 0, true), 6, false);
+  case DPC_OP_ADD: *out = gm_ev(f, "fadd %s %s, %s", c->vty, x[0].s, x[1].s); break;
+  case DPC_OP_SUB: *out = gm_ev(f, "fsub %s %s, %s", c->vty, x[0].s, x[1].s); break;
+  case DPC_OP_MUL: *out = gm_ev(f, "fmul %s %s, %s", c->vty, x[0].s, x[1].s); break;
+  case DPC_OP_RELU: *out = vclamp(f, c, x[0], 0, true); break;
+  case DPC_OP_RELU6: *out = vclamp(f, c, vclamp(f, c, x[0], 0, true), 6, false); break;
   default: { /* clip (tile_op_ok) */
     cg_val r = x[0];
     if (dpc_attrs_get(at, "min")) r = vclamp(f, c, r, dpc_attrs_float(at, "min"), true);
     if (dpc_attrs_get(at, "max")) r = vclamp(f, c, r, dpc_attrs_float(at, "max"), false);
-    return r;
+    *out = r;
   }
   }
+  return DPC_OK;
 }
 
-dpc_status cg_epilogue_vec(cg_fn *f, const gm_cfg *c, uint32_t axis, cg_val row, cg_val col,
-                           cg_val *v, const cg_val *mask, dpc_diag *d) {
+dpc_status cg_epilogue_vec(cg_fn *f, const gm_cfg *c, void *ctx, cg_val row, cg_val col, cg_val *v,
+                           const cg_val *mask, dpc_diag *d) {
+  const cg_tile_epi *te = ctx;
   tile_layout tl;
-  if (!tile_layout_of(f, axis, &tl) || c->calc != DPC_F32)
+  if (!tile_layout_of(f, te->axis, &tl) || c->calc != DPC_F32)
     return dpc_diag_fail(d, DPC_ERR_INTERNAL, "epilogue: not one for vectors");
   const dpc_graph *g = f->g;
-  const dpc_group *grp = f->grp;
-  const dpc_shape *out = &g->values[g->nodes[grp->root].out].shape;
-  /* the row's place in each input: its index split into the dimensions up to axis */
-  cg_val base[CG_MAX_OPERANDS];
-  for (uint32_t i = 0; i < tl.n_ext; i++) base[i] = cg_const_i64(0);
-  cg_val rest = row;
-  for (uint32_t a = axis + 1; a-- > 0;) {
-    cg_val idx = rest;
-    if (a > 0) {
-      idx = gm_ev(f, "urem i64 %s, %lld", rest.s, (long long)out->d[a]);
-      rest = gm_ev(f, "udiv i64 %s, %lld", rest.s, (long long)out->d[a]);
-    }
-    for (uint32_t i = 0; i < tl.n_ext; i++)
-      if (tl.full[i][a]) base[i] = cg_add(f, base[i], cg_mul(f, idx, cg_const_i64(tl.full[i][a])));
-  }
-  cg_val ptr[CG_MAX_OPERANDS], row_ext[CG_MAX_OPERANDS];
+  const dpc_shape *out = &g->values[g->nodes[f->grp->root].out].shape;
+  row = cg_add(f, te->r0, row);
+  col = cg_add(f, te->c0, col);
+  cg_val base[CG_MAX_OPERANDS], ptr[CG_MAX_OPERANDS], row_ext[CG_MAX_OPERANDS];
+  row_bases(f, out, te->axis, row, tl.n_ext, tl.full, base);
   for (uint32_t i = 0; i < tl.n_ext; i++) {
     ptr[i] = cg_arg_ptr(f, tl.first + i, DPC_F32);
     if (!tl.col[i]) /* constant along the row: one load, splatted */
-      row_ext[i] = vsplat(
+      row_ext[i] = gm_splat(
           f, c, gm_ev(f, "load float, float* %s", gm_gep(f, "float", ptr[i], base[i], true).s));
   }
   for (int q = 0; q < c->nv; q++) {
-    cg_val ext[CG_MAX_OPERANDS];
+    /* outside inputs numbered as eval_chain takes them, from the anchor's operands on */
+    cg_val ext[CG_MAX_OPERANDS + 4];
     for (uint32_t i = 0; i < tl.n_ext; i++) {
       cg_val at = cg_add(f, base[i], cg_add(f, col, cg_const_i64(q * c->vl)));
-      ext[i] =
+      ext[tl.first + i] =
           tl.col[i] ? gm_mload(f, c, gm_gep(f, "float", ptr[i], at, false), mask[q]) : row_ext[i];
     }
-    cg_val vals[64];
-    uint32_t e = 0;
-    for (uint32_t k = 0; k < grp->n_nodes; k++) {
-      const dpc_node *n = &g->nodes[grp->nodes[k]];
-      cg_val x[3];
-      for (uint32_t j = 0; j < n->n_in && j < 3; j++) {
-        uint32_t val = g->ids[n->in + j], p = g->values[val].node;
-        if (p == grp->anchor) {
-          x[j] = v[q];
-        } else if (g->nodes[p].fused == grp->root) {
-          uint32_t m = 0;
-          while (m < k && grp->nodes[m] != p) m++;
-          x[j] = vals[m];
-        } else {
-          x[j] = ext[e++];
-        }
-      }
-      vals[k] = vop(f, c, grp->nodes[k], x);
-    }
-    v[q] = vals[grp->n_nodes - 1];
+    dpc_status st = eval_chain(f, ext, v[q], vector_op, c, &v[q], d);
+    if (st) return st;
   }
   return DPC_OK;
 }

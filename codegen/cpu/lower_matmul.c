@@ -84,19 +84,6 @@ static void batch_offsets(cg_fn *f, const mm_geom *mg, cg_val t, cg_val *aoff, c
   }
 }
 
-/* The fusion group's epilogue on a row of a GEMM tile, in registers: the piece's rows start at
- * row `r0` of y seen as [batch * m, n], its columns at `c0`. */
-typedef struct tile_epi {
-  cg_val r0, c0;
-  uint32_t axis;
-} tile_epi;
-
-static dpc_status epilogue_row(cg_fn *f, const gm_cfg *c, void *ctx, cg_val row, cg_val col,
-                               cg_val *v, const cg_val *mask, dpc_diag *d) {
-  const tile_epi *t = ctx;
-  return cg_epilogue_vec(f, c, t->axis, cg_add(f, t->r0, row), cg_add(f, t->c0, col), v, mask, d);
-}
-
 static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
   const dpc_graph *g = f->g;
@@ -190,8 +177,8 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
    * allows (y seen as [batch * m, n]); else on the piece once it is done */
   uint32_t axis = g->values[nd->out].shape.rank - 2;
   bool per_tile = f->grp && !tr && gm_vec_ok(&c, t) && cg_epilogue_vec_ok(f, axis);
-  tile_epi te = {cg_add(f, cg_mul(f, bt, cg_const_i64(mg.m)), m0), n0, axis};
-  gm_tile_hook hook = {epilogue_row, &te, (cg_val){"true"}};
+  cg_tile_epi te = {cg_add(f, cg_mul(f, bt, cg_const_i64(mg.m)), m0), n0, axis};
+  gm_tile_hook hook = {cg_epilogue_vec, &te, (cg_val){"true"}};
   dpc_status bst = gm_block_then(f, &c, &A, &B, &C, mcur, ncur, cg_const_i64(mg.k),
                                  (cg_val){"false"}, per_tile ? &hook : NULL, d);
   if (bst) return bst;

@@ -289,19 +289,6 @@ static dpc_status lower_conv2d_images(cg_kernel *k, const cg_conv_geom *cv, int6
   return DPC_OK;
 }
 
-/* The fusion group's epilogue on a row of a GEMM tile of a convolution's output, in registers:
- * the block's rows are planes from `plane` on, its columns pixels from `px` on ([n * oc,
- * oh * ow]). */
-typedef struct tile_epi {
-  cg_val plane, px;
-} tile_epi;
-
-static dpc_status epilogue_row(cg_fn *f, const gm_cfg *c, void *ctx, cg_val row, cg_val col,
-                               cg_val *v, const cg_val *mask, dpc_diag *d) {
-  const tile_epi *t = ctx;
-  return cg_epilogue_vec(f, c, 1, cg_add(f, t->plane, row), cg_add(f, t->px, col), v, mask, d);
-}
-
 static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
   cg_conv_geom cv;
@@ -346,9 +333,9 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
    * output rows once they are all done */
   bool per_tile = f->grp && cg_epilogue_vec_ok(f, 1) && gm_vec_ok(&c, cv.t);
   int64_t npass = cg_ceil_div(cv.K, kq);
-  tile_epi te = {obase, cg_mulk(f, oy0, w->ow)};
+  cg_tile_epi te = {obase, cg_mulk(f, oy0, w->ow), 1};
   cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(npass));
-  gm_tile_hook hook = {epilogue_row, &te,
+  gm_tile_hook hook = {cg_epilogue_vec, &te,
                        gm_ev(f, "icmp eq i64 %s, %lld", qc.i.s, (long long)(npass - 1))};
   const gm_tile_hook *hp = per_tile ? &hook : NULL;
   cg_val q0 = cg_mulk(f, qc.i, kq);
@@ -373,8 +360,8 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   if (st) return st;
   cg_loop_end(f, qc);
   if (f->grp && !per_tile) {
-    st = cg_epilogue_block(f, 1, obase, cg_add(f, obase, ocur), te.px,
-                           cg_add(f, te.px, cg_mulk(f, nrows, w->ow)), d);
+    st = cg_epilogue_block(f, 1, obase, cg_add(f, obase, ocur), te.c0,
+                           cg_add(f, te.c0, cg_mulk(f, nrows, w->ow)), d);
     if (st) return st;
   }
   cg_loop_end(f, it);
