@@ -30,13 +30,6 @@ bool cg_pool2_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
          w->w == 2 * w->ow && (w->ow + vl - 1) / vl <= MAX_CHUNKS;
 }
 
-/* Lanes below k of a vector, as a constant mask. */
-static cg_val below(cg_fn *f, const gm_cfg *c, int64_t k) {
-  bool on[64], any;
-  for (int l = 0; l < c->vl; l++) on[l] = l < k;
-  return gm_lane_const(f, c, on, &any);
-}
-
 /* The taps of chunk k of output row oy: t[0..4) = a b c d, vl windows each. Lanes past the
  * row's windows read nothing (zeros). */
 static void taps(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val xplane, cg_val oy,
@@ -50,7 +43,7 @@ static void taps(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val xplane, 
     for (int h = 0; h < 2; h++) {
       int64_t col0 = 2 * k * c->vl + h * c->vl, left = w->w - col0;
       half[h] = left > 0 ? gm_mload(f, c, gm_gep(f, "float", base, cg_const_i64(col0), false),
-                                    below(f, c, left))
+                                    gm_lanes(f, c, cg_const_i64(0), cg_const_i64(left)))
                          : (cg_val){"zeroinitializer"};
     }
     t[2 * r] = gm_shuffle(f, c, half[0], half[1], ev);
@@ -86,7 +79,7 @@ dpc_status cg_lower_max_pool2(cg_kernel *k, const dpc_window *w) {
     cg_val m = t[0];
     for (int j = 1; j < 4; j++) m = vsel(f, &c, takes_over(f, &c, t[j], m, false), t[j], m);
     gm_mstore(f, &c, m, gm_gep(f, "float", yrow, cg_const_i64(ch * c.vl), false),
-              below(f, &c, w->ow - ch * c.vl));
+              gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(w->ow - ch * c.vl)));
   }
   cg_loop_end(f, oy);
   cg_loop_end(f, pl);
@@ -120,7 +113,7 @@ dpc_status cg_lower_max_pool2_grad(cg_kernel *k, const dpc_window *w) {
     /* at[j]: the lanes whose argmax is tap j so far; a tap that takes over takes its lanes
      * from the taps before it */
     cg_val m = t[0], at[4];
-    at[0] = below(f, &c, c.vl);
+    at[0] = gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(c.vl));
     for (int j = 1; j < 4; j++) {
       cg_val won = takes_over(f, &c, t[j], m, true);
       m = vsel(f, &c, won, t[j], m);
@@ -130,7 +123,7 @@ dpc_status cg_lower_max_pool2_grad(cg_kernel *k, const dpc_window *w) {
       at[j] = won;
     }
     cg_val dy = gm_mload(f, &c, gm_gep(f, "float", dyrow, cg_const_i64(ch * c.vl), false),
-                         below(f, &c, w->ow - ch * c.vl));
+                         gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(w->ow - ch * c.vl)));
     cg_val g = cg_op2(f, "fadd", c.vty, dy, (cg_val){"zeroinitializer"}); /* -0 + 0 = +0 */
     cg_val gt[4];
     for (int j = 0; j < 4; j++) gt[j] = vsel(f, &c, at[j], g, (cg_val){"zeroinitializer"});
@@ -140,7 +133,8 @@ dpc_status cg_lower_max_pool2_grad(cg_kernel *k, const dpc_window *w) {
         int64_t col0 = 2 * ch * c.vl + h * c.vl, cols = w->w - col0;
         if (cols <= 0) continue;
         gm_mstore(f, &c, gm_shuffle(f, &c, gt[2 * r], gt[2 * r + 1], h ? hi : lo),
-                  gm_gep(f, "float", row, cg_const_i64(col0), false), below(f, &c, cols));
+                  gm_gep(f, "float", row, cg_const_i64(col0), false),
+                  gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(cols)));
       }
     }
   }
