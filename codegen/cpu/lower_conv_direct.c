@@ -76,22 +76,19 @@ static cg_val tap_load(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val ro
   return gm_ev(f, "shufflevector %s %s, %s %s, %s %s", c->vty, a.s, c->vty, b.s, c->ity, idx);
 }
 
-/* Lanes of vector v of a flat output plane that tap (ky, kx) reads inside the image, as an
- * <vl x i1> constant; *all / *none say whether every lane or no lane is on. */
+/* Lanes of vector v of a flat output plane that tap (ky, kx) reads inside the image (on[]);
+ * *all / *none say whether every lane or no lane is on. */
 static void flat_mask(const gm_cfg *c, const dpc_window *w, int64_t v, int64_t ky, int64_t kx,
-                      char *out, size_t cap, bool *all, bool *none) {
-  size_t n = (size_t)snprintf(out, cap, "<");
+                      bool *on, bool *all, bool *none) {
   *all = true;
   *none = true;
   for (int64_t l = 0; l < c->vl; l++) {
     int64_t p = v * c->vl + l, iy = p / w->ow + ky * w->dh - w->pt,
             ix = p % w->ow + kx * w->dw - w->pl;
-    bool on = p < w->oh * w->ow && iy >= 0 && iy < w->h && ix >= 0 && ix < w->w;
-    *all = *all && on;
-    *none = *none && !on;
-    n += (size_t)snprintf(out + n, cap - n, "%si1 %s", l ? ", " : "", on ? "true" : "false");
+    on[l] = p < w->oh * w->ow && iy >= 0 && iy < w->h && ix >= 0 && ix < w->w;
+    *all = *all && on[l];
+    *none = *none && !on[l];
   }
-  snprintf(out + n, cap - n, ">");
 }
 
 /* A small plane at stride 1 with the output the input's size (7x7, 14x14 "same"
@@ -121,20 +118,18 @@ static dpc_status lower_flat(cg_kernel *k, const gm_cfg *c, const dpc_window *w,
   cg_val wbase = cg_mul(f, cg_add(f, cg_mul(f, o, cg_const_i64(cpg)), ci.i), cg_const_i64(kk));
   cg_val a[FLAT_VECTORS];
   for (int64_t v = 0; v < nvec; v++) a[v] = cg_acc_get(f, acc[v], c->vty);
-  char mask[64 * 16];
+  bool on[64];
   for (int64_t ky = 0; ky < w->kh; ky++)
     for (int64_t kx = 0; kx < w->kw; kx++) {
       cg_val ws =
           gm_splat(f, c, cg_load(f, wt, DPC_F32, cg_add(f, wbase, cg_const_i64(ky * w->kw + kx))));
       int64_t shift = (ky * w->dh - w->pt) * w->w + kx * w->dw - w->pl;
       for (int64_t v = 0; v < nvec; v++) {
-        bool all, none;
-        flat_mask(c, w, v, ky, kx, mask, sizeof mask, &all, &none);
+        bool all, none, any;
+        flat_mask(c, w, v, ky, kx, on, &all, &none);
         if (none) continue;
         cg_val p = gm_gep(f, "float", xp, cg_const_i64(v * c->vl + shift), false);
-        /* the constant mask as a value (too long for a cg_val's text); LLVM folds the `or` */
-        cg_val in = all ? gm_vload(f, c, p, 4)
-                        : gm_mload(f, c, p, gm_ev(f, "or %s %s, zeroinitializer", c->mty, mask));
+        cg_val in = all ? gm_vload(f, c, p, 4) : gm_mload(f, c, p, gm_lane_const(f, c, on, &any));
         cg_val prod = gm_ev(f, "fmul contract %s %s, %s", c->vty, ws.s, in.s);
         a[v] = gm_ev(f, "fadd contract %s %s, %s", c->vty, a[v].s, prod.s);
       }

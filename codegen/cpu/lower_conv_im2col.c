@@ -216,22 +216,14 @@ static void im2col_plane(cg_fn *f, const gm_cfg *c, const cg_conv_geom *cv, cg_v
       int64_t sy = ky * w->dh - w->pt, sx = kx * w->dw - w->pl, shift = sy * w->w + sx;
       cg_val dst = gm_gep(f, c->ty, rows, cg_const_i64((ky * w->kw + kx) * ld), true);
       for (int64_t j = 0; j < chunks; j++) {
-        char mask[1024];
-        size_t o = (size_t)snprintf(mask, sizeof mask, "<");
-        int live = 0;
+        bool on[64], live;
         for (int l = 0; l < c->vl; l++) {
           int64_t px = j * c->vl + l, iy = px / w->ow + sy, ix = px % w->ow + sx;
-          bool on = px < cv->P && iy >= 0 && iy < w->h && ix >= 0 && ix < w->w;
-          live += on;
-          o += (size_t)snprintf(mask + o, sizeof mask - o, "%si1 %s", l ? ", " : "",
-                                on ? "true" : "false");
+          on[l] = px < cv->P && iy >= 0 && iy < w->h && ix >= 0 && ix < w->w;
         }
-        snprintf(mask + o, sizeof mask - o, ">");
-        cg_val v = {"zeroinitializer"};
-        if (live) {
-          cg_val m = gm_ev(f, "select i1 true, %s %s, %s zeroinitializer", c->mty, mask, c->mty);
+        cg_val m = gm_lane_const(f, c, on, &live), v = {"zeroinitializer"};
+        if (live)
           v = gm_mload(f, c, gm_gep(f, c->ty, base, cg_const_i64(j * c->vl + shift), false), m);
-        }
         gm_vstore(f, c, v, gm_gep(f, c->ty, dst, cg_const_i64(j * c->vl), true), c->esize);
       }
     }
