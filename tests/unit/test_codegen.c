@@ -224,6 +224,24 @@ static void check_same_on(const char *what, const dpc_graph *g, const dpc_named 
   dpc_diag_free(&d);
 }
 
+/* How many matmuls and convolutions of g the CPU backend's fusion makes anchors of a group: a
+ * test of fused epilogues whose anchors did not fuse tests nothing. */
+static uint32_t fused_anchors(const dpc_graph *g) {
+  dpc_graph *c = dpc_graph_clone(g);
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_pass_opts po = {.fuse = dpc_cpu_fusion()};
+  CHECK_MSG(dpc_passes_run(c, &po, &d) == DPC_OK, "%s", d.msg);
+  uint32_t anchors = 0;
+  for (uint32_t i = 0; i < c->n_nodes; i++)
+    if ((c->nodes[i].op == DPC_OP_MATMUL || c->nodes[i].op == DPC_OP_CONV2D) &&
+        c->nodes[i].fused != DPC_NONE)
+      anchors++;
+  dpc_graph_free(c);
+  dpc_diag_free(&d);
+  return anchors;
+}
+
 static void check_same(const char *what, const dpc_graph *g, const dpc_named *feeds,
                        uint32_t n_feeds) {
   check_same_on(what, g, feeds, n_feeds, NULL);
@@ -249,19 +267,8 @@ static void epilogues_match_reference(void) {
       "output a, b, e, q, h, u\n");
   if (!g) return;
   /* every anchor fused, or the test tests nothing */
-  dpc_graph *c = dpc_graph_clone(g);
-  dpc_diag d;
-  dpc_diag_init(&d);
-  dpc_pass_opts po = {.fuse = dpc_cpu_fusion()};
-  CHECK(dpc_passes_run(c, &po, &d) == DPC_OK);
-  uint32_t anchors = 0;
-  for (uint32_t i = 0; i < c->n_nodes; i++)
-    if ((c->nodes[i].op == DPC_OP_MATMUL || c->nodes[i].op == DPC_OP_CONV2D) &&
-        c->nodes[i].fused != DPC_NONE)
-      anchors++;
+  uint32_t anchors = fused_anchors(g);
   CHECK_MSG(anchors == 6, "%u of 6 anchors fused", anchors);
-  dpc_graph_free(c);
-  dpc_diag_free(&d);
   for (int64_t n = 1; n <= 3; n += 2) {
     dpc_named feeds[4] = {make_input("x", (dpc_shape){3, {n, 6, 20}}, 1),
                           make_input("z", (dpc_shape){3, {n, 6, 9}}, 2),
@@ -295,17 +302,8 @@ static void conv_direct_epilogues_match_reference(void) {
       "output r6, silu, hswish, grp, pw, s2\n");
   if (!g) return;
   /* every convolution fused, or the test tests nothing */
-  dpc_graph *c = dpc_graph_clone(g);
-  dpc_diag d;
-  dpc_diag_init(&d);
-  dpc_pass_opts po = {.fuse = dpc_cpu_fusion()};
-  CHECK(dpc_passes_run(c, &po, &d) == DPC_OK);
-  uint32_t anchors = 0;
-  for (uint32_t i = 0; i < c->n_nodes; i++)
-    if (c->nodes[i].op == DPC_OP_CONV2D && c->nodes[i].fused != DPC_NONE) anchors++;
+  uint32_t anchors = fused_anchors(g);
   CHECK_MSG(anchors == 6, "%u of 6 convolutions fused", anchors);
-  dpc_graph_free(c);
-  dpc_diag_free(&d);
   for (int64_t n = 1; n <= 2; n++) {
     dpc_named feeds[3] = {make_input("im", (dpc_shape){4, {n, 8, 9, 37}}, 1),
                           make_input("res", (dpc_shape){4, {n, 12, 9, 37}}, 2),
@@ -371,19 +369,8 @@ static void register_epilogues_match_reference(void) {
             "f = matmul(x, w2) + wb + res\n"
             "output a, b, c, d, e, f\n");
   if (!g) return;
-  dpc_graph *c = dpc_graph_clone(g);
-  dpc_diag d;
-  dpc_diag_init(&d);
-  dpc_pass_opts po = {.fuse = dpc_cpu_fusion()};
-  CHECK(dpc_passes_run(c, &po, &d) == DPC_OK);
-  uint32_t anchors = 0;
-  for (uint32_t i = 0; i < c->n_nodes; i++)
-    if ((c->nodes[i].op == DPC_OP_MATMUL || c->nodes[i].op == DPC_OP_CONV2D) &&
-        c->nodes[i].fused != DPC_NONE)
-      anchors++;
+  uint32_t anchors = fused_anchors(g);
   CHECK_MSG(anchors == 6, "%u of 6 anchors fused", anchors);
-  dpc_graph_free(c);
-  dpc_diag_free(&d);
   const char *names[] = {"im", "x", "res"};
   const int64_t dims[][3] = {{40, 7, 9}, {1, 3, 37}, {1, 3, 45}};
   for (int64_t n = 1; n <= 2; n++) check_same_both("register epilogues", g, names, dims, 3, n);
