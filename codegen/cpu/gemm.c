@@ -44,8 +44,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Cache budgets of one core, in bytes (Zen 5: 48 KiB L1d, 1 MiB L2; the same split suits any
- * core with >= 32 KiB L1 and >= 512 KiB L2). */
+/* Cache budgets of one core, in bytes (Zen 4 and 5: 32-48 KiB L1d, 1 MiB L2). The packed B
+ * block need not stay in L2: the micro-kernel streams each panel once per block of A. */
 #define L1_PANELS (32 * 1024)   /* one A strip plus one B panel: the tile cost model's KC */
 #define L2_A      (256 * 1024)  /* a packed A block, MC x KC */
 #define L2_B      (1024 * 1024) /* a packed B block, KC x NC */
