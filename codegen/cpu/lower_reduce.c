@@ -24,6 +24,7 @@
  * [begin, end) and sets k->total; a loss that is one scalar has a trip count of 1.
  */
 #include "codegen/cpu/cg.h"
+#include "codegen/cpu/gemm.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -587,11 +588,12 @@ static cg_val kept_offset(cg_fn *f, const seg *sg, uint32_t ns, cg_val q) {
  * pooling's 7x7 = 49), where the loop LLVM vectorises ran its remainder one element at a time:
  * MobileNetV2's pool of 8 x 1280 planes took 0.32 ms, ONNX Runtime's 0.045. */
 static cg_val row_sum_f32(cg_fn *f, cg_val x, cg_val base, int64_t n) {
-  int vl = f->vector_bits / 32;
-  char vf[32], vd[32], sfx[16];
-  snprintf(vf, sizeof vf, "<%d x float>", vl);
+  gm_cfg c; /* f32 vectors of the target's width: the loads and the tail's mask */
+  gm_choose(&c, f->vector_bits, DPC_F32, 1, 1, 1);
+  int vl = c.vl;
+  const char *vf = c.vty;
+  char vd[32];
   snprintf(vd, sizeof vd, "<%d x double>", vl);
-  snprintf(sfx, sizeof sfx, "v%df32.p0", vl);
   cg_val slot = cg_tmp(f);
   dpc_buf_printf(&f->head, "  %s = alloca %s\n", slot.s, vd);
   cg_line(f, "store %s zeroinitializer, %s* %s", vd, vd, slot.s);
@@ -605,22 +607,10 @@ static cg_val row_sum_f32(cg_fn *f, cg_val x, cg_val base, int64_t n) {
       l = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(full));
       at = cg_add(f, base, cg_mul(f, l.i, cg_const_i64(vl)));
     }
-    cg_val p = cg_tmp(f), vp = cg_tmp(f), v = cg_tmp(f);
-    cg_line(f, "%s = getelementptr inbounds float, float* %s, i64 %s", p.s, x.s, at.s);
-    cg_line(f, "%s = bitcast float* %s to %s*", vp.s, p.s, vf);
-    if (chunk == 0) {
-      cg_line(f, "%s = load %s, %s* %s, align 4", v.s, vf, vf, vp.s);
-    } else {
-      char mask[256];
-      size_t o = (size_t)snprintf(mask, sizeof mask, "<");
-      for (int i = 0; i < vl; i++)
-        o += (size_t)snprintf(mask + o, sizeof mask - o, "%si1 %s", i ? ", " : "",
-                              i < tail ? "true" : "false");
-      snprintf(mask + o, sizeof mask - o, ">");
-      cg_line(f,
-              "%s = call %s @llvm.masked.load.%s(%s* %s, i32 4, <%d x i1> %s, %s zeroinitializer)",
-              v.s, vf, sfx, vf, vp.s, vl, mask, vf);
-    }
+    cg_val p = gm_gep(f, "float", x, at, true);
+    cg_val v = chunk == 0
+                   ? gm_vload(f, &c, p, 4)
+                   : gm_mload(f, &c, p, gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(tail)));
     cg_val w = cg_conv(f, "fpext", vf, v, vd), cur = cg_tmp(f);
     cg_line(f, "%s = load %s, %s* %s", cur.s, vd, vd, slot.s);
     cg_line(f, "store %s %s, %s* %s", vd, cg_op2(f, "fadd reassoc", vd, cur, w).s, vd, slot.s);
