@@ -94,14 +94,18 @@ dpc_status gm_block_then(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_ma
 
 /* A fusion group's epilogue (lower_fused.c) in registers, as a gm_tile_hook's fn with a
  * cg_tile_epi for ctx: the block's rows and columns are the root's output's (seen as [P, Q] at
- * `axis`, as cg_epilogue_block) from r0 and c0 on. Only for chains cg_epilogue_vec_ok accepts:
- * f32 add, sub, mul, relu, relu6 and clip, with outside inputs constant along Q (a bias per
- * channel), or contiguous along it and the same for every row (a matmul's bias). */
+ * `axis`, as cg_epilogue_block) from r0 and c0 on. cg_tile_epi_init says whether the group's
+ * chain can run so and, if it can, works out where each outside input lies, once: f32 add, sub,
+ * mul, relu, relu6 and clip, with outside inputs constant along Q (a bias per channel), or
+ * contiguous along it and the same for every row (a matmul's bias). */
 typedef struct cg_tile_epi {
   cg_val r0, c0;
   uint32_t axis;
+  uint32_t first, n_ext;                       /* the outside inputs' first argument, count */
+  int64_t col[CG_MAX_OPERANDS];                /* 0: constant along a row; 1: contiguous */
+  int64_t full[CG_MAX_OPERANDS][DPC_MAX_RANK]; /* broadcast strides, unmerged */
 } cg_tile_epi;
-bool cg_epilogue_vec_ok(const cg_fn *f, uint32_t axis);
+bool cg_tile_epi_init(cg_tile_epi *te, const cg_fn *f, uint32_t axis, cg_val r0, cg_val c0);
 dpc_status cg_epilogue_vec(cg_fn *f, const gm_cfg *c, void *ctx, cg_val row, cg_val col, cg_val *v,
                            const cg_val *mask, dpc_diag *d);
 

@@ -88,7 +88,7 @@ static dpc_shape tail_shape(const dpc_shape *out, const dpc_shape *s, uint32_t f
 /* Row `row` of the output seen as [P, Q] at axis: its index split into the dimensions up to
  * axis (a division each), and each outside input's offset there (full: broadcast strides). */
 static void row_bases(cg_fn *f, const dpc_shape *out, uint32_t axis, cg_val row, uint32_t n_ext,
-                      int64_t (*full)[DPC_MAX_RANK], cg_val *base) {
+                      const int64_t (*full)[DPC_MAX_RANK], cg_val *base) {
   for (uint32_t i = 0; i < n_ext; i++) base[i] = cg_const_i64(0);
   cg_val rest = row;
   for (uint32_t a = axis + 1; a-- > 0;) {
@@ -140,7 +140,7 @@ dpc_status cg_epilogue_block(cg_fn *f, uint32_t axis, cg_val lo, cg_val hi, cg_v
 
   cg_loop row = cg_loop_begin(f, lo, hi);
   cg_val base[CG_MAX_OPERANDS];
-  row_bases(f, out, axis, row.i, n_ext, full, base);
+  row_bases(f, out, axis, row.i, n_ext, (const int64_t(*)[DPC_MAX_RANK])full, base);
   cg_val obase = cg_mul(f, row.i, cg_const_i64(q));
   cg_loop col = cg_loop_begin(f, col_lo, col_hi);
   cg_val off[CG_MAX_OPERANDS], ooff = cg_add(f, obase, col.i);
@@ -238,20 +238,15 @@ dpc_status cg_lower_group(cg_kernel *k, dpc_diag *d) {
 
 /* ---- the epilogue on a GEMM tile, in vector registers -------------------------------------- */
 
-/* Per outside input of the group: its place along the columns (a stride of 0 or 1 after the
- * columns' dimensions merge) and along each dimension up to `axis`. */
-typedef struct tile_layout {
-  uint32_t first, n_ext;
-  int64_t col[CG_MAX_OPERANDS];                /* 0: constant along a row; 1: contiguous */
-  int64_t full[CG_MAX_OPERANDS][DPC_MAX_RANK]; /* broadcast strides, unmerged */
-} tile_layout;
-
 static bool tile_op_ok(dpc_op op) {
   return op == DPC_OP_ADD || op == DPC_OP_SUB || op == DPC_OP_MUL || op == DPC_OP_RELU ||
          op == DPC_OP_RELU6 || op == DPC_OP_CLIP;
 }
 
-static bool tile_layout_of(const cg_fn *f, uint32_t axis, tile_layout *tl) {
+bool cg_tile_epi_init(cg_tile_epi *te, const cg_fn *f, uint32_t axis, cg_val r0, cg_val c0) {
+  te->r0 = r0;
+  te->c0 = c0;
+  te->axis = axis;
   const dpc_group *grp = f->grp;
   if (!grp || grp->anchor == DPC_NONE) return false;
   const dpc_graph *g = f->g;
@@ -263,38 +258,33 @@ static bool tile_layout_of(const cg_fn *f, uint32_t axis, tile_layout *tl) {
     const dpc_node *n = &g->nodes[grp->nodes[i]];
     if (!tile_op_ok(n->op) || g->values[n->out].dtype != DPC_F32) return false;
   }
-  tl->first = g->nodes[grp->anchor].n_in;
-  tl->n_ext = grp->n_inputs - tl->first;
-  if (tl->n_ext + 1 > CG_MAX_OPERANDS || tl->first > 4) return false;
+  te->first = g->nodes[grp->anchor].n_in;
+  te->n_ext = grp->n_inputs - te->first;
+  if (te->n_ext + 1 > CG_MAX_OPERANDS || te->first > 4) return false;
   dpc_shape tails[CG_MAX_OPERANDS];
   const dpc_shape *tp[CG_MAX_OPERANDS];
-  for (uint32_t i = 0; i < tl->n_ext; i++) {
-    const dpc_value *v = &g->values[grp->inputs[tl->first + i]];
+  for (uint32_t i = 0; i < te->n_ext; i++) {
+    const dpc_value *v = &g->values[grp->inputs[te->first + i]];
     if (v->dtype != DPC_F32) return false;
-    broadcast_strides(out, &v->shape, tl->full[i]);
+    broadcast_strides(out, &v->shape, te->full[i]);
     tails[i] = tail_shape(out, &v->shape, axis + 1);
   }
-  tails[tl->n_ext] = tail_shape(out, out, axis + 1);
-  for (uint32_t i = 0; i <= tl->n_ext; i++) tp[i] = &tails[i];
+  tails[te->n_ext] = tail_shape(out, out, axis + 1);
+  for (uint32_t i = 0; i <= te->n_ext; i++) tp[i] = &tails[i];
   int64_t dims[DPC_MAX_RANK], stride[CG_MAX_OPERANDS][DPC_MAX_RANK];
-  uint32_t rank = cg_ew_layout(&tails[tl->n_ext], tp, tl->n_ext + 1, dims, stride);
-  if (rank != 1 || stride[tl->n_ext][0] != 1) return false;
-  for (uint32_t i = 0; i < tl->n_ext; i++) {
+  uint32_t rank = cg_ew_layout(&tails[te->n_ext], tp, te->n_ext + 1, dims, stride);
+  if (rank != 1 || stride[te->n_ext][0] != 1) return false;
+  for (uint32_t i = 0; i < te->n_ext; i++) {
     /* along the row, only an input that is the same for every row (a matmul's bias, in L1):
      * one that differs (a residual) is left to the pass over finished rows, since read at the
      * tile's end its lines arrive late (MobileNetV2's 24-channel residual blocks at 56x56,
      * batch 8: 2.82 to 3.02 ms), where the pass streams them in order */
     bool per_row = false;
-    for (uint32_t a = 0; a <= axis; a++) per_row |= tl->full[i][a] != 0 && out->d[a] != 1;
+    for (uint32_t a = 0; a <= axis; a++) per_row |= te->full[i][a] != 0 && out->d[a] != 1;
     if (stride[i][0] != 0 && (stride[i][0] != 1 || per_row)) return false;
-    tl->col[i] = stride[i][0];
+    te->col[i] = stride[i][0];
   }
   return true;
-}
-
-bool cg_epilogue_vec_ok(const cg_fn *f, uint32_t axis) {
-  tile_layout tl;
-  return tile_layout_of(f, axis, &tl);
 }
 
 /* x below lo becomes lo (ordered: NaN stays), or above hi becomes hi: as the scalar ops do */
@@ -328,29 +318,27 @@ static dpc_status vector_op(cg_fn *f, const void *ctx, uint32_t node, const cg_v
 
 dpc_status cg_epilogue_vec(cg_fn *f, const gm_cfg *c, void *ctx, cg_val row, cg_val col, cg_val *v,
                            const cg_val *mask, dpc_diag *d) {
-  const cg_tile_epi *te = ctx;
-  tile_layout tl;
-  if (!tile_layout_of(f, te->axis, &tl) || c->calc != DPC_F32)
-    return dpc_diag_fail(d, DPC_ERR_INTERNAL, "epilogue: not one for vectors");
+  const cg_tile_epi *te = ctx; /* from cg_tile_epi_init, which accepted the chain */
+  if (c->calc != DPC_F32) return dpc_diag_fail(d, DPC_ERR_INTERNAL, "epilogue: not f32 vectors");
   const dpc_graph *g = f->g;
   const dpc_shape *out = &g->values[g->nodes[f->grp->root].out].shape;
   row = cg_add(f, te->r0, row);
   col = cg_add(f, te->c0, col);
   cg_val base[CG_MAX_OPERANDS], ptr[CG_MAX_OPERANDS], row_ext[CG_MAX_OPERANDS];
-  row_bases(f, out, te->axis, row, tl.n_ext, tl.full, base);
-  for (uint32_t i = 0; i < tl.n_ext; i++) {
-    ptr[i] = cg_arg_ptr(f, tl.first + i, DPC_F32);
-    if (!tl.col[i]) /* constant along the row: one load, splatted */
+  row_bases(f, out, te->axis, row, te->n_ext, te->full, base);
+  for (uint32_t i = 0; i < te->n_ext; i++) {
+    ptr[i] = cg_arg_ptr(f, te->first + i, DPC_F32);
+    if (!te->col[i]) /* constant along the row: one load, splatted */
       row_ext[i] = gm_splat(
           f, c, gm_ev(f, "load float, float* %s", gm_gep(f, "float", ptr[i], base[i], true).s));
   }
   for (int q = 0; q < c->nv; q++) {
     /* outside inputs numbered as eval_chain takes them, from the anchor's operands on */
     cg_val ext[CG_MAX_OPERANDS + 4];
-    for (uint32_t i = 0; i < tl.n_ext; i++) {
+    for (uint32_t i = 0; i < te->n_ext; i++) {
       cg_val at = cg_add(f, base[i], cg_add(f, col, cg_const_i64(q * c->vl)));
-      ext[tl.first + i] =
-          tl.col[i] ? gm_mload(f, c, gm_gep(f, "float", ptr[i], at, false), mask[q]) : row_ext[i];
+      ext[te->first + i] =
+          te->col[i] ? gm_mload(f, c, gm_gep(f, "float", ptr[i], at, false), mask[q]) : row_ext[i];
     }
     dpc_status st = eval_chain(f, ext, v[q], vector_op, c, &v[q], d);
     if (st) return st;

@@ -174,19 +174,23 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   cg_val yoff = cg_add(f, cg_mul(f, bt, cg_const_i64(mn)), corner);
   gm_mat C = {gm_gep(f, st, py, yoff, true), t, tr ? 1 : mg.n, tr ? mg.n : 1, false};
   /* fused: the bias, activation... in registers on each tile as it is stored where the chain
-   * allows (y seen as [batch * m, n]); else on the piece once it is done */
+   * allows; else on the piece once it is done */
   uint32_t axis = g->values[nd->out].shape.rank - 2;
-  bool per_tile = f->grp && !tr && gm_vec_ok(&c, t) && cg_epilogue_vec_ok(f, axis);
-  cg_tile_epi te = {cg_add(f, cg_mul(f, bt, cg_const_i64(mg.m)), m0), n0, axis};
+  /* the piece's first row and column of y seen as [batch * m, n] (swapped back for the
+   * transposed product) */
+  cg_val r0 = {{0}}, c0 = tr ? m0 : n0;
+  cg_tile_epi te;
+  bool per_tile = false;
+  if (f->grp) {
+    r0 = cg_add(f, cg_mul(f, bt, cg_const_i64(mg.m)), tr ? n0 : m0);
+    per_tile = !tr && gm_vec_ok(&c, t) && cg_tile_epi_init(&te, f, axis, r0, c0);
+  }
   gm_tile_hook hook = {cg_epilogue_vec, &te, (cg_val){"true"}};
   dpc_status bst = gm_block_then(f, &c, &A, &B, &C, mcur, ncur, cg_const_i64(mg.k),
                                  (cg_val){"false"}, per_tile ? &hook : NULL, d);
   if (bst) return bst;
   if (f->grp && !per_tile) {
-    /* fused: the bias, activation... on this piece of y while it is in cache. y seen as
-     * [batch * m, n]: rows and columns of the piece, swapped back for the transposed product */
-    cg_val r0 = cg_add(f, cg_mul(f, bt, cg_const_i64(mg.m)), tr ? n0 : m0);
-    cg_val c0 = tr ? m0 : n0;
+    /* fused: the bias, activation... on this piece of y while it is in cache */
     dpc_status est = cg_epilogue_block(f, axis, r0, cg_add(f, r0, tr ? ncur : mcur), c0,
                                        cg_add(f, c0, tr ? mcur : ncur), d);
     if (est) return est;

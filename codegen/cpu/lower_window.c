@@ -331,12 +331,13 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   /* fused: the bias, activation... on the output, y seen as [n * oc, oh * ow]: on each GEMM
    * tile as it is finished, in vector registers, where the chain allows; else on the piece's
    * output rows once they are all done */
-  bool per_tile = f->grp && cg_epilogue_vec_ok(f, 1) && gm_vec_ok(&c, cv.t);
+  cg_val c0 = cg_mulk(f, oy0, w->ow);
+  cg_tile_epi te;
+  bool per_tile = f->grp && gm_vec_ok(&c, cv.t) && cg_tile_epi_init(&te, f, 1, obase, c0);
   int64_t npass = cg_ceil_div(cv.K, kq);
-  cg_tile_epi te = {obase, cg_mulk(f, oy0, w->ow), 1};
   cg_loop qc = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(npass));
-  gm_tile_hook hook = {cg_epilogue_vec, &te,
-                       gm_ev(f, "icmp eq i64 %s, %lld", qc.i.s, (long long)(npass - 1))};
+  gm_tile_hook hook = {cg_epilogue_vec, &te, {{0}}};
+  if (per_tile) hook.last = gm_ev(f, "icmp eq i64 %s, %lld", qc.i.s, (long long)(npass - 1));
   const gm_tile_hook *hp = per_tile ? &hook : NULL;
   cg_val q0 = cg_mulk(f, qc.i, kq);
   cg_val nq = gm_min(f, cg_const_i64(kq), gm_sub(f, cg_const_i64(cv.K), q0));
@@ -360,8 +361,8 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   if (st) return st;
   cg_loop_end(f, qc);
   if (f->grp && !per_tile) {
-    st = cg_epilogue_block(f, 1, obase, cg_add(f, obase, ocur), te.c0,
-                           cg_add(f, te.c0, cg_mulk(f, nrows, w->ow)), d);
+    st = cg_epilogue_block(f, 1, obase, cg_add(f, obase, ocur), c0,
+                           cg_add(f, c0, cg_mulk(f, nrows, w->ow)), d);
     if (st) return st;
   }
   cg_loop_end(f, it);
