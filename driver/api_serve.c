@@ -15,9 +15,11 @@
  * under way (or drain_s has passed); then the batcher closes, answering what it still holds.
  */
 #include "driver/api_internal.h"
+#include "driver/serve_ranks.h"
 #include "driver/serve_repo.h"
 #include "driver/serve_request.h"
 #include <dpc/serve.h>
+#include <dpc/train.h>
 
 #include <jansson.h>
 #include <math.h>
@@ -59,6 +61,10 @@ typedef struct served {
 struct dpc_server {
   served *models;
   unsigned n_models;
+  /* --devices mpi: the model's lanes over the ranks, and whether this rank runs only its
+   * device's part of the batches (every rank but 0: no HTTP) */
+  dpc_serve_ranks *ranks;
+  bool part;
   struct MHD_Daemon *d;
   unsigned port;
   uint64_t max_body;
@@ -568,7 +574,7 @@ static dpc_status read_tensors(served *s, dpc_role role, tensor **out, unsigned 
 /* Load one model and open its batcher: the server's options, what e (a folder's config; NULL
  * for a single artifact) overrides. */
 static dpc_status open_model(served *ms, const char *path, const dpc_serve_entry *e,
-                             const dpc_server_opts *d, dpc_message *m) {
+                             const dpc_server_opts *d, dpc_serve_ranks *ranks, dpc_message *m) {
   char err[512];
   dpc_batcher_opts bo = {sizeof bo,
                          .instances = d->instances,
@@ -579,6 +585,7 @@ static dpc_status open_model(served *ms, const char *path, const dpc_serve_entry
                          .log = d->log,
                          .log_user = d->log_user,
                          .latency_target_us = d->latency_target_us};
+  if (ranks) bo.instances = dpc_serve_ranks_count(ranks), bo.ranks = dpc_serve_ranks_list(ranks);
   if (e) {
     if (e->has_instances) bo.instances = e->instances;
     if (e->has_threads) bo.threads = e->threads;
@@ -617,10 +624,13 @@ static dpc_status open_models(dpc_server *s, const char *path, const dpc_server_
     return dpc_diag_fail(m, DPC_ERR_NOMEM, "out of memory");
   }
   for (unsigned k = 0; k < n && !st; k++, s->n_models++)
-    st = open_model(&s->models[k], repo ? e[k].artifact : path, repo ? &e[k] : NULL, d, m);
+    st =
+        open_model(&s->models[k], repo ? e[k].artifact : path, repo ? &e[k] : NULL, d, s->ranks, m);
   dpc_serve_repo_free(e, n);
   return st;
 }
+
+static dpc_status listen_http(dpc_server *s, const dpc_server_opts *o, dpc_message *m);
 
 DPC_COMPILER_API dpc_status dpc_server_open(const char *path, const dpc_server_opts *o,
                                             dpc_server **out, dpc_message *m) {
@@ -632,12 +642,45 @@ DPC_COMPILER_API dpc_status dpc_server_open(const char *path, const dpc_server_o
   s->max_body = d.max_body ? d.max_body : DEFAULT_MAX_BODY;
   s->drain_s = d.drain_s ? d.drain_s : DEFAULT_DRAIN_S;
   s->log = d.log, s->log_user = d.log_user;
-  dpc_status st = open_models(s, path, &d, m);
-  if (st) {
+  dpc_status st = DPC_OK;
+  if (d.devices) { /* zero when the caller's struct is older (copied by its size) */
+    /* every rank opens its part, rank 0 its HTTP side too, then all agree before serving: a
+     * rank left out would wait for rank 0 forever */
+    if (strcmp(d.devices, "mpi"))
+      st = dpc_diag_fail(m, DPC_ERR_INVALID,
+                         "--devices %s: the server runs on this process's cores (the default) or "
+                         "over MPI ranks ('mpi', under mpirun: one rank a device)",
+                         d.devices);
+    else if (dpc_serve_repo_is(path))
+      st = dpc_diag_fail(m, DPC_ERR_UNSUPPORTED,
+                         "%s: --devices mpi serves one artifact compiled split over the ranks "
+                         "(dpc compile --devices cpu:R --strategy model), not a folder",
+                         path);
+    if (st || (st = dpc_serve_ranks_open(path, d.instances, &s->ranks, m))) {
+      dpc_server_close(s);
+      return st;
+    }
+    s->part = dpc_serve_ranks_self(s->ranks) != 0;
+    st = open_models(s, path, &d, m);
+    if (!st && !s->part) st = listen_http(s, &d, m);
+    if ((st = dpc_serve_ranks_agree(s->ranks, st, m))) {
+      dpc_server_close(s);
+      return st;
+    }
+    *out = s;
+    return DPC_OK;
+  }
+  if ((st = open_models(s, path, &d, m)) || (st = listen_http(s, &d, m))) {
     dpc_server_close(s);
     return st;
   }
+  *out = s;
+  return DPC_OK;
+}
 
+/* Start the HTTP daemon on d's host and port. */
+static dpc_status listen_http(dpc_server *s, const dpc_server_opts *o, dpc_message *m) {
+  dpc_server_opts d = *o;
   const char *host = d.host ? d.host : "127.0.0.1";
   struct addrinfo hints = {.ai_family = AF_UNSPEC,
                            .ai_socktype = SOCK_STREAM,
@@ -646,13 +689,10 @@ DPC_COMPILER_API dpc_status dpc_server_open(const char *path, const dpc_server_o
   char port[16];
   snprintf(port, sizeof port, "%u", d.port);
   int gai = getaddrinfo(host, port, &hints, &ai);
-  if (gai) {
-    dpc_server_close(s);
+  if (gai)
     return dpc_diag_fail(m, DPC_ERR_INVALID, "cannot listen on '%s': %s", host, gai_strerror(gai));
-  }
   if (d.port > 65535) {
     freeaddrinfo(ai);
-    dpc_server_close(s);
     return dpc_diag_fail(m, DPC_ERR_INVALID, "the port %u is not a TCP port (0 to 65535)", d.port);
   }
   /* A few threads polling every connection (epoll), not a thread per connection: an idle or
@@ -670,16 +710,13 @@ DPC_COMPILER_API dpc_status dpc_server_open(const char *path, const dpc_server_o
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(d.timeout_s ? d.timeout_s : DEFAULT_TIMEOUT_S),
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
   freeaddrinfo(ai);
-  if (!s->d) {
-    dpc_server_close(s);
+  if (!s->d)
     return dpc_diag_fail(m, DPC_ERR_IO,
                          "cannot listen on %s port %u (in use, or not an address of this "
                          "machine)",
                          host, d.port);
-  }
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
   s->port = info ? info->port : d.port;
-  *out = s;
   return DPC_OK;
 }
 
@@ -744,6 +781,15 @@ DPC_COMPILER_API dpc_status dpc_server_run(dpc_server *s, const volatile int *st
   if (!stop)
     return dpc_diag_fail(m, DPC_ERR_INVALID,
                          "the server runs until a stop flag is set: none was given");
+  if (s->part) {
+    /* this rank's instances run until rank 0's batcher closes and tells them to stop (its own
+     * signal is rank 0's to act on: mpirun hands it to every rank) */
+    for (unsigned k = 0; k < s->n_models; k++) {
+      dpc_batcher_close(s->models[k].b);
+      s->models[k].b = NULL;
+    }
+    return DPC_OK;
+  }
   while (!*stop && !s->drained) nap_ms(20);
   if (!drain(s))
     return dpc_diag_fail(m, DPC_ERR_BUSY, "requests were still under way after %u s of draining",
@@ -754,13 +800,16 @@ DPC_COMPILER_API dpc_status dpc_server_run(dpc_server *s, const volatile int *st
 DPC_COMPILER_API void dpc_server_close(dpc_server *s) {
   if (!s) return;
   drain(s);
+  bool stopped = false; /* rank 0's batcher told the other ranks to stop */
   for (unsigned k = 0; s->models && k < s->n_models; k++) {
     served *ms = &s->models[k];
-    if (ms->b) dpc_batcher_close(ms->b);
+    if (ms->b) dpc_batcher_close(ms->b), stopped = true;
     if (ms->model) dpc_model_free(ms->model);
     free(ms->in);
     free(ms->out);
   }
+  if (s->ranks && !s->part && !stopped) dpc_serve_ranks_stop(s->ranks);
+  dpc_serve_ranks_close(s->ranks);
   free(s->models);
   free(s);
 }

@@ -8,6 +8,7 @@
  */
 #include "runtime/api_internal.h"
 #include "runtime/artifact.h"
+#include "runtime/ranks.h"
 #include "runtime/session.h"
 
 #include <stdarg.h>
@@ -42,7 +43,8 @@ struct dpc_runner {
   dpc_log_fn log;
   void *log_user;
   const int *cancel;
-  int64_t batch, rows; /* the plan's batch; the caller's rows (a partial batch when fewer) */
+  int64_t batch, rows;    /* the plan's batch; the caller's rows (a partial batch when fewer) */
+  const dpc_ranks *ranks; /* dpc_runner_opts.ranks */
   char err[1024];
 };
 
@@ -193,6 +195,15 @@ DPC_API dpc_status dpc_runner_open(dpc_model *m, const dpc_runner_opts *opts, dp
   else if (o.rows > (uint64_t)batch)
     st = dpc_diag_fail(&d, DPC_ERR_SHAPE, "a batch of %llu rows is more than the %s plan's %lld",
                        (unsigned long long)o.rows, role, (long long)batch);
+  else if (o.ranks && o.mode != DPC_MODE_INFER)
+    st = dpc_diag_fail(&d, DPC_ERR_UNSUPPORTED,
+                       "a model split over processes runs inference plans only, not its %s plan",
+                       role);
+  else if (o.ranks && o.ranks->t->ranks != p->n_devs)
+    st = dpc_diag_fail(&d, DPC_ERR_INVALID,
+                       "the model is split over %u devices, and %u processes take part: run one "
+                       "process for each device",
+                       p->n_devs, o.ranks->t->ranks);
   if (!st) {
     r->m = m;
     r->plan = p;
@@ -201,11 +212,15 @@ DPC_API dpc_status dpc_runner_open(dpc_model *m, const dpc_runner_opts *opts, dp
     r->log = o.log;
     r->log_user = o.log_user;
     r->cancel = o.cancel;
+    r->ranks = o.ranks;
     dpc_session_opts so = {.training = o.mode == DPC_MODE_TRAIN,
                            .native = k,
                            .threads = o.threads,
-                           .devices = p->n_devs > 1 ? o.devices : NULL,
-                           .share = o.share ? o.share->s : NULL};
+                           .devices = p->n_devs > 1 && !o.ranks ? o.devices : NULL,
+                           .share = o.share ? o.share->s : NULL,
+                           .peers = o.ranks ? o.ranks->t : NULL,
+                           .self = o.ranks ? o.ranks->self : 0,
+                           .exchange = o.ranks != NULL};
     st = dpc_session_new(p, &so, &r->s, &d);
   }
   if (!st) dpc_session_set_step(r->s, o.step);
@@ -430,10 +445,22 @@ DPC_API void dpc_runner_set_seed(dpc_runner *r, uint64_t seed) {
   dpc_session_set_seed(r->s, seed);
 }
 
+/* A run of one device's part on a process other than device 0's: its inputs come from there,
+ * its outputs go there. */
+static dpc_status run_part(dpc_runner *r) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_status st = dpc_session_run(r->s, &d);
+  if (st) fail(r, st, "%s", d.msg ? d.msg : dpc_status_name(st));
+  dpc_diag_free(&d);
+  return st;
+}
+
 DPC_API dpc_status dpc_runner_run(dpc_runner *r) {
   const dpc_graph *g = r->plan->g;
   if (r->cancel && __atomic_load_n(r->cancel, __ATOMIC_ACQUIRE))
     return fail(r, DPC_ERR_RUNTIME, "cancelled: the cancel flag was set before the run");
+  if (r->ranks && r->ranks->self) return run_part(r);
   for (uint32_t i = 0; i < r->counts[DPC_ROLE_INPUT]; i++) {
     uint32_t v = r->lists[DPC_ROLE_INPUT][i];
     const binding *b = NULL;
@@ -450,7 +477,9 @@ DPC_API dpc_status dpc_runner_run(dpc_runner *r) {
   }
   dpc_diag d;
   dpc_diag_init(&d);
-  dpc_status st = dpc_session_run(r->s, &d);
+  /* the other processes run this plan's parts of the batch too, told before the inputs go */
+  dpc_status st = r->ranks ? dpc_ranks_tell(r->ranks, DPC_RANKS_RUN, (uint64_t)r->batch, &d) : 0;
+  if (!st) st = dpc_session_run(r->s, &d);
   if (st) {
     snprintf(r->err, sizeof r->err, "%s", d.msg ? d.msg : dpc_status_name(st));
     if (r->log) r->log(r->log_user, r->err);

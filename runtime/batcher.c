@@ -18,6 +18,7 @@
 #define _GNU_SOURCE /* sched_getaffinity */
 #include "runtime/api_internal.h"
 #include "runtime/batcher_auto.h"
+#include "runtime/ranks.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -66,6 +67,10 @@ typedef struct tensor {
 
 struct dpc_batcher {
   dpc_model *m;
+  /* dpc_batcher_opts.ranks (one per instance), and whether this process is device 0's (the
+   * one that takes requests); NULL: the model runs in this process */
+  dpc_ranks *const *ranks;
+  bool part;
   /* a model split over devices, run by several instances: a turn per device, which pipelines
    * consecutive batches through the devices (dpc_session_set_turns); NULL otherwise */
   pthread_mutex_t *turns;
@@ -289,6 +294,58 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* An instance on a process other than device 0's: its device's part of every batch device 0's
+ * process runs on the same instance, until that batcher closes. A failure here cannot be
+ * answered to a request: the transport's abort ends every process (MPI_Abort), saying why. */
+static void *part_main(void *arg) {
+  instance *in = arg;
+  dpc_batcher *b = in->b;
+  const dpc_ranks *r = b->ranks[in - b->inst];
+  char msg[512];
+  for (;;) {
+    dpc_ranks_word word;
+    uint64_t rows = 0;
+    dpc_diag d;
+    dpc_diag_init(&d);
+    dpc_status st = dpc_ranks_hear(r, &word, &rows, &d);
+    snprintf(msg, sizeof msg, "%s", st && d.msg ? d.msg : "");
+    dpc_diag_free(&d);
+    if (!st && word == DPC_RANKS_STOP) break;
+    unsigned p = 0;
+    while (!st && p < in->n_plans && in->plan_rows[p] != (int64_t)rows) p++;
+    if (!st && p == in->n_plans) {
+      st = DPC_ERR_INTERNAL;
+      snprintf(msg, sizeof msg, "rank %u: rank 0 ran a plan of %llu rows, which this one lacks",
+               r->self, (unsigned long long)rows);
+    }
+    uint64_t t0 = now_ns();
+    if (!st && (st = dpc_runner_run(in->runners[p])))
+      snprintf(msg, sizeof msg, "%s", dpc_runner_error(in->runners[p]));
+    if (st) {
+      if (b->log) b->log(b->log_user, msg);
+      r->t->ops->abort(r->t, "the batcher", msg);
+      break;
+    }
+    pthread_mutex_lock(&b->mu);
+    b->st.batches++;
+    b->st.rows += rows;
+    b->st.compute_ns_total += now_ns() - t0;
+    pthread_mutex_unlock(&b->mu);
+  }
+  return NULL;
+}
+
+/* Device 0's process: the other processes' instances stop (each hears it on its own lane). */
+static void tell_stop(dpc_batcher *b) {
+  for (unsigned i = 0; b->ranks && !b->part && i < b->n_inst; i++) {
+    dpc_diag d;
+    dpc_diag_init(&d);
+    if (dpc_ranks_tell(b->ranks[i], DPC_RANKS_STOP, 0, &d) && b->log)
+      b->log(b->log_user, d.msg ? d.msg : "cannot tell the other ranks to stop");
+    dpc_diag_free(&d);
+  }
+}
+
 /* ---- opening and closing ------------------------------------------------------------------- */
 
 static dpc_status read_opts(const dpc_batcher_opts *o, dpc_batcher_opts *out, char *err,
@@ -300,6 +357,13 @@ static dpc_status read_opts(const dpc_batcher_opts *o, dpc_batcher_opts *out, ch
                "the batcher options' size is %zu: set it to sizeof(dpc_batcher_opts)", o->size);
   memcpy(out, o, o->size < sizeof *out ? o->size : sizeof *out);
   out->size = sizeof *out;
+  if (out->ranks && !out->instances)
+    return put(err, err_len, DPC_ERR_INVALID,
+               "a batcher over processes needs its instances counted: one dpc_ranks each");
+  for (unsigned i = 0; out->ranks && i < out->instances; i++)
+    if (!out->ranks[i] || out->ranks[i]->self != out->ranks[0]->self)
+      return put(err, err_len, DPC_ERR_INVALID,
+                 "instance %u's dpc_ranks is missing or names another process", i);
   return DPC_OK;
 }
 
@@ -381,7 +445,8 @@ static dpc_status open_instance(dpc_batcher *b, instance *in, const dpc_batcher_
                           .log = o->log,
                           .log_user = o->log_user,
                           .rows = (uint64_t)in->plan_rows[p],
-                          .share = first};
+                          .share = first,
+                          .ranks = b->ranks ? b->ranks[in - b->inst] : NULL};
     dpc_status st = dpc_runner_open(b->m, &ro, &in->runners[p], err, err_len);
     if (st) return st;
   }
@@ -394,6 +459,7 @@ static dpc_status open_instance(dpc_batcher *b, instance *in, const dpc_batcher_
       return put(err, err_len, DPC_ERR_UNSUPPORTED, "the model has no %s to batch",
                  b->n_in ? "output" : "input");
   }
+  if (b->part) return DPC_OK; /* no requests here: nothing to stage */
   in->in_buf = calloc(b->n_in, sizeof *in->in_buf);
   in->out_buf = calloc(b->n_out, sizeof *in->out_buf);
   in->batch = calloc(b->max_batch, sizeof *in->batch);
@@ -467,6 +533,8 @@ DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *opts, 
   dpc_batcher *b = calloc(1, sizeof *b);
   if (!b) return put(err, err_len, DPC_ERR_NOMEM, "out of memory");
   b->m = m;
+  b->ranks = o.ranks;
+  b->part = o.ranks && o.ranks[0]->self != 0;
   b->max_batch = o.max_batch ? o.max_batch : batch;
   b->delay_us = o.delay_us;
   b->max_queue = o.max_queue;
@@ -496,7 +564,7 @@ DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *opts, 
     st = open_instance(b, &b->inst[i], &o, rows, n_rows, err, err_len);
   if (!st && b->n_inst > 1) st = take_turns(b, err, err_len);
   for (unsigned i = 0; !st && i < b->n_inst; i++) {
-    if (pthread_create(&b->inst[i].thread, NULL, worker_main, &b->inst[i]))
+    if (pthread_create(&b->inst[i].thread, NULL, b->part ? part_main : worker_main, &b->inst[i]))
       st = put(err, err_len, DPC_ERR_RUNTIME, "cannot start batcher worker %u", i);
     else
       b->inst[i].started = true;
@@ -507,6 +575,7 @@ DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *opts, 
     b->closing = true;
     pthread_cond_broadcast(&b->work);
     pthread_mutex_unlock(&b->mu);
+    tell_stop(b);
     for (unsigned i = 0; b->inst && i < b->n_inst; i++)
       if (b->inst[i].started) pthread_join(b->inst[i].thread, NULL);
     free_batcher(b);
@@ -550,6 +619,9 @@ DPC_API dpc_status dpc_batcher_submit(dpc_batcher *b, const dpc_batcher_request 
     if (!r.outputs[i])
       return put(err, err_len, DPC_ERR_INVALID, "output '%s' is NULL", b->out[i].name);
 
+  if (b->part)
+    return put(err, err_len, DPC_ERR_UNSUPPORTED,
+               "this process runs its device's part of the batches rank 0 takes: submit there");
   pthread_mutex_lock(&b->mu);
   dpc_status st = DPC_OK;
   if (b->closing)
@@ -644,7 +716,10 @@ DPC_API void dpc_batcher_shutdown(dpc_batcher *b) {
 DPC_API void dpc_batcher_close(dpc_batcher *b) {
   if (!b) return;
   dpc_batcher_shutdown(b);
-  for (unsigned i = 0; i < b->n_inst; i++) pthread_join(b->inst[i].thread, NULL);
+  for (unsigned i = 0; i < b->n_inst && !b->part; i++) pthread_join(b->inst[i].thread, NULL);
+  /* the other processes' instances end when told; here, when device 0's batcher has told */
+  tell_stop(b);
+  for (unsigned i = 0; i < b->n_inst && b->part; i++) pthread_join(b->inst[i].thread, NULL);
   pthread_mutex_lock(&b->mu);
   while (b->outstanding) pthread_cond_wait(&b->idle, &b->mu);
   pthread_mutex_unlock(&b->mu);

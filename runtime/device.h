@@ -52,6 +52,11 @@ typedef struct dpc_device_ops {
   /* Memory for a plan's buffer: zeroed and already touched, so the first step pays no page
    * faults (they cost ~12 us per 4 KiB page on the project's machines). */
   dpc_status (*alloc)(dpc_device *dev, size_t bytes, void **out, dpc_diag *d);
+  /* Memory for a buffer of which the session writes only some parts (the rest is another
+   * session's params, or another process's device): neither zeroed nor touched, so the parts
+   * never written cost no memory; the session zeroes the parts it uses. Host-visible devices
+   * only; NULL: alloc. Freed with free. */
+  dpc_status (*reserve)(dpc_device *dev, size_t bytes, void **out, dpc_diag *d);
   void (*free)(dpc_device *dev, void *p);
   /* Copy bytes into dst from src, per kind: dst is this device's (H2D, D2D, PEER) or host
    * memory (D2H); src is host memory (H2D), this device's (D2H, D2D) or peer's (PEER). Ordered

@@ -24,6 +24,13 @@ static dpc_status cpu_alloc(dpc_device *dev, size_t bytes, void **out, dpc_diag 
   return DPC_OK;
 }
 
+static dpc_status cpu_reserve(dpc_device *dev, size_t bytes, void **out, dpc_diag *d) {
+  size_t n = (bytes + 63) / 64 * 64;
+  if (!(*out = aligned_alloc(64, n ? n : 64)))
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "%s: cannot allocate %zu bytes", dev->name, bytes);
+  return DPC_OK;
+}
+
 static void cpu_free(dpc_device *dev, void *p) {
   (void)dev;
   free(p);
@@ -69,6 +76,7 @@ static const dpc_device_ops cpu_ops = {
     .kind = "cpu",
     .host_visible = true,
     .alloc = cpu_alloc,
+    .reserve = cpu_reserve,
     .free = cpu_free,
     .copy = cpu_copy,
     .launch = dpc_device_cpu_launch,

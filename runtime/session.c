@@ -13,6 +13,7 @@
 
 #include "ir/fusion.h"
 #include "runtime/device.h"
+#include "runtime/exchange.h"
 #include "runtime/executor.h"
 #include "runtime/init.h"
 #include "runtime/overlap.h"
@@ -100,7 +101,9 @@ struct dpc_session {
   bool broken;          /* a run failed: events and collectives are out of step */
   dpc_transport *peers; /* dpc_session_opts.peers: only device `self` runs here */
   uint32_t self;
-  dpc_handoff *handoff; /* with peers: the values that cross to and from the other processes */
+  dpc_handoff *handoff;   /* with peers: the values that cross to and from the other processes */
+  dpc_exchange *exchange; /* dpc_session_opts.exchange: the run's inputs and outputs */
+  bool *reserved;         /* per device: its buffer was reserved (touch_used zeroes its parts) */
   uint32_t dev0; /* the executor's device i is plan device dev0 + i (several devices a process) */
   double timeout_s;
   uint32_t stall; /* dpc_session_test_hooks.stall_device */
@@ -190,6 +193,7 @@ void dpc_session_free(dpc_session *s) {
   dpc_pool_free(s->pool);
   dpc_executor_free(s->ex);
   dpc_handoff_free(s->handoff);
+  dpc_exchange_free(s->exchange);
   for (uint32_t i = 0; s->overlap && i < p->n_devs; i++) dpc_overlap_free(s->overlap[i]);
   free(s->overlap);
   free(s->jobs);
@@ -209,6 +213,7 @@ void dpc_session_free(dpc_session *s) {
   free(s->mem);
   free(s->shadow);
   free(s->staged);
+  free(s->reserved);
   free(s->dev_events);
   free(s->steps);
   free(s->tensors);
@@ -256,6 +261,9 @@ static dpc_status fill_sources(dpc_session *s, dpc_diag *d) {
     const dpc_node *n = &g->nodes[i];
     bool source = (n->op == DPC_OP_PARAM || n->op == DPC_OP_STATE) && !s->shared[n->out];
     if (!source && n->op != DPC_OP_CONSTANT) continue;
+    /* another process's device reads it there (open_peers refuses reading it here): its pages
+     * here are never touched, so each process holds its own device's part of the model */
+    if (source && s->exchange && s->plan->slots[n->out].device != s->self) continue;
     dpc_tensor t = s->tensors[n->out];
     size_t bytes = dpc_tensor_bytes(&t);
     if (!bytes) continue; /* an empty tensor: nothing to fill or copy */
@@ -296,6 +304,36 @@ static void share_persistent(dpc_session *s, const dpc_session *other) {
     s->tensors[n->out] = *t;
     s->shared[n->out] = true;
   }
+}
+
+static int by_offset(const void *a, const void *b) {
+  const dpc_slot *x = *(const dpc_slot *const *)a, *y = *(const dpc_slot *const *)b;
+  return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* A reserved buffer's parts this session uses, zeroed and touched as alloc would (the first run
+ * then pays no page faults): all of it but the slots of shared params and state, whose memory is
+ * the other session's. Another process's device (exchange) is left as reserved: only the values
+ * handed to this process land there, each run writing them before they are read. */
+static void touch_used(dpc_session *s, const dpc_session_opts *o) {
+  const dpc_plan *p = s->plan;
+  const dpc_graph *g = p->g;
+  const dpc_slot **skip = malloc((g->n_values ? g->n_values : 1) * sizeof *skip);
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    if (!s->reserved[i] || (o->exchange && o->peers && i != o->self)) continue;
+    uint32_t n = 0;
+    for (uint32_t v = 0; skip && v < g->n_values; v++)
+      if (s->shared[v] && p->slots[v].device == i && p->slots[v].bytes) skip[n++] = &p->slots[v];
+    qsort(skip, n, sizeof *skip, by_offset);
+    size_t at = 0;
+    for (uint32_t k = 0; k < n; k++) {
+      if (skip[k]->offset > at) memset(s->mem[i] + at, 0, skip[k]->offset - at);
+      size_t end = skip[k]->offset + skip[k]->bytes;
+      if (end > at) at = end;
+    }
+    if (at < p->devs[i].bytes) memset(s->mem[i] + at, 0, p->devs[i].bytes - at);
+  }
+  free(skip);
 }
 
 static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d);
@@ -399,6 +437,21 @@ static dpc_status open_overlap(dpc_session *s, dpc_diag *d) {
   return st;
 }
 
+/* dpc_session_opts.exchange: the run's two ends (exchange.h), on host-visible devices only;
+ * every process but device 0's takes the inputs as given. */
+static dpc_status exchange_open(dpc_session *s, dpc_diag *d) {
+  const dpc_graph *g = s->plan->g;
+  for (uint32_t i = 0; i < s->plan->n_devs; i++)
+    if (!s->devs[i]->ops->host_visible)
+      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                           "%s: an inference run across processes needs host-visible devices",
+                           s->plan->devs[i].name);
+  dpc_status st = dpc_exchange_new(s->plan, s->self, s->peers, &s->exchange, d);
+  for (uint32_t i = 0; !st && s->self && i < g->n_nodes; i++)
+    if (g->nodes[i].op == DPC_OP_INPUT) s->given[g->nodes[i].out] = true;
+  return st;
+}
+
 /* Across processes (dpc_session_opts.peers): device `self`'s collectives go over the peers'
  * transport or a subset of it (rank_groups); values read across devices are handed over
  * (handoff.h); the device's kernels run on a pool of this process's threads. A param or state
@@ -437,6 +490,7 @@ static dpc_status open_peers(dpc_session *s, const dpc_session_opts *o, dpc_diag
   dpc_status st = dpc_plan_check_comm(plan, d);
   if (!st) st = rank_groups(s, 1, d);
   if (!st) st = dpc_handoff_new(plan, s->self, s->peers, &s->handoff, d);
+  if (!st && o->exchange) st = exchange_open(s, d);
   if (st) return st;
   if (o->native && (!o->threads || o->threads > 1)) return dpc_pool_new(o->threads, &s->pool, d);
   return DPC_OK;
@@ -675,6 +729,7 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   s->busy = calloc(plan->n_devs ? plan->n_devs : 1, sizeof *s->busy);
   s->shadow = calloc(plan->n_devs ? plan->n_devs : 1, sizeof *s->shadow);
   s->staged = calloc(nv, sizeof *s->staged);
+  s->reserved = calloc(plan->n_devs ? plan->n_devs : 1, sizeof *s->reserved);
   s->dev_events = calloc(plan->n_events ? plan->n_events : 1, sizeof *s->dev_events);
   uint32_t total_args = 0;
   for (uint32_t i = 0; i < g->n_nodes; i++) total_args += g->nodes[i].n_in + g->nodes[i].n_out;
@@ -685,7 +740,8 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   uint32_t n_gptrs = 0;
   dpc_status st = DPC_OK;
   if (!s->devs || !s->mem || !s->steps || !s->tensors || !s->given || !s->shared || !s->targs ||
-      !s->tptrs || !s->gptrs || !s->busy || !s->shadow || !s->staged || !s->dev_events) {
+      !s->tptrs || !s->gptrs || !s->busy || !s->shadow || !s->staged || !s->dev_events ||
+      !s->reserved) {
     st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
     goto fail;
   }
@@ -696,8 +752,14 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
                                                                               : NULL;
     snprintf(name, sizeof name, "%s:%u", kind ? kind : "", i);
     if ((st = dpc_device_open(kind ? name : plan->devs[i].name, &s->devs[i], d))) goto fail;
-    if ((st = s->devs[i]->ops->alloc(s->devs[i], plan->devs[i].bytes, (void **)&s->mem[i], d)))
+    const dpc_device_ops *ops = s->devs[i]->ops;
+    /* a buffer only partly used here is reserved, and its used parts zeroed below */
+    bool part = ops->reserve && ops->host_visible && o &&
+                (o->share || (o->exchange && o->peers && i != o->self));
+    if ((st = (part ? ops->reserve : ops->alloc)(s->devs[i], plan->devs[i].bytes,
+                                                 (void **)&s->mem[i], d)))
       goto fail;
+    s->reserved[i] = part;
     if (!s->devs[i]->ops->host_visible &&
         !(s->shadow[i] = calloc(1, plan->devs[i].bytes ? plan->devs[i].bytes : 1))) {
       st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
@@ -710,6 +772,7 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
         (dpc_tensor){s->mem[sl->device] + sl->offset, g->values[v].dtype, g->values[v].shape};
   }
   if (o && o->share) share_persistent(s, o->share);
+  touch_used(s, o);
   /* Argument tensors are copies of the value views, laid out per node: inputs then outputs. */
   uint32_t *base = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *base);
   if (!base) {
@@ -996,6 +1059,40 @@ static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) 
   return st;
 }
 
+/* Until the first value this device waits for from a peer has arrived (or the timeout): the
+ * wait then happens here rather than inside the device's turn, where it would keep the other
+ * runs taking turns on this device from its cores. */
+static void await_first(dpc_session *s) {
+  uint32_t p = dpc_exchange_first_peer(s->exchange);
+  if (p == DPC_NONE || !s->peers->ops->ready) return;
+  double t0 = dpc_now_s();
+  for (uint32_t spins = 0; !s->peers->ops->ready(s->peers, s->self, p); spins++) {
+    if (spins < 2000) {
+      sched_yield();
+      continue;
+    }
+    if (dpc_now_s() - t0 > s->timeout_s) return; /* the receive itself reports it */
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* One process's device of a plan (one device, or one of several processes' devices): its steps,
+ * in its turn, between the handoffs and the exchange's two ends. */
+static dpc_status run_self(dpc_session *s, dpc_diag *d) {
+  dpc_status st = DPC_OK;
+  if (s->handoff) dpc_handoff_begin(s->handoff);
+  if (s->exchange && (st = dpc_exchange_inputs(s->exchange, s->tensors, d))) return st;
+  if (s->exchange && s->self) await_first(s);
+  pthread_mutex_t *turn = s->peers && s->turns && s->self < s->n_turns ? &s->turns[s->self] : NULL;
+  if (turn) pthread_mutex_lock(turn);
+  st = run_steps(s, s->self, d);
+  if (turn) pthread_mutex_unlock(turn);
+  if (!st && s->handoff) st = dpc_handoff_end(s->handoff, d);
+  if (!st && s->exchange) st = dpc_exchange_outputs(s->exchange, s->tensors, d);
+  return st;
+}
+
 dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
   const dpc_plan *p = s->plan;
   const dpc_graph *g = p->g;
@@ -1024,13 +1121,10 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
       if (atomic_load(&s->first)) return dpc_diag_fail(d, s->first_status, "%s", s->first_msg);
       return st;
     }
-  } else {
-    if (s->handoff) dpc_handoff_begin(s->handoff);
-    if ((st = run_steps(s, s->self, d)) || (s->handoff && (st = dpc_handoff_end(s->handoff, d)))) {
-      /* across processes, the peers' collectives are out of step with this one's now */
-      if (s->peers) s->broken = true;
-      return st;
-    }
+  } else if ((st = run_self(s, d))) {
+    /* across processes, the peers' collectives are out of step with this one's now */
+    if (s->peers) s->broken = true;
+    return st;
   }
   if (s->trace) s->trace_run++;
   s->run.step++;
@@ -1283,7 +1377,7 @@ void dpc_session_set_step(dpc_session *s, uint64_t step) {
 }
 
 bool dpc_session_pipelines(const dpc_session *s) {
-  return !s->peers && dpc_plan_pipelines(s->plan);
+  return (!s->peers || s->exchange) && dpc_plan_pipelines(s->plan);
 }
 
 bool dpc_plan_pipelines(const dpc_plan *p) {

@@ -65,6 +65,12 @@ typedef struct dpc_session_opts {
    * pass between them in memory; collectives that reach other processes sum here first and
    * then across (runtime/transport_split.c); values handed between processes are not built. */
   uint32_t local;
+  /* With peers (one device a process): an inference run whose request is in device 0's
+   * process, as a model split over MPI ranks is served (runtime/exchange.h): device 0's process
+   * hands each other device the inputs its kernels read before every run, and takes back the
+   * plan's outputs made elsewhere after it; in the other processes the inputs count as given.
+   * Each process fills only the params and state of its own device. */
+  bool exchange;
 } dpc_session_opts;
 
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,
@@ -120,7 +126,9 @@ void dpc_session_set_seed(dpc_session *s, uint64_t seed);
  * first device starts while this one's later devices finish: consecutive runs pass through the
  * devices as a pipeline. Only for plans whose devices never wait on a later device nor meet in a
  * collective (dpc_session_pipelines): a device holding its turn waits only on earlier devices,
- * which never wait for a turn held by a later one, so turns cannot deadlock. NULL: none. */
+ * which never wait for a turn held by a later one, so turns cannot deadlock. Across processes
+ * (peers with exchange) a session takes only its own device's turn, once the first value it
+ * waits for has arrived. NULL: none. */
 bool dpc_session_pipelines(const dpc_session *s);
 /* The same of a plan run in one process. */
 bool dpc_plan_pipelines(const dpc_plan *p);

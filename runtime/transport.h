@@ -48,6 +48,10 @@ typedef struct dpc_transport_ops {
    * NULL. NULL where the transport has none. */
   dpc_status (*subset)(dpc_transport *t, uint32_t rank, const uint32_t *members, uint32_t n,
                        dpc_transport **out, dpc_diag *d);
+  /* Whether the message from `peer` that the caller's next recv from it would take has arrived
+   * (or is arriving), without waiting or taking it: for a process that waits, with no deadline,
+   * for work a peer may hand it at any time. NULL where the transport has none. */
+  bool (*ready)(dpc_transport *t, uint32_t rank, uint32_t peer);
   /* Returns once every rank has entered. */
   dpc_status (*barrier)(dpc_transport *t, uint32_t rank, dpc_diag *d);
   /* `who` failed: every rank waiting, or later entering, a call fails naming it and why. */

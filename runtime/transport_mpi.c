@@ -685,6 +685,14 @@ static dpc_status mpi_flush(dpc_transport *t, uint32_t rank, dpc_diag *d) {
   return st;
 }
 
+static bool mpi_ready(dpc_transport *t, uint32_t rank, uint32_t peer) {
+  mpit *m = impl(t);
+  if (m->failed || rank != (uint32_t)m->rank || peer >= (uint32_t)m->size) return false;
+  int flag = 0;
+  MPI_Iprobe((int)peer, tag_of(m, K_P2P, m->rcvd[peer]), m->comm, &flag, MPI_STATUS_IGNORE);
+  return flag != 0;
+}
+
 /* MPI_Comm_split has no deadline: every rank makes its subset calls while setting up, together. */
 static dpc_status mpi_subset(dpc_transport *t, uint32_t rank, const uint32_t *members, uint32_t n,
                              dpc_transport **out, dpc_diag *d) {
@@ -772,6 +780,7 @@ static const dpc_transport_ops mpi_ops = {
     .recv = mpi_recv,
     .send_async = mpi_send_async,
     .flush = mpi_flush,
+    .ready = mpi_ready,
     .subset = mpi_subset,
     .barrier = mpi_barrier,
     .abort = mpi_abort,

@@ -40,7 +40,8 @@
  * `size` to dpc_tensor_info (set it before dpc_runner_info), dpc_runner_opts and
  * dpc_runner_open, DPC_MODE_EVAL, in-place binding, dpc_runner_set_step and dpc_runner_step;
  * 0.3 added dpc_runner_opts.seed and dpc_runner_set_seed (and libdpc, dpc/compiler.h), then
- * the batcher (dpc_batcher_*) and DPC_ERR_BUSY.
+ * the batcher (dpc_batcher_*) and DPC_ERR_BUSY, then dpc_ranks (dpc_runner_opts.ranks,
+ * dpc_batcher_opts.ranks).
  */
 #ifndef DPC_DPC_H
 #define DPC_DPC_H
@@ -91,6 +92,11 @@ DPC_API int dpc_version_patch(void);
 
 typedef struct dpc_model dpc_model;   /* a loaded artifact */
 typedef struct dpc_runner dpc_runner; /* one of its plans, ready to run */
+/* The processes (MPI ranks) that the devices of a model split over devices run in, one device
+ * each, and which of them this one is: made by libdpc for `dpc serve --devices mpi` (<dpc/
+ * serve.h>), over a communicator of its own per batcher instance. The runtime itself links no
+ * MPI and makes none. */
+typedef struct dpc_ranks dpc_ranks;
 
 typedef enum dpc_mode {
   DPC_MODE_INFER, /* the forward pass */
@@ -169,6 +175,11 @@ typedef struct dpc_runner_opts {
   uint64_t seed;     /* 0: dropout masks come from the model's compiled seeds and the step.
                         Else this seed is mixed into every mask too, so runs with different
                         seeds drop differently and runs with the same seed alike (0.3) */
+  /* NULL. Else an inference runner of a model split over processes, this one running its own
+   * device's part: on device 0's process it takes the inputs and gives the outputs as usual,
+   * each run handing the others their part; on the others it binds nothing and each run is the
+   * device's part of a run device 0's process started (0.3) */
+  const dpc_ranks *ranks;
 } dpc_runner_opts;
 
 /* A runner for one of the model's plans, as o says (NULL: an inference runner, defaults). */
@@ -261,6 +272,12 @@ typedef struct dpc_batcher_opts {
    * while the load allows, the most throughput within it when the load is near capacity.
    * delay_us is then only the delay before the first measurement. Microseconds. */
   uint64_t latency_target_us;
+  /* NULL. Else `instances` dpc_ranks (instances must be set), one per instance: a model split
+   * over processes (dpc_runner_opts.ranks). On device 0's process the batcher takes requests as
+   * usual and each batch flows through the other processes' devices; on the others it takes no
+   * requests: its instances run their device's part of every batch device 0's process hands
+   * them, until that batcher closes (which tells them to stop: close waits for it). (0.3) */
+  dpc_ranks *const *ranks;
 } dpc_batcher_opts;
 
 /* One request. inputs[i] points to `rows` rows of the i-th input, outputs[i] to room for `rows`

@@ -55,6 +55,13 @@ typedef struct dpc_server_opts {
   uint64_t latency_target_us; /* nonzero: the batcher chooses its delay itself for a p99 under
                                  this (dpc_batcher_opts.latency_target_us); delay_us is then only
                                  where it starts */
+  /* NULL: the model runs in this process. "mpi": every MPI rank calls dpc_server_open (MPI
+   * initialized with MPI_THREAD_MULTIPLE, dpc_mpi_init) on the same artifact, compiled split over
+   * as many devices as there are ranks (dpc compile --devices cpu:R --strategy model); rank 0
+   * listens and batches, and each batch flows through the ranks' devices, instances (default:
+   * one per rank) pipelining consecutive batches. On the other ranks dpc_server_run returns once
+   * rank 0's server has closed; dpc_server_close is collective. */
+  const char *devices;
 } dpc_server_opts;
 
 /* Load the artifact at `path` (compiled with --batch B, best with --batch-sizes too), open its

@@ -5,6 +5,7 @@
 #include "tools/dpc/cli.h"
 #include "tools/dpc/interrupt.h"
 #include <dpc/serve.h>
+#include <dpc/train.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -30,6 +31,9 @@ static const cli_opt serve_opts[] = {
     {"max-body", true, false, "the largest request body in bytes; beyond it, 413 (default 64 MiB)"},
     {"max-connections", true, false, "connections open at a time (default 4096)"},
     {"timeout", true, false, "seconds a connection may stay idle (default 30)"},
+    {"devices", true, false,
+     "mpi: under mpirun, an artifact compiled split over R devices (dpc compile --devices cpu:R "
+     "--strategy model) served over R ranks, one device each; rank 0 listens"},
 };
 #define NSERVE (int)(sizeof serve_opts / sizeof *serve_opts)
 
@@ -75,7 +79,19 @@ static void serve_log(void *user, const char *msg) {
   fprintf(stderr, "dpc serve: %s\n", msg);
 }
 
+static int serve(int *argc, char ***argv);
+
+/* `--devices mpi`: MPI is started (only then) and ended with the command. Every rank opens its
+ * part and they agree before serving, so a failure is every rank's and they end together. */
 int dpc_cmd_serve(int argc, char **argv) {
+  int rc = serve(&argc, &argv);
+  dpc_mpi_finalize(false);
+  return rc;
+}
+
+static int serve(int *argc_, char ***argv_) {
+  int argc = *argc_;
+  char **argv = *argv_;
   cli_parsed p;
   if (!cli_parse("serve", serve_opts, NSERVE, argc, argv, 2, &p)) return DPC_EXIT_USAGE;
   if (p.help) {
@@ -93,6 +109,9 @@ int dpc_cmd_serve(int argc, char **argv) {
         "max_batch, max_queue, batch_delay_us: a number or \"auto\", latency_target_ms), which\n"
         "override the options below for that model.\n"
         "SIGINT or SIGTERM drains: no new connections, every accepted request answered, exit 0.\n"
+        "mpirun -np R dpc serve MODEL.dpx --devices mpi serves a model split over R devices\n"
+        "with one rank a device: rank 0 listens, each batch flows through the ranks, and one\n"
+        "instance per rank keeps them all busy (a pipeline of batches).\n"
         "See docs/serving.md.\n");
     cli_print_options(serve_opts, NSERVE);
     return DPC_EXIT_OK;
@@ -111,6 +130,21 @@ int dpc_cmd_serve(int argc, char **argv) {
       !serve_num(&p, "timeout", 86400, &timeout))
     return DPC_EXIT_USAGE;
   const char *host = cli_get(serve_opts, NSERVE, &p, "host");
+  const char *devices = cli_get(serve_opts, NSERVE, &p, "devices");
+  bool mpi = devices != NULL;
+  if (mpi && strcmp(devices, "mpi"))
+    return cli_usage_error("serve",
+                           "--devices takes mpi (under mpirun, one rank a device of an artifact "
+                           "compiled split over the ranks), not '%s'",
+                           devices);
+  if (mpi) {
+    dpc_message *mm = dpc_message_new();
+    int mrc = dpc_mpi_init(argc_, argv_, mm) ? cli_report("serve", mm) : DPC_EXIT_OK;
+    dpc_message_free(mm);
+    if (mrc) return mrc;
+  }
+  /* under mpirun only rank 0 speaks for the server; the others print only errors */
+  bool quiet = mpi && dpc_mpi_rank() > 0;
   dpc_server_opts o = {sizeof o,
                        .host = host,
                        .port = (unsigned)port,
@@ -122,8 +156,9 @@ int dpc_cmd_serve(int argc, char **argv) {
                        .max_body = body,
                        .max_connections = (unsigned)conns,
                        .timeout_s = (unsigned)timeout,
-                       .log = serve_log,
-                       .latency_target_us = target};
+                       .log = quiet ? NULL : serve_log,
+                       .latency_target_us = target,
+                       .devices = devices};
   /* every connection is a file descriptor: allow as many as the system lets this process have */
   struct rlimit fl;
   if (!getrlimit(RLIMIT_NOFILE, &fl) && fl.rlim_cur < fl.rlim_max) {
@@ -142,13 +177,18 @@ int dpc_cmd_serve(int argc, char **argv) {
   }
   host = host ? host : "127.0.0.1";
   bool v6 = strchr(host, ':') != NULL;
-  fprintf(stderr, "dpc serve: serving ");
-  for (unsigned i = 0; i < dpc_server_model_count(s); i++)
-    fprintf(stderr, "%s%s", i ? ", " : "", dpc_server_model_name(s, i));
-  fprintf(stderr, " on http://%s%s%s:%u\n", v6 ? "[" : "", host, v6 ? "]" : "", dpc_server_port(s));
+  if (!quiet) {
+    fprintf(stderr, "dpc serve: serving ");
+    for (unsigned i = 0; i < dpc_server_model_count(s); i++)
+      fprintf(stderr, "%s%s", i ? ", " : "", dpc_server_model_name(s, i));
+    fprintf(stderr, " on http://%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", dpc_server_port(s));
+    if (mpi) fprintf(stderr, ", split over %d ranks", dpc_mpi_size());
+    fprintf(stderr, "\n");
+  }
   dpc_status st = dpc_server_run(s, (const volatile int *)cli_interrupt_flag(), m);
-  fprintf(stderr, "dpc serve: %s: drained%s\n", cli_interrupt_name(),
-          st ? ", some requests cut off" : "");
+  if (!quiet)
+    fprintf(stderr, "dpc serve: %s: drained%s\n", cli_interrupt_name(),
+            st ? ", some requests cut off" : "");
   dpc_server_close(s);
   int rc = st ? cli_report("serve", m) : DPC_EXIT_OK;
   dpc_message_free(m);
