@@ -97,6 +97,7 @@ struct dpc_batcher {
   uint64_t cpu_at;   /* the process's CPU time (ns) at t_chosen */
   unsigned cores;    /* the cores this process may run on */
   uint64_t t_behind; /* when a batch was last cut with a full batch still queued; 0: never */
+  uint64_t cuts;     /* batches cut (cut_rows) */
   char why[sizeof((dpc_auto_choice *)0)->why];
 };
 
@@ -188,12 +189,10 @@ static unsigned process_cores(void) {
   return n > 0 ? (unsigned)n : 1;
 }
 
-/* After a batch of `rows` rows (size bucket k, as batch_hist counts it), under the lock: its
- * service time into the measurements, and every CHOOSE_EVERY_NS the arrival rate measured and
- * the delay chosen again. */
-static void tune_delay(dpc_batcher *b, unsigned k, uint64_t rows, uint64_t dt_ns, uint64_t now) {
+/* After a batch, under the lock, every CHOOSE_EVERY_NS: the arrival rate measured and the delay
+ * chosen again. */
+static void tune_delay(dpc_batcher *b, uint64_t now) {
   dpc_auto_input *m = &b->measured;
-  dpc_batcher_auto_measure(m, k, (double)rows, (double)dt_ns * 1e-9);
   if (now - b->t_chosen < CHOOSE_EVERY_NS) return;
   double span = (double)(now - b->t_chosen) * 1e-9;
   double rate = (double)b->arrivals / span;
@@ -213,6 +212,18 @@ static void tune_delay(dpc_batcher *b, unsigned k, uint64_t rows, uint64_t dt_ns
   dpc_batcher_auto_choose(m, &c);
   b->delay_us = c.delay_us;
   memcpy(b->why, c.why, sizeof b->why);
+}
+
+/* The rows to cut of the `rows` that fit a batch: the first requests that fill the plan
+ * dpc_batcher_auto_cut picks by the measured times, the rest going first in the next batch.
+ * Every 64th cut takes them all, so a plan passed over is measured again. Under the lock. */
+static uint64_t cut_rows(dpc_batcher *b, uint64_t rows) {
+  double cut = dpc_batcher_auto_cut(&b->measured, (double)rows);
+  if (cut >= (double)rows || b->cuts++ % 64 == 0) return rows;
+  uint64_t head = 0;
+  for (const dpc_batcher_ticket *t = b->head; t && (double)(head + t->rows) <= cut; t = t->next)
+    head += t->rows;
+  return head ? head : rows;
 }
 
 static void *worker_main(void *arg) {
@@ -237,10 +248,15 @@ static void *worker_main(void *arg) {
         continue;
       }
     }
-    /* Cut: requests in arrival order while they fit (one that does not waits for the next). */
+    /* Cut: requests in arrival order while they fit (one that does not waits for the next),
+     * or fewer where that runs a smaller plan to more effect. */
+    uint64_t fit = 0;
+    for (const dpc_batcher_ticket *t = b->head; t && fit + t->rows <= b->max_batch; t = t->next)
+      fit += t->rows;
+    uint64_t take = cut_rows(b, fit);
     unsigned n = 0;
     uint64_t rows = 0, t0 = now_ns();
-    while (b->head && rows + b->head->rows <= b->max_batch) {
+    while (b->head && rows + b->head->rows <= take) {
       dpc_batcher_ticket *t = b->head;
       b->head = t->next;
       if (!b->head) b->tail = NULL;
@@ -271,7 +287,9 @@ static void *worker_main(void *arg) {
     unsigned bucket = 0;
     while (bucket + 1 < DPC_BATCHER_HIST && (rows >> (bucket + 1))) bucket++;
     b->st.batch_hist[bucket]++;
-    if (b->latency_target_us) tune_delay(b, bucket, rows, dt, t0 + dt);
+    dpc_batcher_auto_measure(&b->measured, dpc_batcher_auto_plan(&b->measured, (double)rows),
+                             (double)rows, (double)dt * 1e-9);
+    if (b->latency_target_us) tune_delay(b, t0 + dt);
     b->st.compute_ns_total += dt;
     b->st.compute_hist[time_bucket(dt)]++;
 
@@ -543,6 +561,11 @@ DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *opts, 
   b->measured.instances = n_inst;
   b->measured.max_batch = o.max_batch ? o.max_batch : batch;
   b->measured.target_s = (double)o.latency_target_us * 1e-6;
+  /* the plans an instance opens (open_instance): those up to the one that holds max_batch */
+  for (unsigned i = 0; i < n_rows && b->measured.n_plans < DPC_AUTO_BUCKETS; i++) {
+    b->measured.plan_rows[b->measured.n_plans++] = (double)rows[i];
+    if (rows[i] >= (int64_t)b->measured.max_batch) break;
+  }
   b->t_chosen = now_ns();
   b->cpu_at = process_cpu_ns();
   b->cores = process_cores();

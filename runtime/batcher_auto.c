@@ -72,13 +72,14 @@ void dpc_batcher_auto_measure(dpc_auto_input *in, unsigned k, double rows, doubl
   in->bucket_rows[k] += ROWS_WEIGHT * (rows - in->bucket_rows[k]);
 }
 
-double dpc_batcher_auto_service(const dpc_auto_input *in, double rows) {
-  /* the measured points in order of rows (the buckets are in that order already) */
+/* The time at `rows` along the measured points (x[k], in->bucket_s[k]), x[k] > 0 where bucket k
+ * was measured, x ascending with k. */
+static double along(const dpc_auto_input *in, const double *x, double rows) {
   int lo = -1, hi = -1, below = -1;
   for (int k = 0; k < DPC_AUTO_BUCKETS; k++) {
-    if (in->bucket_rows[k] <= 0) continue;
-    if (in->bucket_rows[k] <= rows) below = lo, lo = k;
-    if (in->bucket_rows[k] >= rows && hi < 0) hi = k;
+    if (x[k] <= 0) continue;
+    if (x[k] <= rows) below = lo, lo = k;
+    if (x[k] >= rows && hi < 0) hi = k;
   }
   if (lo < 0 && hi < 0) return 0;
   /* below every measurement: as slow as the smallest measured (a smaller batch is not slower) */
@@ -87,16 +88,45 @@ double dpc_batcher_auto_service(const dpc_auto_input *in, double rows) {
     /* above every measurement: along the line through the two largest measured, so a load that
      * has so far made only small batches still predicts what larger ones gain; with one point,
      * or a line steeper than that, no more gain than measured (time grows with rows) */
-    double r = in->bucket_rows[lo], s = in->bucket_s[lo], per_row = s / r;
-    if (below >= 0 && in->bucket_rows[below] < r) {
-      double slope = (s - in->bucket_s[below]) / (r - in->bucket_rows[below]);
+    double r = x[lo], s = in->bucket_s[lo], per_row = s / r;
+    if (below >= 0 && x[below] < r) {
+      double slope = (s - in->bucket_s[below]) / (r - x[below]);
       if (slope < per_row) per_row = slope > 0 ? slope : 0;
     }
     return s + per_row * (rows - r);
   }
-  if (lo == hi || in->bucket_rows[hi] == in->bucket_rows[lo]) return in->bucket_s[lo];
-  double f = (rows - in->bucket_rows[lo]) / (in->bucket_rows[hi] - in->bucket_rows[lo]);
+  if (lo == hi || x[hi] == x[lo]) return in->bucket_s[lo];
+  double f = (rows - x[lo]) / (x[hi] - x[lo]);
   return in->bucket_s[lo] + f * (in->bucket_s[hi] - in->bucket_s[lo]);
+}
+
+unsigned dpc_batcher_auto_plan(const dpc_auto_input *in, double rows) {
+  unsigned p = 0;
+  while (p + 1 < in->n_plans && in->plan_rows[p] < rows) p++;
+  return p;
+}
+
+double dpc_batcher_auto_cut(const dpc_auto_input *in, double rows) {
+  unsigned p = dpc_batcher_auto_plan(in, rows);
+  if (!in->n_plans || !p || in->bucket_rows[p] <= 0) return rows;
+  double best = 1.1 * rows / in->bucket_s[p], cut = rows;
+  for (unsigned q = 0; q < p; q++) {
+    double rate = in->bucket_rows[q] > 0 ? in->plan_rows[q] / in->bucket_s[q] : 0;
+    if (in->plan_rows[q] < rows && rate > best) best = rate, cut = in->plan_rows[q];
+  }
+  return cut;
+}
+
+double dpc_batcher_auto_service(const dpc_auto_input *in, double rows) {
+  if (!in->n_plans) return along(in, in->bucket_rows, rows);
+  unsigned p = dpc_batcher_auto_plan(in, rows);
+  if (in->bucket_rows[p] > 0) return in->bucket_s[p];
+  /* a plan not yet run: from the plans that were, by the rows each holds (a plan's time is
+   * its whole batch's, whatever the rows it was given) */
+  double x[DPC_AUTO_BUCKETS] = {0};
+  for (unsigned k = 0; k < in->n_plans && k < DPC_AUTO_BUCKETS; k++)
+    x[k] = in->bucket_rows[k] > 0 ? in->plan_rows[k] : 0;
+  return along(in, x, in->plan_rows[p]);
 }
 
 typedef struct predicted {
@@ -110,6 +140,8 @@ static predicted predict(const dpc_auto_input *in, double per_instance, double r
     double s = dpc_batcher_auto_service(in, p.b);
     double b = per_instance * (d + s);
     b = b < req_rows ? req_rows : b > cap ? cap : b;
+    if (in->n_plans) /* cut to the plan that serves best; plans make s a step: damped */
+      b = 0.5 * (dpc_batcher_auto_cut(in, b) + p.b);
     if (fabs(b - p.b) < 1e-3 * p.b) {
       p.b = b;
       break;

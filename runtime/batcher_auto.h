@@ -15,8 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Batch sizes are measured in power-of-two buckets: bucket k holds batches of 2^k to
- * 2^(k+1) - 1 rows. */
+/* Batch sizes are measured per plan the batch ran on (bucket k: the k-th smallest plan, of
+ * plan_rows[k] rows), or without plans in power-of-two buckets (bucket k: batches of 2^k to
+ * 2^(k+1) - 1 rows). */
 #define DPC_AUTO_BUCKETS 32
 
 typedef struct dpc_auto_input {
@@ -27,6 +28,11 @@ typedef struct dpc_auto_input {
   double bucket_rows[DPC_AUTO_BUCKETS], bucket_s[DPC_AUTO_BUCKETS];
   unsigned instances;
   uint64_t max_batch;
+  /* the rows of each plan a batch may run on, ascending (n_plans of them): a batch of b rows
+   * runs on the smallest that holds b and takes that plan's time, padding and all. 0 plans: a
+   * batch's time follows its rows (the buckets are powers of two) */
+  double plan_rows[DPC_AUTO_BUCKETS];
+  unsigned n_plans;
   /* how far a batch has lately run past its size's typical time (the process preempted, the CPU
    * shared), a decaying maximum kept by dpc_batcher_auto_measure: what a request that comes
    * during such a stall waits on top, until the queue it left drains */
@@ -58,8 +64,18 @@ typedef struct dpc_auto_choice {
 void dpc_batcher_auto_measure(dpc_auto_input *in, unsigned k, double rows, double s);
 
 /* The service time of a batch of `rows` rows as the measurements predict it; 0 when nothing was
- * measured. */
+ * measured. With plans: the time of the plan it runs on, measured, or else read off the line
+ * through the measured plans at that plan's rows. */
 double dpc_batcher_auto_service(const dpc_auto_input *in, double rows);
+/* The plan (bucket) a batch of `rows` rows runs on: the smallest that holds it (the largest when
+ * none does); 0 without plans. */
+unsigned dpc_batcher_auto_plan(const dpc_auto_input *in, double rows);
+/* How many of `rows` rows waiting to be cut make the batch: all of them, or a smaller plan's
+ * rows when that plan serves more rows a second by the measured times, by 10% at least so that
+ * noise does not decide (all of them without plans). It catches padding (plans of 16 and 32 rows
+ * taking 0.8 and 1.7 ms: 24 rows would pad to 32 and serve 14 rows a ms, 16 of them 20 a ms)
+ * and a large plan that runs slower per row than a smaller one (its activations out of cache). */
+double dpc_batcher_auto_cut(const dpc_auto_input *in, double rows);
 
 /* The delay to use now. */
 void dpc_batcher_auto_choose(const dpc_auto_input *in, dpc_auto_choice *out);

@@ -233,6 +233,42 @@ static void batcher_auto_delay(void) {
   CHECK_MSG(c.delay_us == 0 && strstr(c.why, "light load"), "%s", c.why);
 }
 
+/* Batches that run on plans of 1, 4, 16 and 32 rows: a batch takes its plan's time, padding and
+ * all; a plan not yet run is read off the measured plans by its rows; the cut leaves padding and
+ * a plan slower per row for a smaller plan only when that serves 10% more rows a second. */
+static void batcher_auto_plans(void) {
+  dpc_auto_input in = {.rate = 1000,
+                       .rows_per_req = 1,
+                       .instances = 1,
+                       .max_batch = 32,
+                       .target_s = 0.010,
+                       .behind_s = -1,
+                       .n_plans = 4};
+  const double rows[] = {1, 4, 16, 32}, us[] = {70, 200, 760, 1600};
+  for (int k = 0; k < 4; k++)
+    in.plan_rows[k] = rows[k], in.bucket_rows[k] = rows[k], in.bucket_s[k] = us[k] * 1e-6;
+  CHECK(dpc_batcher_auto_plan(&in, 1) == 0 && dpc_batcher_auto_plan(&in, 2) == 1);
+  CHECK(dpc_batcher_auto_plan(&in, 17) == 3 && dpc_batcher_auto_plan(&in, 99) == 3);
+  CHECK_NEAR(dpc_batcher_auto_service(&in, 2), 200e-6, 1e-12);   /* pads to 4 */
+  CHECK_NEAR(dpc_batcher_auto_service(&in, 17), 1600e-6, 1e-12); /* pads to 32 */
+  in.bucket_rows[2] = 0; /* 16 not yet run: on the line from 4 to 32 rows at 16 */
+  CHECK_NEAR(dpc_batcher_auto_service(&in, 9), (200 + 12.0 / 28 * 1400) * 1e-6, 1e-12);
+  in.bucket_rows[2] = 16;
+  /* 24 rows would pad to 32 (15 rows a ms): 16 of them run at 21 a ms */
+  CHECK_NEAR(dpc_batcher_auto_cut(&in, 24), 16, 0);
+  /* a full 32 (20 a ms) against 16 (21.1): within 10%, all of them */
+  CHECK_NEAR(dpc_batcher_auto_cut(&in, 32), 32, 0);
+  in.bucket_s[3] = 2000e-6; /* 32 at 16 a ms: 16 is 32% better */
+  CHECK_NEAR(dpc_batcher_auto_cut(&in, 32), 16, 0);
+  CHECK_NEAR(dpc_batcher_auto_cut(&in, 16), 16, 0); /* a plan's own rows: all */
+  CHECK_NEAR(dpc_batcher_auto_cut(&in, 3), 3, 0);   /* 3 on the 4-plan: 15 a ms, 1 alone 14 */
+  in.bucket_rows[3] = 0; /* the plan it pads to not measured: all, which measures it */
+  CHECK_NEAR(dpc_batcher_auto_cut(&in, 24), 24, 0);
+  dpc_auto_input flat = in;
+  flat.n_plans = 0; /* no plans: rows are what they are */
+  CHECK_NEAR(dpc_batcher_auto_cut(&flat, 24), 24, 0);
+}
+
 /* The typical service time: a slow first batch forgotten quickly, a preempted one counted as at
  * most twice the typical time. */
 static void batcher_auto_measure(void) {
@@ -329,8 +365,13 @@ static void batcher_auto_damped(void) {
 }
 
 const unit_test unit_tests[] = {
-    {"batcher_auto_delay", batcher_auto_delay},   {"batcher_auto_measure", batcher_auto_measure},
-    {"batcher_auto_damped", batcher_auto_damped}, {"npy_roundtrip", npy_roundtrip},
-    {"npy_rejects_garbage", npy_rejects_garbage}, {"initializers", initializers},
-    {"driver_binds_batch", driver_binds_batch},   {NULL, NULL},
+    {"batcher_auto_delay", batcher_auto_delay},
+    {"batcher_auto_measure", batcher_auto_measure},
+    {"batcher_auto_damped", batcher_auto_damped},
+    {"batcher_auto_plans", batcher_auto_plans},
+    {"npy_roundtrip", npy_roundtrip},
+    {"npy_rejects_garbage", npy_rejects_garbage},
+    {"initializers", initializers},
+    {"driver_binds_batch", driver_binds_batch},
+    {NULL, NULL},
 };
