@@ -14,7 +14,9 @@
  * metrics.
  *
  * The model is only as good as its measurements, and on a shared machine they are noisy: so the
- * choice keeps headroom (a predicted 80% busy at most), keeps more (60%) for a while after the
+ * choice keeps headroom (a predicted 80% busy at most), keeps to short delays while the stalls
+ * rather than the load put every prediction over the target, takes a longer delay for
+ * throughput only when it frees 5% of the instances' time, keeps more (60%) for a while after the
  * queue fell behind, when the measurements have just proved optimistic, does not lower the delay
  * then, and changes the delay in force only for a clear gain, so that noise does not make it
  * swing. Nothing here reads a clock: the past comes in the input.
@@ -47,6 +49,9 @@ static const uint64_t grid_us[] = {
 /* A new delay replaces the one in force if it predicts a p99 this much shorter (or the one in
  * force no longer fits the target and the headroom). */
 #define KEEP_MARGIN 0.15
+/* Where throughput decides, a longer delay wins only by this much less busy time: with batches
+ * that gain little from size, noise would otherwise pick the longest. */
+#define CAPACITY_GAIN 0.05
 /* The typical service time: the weights of a faster and a slower batch, and the most a slower
  * one counts for, in typical times. */
 #define FASTER_WEIGHT 0.3
@@ -181,8 +186,8 @@ void dpc_batcher_auto_choose(const dpc_auto_input *in, dpc_auto_choice *out) {
     return;
   }
   double headroom = behind ? HEADROOM_BEHIND : HEADROOM;
-  int best = -1, fit = -1, any = -1;
-  predicted pb = {0}, pf = {0}, pa = {0};
+  int best = -1, fit = -1, calm = -1, any = -1;
+  predicted pb = {0}, pf = {0}, pc = {0}, pa = {0};
   for (size_t g = 0; g < N_GRID; g++) {
     double d = (double)grid_us[g] * 1e-6;
     if (g && d > in->target_s / 2) break;
@@ -192,10 +197,15 @@ void dpc_batcher_auto_choose(const dpc_auto_input *in, dpc_auto_choice *out) {
     /* under the target with room to spare: the shortest p99 */
     if (p.p99 <= in->target_s && p.rho <= headroom && (best < 0 || p.p99 < pb.p99))
       best = (int)g, pb = p;
-    /* under the target: the most capacity */
-    if (p.p99 <= in->target_s && (fit < 0 || p.rho < pf.rho - 1e-9)) fit = (int)g, pf = p;
+    /* under the target: the most capacity (a longer delay only for a clear gain) */
+    if (p.p99 <= in->target_s && (fit < 0 || p.rho < pf.rho * (1 - CAPACITY_GAIN)))
+      fit = (int)g, pf = p;
+    /* the target out of reach while capacity is to spare (the stalls, not the load, make the
+     * predicted p99): the shortest p99 still */
+    if (p.rho <= headroom && (calm < 0 || p.p99 < pc.p99)) calm = (int)g, pc = p;
     /* a batch alone within the target: the most capacity */
-    if (d + p.s <= in->target_s && (any < 0 || p.rho < pa.rho - 1e-9)) any = (int)g, pa = p;
+    if (d + p.s <= in->target_s && (any < 0 || p.rho < pa.rho * (1 - CAPACITY_GAIN)))
+      any = (int)g, pa = p;
   }
   const char *what;
   predicted p;
@@ -212,6 +222,9 @@ void dpc_batcher_auto_choose(const dpc_auto_input *in, dpc_auto_choice *out) {
                   : "the shortest p99 under the target";
   else if (fit >= 0)
     delay = grid_us[fit], p = pf, what = "near capacity: the most throughput under the target";
+  else if (calm >= 0)
+    delay = grid_us[calm], p = pc,
+    what = "the target out of reach by the stalls measured: the shortest p99 with room to spare";
   else if (any >= 0)
     delay = grid_us[any], p = pa, what = "past capacity: the most throughput, the target missed";
   else
