@@ -23,10 +23,16 @@
 /* How long a rank waits for another inside a run (an activation, an output): a stage of a
  * served model takes milliseconds; this is only for a peer that is stuck or gone. */
 #define LANE_TIMEOUT_S 60.0
+/* How long the ranks wait for each other in their checks: one may still be loading a large
+ * model while the others are done. */
+#define CHECK_TIMEOUT_S 600.0
 
 struct dpc_serve_ranks {
   unsigned n, self, size;
   dpc_device *dev; /* the transports stage through it (a cpu: they read buffers in place) */
+  /* the ranks' checks (the artifact's hash, agree): a transport of its own, since the other
+   * ranks' instances already wait on their lanes when rank 0 opens its server */
+  dpc_transport *ctl;
   dpc_transport **t;
   struct dpc_ranks *lanes;
   dpc_ranks **list;
@@ -75,6 +81,7 @@ void dpc_serve_ranks_stop(dpc_serve_ranks *r) {
 void dpc_serve_ranks_close(dpc_serve_ranks *r) {
   if (!r) return;
   for (unsigned i = 0; r->t && i < r->n; i++) dpc_transport_free(r->t[i]);
+  dpc_transport_free(r->ctl);
   if (r->dev) dpc_device_close(r->dev);
   free(r->t);
   free(r->lanes);
@@ -83,7 +90,7 @@ void dpc_serve_ranks_close(dpc_serve_ranks *r) {
 }
 
 dpc_status dpc_serve_ranks_agree(dpc_serve_ranks *r, dpc_status mine, dpc_message *m) {
-  dpc_transport *t = r->t[0];
+  dpc_transport *t = r->ctl;
   /* every rank's status to every rank, then the first failed rank's message from it */
   double *st = calloc(r->size, sizeof *st);
   if (!st) return dpc_diag_fail(m, DPC_ERR_NOMEM, "out of memory");
@@ -139,6 +146,7 @@ dpc_status dpc_serve_ranks_open(const char *path, unsigned instances, dpc_serve_
                                                  : dpc_device_open("cpu:0", &r->dev, m);
   char name[32];
   snprintf(name, sizeof name, "cpu:%u", r->self);
+  if (!st) st = dpc_transport_open_mpi(MPI_COMM_WORLD, r->dev, name, CHECK_TIMEOUT_S, &r->ctl, m);
   for (unsigned i = 0; !st && i < r->n; i++) {
     st = dpc_transport_open_mpi(MPI_COMM_WORLD, r->dev, name, LANE_TIMEOUT_S, &r->t[i], m);
     r->lanes[i] = (struct dpc_ranks){r->t[i], r->self};
@@ -148,7 +156,7 @@ dpc_status dpc_serve_ranks_open(const char *path, unsigned instances, dpc_serve_
   uint64_t mine = 0, root = 0;
   dpc_status fst = st ? st : file_hash(path, &mine, m);
   root = mine;
-  if (!st) st = r->t[0]->ops->broadcast(r->t[0], r->self, 0, &root, sizeof root, m);
+  if (!st) st = r->ctl->ops->broadcast(r->ctl, r->self, 0, &root, sizeof root, m);
   if (!st && !fst && mine != root)
     fst = dpc_diag_fail(m, DPC_ERR_INVALID,
                         "%s differs from rank 0's file of that name: every rank must serve the "

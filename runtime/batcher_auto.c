@@ -185,7 +185,7 @@ void dpc_batcher_auto_choose(const dpc_auto_input *in, dpc_auto_choice *out) {
              in->rate, s1 * 1e6, rho1 * 100);
     return;
   }
-  double headroom = behind ? HEADROOM_BEHIND : HEADROOM;
+  double headroom = behind ? HEADROOM_BEHIND : HEADROOM, gain = cores_full ? 0 : CAPACITY_GAIN;
   int best = -1, fit = -1, calm = -1, any = -1;
   predicted pb = {0}, pf = {0}, pc = {0}, pa = {0};
   for (size_t g = 0; g < N_GRID; g++) {
@@ -197,15 +197,15 @@ void dpc_batcher_auto_choose(const dpc_auto_input *in, dpc_auto_choice *out) {
     /* under the target with room to spare: the shortest p99 */
     if (p.p99 <= in->target_s && p.rho <= headroom && (best < 0 || p.p99 < pb.p99))
       best = (int)g, pb = p;
-    /* under the target: the most capacity (a longer delay only for a clear gain) */
-    if (p.p99 <= in->target_s && (fit < 0 || p.rho < pf.rho * (1 - CAPACITY_GAIN)))
-      fit = (int)g, pf = p;
+    /* under the target: the most capacity (a longer delay only for a clear gain, unless the
+     * cores are full: the instances' busy time then understates what larger batches free) */
+    if (p.p99 <= in->target_s && (fit < 0 || p.rho < pf.rho * (1 - gain))) fit = (int)g, pf = p;
     /* the target out of reach while capacity is to spare (the stalls, not the load, make the
-     * predicted p99): the shortest p99 still */
-    if (p.rho <= headroom && (calm < 0 || p.p99 < pc.p99)) calm = (int)g, pc = p;
+     * predicted p99): the shortest p99 still; not when the cores are full, where the instances'
+     * spare time is not the machine's */
+    if (!cores_full && p.rho <= headroom && (calm < 0 || p.p99 < pc.p99)) calm = (int)g, pc = p;
     /* a batch alone within the target: the most capacity */
-    if (d + p.s <= in->target_s && (any < 0 || p.rho < pa.rho * (1 - CAPACITY_GAIN)))
-      any = (int)g, pa = p;
+    if (d + p.s <= in->target_s && (any < 0 || p.rho < pa.rho * (1 - gain))) any = (int)g, pa = p;
   }
   const char *what;
   predicted p;
