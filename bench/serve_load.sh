@@ -41,24 +41,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# serve_ready (the tests' helper): a server's $url once it answers
+. "$(dirname "$0")/../tests/cli/lib.sh"
+
 # start_server LOG OPTIONS...: dpc serve on a free port; sets $server and $url once ready
 start_server() {
   log=$1
   shift
   "$dpc" serve "$@" --port 0 >"$log" 2>&1 &
   server=$!
-  url=""
-  i=0
-  while [ $i -lt 300 ]; do
-    port=$(sed -n 's/^dpc serve: serving .* on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$log")
-    if [ -n "$port" ] && curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/v2/health/ready"; then
-      url="http://127.0.0.1:$port"
-      return 0
-    fi
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.1
-    i=$((i + 1))
-  done
+  serve_ready "$log" 's/^dpc serve: serving .* on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$server" &&
+    return 0
   echo "serve_load.sh: dpc serve $* did not start:" >&2
   cat "$log" >&2
   return 1

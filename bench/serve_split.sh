@@ -40,22 +40,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# serve_ready (the tests' helper): a server's $url once it answers
+. "$(dirname "$0")/../tests/cli/lib.sh"
+
 # serve LOG CMD...: the server in the background; sets $job and $url once it answers
 serve() {
   log=$1
   shift
   "$@" --port 0 </dev/null >"$log" 2>&1 &
   job=$!
-  i=0
-  while [ $i -lt 300 ]; do
-    port=$(sed -n 's/^dpc serve: serving .* on http:\/\/127\.0\.0\.1:\([0-9]*\).*$/\1/p' "$log")
-    if [ -n "$port" ] && curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/v2/health/ready"; then
-      url="http://127.0.0.1:$port"
-      return 0
-    fi
-    sleep 0.1
-    i=$((i + 1))
-  done
+  serve_ready "$log" 's/^dpc serve: serving .* on http:\/\/127\.0\.0\.1:\([0-9]*\).*$/\1/p' "$job" &&
+    return 0
   cat "$log" >&2
   return 1
 }

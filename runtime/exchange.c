@@ -106,22 +106,23 @@ static dpc_status move(dpc_exchange *x, uint32_t k, const uint32_t *vals, uint32
   return DPC_OK;
 }
 
-dpc_status dpc_exchange_inputs(dpc_exchange *x, const dpc_tensor *tensors, dpc_diag *d) {
+/* Each device's list of one kind, this process's side of it (device 0's: every device's). */
+static dpc_status each(dpc_exchange *x, uint32_t *const *vals, const uint32_t *n, bool to_zero,
+                       const dpc_tensor *tensors, dpc_diag *d) {
   for (uint32_t k = 1; k < x->n_devs; k++) {
     if (x->self != 0 && k != x->self) continue;
-    dpc_status st = move(x, k, x->in[k], x->n_in[k], false, tensors, d);
+    dpc_status st = move(x, k, vals[k], n[k], to_zero, tensors, d);
     if (st) return st;
   }
   return DPC_OK;
 }
 
+dpc_status dpc_exchange_inputs(dpc_exchange *x, const dpc_tensor *tensors, dpc_diag *d) {
+  return each(x, x->in, x->n_in, false, tensors, d);
+}
+
 dpc_status dpc_exchange_outputs(dpc_exchange *x, const dpc_tensor *tensors, dpc_diag *d) {
-  for (uint32_t k = 1; k < x->n_devs; k++) {
-    if (x->self != 0 && k != x->self) continue;
-    dpc_status st = move(x, k, x->out[k], x->n_out[k], true, tensors, d);
-    if (st) return st;
-  }
-  return DPC_OK;
+  return each(x, x->out, x->n_out, true, tensors, d);
 }
 
 uint32_t dpc_exchange_first_peer(const dpc_exchange *x) {

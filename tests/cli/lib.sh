@@ -32,3 +32,20 @@ lacks() { # lacks FILE TEXT DESCRIPTION: no line of FILE matches TEXT
     echo "ok   $3"
   fi
 }
+serve_ready() { # serve_ready ERRFILE SED PID: once the server PID has printed its port (SED
+  # extracts it from ERRFILE) and /v2/health/ready answers there, sets $url and returns 0; 1
+  # when the server ends or 30 s pass first
+  url=""
+  i=0
+  while [ $i -lt 300 ]; do
+    port=$(sed -n "$2" "$1" 2>/dev/null)
+    if [ -n "$port" ] && curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/v2/health/ready"; then
+      url="http://127.0.0.1:$port"
+      return 0
+    fi
+    kill -0 "$3" 2>/dev/null || return 1
+    sleep 0.1
+    i=$((i + 1))
+  done
+  return 1
+}

@@ -37,21 +37,11 @@ start() {
   "$dpc" serve "${serve_path:-$work/m.dpx}" --port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
   pid=$!
   pids="$pids $pid"
-  url=""
-  i=0
-  while [ $i -lt 300 ]; do
-    port=$(sed -n "s/^dpc serve: serving ${serve_names:-fashion_mlp} on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p" \
-      "$work/$name.err" 2>/dev/null)
-    if [ -n "$port" ] &&
-      curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/v2/health/ready"; then
-      url="http://127.0.0.1:$port"
-      echo "ok   $name: serving on $url"
-      return 0
-    fi
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.1
-    i=$((i + 1))
-  done
+  if serve_ready "$work/$name.err" \
+    "s/^dpc serve: serving ${serve_names:-fashion_mlp} on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p" $pid; then
+    echo "ok   $name: serving on $url"
+    return 0
+  fi
   echo "FAIL $name: not ready within 30 s"
   sed 's/^/    /' "$work/$name.err" | head -10
   fails=$((fails + 1))

@@ -40,20 +40,11 @@ start() {
     --devices mpi --port 0 </dev/null >"$work/$name.out" 2>"$work/$name.err" &
   job=$!
   jobs="$jobs $job"
-  url=""
-  i=0
-  while [ $i -lt 300 ]; do
-    port=$(sed -n "s/^dpc serve: serving fashion_mlp on http:\/\/127\.0\.0\.1:\([0-9]*\), split over $n ranks$/\1/p" \
-      "$work/$name.err" 2>/dev/null)
-    if [ -n "$port" ] && curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/v2/health/ready"; then
-      url="http://127.0.0.1:$port"
-      echo "ok   $name: rank 0 of $n serving on $url"
-      return 0
-    fi
-    kill -0 $job 2>/dev/null || break
-    sleep 0.1
-    i=$((i + 1))
-  done
+  if serve_ready "$work/$name.err" \
+    "s/^dpc serve: serving fashion_mlp on http:\/\/127\.0\.0\.1:\([0-9]*\), split over $n ranks$/\1/p" $job; then
+    echo "ok   $name: rank 0 of $n serving on $url"
+    return 0
+  fi
   echo "FAIL $name: not ready within 30 s"
   sed 's/^/    /' "$work/$name.err" | head -20
   fails=$((fails + 1))
