@@ -34,6 +34,7 @@ typedef struct slot {
 struct dpc_comm {
   uint32_t ranks;
   double timeout_s;
+  bool shared; /* more ranks than cores: waits yield at once (dpc_backoff) */
   slot *slots;
   _Atomic int claimed; /* an abort took the message slot */
   _Atomic int aborted; /* rank + 1 of the rank that failed, 0 when none */
@@ -118,6 +119,7 @@ dpc_status dpc_comm_new(uint32_t ranks, const char *const *names, double timeout
   }
   c->ranks = ranks;
   c->timeout_s = timeout_s;
+  c->shared = dpc_threads_share_cores(ranks);
   c->add_f32 = add_f32;
   c->add_f64 = add_f64;
 #ifdef HAVE_AVX512_ADD
@@ -163,7 +165,7 @@ static dpc_status aborted(dpc_comm *c, uint32_t me, dpc_diag *d) {
  * microseconds behind), then yield the core (ranks may share cores), then give up. */
 static dpc_status wait_for(dpc_comm *c, uint32_t me, uint32_t peer, uint64_t target, uint64_t step,
                            uint64_t steps, dpc_diag *d) {
-  dpc_backoff b = {0};
+  dpc_backoff b = {.shared = c->shared};
   while (atomic_load_explicit(&c->slots[peer].progress, memory_order_acquire) < target) {
     if (atomic_load_explicit(&c->aborted, memory_order_acquire)) return aborted(c, me, d);
     double waited = dpc_backoff_wait(&b, c->timeout_s);

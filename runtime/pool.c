@@ -2,6 +2,7 @@
  * pool.c — a CPU device's worker threads (see pool.h). pthreads for the threads, C11 atomics
  * for handing out work, hwloc to bind each worker to a core.
  */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "runtime/pool.h"
 
 #include <hwloc.h>
@@ -214,8 +215,14 @@ int32_t dpc_pool_run(dpc_pool *p, dpc_native_fn fn, void *const *args, int64_t t
   return atomic_load(&p->bad);
 }
 
+bool dpc_threads_share_cores(uint32_t threads) {
+  cpu_set_t set;
+  int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  return n > 0 && threads > (uint32_t)n;
+}
+
 double dpc_backoff_wait(dpc_backoff *b, double timeout_s) {
-  if (++b->spins < 4000) {
+  if (++b->spins < 4000 && !b->shared) {
     dpc_cpu_relax();
     return 0;
   }

@@ -37,8 +37,14 @@ static inline void dpc_cpu_relax(void) {
 typedef struct dpc_backoff {
   uint64_t spins;
   double t0;
+  /* the waiting thread shares its core with another device's: it yields at once, since
+   * spinning would take the core from the very thread it may be waiting for */
+  bool shared;
 } dpc_backoff;
 double dpc_backoff_wait(dpc_backoff *b, double timeout_s);
+/* Whether `threads` threads that wait on each other share cores: more of them than this process
+ * may run on at once (its affinity). */
+bool dpc_threads_share_cores(uint32_t threads);
 
 /* threads 0: one per core of the machine. Threads are bound to cores (when hwloc can). */
 dpc_status dpc_pool_new(uint32_t threads, dpc_pool **out, dpc_diag *d);

@@ -104,6 +104,7 @@ struct dpc_session {
   dpc_handoff *handoff;   /* with peers: the values that cross to and from the other processes */
   dpc_exchange *exchange; /* dpc_session_opts.exchange: the run's inputs and outputs */
   bool *reserved;         /* per device: its buffer was reserved (touch_used zeroes its parts) */
+  bool *core_shared;      /* per device: it shares its cores with another device (open_devices) */
   uint32_t dev0; /* the executor's device i is plan device dev0 + i (several devices a process) */
   double timeout_s;
   uint32_t stall; /* dpc_session_test_hooks.stall_device */
@@ -214,6 +215,7 @@ void dpc_session_free(dpc_session *s) {
   free(s->shadow);
   free(s->staged);
   free(s->reserved);
+  free(s->core_shared);
   free(s->dev_events);
   free(s->steps);
   free(s->tensors);
@@ -669,6 +671,7 @@ static dpc_status open_devices(dpc_session *s, const dpc_session_opts *o, dpc_di
   for (uint32_t i = 0; !st && i < n; i++) {
     names[i] = plan->devs[i].name;
     first[i] = l.devs[i].pus[0];
+    s->core_shared[i] = l.devs[i].shared;
     if (o && o->native) st = dpc_pool_new_on(l.devs[i].pus, l.devs[i].n_cores, &s->pools[i], d);
   }
   if (!st) st = open_groups(s, d);
@@ -730,6 +733,7 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   s->shadow = calloc(plan->n_devs ? plan->n_devs : 1, sizeof *s->shadow);
   s->staged = calloc(nv, sizeof *s->staged);
   s->reserved = calloc(plan->n_devs ? plan->n_devs : 1, sizeof *s->reserved);
+  s->core_shared = calloc(plan->n_devs ? plan->n_devs : 1, sizeof *s->core_shared);
   s->dev_events = calloc(plan->n_events ? plan->n_events : 1, sizeof *s->dev_events);
   uint32_t total_args = 0;
   for (uint32_t i = 0; i < g->n_nodes; i++) total_args += g->nodes[i].n_in + g->nodes[i].n_out;
@@ -741,7 +745,7 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   dpc_status st = DPC_OK;
   if (!s->devs || !s->mem || !s->steps || !s->tensors || !s->given || !s->shared || !s->targs ||
       !s->tptrs || !s->gptrs || !s->busy || !s->shadow || !s->staged || !s->dev_events ||
-      !s->reserved) {
+      !s->reserved || !s->core_shared) {
     st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
     goto fail;
   }
@@ -951,7 +955,7 @@ dpc_status dpc_session_set(dpc_session *s, const char *name, const dpc_tensor *t
  * then fail after the timeout naming both devices; stop at once if a device failed. */
 static dpc_status wait_event(dpc_session *s, uint32_t dev, const dpc_step *sp, dpc_diag *d) {
   uint64_t want = s->run.step + 1;
-  dpc_backoff b = {0};
+  dpc_backoff b = {.shared = s->core_shared && s->core_shared[dev]};
   while (atomic_load_explicit(&s->events[sp->event], memory_order_acquire) < want) {
     if (atomic_load(&s->failed))
       return dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: stopped because another device failed",

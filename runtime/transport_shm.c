@@ -26,6 +26,7 @@ typedef struct shm {
   dpc_device **devs;
   char (*names)[32];
   double timeout_s;
+  bool shared;       /* more ranks than cores: waits yield at once (dpc_backoff) */
   staging *stage;    /* per rank, touched by its own thread only */
   const void **bufs; /* per rank: the buffer of the broadcast under way */
   /* per (sender, receiver): the buffer offered, and how many were offered and taken */
@@ -103,7 +104,7 @@ static dpc_status shm_broadcast(dpc_transport *t, uint32_t rank, uint32_t root, 
 static dpc_status wait_count(dpc_transport *t, uint32_t rank, uint32_t peer, _Atomic uint64_t *c,
                              uint64_t target, const char *what, dpc_diag *d) {
   shm *m = impl(t);
-  dpc_backoff b = {0};
+  dpc_backoff b = {.shared = m->shared};
   while (atomic_load_explicit(c, memory_order_acquire) < target) {
     if (atomic_load_explicit(&m->aborted, memory_order_acquire))
       return dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: %s stopped because %s failed: %s",
@@ -193,6 +194,7 @@ dpc_status dpc_transport_open(const char *kind, uint32_t ranks, dpc_device *cons
   t->ops = &shm_ops, t->ranks = ranks, t->impl = m;
   size_t pairs = ranks ? (size_t)ranks * ranks : 1;
   m->timeout_s = timeout_s;
+  m->shared = dpc_threads_share_cores(ranks);
   m->devs = calloc(ranks ? ranks : 1, sizeof *m->devs);
   m->names = calloc(ranks ? ranks : 1, sizeof *m->names);
   m->stage = calloc(ranks ? ranks : 1, sizeof *m->stage);
