@@ -49,3 +49,18 @@ serve_ready() { # serve_ready ERRFILE SED PID: once the server PID has printed i
   done
   return 1
 }
+exits_ok() { # exits_ok PID WHAT ERRFILE: PID (a child) exits 0 within 30 s (else it is killed)
+  i=0
+  while kill -0 "$1" 2>/dev/null && [ $i -lt 300 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  kill -0 "$1" 2>/dev/null && kill -KILL "$1"
+  wait "$1"
+  got=$?
+  if [ $got -eq 0 ]; then echo "ok   $2"; else
+    echo "FAIL $2: exit $got"
+    sed 's/^/    /' "$3" | tail -10
+    fails=$((fails + 1))
+  fi
+}

@@ -247,19 +247,7 @@ fi
 # SIGTERM while 20 clients send: every answer right, those under way at the signal answered
 if start drain --batch-delay 20000; then
   timeout 60 $py "$client" drain "$url" "$work/x.npy" "$work/ref/logits.npy" $pid || fails=$((fails + 1))
-  i=0
-  while kill -0 $pid 2>/dev/null && [ $i -lt 300 ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
-  kill -0 $pid 2>/dev/null && kill -KILL $pid
-  wait $pid
-  got=$?
-  if [ $got -eq 0 ]; then echo "ok   drain: exit 0 after SIGTERM under load"; else
-    echo "FAIL drain: exit $got after SIGTERM under load"
-    sed 's/^/    /' "$work/drain.err" | tail -10
-    fails=$((fails + 1))
-  fi
+  exits_ok $pid "drain: exit 0 after SIGTERM under load" "$work/drain.err"
   contains "$work/drain.err" "SIGTERM: drained" "drain: says it drained"
 fi
 

@@ -73,19 +73,7 @@ if start main $np "$work/m.dpx"; then
   else
     $py "$client" drain "$url" "$work/x.npy" "$work/ref/logits.npy" "$r0" || fails=$((fails + 1))
   fi
-  i=0
-  while kill -0 $job 2>/dev/null && [ $i -lt 300 ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
-  kill -0 $job 2>/dev/null && kill -KILL $job
-  wait $job
-  got=$?
-  if [ $got -eq 0 ]; then echo "ok   SIGTERM to rank 0 drains it, and every rank exits 0"; else
-    echo "FAIL exit $got after SIGTERM to rank 0"
-    sed 's/^/    /' "$work/main.err" | tail -10
-    fails=$((fails + 1))
-  fi
+  exits_ok $job "SIGTERM to rank 0 drains it, and every rank exits 0" "$work/main.err"
   contains "$work/main.err" "SIGTERM: drained" "rank 0 says it drained"
 fi
 
