@@ -70,12 +70,12 @@ unsigned dpc_serve_ranks_self(const dpc_serve_ranks *r) {
 }
 
 void dpc_serve_ranks_stop(dpc_serve_ranks *r) {
-  for (unsigned i = 0; r->self == 0 && i < r->n; i++) {
-    dpc_diag d;
-    dpc_diag_init(&d);
-    dpc_ranks_tell(&r->lanes[i], DPC_RANKS_STOP, 0, &d); /* a rank gone is mpirun's to report */
-    dpc_diag_free(&d);
-  }
+  if (r->self != 0) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_ranks_stop_all((const struct dpc_ranks *const *)r->list, r->n,
+                     &d); /* mpirun reports a rank gone */
+  dpc_diag_free(&d);
 }
 
 void dpc_serve_ranks_close(dpc_serve_ranks *r) {

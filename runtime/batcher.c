@@ -382,13 +382,12 @@ static void *part_main(void *arg) {
 
 /* Device 0's process: the other processes' instances stop (each hears it on its own lane). */
 static void tell_stop(dpc_batcher *b) {
-  for (unsigned i = 0; b->ranks && !b->part && i < b->n_inst; i++) {
-    dpc_diag d;
-    dpc_diag_init(&d);
-    if (dpc_ranks_tell(b->ranks[i], DPC_RANKS_STOP, 0, &d) && b->log)
-      b->log(b->log_user, d.msg ? d.msg : "cannot tell the other ranks to stop");
-    dpc_diag_free(&d);
-  }
+  if (!b->ranks || b->part) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  if (dpc_ranks_stop_all((const struct dpc_ranks *const *)b->ranks, b->n_inst, &d) && b->log)
+    b->log(b->log_user, d.msg ? d.msg : "cannot tell the other ranks to stop");
+  dpc_diag_free(&d);
 }
 
 /* ---- opening and closing ------------------------------------------------------------------- */

@@ -16,10 +16,38 @@ dpc_status dpc_ranks_tell(const struct dpc_ranks *r, dpc_ranks_word word, uint64
   return DPC_OK;
 }
 
+dpc_status dpc_ranks_stop_all(const struct dpc_ranks *const *lanes, unsigned n, dpc_diag *d) {
+  dpc_status first = DPC_OK;
+  for (unsigned i = 0; i < n; i++) {
+    dpc_diag e;
+    dpc_diag_init(&e);
+    dpc_status st = dpc_ranks_tell(lanes[i], DPC_RANKS_STOP, 0, &e);
+    if (st && !first) first = dpc_diag_fail(d, st, "%s", e.msg ? e.msg : "a lane failed");
+    dpc_diag_free(&e);
+  }
+  return first;
+}
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+bool dpc_ranks_await(dpc_transport *t, uint32_t rank, uint32_t peer, double timeout_s,
+                     long nap_us) {
+  double t0 = now_s();
+  while (!t->ops->ready(t, rank, peer)) {
+    double waited = now_s() - t0;
+    if (waited < 1e-3) {
+      sched_yield();
+      continue;
+    }
+    if (timeout_s > 0 && waited > timeout_s) return false;
+    struct timespec ts = {0, nap_us * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return true;
 }
 
 dpc_status dpc_ranks_hear(const struct dpc_ranks *r, dpc_ranks_word *word, uint64_t *rows,
@@ -28,17 +56,7 @@ dpc_status dpc_ranks_hear(const struct dpc_ranks *r, dpc_ranks_word *word, uint6
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                          "the %s transport cannot wait for a peer without a deadline",
                          r->t->ops->kind);
-  /* yield for the first millisecond (a busy server's next batch is that close), then nap: an
-   * idle lane costs a probe every 50 us, not a core */
-  double t0 = now_s();
-  while (!r->t->ops->ready(r->t, r->self, 0)) {
-    if (now_s() - t0 < 1e-3) {
-      sched_yield();
-      continue;
-    }
-    struct timespec ts = {0, 50000};
-    nanosleep(&ts, NULL);
-  }
+  dpc_ranks_await(r->t, r->self, 0, 0, 50); /* an idle lane: a probe every 50 us */
   uint64_t msg[2];
   dpc_status st = r->t->ops->recv(r->t, r->self, 0, msg, sizeof msg, d);
   if (st) return st;

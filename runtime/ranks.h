@@ -30,6 +30,14 @@ typedef enum dpc_ranks_word { DPC_RANKS_STOP = 1, DPC_RANKS_RUN = 2 } dpc_ranks_
 /* Device 0's process: every other rank hears `word` (and the plan's rows, for a run). */
 dpc_status dpc_ranks_tell(const struct dpc_ranks *r, dpc_ranks_word word, uint64_t rows,
                           dpc_diag *d);
+/* Device 0's process, closing: every lane's other ranks hear "stop", on all n lanes whatever
+ * fails (a rank gone is mpirun's to report); the first failure is returned. */
+dpc_status dpc_ranks_stop_all(const struct dpc_ranks *const *lanes, unsigned n, dpc_diag *d);
+/* Until the message from `peer` that rank's next recv from it would take is visible (true) or
+ * timeout_s passes (false; 0: no deadline): yielding for the first millisecond, a busy peer's
+ * message being that close, then napping nap_us between probes, so an idle wait costs a probe
+ * now and then, not a core. The transport must have the ready op. */
+bool dpc_ranks_await(dpc_transport *t, uint32_t rank, uint32_t peer, double timeout_s, long nap_us);
 /* Any other process: the next word from device 0's, waited for without a deadline. */
 dpc_status dpc_ranks_hear(const struct dpc_ranks *r, dpc_ranks_word *word, uint64_t *rows,
                           dpc_diag *d);

@@ -18,6 +18,7 @@
 #include "runtime/init.h"
 #include "runtime/overlap.h"
 #include "runtime/pool.h"
+#include "runtime/ranks.h"
 #include "runtime/rng.h"
 #include "runtime/topology.h"
 #include "runtime/handoff.h"
@@ -1068,17 +1069,9 @@ static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) 
  * runs taking turns on this device from its cores. */
 static void await_first(dpc_session *s) {
   uint32_t p = dpc_exchange_first_peer(s->exchange);
-  if (p == DPC_NONE || !s->peers->ops->ready) return;
-  double t0 = dpc_now_s();
-  for (uint32_t spins = 0; !s->peers->ops->ready(s->peers, s->self, p); spins++) {
-    if (spins < 2000) {
-      sched_yield();
-      continue;
-    }
-    if (dpc_now_s() - t0 > s->timeout_s) return; /* the receive itself reports it */
-    struct timespec ts = {0, 20000};
-    nanosleep(&ts, NULL);
-  }
+  /* past the timeout, the receive itself reports it */
+  if (p != DPC_NONE && s->peers->ops->ready)
+    dpc_ranks_await(s->peers, s->self, p, s->timeout_s, 20);
 }
 
 /* One process's device of a plan (one device, or one of several processes' devices): its steps,
