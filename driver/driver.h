@@ -42,6 +42,9 @@ void dpc_driver_device_names(uint32_t n, dpc_device_names *out);
  * make (the world's ranks; an error when MPI is not initialized or not built in). */
 bool dpc_driver_is_mpi(const char *spec);
 dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d);
+/* FNV-1a over n bytes, continued from h (0xcbf29ce484222325 to start): what ranks compare to
+ * know they run the same plan or serve the same file. */
+uint64_t dpc_driver_fnv(uint64_t h, const void *p, size_t n);
 /* The devices a rank of "mpi[:LOCAL]" runs (1 for "mpi" and "mpi:cpu", L for "mpi:cpu:L"), or
  * an error naming the spec; needs no MPI. */
 dpc_status dpc_driver_mpi_local(const char *spec, uint32_t *local, dpc_diag *d);

@@ -9,6 +9,7 @@
  */
 #include "driver/serve_ranks.h"
 
+#include "driver/driver.h"
 #include "ir/base.h"
 #include "runtime/device.h"
 #include "runtime/ranks.h"
@@ -38,12 +39,6 @@ struct dpc_serve_ranks {
   dpc_ranks **list;
 };
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
-
 /* The artifact's bytes, hashed: every rank must serve the same file. */
 static dpc_status file_hash(const char *path, uint64_t *h, dpc_diag *d) {
   FILE *f = fopen(path, "rb");
@@ -51,7 +46,7 @@ static dpc_status file_hash(const char *path, uint64_t *h, dpc_diag *d) {
   unsigned char buf[1 << 16];
   size_t n;
   *h = 0xcbf29ce484222325ull;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) *h = fnv(*h, buf, n);
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) *h = dpc_driver_fnv(*h, buf, n);
   bool bad = ferror(f);
   fclose(f);
   return bad ? dpc_diag_fail(d, DPC_ERR_IO, "%s: read error", path) : DPC_OK;

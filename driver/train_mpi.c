@@ -159,8 +159,7 @@ void dpc_train_mpi_close(trainer *t) {
   t->peer_dev = NULL;
 }
 
-/* FNV-1a over bytes, continued from h. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+uint64_t dpc_driver_fnv(uint64_t h, const void *p, size_t n) {
   const unsigned char *b = p;
   for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
   return h;
@@ -169,49 +168,50 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 /* An attribute's name and value (a learning rate, a seed, a shape) into h. */
 static uint64_t attr_hash(uint64_t h, const dpc_graph *g, const dpc_attr *a) {
   const char *name = dpc_graph_str(g, a->name);
-  h = fnv(h, name, strlen(name) + 1);
+  h = dpc_driver_fnv(h, name, strlen(name) + 1);
   uint32_t f[3] = {a->kind, a->dtype, a->n};
-  h = fnv(h, f, sizeof f);
+  h = dpc_driver_fnv(h, f, sizeof f);
   switch (a->kind) {
   case DPC_ATTR_STR: {
     const char *v = dpc_graph_str(g, a->u.s);
-    return fnv(h, v, strlen(v) + 1);
+    return dpc_driver_fnv(h, v, strlen(v) + 1);
   }
   case DPC_ATTR_INTS:
-  case DPC_ATTR_SHAPE: return fnv(h, &g->ints[a->u.off], a->n * sizeof *g->ints);
+  case DPC_ATTR_SHAPE: return dpc_driver_fnv(h, &g->ints[a->u.off], a->n * sizeof *g->ints);
   case DPC_ATTR_FLOATS:
-  case DPC_ATTR_TENSOR: return fnv(h, &g->reals[a->u.off], a->n * sizeof *g->reals);
-  default: return fnv(h, &a->u, sizeof a->u);
+  case DPC_ATTR_TENSOR: return dpc_driver_fnv(h, &g->reals[a->u.off], a->n * sizeof *g->reals);
+  default: return dpc_driver_fnv(h, &a->u, sizeof a->u);
   }
 }
 
 /* What two ranks must agree on to run together: every device's steps, every value's place and
  * shape, every node's op and arguments. */
 static uint64_t plan_hash(const dpc_plan *p) {
-  uint64_t h = fnv(0xcbf29ce484222325ull, &p->n_devs, sizeof p->n_devs);
+  uint64_t h = dpc_driver_fnv(0xcbf29ce484222325ull, &p->n_devs, sizeof p->n_devs);
   for (uint32_t i = 0; i < p->n_devs; i++) {
     const dpc_plan_device *pd = &p->devs[i];
-    h = fnv(h, &pd->n_steps, sizeof pd->n_steps);
-    h = fnv(h, &pd->bytes, sizeof pd->bytes);
+    h = dpc_driver_fnv(h, &pd->n_steps, sizeof pd->n_steps);
+    h = dpc_driver_fnv(h, &pd->bytes, sizeof pd->bytes);
     for (uint32_t j = 0; j < pd->n_steps; j++) {
       const dpc_step *s = &pd->steps[j];
       uint32_t f[6] = {(uint32_t)s->kind, s->node, s->src, s->dst, s->peer, s->event};
-      h = fnv(h, f, sizeof f);
+      h = dpc_driver_fnv(h, f, sizeof f);
     }
   }
   const dpc_graph *g = p->g;
   for (uint32_t v = 0; v < g->n_values; v++) {
     const dpc_slot *sl = &p->slots[v];
     uint64_t f[3] = {sl->device, sl->offset, sl->bytes};
-    h = fnv(h, f, sizeof f);
-    h = fnv(h, &g->values[v].dtype, sizeof g->values[v].dtype);
-    h = fnv(h, g->values[v].shape.d, g->values[v].shape.rank * sizeof g->values[v].shape.d[0]);
+    h = dpc_driver_fnv(h, f, sizeof f);
+    h = dpc_driver_fnv(h, &g->values[v].dtype, sizeof g->values[v].dtype);
+    h = dpc_driver_fnv(h, g->values[v].shape.d,
+                       g->values[v].shape.rank * sizeof g->values[v].shape.d[0]);
   }
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     const dpc_node *n = &g->nodes[i];
     uint32_t f[3] = {(uint32_t)n->op, n->n_in, n->n_out};
-    h = fnv(h, f, sizeof f);
-    h = fnv(h, &g->ids[n->in], n->n_in * sizeof *g->ids);
+    h = dpc_driver_fnv(h, f, sizeof f);
+    h = dpc_driver_fnv(h, &g->ids[n->in], n->n_in * sizeof *g->ids);
     for (uint32_t k = 0; k < n->n_attr; k++) h = attr_hash(h, g, &g->attrs[n->attr + k]);
   }
   for (uint32_t k = 0; k < g->obj.n_attr; k++) h = attr_hash(h, g, &g->attrs[g->obj.attr + k]);
