@@ -104,7 +104,9 @@ struct dpc_batcher {
   char why[sizeof((dpc_auto_choice *)0)->why];
 };
 
-/* The auto delay measures batches in the buckets the statistics count them in. */
+/* The auto delay measures batches per plan, an instance's plans at most, in as many buckets as
+ * the statistics' histogram has. */
+_Static_assert(MAX_PLANS <= DPC_AUTO_BUCKETS, "a bucket for every plan");
 _Static_assert(DPC_AUTO_BUCKETS == DPC_BATCHER_HIST, "one bucket per batch_hist entry");
 
 /* How quickly the arrival rate follows a change: the weight of the newest. */
@@ -587,11 +589,6 @@ DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *opts, 
   b->measured.instances = n_inst;
   b->measured.max_batch = o.max_batch ? o.max_batch : batch;
   b->measured.target_s = (double)o.latency_target_us * 1e-6;
-  /* the plans an instance opens (open_instance): those up to the one that holds max_batch */
-  for (unsigned i = 0; i < n_rows && b->measured.n_plans < DPC_AUTO_BUCKETS; i++) {
-    b->measured.plan_rows[b->measured.n_plans++] = (double)rows[i];
-    if (rows[i] >= (int64_t)b->measured.max_batch) break;
-  }
   b->t_chosen = now_ns();
   b->cpu_at = process_cpu_ns();
   b->cores = process_cores();
@@ -614,6 +611,9 @@ DPC_API dpc_status dpc_batcher_open(dpc_model *m, const dpc_batcher_opts *opts, 
   if (!b->inst) st = put(err, err_len, DPC_ERR_NOMEM, "out of memory");
   for (unsigned i = 0; !st && i < b->n_inst; i++)
     st = open_instance(b, &b->inst[i], &o, rows, n_rows, err, err_len);
+  /* the auto delay and the cut know the plans a batch may run on: every instance's */
+  for (unsigned p = 0; !st && p < b->inst[0].n_plans; p++)
+    b->measured.plan_rows[b->measured.n_plans++] = (double)b->inst[0].plan_rows[p];
   if (!st && b->n_inst > 1) st = take_turns(b, err, err_len);
   for (unsigned i = 0; !st && i < b->n_inst; i++) {
     if (pthread_create(&b->inst[i].thread, NULL, b->part ? part_main : worker_main, &b->inst[i]))

@@ -23,7 +23,8 @@
 
 typedef struct dpc_exchange dpc_exchange;
 
-/* The exchange of device `self` of plan over peers (both borrowed; rank k is device k). */
+/* The exchange of device `self` of plan over peers (both borrowed; rank k is device k, as the
+ * session checked before it opens one). */
 dpc_status dpc_exchange_new(const dpc_plan *plan, uint32_t self, dpc_transport *peers,
                             dpc_exchange **out, dpc_diag *d);
 void dpc_exchange_free(dpc_exchange *x);
