@@ -51,19 +51,7 @@ start() {
 # stop PID NAME: SIGTERM, then the exit status within 30 s (else killed)
 stop() {
   kill -TERM "$1" 2>/dev/null
-  i=0
-  while kill -0 "$1" 2>/dev/null && [ $i -lt 300 ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
-  kill -0 "$1" 2>/dev/null && kill -KILL "$1"
-  wait "$1"
-  got=$?
-  if [ $got -eq 0 ]; then echo "ok   $2: SIGTERM drains and exits 0"; else
-    echo "FAIL $2: exit $got after SIGTERM"
-    sed 's/^/    /' "$work/$2.err" | tail -10
-    fails=$((fails + 1))
-  fi
+  exits_ok "$1" "$2: SIGTERM drains and exits 0" "$work/$2.err"
 }
 
 # http METHOD PATH STATUS TEXT DESCRIPTION [BODY]: the status and a line of the answer
