@@ -49,6 +49,16 @@ serve_ready() { # serve_ready ERRFILE SED PID: once the server PID has printed i
   done
   return 1
 }
+started() { # started WHAT ERRFILE SED PID: serve_ready, saying so ("ok   WHAT on URL") or why not
+  if serve_ready "$2" "$3" "$4"; then
+    echo "ok   $1 on $url"
+    return 0
+  fi
+  echo "FAIL $1: not ready within 30 s"
+  sed 's/^/    /' "$2" | head -20
+  fails=$((fails + 1))
+  return 1
+}
 exits_ok() { # exits_ok PID WHAT ERRFILE: PID (a child) exits 0 within 30 s (else it is killed)
   i=0
   while kill -0 "$1" 2>/dev/null && [ $i -lt 300 ]; do

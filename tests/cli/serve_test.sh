@@ -37,15 +37,8 @@ start() {
   "$dpc" serve "${serve_path:-$work/m.dpx}" --port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
   pid=$!
   pids="$pids $pid"
-  if serve_ready "$work/$name.err" \
-    "s/^dpc serve: serving ${serve_names:-fashion_mlp} on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p" $pid; then
-    echo "ok   $name: serving on $url"
-    return 0
-  fi
-  echo "FAIL $name: not ready within 30 s"
-  sed 's/^/    /' "$work/$name.err" | head -10
-  fails=$((fails + 1))
-  return 1
+  started "$name: serving" "$work/$name.err" \
+    "s/^dpc serve: serving ${serve_names:-fashion_mlp} on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p" $pid
 }
 
 # stop PID NAME: SIGTERM, then the exit status within 30 s (else killed)

@@ -40,15 +40,8 @@ start() {
     --devices mpi --port 0 </dev/null >"$work/$name.out" 2>"$work/$name.err" &
   job=$!
   jobs="$jobs $job"
-  if serve_ready "$work/$name.err" \
-    "s/^dpc serve: serving fashion_mlp on http:\/\/127\.0\.0\.1:\([0-9]*\), split over $n ranks$/\1/p" $job; then
-    echo "ok   $name: rank 0 of $n serving on $url"
-    return 0
-  fi
-  echo "FAIL $name: not ready within 30 s"
-  sed 's/^/    /' "$work/$name.err" | head -20
-  fails=$((fails + 1))
-  return 1
+  started "$name: rank 0 of $n serving" "$work/$name.err" \
+    "s/^dpc serve: serving fashion_mlp on http:\/\/127\.0\.0\.1:\([0-9]*\), split over $n ranks$/\1/p" $job
 }
 
 # rank0 JOB: the pid of the job's rank 0 (under timeout, mpirun: the descendant whose
