@@ -134,12 +134,11 @@ static dpc_status put(char *err, size_t n, dpc_status st, const char *fmt, ...) 
 
 /* ---- running a batch ----------------------------------------------------------------------- */
 
-/* Pack the batch's requests into the staging buffers, run the smallest plan that holds them and
- * copy each request's rows out. Outside the lock: the buffers are the instance's own. */
-static dpc_status run_batch(instance *in, unsigned n, uint64_t rows, char *msg, size_t msg_len) {
+/* Pack the batch's requests into the staging buffers, run plan p (the smallest that holds them)
+ * and copy each request's rows out. Outside the lock: the buffers are the instance's own. */
+static dpc_status run_batch(instance *in, unsigned p, unsigned n, uint64_t rows, char *msg,
+                            size_t msg_len) {
   const dpc_batcher *b = in->b;
-  unsigned p = 0;
-  while (in->plan_rows[p] < (int64_t)rows) p++;
   uint64_t plan = (uint64_t)in->plan_rows[p];
   for (unsigned i = 0; i < b->n_in; i++) {
     size_t rb = b->in[i].row_bytes, at = 0;
@@ -303,7 +302,8 @@ static void *worker_main(void *arg) {
     if (b->head) pthread_cond_signal(&b->work); /* the rest is another idle worker's */
     pthread_mutex_unlock(&b->mu);
 
-    dpc_status st = run_batch(in, n, rows, msg, sizeof msg);
+    unsigned plan = dpc_batcher_auto_plan(&b->measured, (double)rows); /* its plan index */
+    dpc_status st = run_batch(in, plan, n, rows, msg, sizeof msg);
     uint64_t dt = now_ns() - t0;
     if (st && b->log) b->log(b->log_user, msg);
     for (unsigned k = 0; k < n; k++)
@@ -316,8 +316,7 @@ static void *worker_main(void *arg) {
     unsigned bucket = 0;
     while (bucket + 1 < DPC_BATCHER_HIST && (rows >> (bucket + 1))) bucket++;
     b->st.batch_hist[bucket]++;
-    dpc_batcher_auto_measure(&b->measured, dpc_batcher_auto_plan(&b->measured, (double)rows),
-                             (double)rows, (double)dt * 1e-9);
+    dpc_batcher_auto_measure(&b->measured, plan, (double)rows, (double)dt * 1e-9);
     if (b->latency_target_us) tune_delay(b, t0 + dt);
     b->st.compute_ns_total += dt;
     b->st.compute_hist[time_bucket(dt)]++;
