@@ -50,7 +50,8 @@ typedef struct dpc_transport_ops {
                        dpc_transport **out, dpc_diag *d);
   /* Whether the message from `peer` that the caller's next recv from it would take has arrived
    * (or is arriving), without waiting or taking it: for a process that waits, with no deadline,
-   * for work a peer may hand it at any time. NULL where the transport has none. */
+   * for work a peer may hand it at any time; also true when the receive would fail at once (a
+   * failed transport, a wrong peer), so that it says why. NULL where the transport has none. */
   bool (*ready)(dpc_transport *t, uint32_t rank, uint32_t peer);
   /* Returns once every rank has entered. */
   dpc_status (*barrier)(dpc_transport *t, uint32_t rank, dpc_diag *d);

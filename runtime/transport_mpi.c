@@ -685,9 +685,11 @@ static dpc_status mpi_flush(dpc_transport *t, uint32_t rank, dpc_diag *d) {
   return st;
 }
 
+/* A failed transport, or a wrong rank or peer, is "ready": the receive that follows fails at
+ * once and says why, where "not yet" would keep a wait without a deadline waiting forever. */
 static bool mpi_ready(dpc_transport *t, uint32_t rank, uint32_t peer) {
   mpit *m = impl(t);
-  if (m->failed || rank != (uint32_t)m->rank || peer >= (uint32_t)m->size) return false;
+  if (m->failed || rank != (uint32_t)m->rank || peer >= (uint32_t)m->size) return true;
   int flag = 0;
   MPI_Iprobe((int)peer, tag_of(m, K_P2P, m->rcvd[peer]), m->comm, &flag, MPI_STATUS_IGNORE);
   return flag != 0;
