@@ -201,9 +201,10 @@ DPC_API dpc_status dpc_runner_open(dpc_model *m, const dpc_runner_opts *opts, dp
                        role);
   else if (o.ranks && o.ranks->t->ranks != p->n_devs)
     st = dpc_diag_fail(&d, DPC_ERR_INVALID,
-                       "the model is split over %u devices, and %u processes take part: run one "
-                       "process for each device",
-                       p->n_devs, o.ranks->t->ranks);
+                       "the model is split over %u devices, and %u process%s take%s part: run one "
+                       "process for each device (mpirun -np %u)",
+                       p->n_devs, o.ranks->t->ranks, o.ranks->t->ranks == 1 ? "" : "es",
+                       o.ranks->t->ranks == 1 ? "s" : "", p->n_devs);
   if (!st) {
     r->m = m;
     r->plan = p;
