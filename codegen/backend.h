@@ -39,6 +39,9 @@ typedef struct dpc_codegen_options {
   /* the cuda backend's CUBIN architectures, "sm_80,sm_90" (the default for NULL): PTX of the
    * lowest goes along for any other GPU */
   const char *cuda_arch;
+  /* the cuda backend's GEMMs on cuBLAS: "fp32" (the default for NULL: results as the CPU's),
+   * "tf32" or "bf16" (inputs rounded so tensor cores take them; sums stay f32) */
+  const char *precision;
   /* NULL, or a flag a signal handler sets: writing an artifact then stops at its next step
    * (a running linker is sent SIGTERM), removes its temporary files and fails. */
   const volatile sig_atomic_t *stop;

@@ -33,6 +33,25 @@ typedef enum dpc_kernel_kind {
  * compiled, and PTX for the driver to compile for any other, launched in order with one
  * argument, the kernels' dpc_kargs block (the node's data pointers, inputs then outputs, and the
  * step). No dynamic shared memory: a kernel's is static. */
+/* A matmul cuBLAS can do instead of the generated kernels (the runtime falls back on them
+ * where cuBLAS does not load): f32 operands and result, row-major, y[b] (m x n) = op(a[b])
+ * op(x1[b]) with op the transpose where ta / tb, for b < batch; a[b] starts stride_a elements
+ * after a[0] (0: one matrix for every b), likewise x1; y's matrices lie one after the other.
+ * `precision` is how cuBLAS may round the products' inputs: fp32 (none), tf32 or bf16. */
+typedef enum dpc_gemm_precision {
+  DPC_GEMM_FP32 = 0,
+  DPC_GEMM_TF32,
+  DPC_GEMM_BF16,
+} dpc_gemm_precision;
+
+typedef struct dpc_cuda_gemm {
+  bool on;
+  bool ta, tb;
+  dpc_gemm_precision precision;
+  int32_t m, n, k, batch;
+  int64_t stride_a, stride_b;
+} dpc_cuda_gemm;
+
 #define DPC_CUDA_CODE_ARCHS    4
 #define DPC_CUDA_CODE_LAUNCHES 4
 typedef struct dpc_cuda_code {
@@ -52,6 +71,7 @@ typedef struct dpc_cuda_code {
     char name[64];
     uint32_t grid[3], block[3];
   } launch[DPC_CUDA_CODE_LAUNCHES];
+  dpc_cuda_gemm gemm;
 } dpc_cuda_code;
 
 typedef struct dpc_native_kernel {

@@ -4,6 +4,7 @@
  * cuda.h: a machine without the driver runs everything else.
  */
 #include "runtime/cuda_driver.h"
+#include "runtime/cublas.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -105,7 +106,21 @@ void dpc_cuda_driver_probe(dpc_cuda_probe *p) {
   }
   p->initialised = true;
   if (api.device_count(&p->gpus) != 0) p->gpus = 0;
-  snprintf(p->note, sizeof p->note, "CUDA driver %d.%d, %d GPU%s", p->version / 1000,
-           (p->version % 1000) / 10, p->gpus, p->gpus == 1 ? "" : "s");
+  int at = snprintf(p->note, sizeof p->note, "CUDA driver %d.%d, %d GPU%s", p->version / 1000,
+                    (p->version % 1000) / 10, p->gpus, p->gpus == 1 ? "" : "s");
   dpc_cuda_driver_unload(&api);
+  if (p->gpus < 1 || at < 0 || (size_t)at >= sizeof p->note) return;
+  /* where GPUs run, whether their matmuls will find cuBLAS (loaded, not initialised) */
+  dpc_cublas_api blas;
+  dpc_diag_init(&d);
+  if (dpc_cublas_load(&blas, "cuda", &d) == DPC_OK) {
+    p->cublas = true;
+    snprintf(p->note + at, sizeof p->note - (size_t)at, "; matmuls on cuBLAS");
+    dpc_cublas_unload(&blas);
+  } else {
+    const char *m = d.msg ? d.msg : "cuda: no cuBLAS found";
+    snprintf(p->note + at, sizeof p->note - (size_t)at, "; %s: matmuls run dpc's kernels",
+             strncmp(m, "cuda: ", 6) ? m : m + 6);
+  }
+  dpc_diag_free(&d);
 }

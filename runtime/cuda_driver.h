@@ -69,7 +69,10 @@ typedef struct dpc_cuda_probe {
   bool initialised; /* cuInit(0) succeeded */
   int version;      /* cuDriverGetVersion: 13000 for CUDA 13.0; 0 when unknown */
   int gpus;         /* cuDeviceGetCount, 0 without a driver */
-  char note[256];   /* "no CUDA driver found (...)" or "CUDA driver 13.0, 2 GPUs" */
+  bool cublas;      /* with GPUs: cuBLAS loads (cublas.h) */
+  /* "no CUDA driver found (...)", or "CUDA driver 13.0, 2 GPUs; matmuls on cuBLAS" (or why
+   * not, when cuBLAS does not load) */
+  char note[384];
 } dpc_cuda_probe;
 
 /* Look for the driver; never fails (what it found is in *p). The library is closed again. */

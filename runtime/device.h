@@ -89,4 +89,8 @@ void dpc_device_close(dpc_device *dev);
  * table's kernel. Other host devices reuse it once their handles are translated. */
 dpc_status dpc_device_cpu_launch(dpc_device *dev, const dpc_launch *l, int32_t *bad, dpc_diag *d);
 
+/* A cuda:N device's GEMM path: "cuda:0: matmuls on cuBLAS", or why the generated kernels run
+ * instead; *gemms (when not NULL) the GEMMs cuBLAS has run. */
+const char *dpc_device_cuda_blas(const dpc_device *dev, uint64_t *gemms);
+
 #endif

@@ -8,9 +8,13 @@
  *
  * Kernels are the cuda backend's dpc_cuda_code (ir/native.h): loaded on first use (the CUBIN of
  * this GPU's architecture, else the PTX for the driver to compile) and kept per code for the
- * device's life. A step with no CUDA kernel (the reference kernel, which the session also runs
- * to name the place of bad data) runs on the host on copies of its tensors.
+ * device's life. A code that is a GEMM goes to cuBLAS (cublas.h) on the device's stream instead,
+ * once cuBLAS has loaded and made its handle at the first one; where it does not, the generated
+ * kernels run, and why is kept (dpc_device_cuda_blas says it). A step with no CUDA kernel (the
+ * reference kernel, which the session also runs to name the place of bad data) runs on the host on
+ * copies of its tensors.
  */
+#include "runtime/cublas.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/device.h"
 
@@ -40,6 +44,11 @@ typedef struct cuda_dev {
   void *ctx, *stream;
   loaded_code *codes;
   uint32_t n_codes, cap_codes;
+  dpc_cublas_api blas;
+  void *blas_handle;
+  int blas_state;      /* 0 not tried yet, 1 in use, -1 not to be had */
+  char blas_note[256]; /* what was loaded, or why not */
+  uint64_t blas_gemms; /* GEMMs cuBLAS ran */
 } cuda_dev;
 
 static cuda_dev *impl(dpc_device *dev) {
@@ -192,6 +201,37 @@ static dpc_status launch_on_host(dpc_device *dev, const dpc_launch *l, int32_t *
   return st;
 }
 
+/* Whether cuBLAS runs this device's GEMMs: loaded, with a handle on the device's stream, at the
+ * first one asked (the context is current). */
+static bool use_blas(dpc_device *dev) {
+  cuda_dev *c = impl(dev);
+  if (c->blas_state) return c->blas_state > 0;
+  c->blas_state = -1;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  if (dpc_cublas_load(&c->blas, dev->name, &d)) {
+    snprintf(c->blas_note, sizeof c->blas_note, "%s: the generated kernels run", d.msg);
+    dpc_diag_free(&d);
+    return false;
+  }
+  dpc_diag_free(&d);
+  int r = c->blas.create(&c->blas_handle);
+  if (r == 0 && (r = c->blas.set_stream(c->blas_handle, c->stream)) != 0)
+    c->blas.destroy(c->blas_handle);
+  if (r != 0) {
+    snprintf(c->blas_note, sizeof c->blas_note,
+             "%s: cuBLAS loaded but cublasCreate or cublasSetStream failed (%s): the generated "
+             "kernels run",
+             dev->name, c->blas.status_string(r));
+    c->blas_handle = NULL;
+    dpc_cublas_unload(&c->blas);
+    return false;
+  }
+  snprintf(c->blas_note, sizeof c->blas_note, "%s: matmuls on cuBLAS", dev->name);
+  c->blas_state = 1;
+  return true;
+}
+
 static dpc_status cuda_launch(dpc_device *dev, const dpc_launch *l, int32_t *bad, dpc_diag *d) {
   *bad = 0;
   if (l->native.kind != DPC_KERNEL_CUDA) return launch_on_host(dev, l, bad, d);
@@ -202,6 +242,16 @@ static dpc_status cuda_launch(dpc_device *dev, const dpc_launch *l, int32_t *bad
     return dpc_diag_fail(d, DPC_ERR_INTERNAL, "%s: a kernel of %u arguments given %u", dev->name,
                          code->n_args, l->n_args);
   dpc_status st = enter(dev, d);
+  if (!st && code->gemm.on && use_blas(dev)) {
+    int r =
+        dpc_cublas_gemm(&c->blas, c->blas_handle, &code->gemm, l->args[0], l->args[1], l->args[2]);
+    if (r != 0)
+      return dpc_diag_fail(d, DPC_ERR_INTERNAL,
+                           "%s: cublasGemmStridedBatchedEx (%dx%dx%d) failed: %s", dev->name,
+                           code->gemm.m, code->gemm.n, code->gemm.k, c->blas.status_string(r));
+    c->blas_gemms++;
+    return DPC_OK;
+  }
   loaded_code *L = NULL;
   if (!st) st = load_code(dev, code, &L, d);
   if (st) return st;
@@ -268,11 +318,13 @@ static const dpc_device_ops cuda_ops = {
 static void close_impl(cuda_dev *c) {
   if (!c) return;
   if (c->ctx && c->api.ctx_set(c->ctx) == 0) {
+    if (c->blas_handle) c->blas.destroy(c->blas_handle);
     for (uint32_t i = 0; i < c->n_codes; i++) c->api.module_unload(c->codes[i].module);
     if (c->stream) c->api.stream_destroy(c->stream);
     c->api.ctx_release(c->ordinal);
   }
   free(c->codes);
+  dpc_cublas_unload(&c->blas);
   dpc_cuda_driver_unload(&c->api);
   free(c);
 }
@@ -322,4 +374,10 @@ dpc_status dpc_device_cuda_open(int idx, dpc_device **out, dpc_diag *d) {
 
 void dpc_device_cuda_close(dpc_device *dev) {
   close_impl(impl(dev));
+}
+
+const char *dpc_device_cuda_blas(const dpc_device *dev, uint64_t *gemms) {
+  const cuda_dev *c = dev->impl;
+  if (gemms) *gemms = c->blas_gemms;
+  return c->blas_state ? c->blas_note : "cuBLAS not tried yet (no GEMM has run)";
 }

@@ -24,6 +24,8 @@ typedef struct code_entry {
 
 typedef struct cuda_state {
   uint32_t sm[DPC_CUDA_CODE_ARCHS], n_sm;
+  dpc_gemm_precision precision;
+  char target[160];
   code_entry **codes;
   uint32_t n_codes, cap_codes, compiled, cached;
   double seconds;
@@ -53,6 +55,15 @@ static dpc_status parse_archs(const char *list, cuda_state *s, dpc_diag *d) {
   return DPC_OK;
 }
 
+static dpc_status parse_precision(const char *p, dpc_gemm_precision *out, dpc_diag *d) {
+  static const char *const names[] = {"fp32", "tf32", "bf16"};
+  *out = DPC_GEMM_FP32;
+  if (!p || !*p) return DPC_OK;
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(p, names[i])) return *out = (dpc_gemm_precision)i, DPC_OK;
+  return dpc_diag_fail(d, DPC_ERR_INVALID, "precision '%s': not one of fp32, tf32, bf16", p);
+}
+
 static dpc_status cuda_open(const dpc_codegen_options *o, void **state, dpc_diag *d) {
   if (!dpc_cuda_have_nvrtc())
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
@@ -61,10 +72,18 @@ static dpc_status cuda_open(const dpc_codegen_options *o, void **state, dpc_diag
   cuda_state *s = calloc(1, sizeof *s);
   if (!s) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_status st = parse_archs(o->cuda_arch, s, d);
+  if (!st) st = parse_precision(o->precision, &s->precision, d);
   if (st) {
     free(s);
     return st;
   }
+  int at = snprintf(s->target, sizeof s->target, "CUDA ");
+  for (uint32_t a = 0; a < s->n_sm; a++)
+    at +=
+        snprintf(s->target + at, sizeof s->target - (size_t)at, "%ssm_%u", a ? "," : "", s->sm[a]);
+  snprintf(s->target + at, sizeof s->target - (size_t)at,
+           " (NVRTC CUBIN, PTX for other GPUs); matmuls on cuBLAS in %s where it loads",
+           o->precision && *o->precision ? o->precision : "fp32");
   *state = s;
   return DPC_OK;
 }
@@ -141,6 +160,7 @@ static dpc_status node_code(cuda_state *s, const dpc_graph *g, uint32_t node, bo
   e->code.n_cubin = s->n_sm;
   e->code.n_launch = k.n_launch;
   e->code.n_args = n->n_in + n->n_out;
+  dpc_cuda_gemm_of(g, node, s->precision, &e->code.gemm);
   for (uint32_t l = 0; l < k.n_launch; l++) {
     memcpy(e->code.launch[l].name, k.launch[l].name, sizeof e->code.launch[l].name);
     memcpy(e->code.launch[l].grid, k.launch[l].grid, sizeof k.launch[l].grid);
@@ -181,8 +201,7 @@ static dpc_status cuda_compile_plan(void *state, const dpc_plan *plan, dpc_nativ
 }
 
 static const char *cuda_target(const void *state) {
-  (void)state;
-  return "CUDA (NVRTC: CUBIN per architecture asked for, PTX for other GPUs)";
+  return ((const cuda_state *)state)->target;
 }
 
 static void cuda_stats(const void *state, dpc_codegen_stats *out) {

@@ -49,6 +49,11 @@ bool dpc_cuda_lowers(dpc_op op, const char **why);
 dpc_status dpc_cuda_lower(const dpc_graph *g, uint32_t node, bool training, dpc_cuda_kernel *k,
                           dpc_diag *d);
 
+/* Whether `node` is a matmul cuBLAS can do in place of its kernel, and the GEMM it is (ir/
+ * native.h: f32, batch dims that either match or broadcast one operand whole). */
+bool dpc_cuda_gemm_of(const dpc_graph *g, uint32_t node, dpc_gemm_precision precision,
+                      dpc_cuda_gemm *out);
+
 /* ---- NVRTC (nvrtc.c) ---------------------------------------------------------------------- */
 
 typedef struct dpc_cuda_binary {

@@ -12,6 +12,7 @@
 #include "codegen/cuda/cu.h"
 #include "ir/rules.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,38 +22,105 @@ static const char *acc_type(dpc_dtype t) {
   return t == DPC_F64 ? "double" : "float";
 }
 
+/* A matmul's geometry, as runtime/ref promotes and broadcasts: 1-D operands made matrices,
+ * batch dims broadcast NumPy's way, each operand's stride per batch dim in elements (0 along a
+ * dim it broadcasts). */
+typedef struct mm_geom {
+  bool ta, tb;
+  int64_t M, K, N, ar, ac, br, bc;
+  dpc_shape ba, bb, bo; /* the batch dims of a, of b, and of the result */
+  int64_t sta[DPC_MAX_RANK], stb[DPC_MAX_RANK];
+} mm_geom;
+
+static void matmul_geom(const dpc_value *va, const dpc_value *vb, dpc_attrs at, mm_geom *m) {
+  memset(m, 0, sizeof *m);
+  m->ta = dpc_attrs_int(at, "transpose_a") != 0, m->tb = dpc_attrs_int(at, "transpose_b") != 0;
+  dpc_shape sa = va->shape, sb = vb->shape;
+  if (sa.rank == 1) sa.rank = 2, sa.d[1] = sa.d[0], sa.d[0] = 1, m->ta = false;
+  if (sb.rank == 1) sb.rank = 2, sb.d[1] = 1, m->tb = false;
+  m->ar = sa.d[sa.rank - 2], m->ac = sa.d[sa.rank - 1], m->br = sb.d[sb.rank - 2],
+  m->bc = sb.d[sb.rank - 1];
+  m->M = m->ta ? m->ac : m->ar, m->K = m->ta ? m->ar : m->ac, m->N = m->tb ? m->br : m->bc;
+  dpc_shape *ba = &m->ba, *bb = &m->bb, *bo = &m->bo;
+  ba->rank = sa.rank - 2, bb->rank = sb.rank - 2;
+  memcpy(ba->d, sa.d, ba->rank * sizeof(int64_t));
+  memcpy(bb->d, sb.d, bb->rank * sizeof(int64_t));
+  bo->rank = ba->rank > bb->rank ? ba->rank : bb->rank;
+  for (uint32_t i = 0; i < bo->rank; i++) {
+    int64_t u = i + ba->rank < bo->rank ? 1 : ba->d[i + ba->rank - bo->rank];
+    int64_t v = i + bb->rank < bo->rank ? 1 : bb->d[i + bb->rank - bo->rank];
+    bo->d[i] = u == 1 ? v : u;
+  }
+  for (int64_t i = bo->rank, s1 = m->ar * m->ac, s2 = m->br * m->bc; i-- > 0;) {
+    int64_t ia = i - (int64_t)(bo->rank - ba->rank), ib = i - (int64_t)(bo->rank - bb->rank);
+    if (ia >= 0) {
+      m->sta[i] = ba->d[ia] == 1 ? 0 : s1;
+      s1 *= ba->d[ia];
+    }
+    if (ib >= 0) {
+      m->stb[i] = bb->d[ib] == 1 ? 0 : s2;
+      s2 *= bb->d[ib];
+    }
+  }
+}
+
+/* An operand's stride over the flattened batch when one suffices: the matrix size when it has
+ * every batch dim of the result, 0 when it broadcasts all of them; -1 when it mixes the two. */
+static int64_t flat_stride(const int64_t *st, const dpc_shape *bo, int64_t mat) {
+  bool all = true, none = true;
+  for (uint32_t i = 0; i < bo->rank; i++) {
+    if (bo->d[i] == 1) continue;
+    all &= st[i] != 0, none &= st[i] == 0;
+  }
+  if (none) return 0;
+  if (!all) return -1;
+  /* having every dim, the strides are those of a packed array of matrices */
+  int64_t want = mat;
+  for (uint32_t i = bo->rank; i-- > 0;) {
+    if (bo->d[i] != 1 && st[i] != want) return -1;
+    want *= bo->d[i];
+  }
+  return mat;
+}
+
+bool dpc_cuda_gemm_of(const dpc_graph *g, uint32_t node, dpc_gemm_precision precision,
+                      dpc_cuda_gemm *out) {
+  memset(out, 0, sizeof *out);
+  const dpc_node *n = &g->nodes[node];
+  if (n->op != DPC_OP_MATMUL || n->n_in != 2) return false;
+  const dpc_value *va = dpc_node_input(g, n, 0), *vb = dpc_node_input(g, n, 1),
+                  *vy = &g->values[n->out];
+  if (va->dtype != DPC_F32 || vb->dtype != DPC_F32 || vy->dtype != DPC_F32) return false;
+  mm_geom m;
+  matmul_geom(va, vb, dpc_node_attrs(g, node), &m);
+  int64_t batch = dpc_shape_numel(&m.bo);
+  int64_t sa = flat_stride(m.sta, &m.bo, m.ar * m.ac), sb = flat_stride(m.stb, &m.bo, m.br * m.bc);
+  const int64_t lim = INT32_MAX;
+  if (sa < 0 || sb < 0 || m.M < 1 || m.N < 1 || m.K < 1 || batch < 1 || m.M > lim || m.N > lim ||
+      m.K > lim || batch > lim)
+    return false;
+  *out = (dpc_cuda_gemm){.on = true,
+                         .ta = m.ta,
+                         .tb = m.tb,
+                         .precision = precision,
+                         .m = (int32_t)m.M,
+                         .n = (int32_t)m.N,
+                         .k = (int32_t)m.K,
+                         .batch = (int32_t)batch,
+                         .stride_a = sa,
+                         .stride_b = sb};
+  return true;
+}
+
 static dpc_status lower_matmul(cu_gen *c, dpc_diag *d) {
   (void)d;
   const dpc_value *va = cu_in(c, 0), *vb = cu_in(c, 1), *vy = cu_out(c, 0);
-  bool ta = dpc_attrs_int(c->at, "transpose_a") != 0, tb = dpc_attrs_int(c->at, "transpose_b") != 0;
-  dpc_shape sa = va->shape, sb = vb->shape;
-  if (sa.rank == 1) sa.rank = 2, sa.d[1] = sa.d[0], sa.d[0] = 1, ta = false;
-  if (sb.rank == 1) sb.rank = 2, sb.d[1] = 1, tb = false;
-  int64_t ar = sa.d[sa.rank - 2], ac = sa.d[sa.rank - 1], br = sb.d[sb.rank - 2],
-          bc = sb.d[sb.rank - 1];
-  int64_t M = ta ? ac : ar, K = ta ? ar : ac, N = tb ? br : bc;
-  /* batch dims, broadcast; strides in elements (0 along a broadcast dim) */
-  dpc_shape ba = {.rank = sa.rank - 2}, bb = {.rank = sb.rank - 2}, bo = {0};
-  memcpy(ba.d, sa.d, ba.rank * sizeof(int64_t));
-  memcpy(bb.d, sb.d, bb.rank * sizeof(int64_t));
-  bo.rank = ba.rank > bb.rank ? ba.rank : bb.rank;
-  int64_t sta[DPC_MAX_RANK] = {0}, stb[DPC_MAX_RANK] = {0};
-  for (uint32_t i = 0; i < bo.rank; i++) {
-    int64_t u = i + ba.rank < bo.rank ? 1 : ba.d[i + ba.rank - bo.rank];
-    int64_t v = i + bb.rank < bo.rank ? 1 : bb.d[i + bb.rank - bo.rank];
-    bo.d[i] = u == 1 ? v : u;
-  }
-  for (int64_t i = bo.rank, s1 = ar * ac, s2 = br * bc; i-- > 0;) {
-    int64_t ia = i - (int64_t)(bo.rank - ba.rank), ib = i - (int64_t)(bo.rank - bb.rank);
-    if (ia >= 0) {
-      sta[i] = ba.d[ia] == 1 ? 0 : s1;
-      s1 *= ba.d[ia];
-    }
-    if (ib >= 0) {
-      stb[i] = bb.d[ib] == 1 ? 0 : s2;
-      s2 *= bb.d[ib];
-    }
-  }
+  mm_geom m;
+  matmul_geom(va, vb, c->at, &m);
+  const bool ta = m.ta, tb = m.tb;
+  const int64_t M = m.M, K = m.K, N = m.N;
+  const dpc_shape bo = m.bo;
+  const int64_t *sta = m.sta, *stb = m.stb;
   int64_t nbatch = dpc_shape_numel(&bo), tm = (M + TILE - 1) / TILE, tn = (N + TILE - 1) / TILE;
   int64_t tiles = nbatch * tm * tn;
   const char *A = acc_type(vy->dtype);

@@ -544,10 +544,33 @@ static dpc_status emulated_compile_plan(void *state, const dpc_plan *plan,
   return st;
 }
 
-/* "fake": the test driver; "gpu": the machine's. 77 (ctest's skip) when cuda:0 does not open on
- * a GPU, 1 when the test driver does not load, else 0. */
+/* GEMMs the test cuBLAS has run (fake_cublas.c); NULL until a fake backend is open. */
+static unsigned (*g_gemms)(void);
+static bool g_blas_off; /* fake-kernels */
+
+/* With the test libraries, whether the matmuls took the path asked for: cuBLAS (some GEMMs ran
+ * there) or the generated kernels (none did). 0 when they did. */
+static int check_gemm_path(void) {
+  if (!g_gemms) return 0;
+  unsigned n = g_gemms();
+  bool ok = g_blas_off ? n == 0 : n > 0;
+  printf("%s %u GEMMs ran on the test cuBLAS (%s)\n", ok ? "ok  " : "FAIL", n,
+         g_blas_off ? "off: the generated matmul kernels run" : "expected some");
+  return ok ? 0 : 1;
+}
+
+/* "fake": the test driver and the test cuBLAS; "fake-kernels": the test driver with cuBLAS off,
+ * so matmuls run the generated kernels; "gpu": the machine's driver and cuBLAS. 77 (ctest's
+ * skip) when cuda:0 does not open on a GPU, 1 when a test library does not load, else 0. */
 static int open_backend(const char *which) {
-  if (!strcmp(which, "fake")) {
+  bool kernels = !strcmp(which, "fake-kernels");
+  if (kernels || !strcmp(which, "fake")) {
+    setenv("DPC_CUBLAS", kernels ? "off" : DPC_FAKE_CUBLAS, 1);
+    g_blas_off = kernels;
+    void *hb = dlopen(DPC_FAKE_CUBLAS, RTLD_NOW | RTLD_LOCAL);
+    void *gs = hb ? dlsym(hb, "dpc_fake_cublas_gemms") : NULL;
+    if (!gs) return printf("FAIL: cannot load the test cuBLAS %s\n", DPC_FAKE_CUBLAS), 1;
+    memcpy(&g_gemms, &gs, sizeof gs);
     setenv("DPC_CUDA_DRIVER", DPC_FAKE_CUDA, 1);
     void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
     void *sym = h ? dlsym(h, "dpc_fake_cuda_register") : NULL;
@@ -559,6 +582,7 @@ static int open_backend(const char *which) {
     return 0;
   }
   unsetenv("DPC_CUDA_DRIVER");
+  unsetenv("DPC_CUBLAS");
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_device *dev = NULL;
@@ -595,8 +619,15 @@ static int device_basics(void) {
   dpc_cuda_probe probe;
   dpc_cuda_driver_probe(&probe);
   EXPECT(probe.loaded && probe.initialised && probe.gpus == 1 && probe.version == 13000 &&
-             !strcmp(probe.note, "CUDA driver 13.0, 1 GPU"),
-         "the probe finds the test driver: %s", probe.note);
+             probe.cublas && !strcmp(probe.note, "CUDA driver 13.0, 1 GPU; matmuls on cuBLAS"),
+         "the probe finds the test driver and the test cuBLAS: %s", probe.note);
+  setenv("DPC_CUBLAS", "/nonexistent/libcublas.so.13", 1);
+  dpc_cuda_driver_probe(&probe);
+  EXPECT(probe.gpus == 1 && !probe.cublas &&
+             strstr(probe.note, "CUDA driver 13.0, 1 GPU; no cuBLAS found (/nonexistent/") &&
+             strstr(probe.note, "matmuls run dpc's kernels"),
+         "without cuBLAS the probe says the generated matmuls run: %s", probe.note);
+  setenv("DPC_CUBLAS", DPC_FAKE_CUBLAS, 1);
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_device *dev = NULL;
@@ -611,6 +642,10 @@ static int device_basics(void) {
   }
   EXPECT(!strcmp(dev->ops->kind, "cuda") && !dev->ops->host_visible && !strcmp(dev->name, "cuda:0"),
          "cuda:0 is a %s device, host visible: %d", dev->ops->kind, dev->ops->host_visible);
+  uint64_t gemms = 1;
+  const char *blas = dpc_device_cuda_blas(dev, &gemms);
+  EXPECT(gemms == 0 && strstr(blas, "not tried yet"), "cuBLAS is loaded at the first GEMM: %s",
+         blas);
   enum { N = 1000 };
   unsigned char host[N], back[N];
   void *a = NULL, *b = NULL;
@@ -706,6 +741,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "train")) return train_model(argv[2], &dpc_codegen_cuda_emu);
   if (argc == 2 && !strcmp(argv[1], "device-basics")) {
     setenv("DPC_CUDA_DRIVER", DPC_FAKE_CUDA, 1);
+    setenv("DPC_CUBLAS", DPC_FAKE_CUBLAS, 1);
     return device_basics();
   }
   /* device-train MODEL fake|gpu, device CASES OP fake|gpu */
@@ -719,6 +755,7 @@ int main(int argc, char **argv) {
       if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
       g_work = work;
       rc = train_model(argv[2], g_backend);
+      rc |= check_gemm_path();
       char cmd[200];
       snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
       if (system(cmd)) printf("note: could not remove %s\n", work);
@@ -730,7 +767,8 @@ int main(int argc, char **argv) {
   if (argc == 4 && !strcmp(argv[1], "source")) return print_source(argv[2], argv[3]);
   if (argc != 4 || (strcmp(argv[1], "nvrtc") && strcmp(argv[1], "emu") && !dev_mode)) {
     fprintf(stderr, "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP | train MODEL |\n"
-                    "       device CASES_DIR OP fake|gpu | device-train MODEL fake|gpu |\n"
+                    "       device CASES_DIR OP fake|fake-kernels|gpu |\n"
+                    "       device-train MODEL fake|fake-kernels|gpu |\n"
                     "       device-basics\n");
     return 2;
   }
@@ -783,5 +821,6 @@ int main(int argc, char **argv) {
     printf("FAIL: no kernel of '%s' was checked\n", argv[3]);
     return 1;
   }
+  if (dev_mode && op == DPC_OP_MATMUL && check_gemm_path()) return 1;
   return t.failed ? 1 : 0;
 }
