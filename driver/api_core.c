@@ -178,6 +178,25 @@ DPC_COMPILER_API bool dpc_backend_exists(const char *name) {
   return name && !dpc_codegen_backend_find(name, &be, NULL);
 }
 
+/* The cuda backend's options: refused by the others (they would be ignored), and checked by
+ * opening the backend, which parses them (it compiles nothing). */
+static dpc_status check_cuda_opts(const dpc_exec_opts *x, dpc_diag *d) {
+  const dpc_codegen_options *o = &x->cpu;
+  bool arch = o->cuda_arch && *o->cuda_arch;
+  bool prec = o->precision && *o->precision && strcmp(o->precision, "fp32");
+  if (!arch && !prec) return DPC_OK;
+  if (x->backend->kind != DPC_KERNEL_CUDA)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "%s applies to the cuda backend (GPU kernels, matmuls on cuBLAS), and "
+                         "the %s backend is asked for",
+                         arch ? "a CUDA architecture list" : "a precision other than fp32",
+                         x->backend->name);
+  dpc_codegen *cg = NULL;
+  dpc_status st = dpc_codegen_new(x->backend, o, &cg, d);
+  dpc_codegen_free(cg);
+  return st;
+}
+
 dpc_status dpc_api_build(const dpc_build_opts *b, dpc_exec_opts *x, dpc_pass_opts *po,
                          dpc_diag *d) {
   memset(x, 0, sizeof *x);
@@ -186,6 +205,9 @@ dpc_status dpc_api_build(const dpc_build_opts *b, dpc_exec_opts *x, dpc_pass_opt
   if (st) return st;
   if (DPC_API_HAS(b, on_llvm)) x->cpu.dump = b->on_llvm, x->cpu.user = b->user;
   if (DPC_API_HAS(b, cache_dir)) x->cpu.cache_dir = b->cache_dir;
+  if (DPC_API_HAS(b, cuda_arch)) x->cpu.cuda_arch = b->cuda_arch;
+  if (DPC_API_HAS(b, precision)) x->cpu.precision = b->precision;
+  if ((st = check_cuda_opts(x, d))) return st;
   if (po) {
     memset(po, 0, sizeof *po);
     po->fuse = dpc_codegen_fusion(x->backend);

@@ -51,7 +51,7 @@ extern "C" {
  * error that names it. Planning for this many takes seconds. */
 #define DPC_MAX_DEVICES 256u
 
-/* The library's version ("0.3.0"), which may differ from the header's DPC_VERSION_STRING when
+/* The library's version ("0.4.0"), which may differ from the header's DPC_VERSION_STRING when
  * linked against another build. */
 DPC_COMPILER_API const char *dpc_compiler_version(void);
 /* Whether this build has the MPI transport (runtime/transport_mpi.c, docs/distributed.md): the
@@ -127,6 +127,12 @@ typedef struct dpc_build_opts {
   void *user;            /* given to on_llvm and on_dump */
   const char *cache_dir; /* compiled kernels kept between runs: NULL for $DPC_CACHE_DIR or
                             ~/.cache/dpc, "off" for none */
+  /* The cuda backend only (others refuse them): the GPU architectures compiled to CUBIN,
+   * "sm_80,sm_90" for NULL (PTX of the lowest goes along for the driver to compile for any
+   * other GPU); and how cuBLAS may round a matmul's inputs, "fp32" for NULL (results as the
+   * CPU's), "tf32" or "bf16" (tensor cores; sums stay f32). */
+  const char *cuda_arch;
+  const char *precision;
 } dpc_build_opts;
 
 /* Whether a backend of that name exists in this build. */
@@ -344,8 +350,9 @@ DPC_COMPILER_API dpc_status dpc_net_compile(const dpc_net *n, const dpc_compile_
 /* ---- build options checked alone --------------------------------------------------------- */
 
 /* Check build options before any model is loaded, so a front end can refuse a bad option before
- * that work: the backend exists (else DPC_ERR_INVALID, the message naming the known ones) and
- * print_after names passes. b may be NULL (the defaults, which are fine). */
+ * that work: the backend exists (else DPC_ERR_INVALID, the message naming the known ones),
+ * print_after names passes, and cuda_arch and precision are the cuda backend's and well formed. b
+ * may be NULL (the defaults, which are fine). */
 DPC_COMPILER_API dpc_status dpc_build_opts_check(const dpc_build_opts *b, dpc_message *m);
 
 /* ---- ONNX conformance: ONNX's backend tests run and compared --------------------------- */

@@ -41,7 +41,8 @@
  * dpc_runner_open, DPC_MODE_EVAL, in-place binding, dpc_runner_set_step and dpc_runner_step;
  * 0.3 added dpc_runner_opts.seed and dpc_runner_set_seed (and libdpc, dpc/compiler.h), then
  * the batcher (dpc_batcher_*) and DPC_ERR_BUSY, then dpc_ranks (dpc_runner_opts.ranks,
- * dpc_batcher_opts.ranks).
+ * dpc_batcher_opts.ranks); 0.4 added dpc_build_opts.cuda_arch and .precision (dpc/compiler.h),
+ * which moves the fields after a dpc_build_opts embedded in another options struct.
  */
 #ifndef DPC_DPC_H
 #define DPC_DPC_H
@@ -60,9 +61,9 @@ extern "C" {
 #endif
 
 #define DPC_VERSION_MAJOR  0
-#define DPC_VERSION_MINOR  3
+#define DPC_VERSION_MINOR  4
 #define DPC_VERSION_PATCH  0
-#define DPC_VERSION_STRING "0.3.0"
+#define DPC_VERSION_STRING "0.4.0"
 
 /* Every dpc function that can fail returns one of these. DPC_OK is zero so `if (st)` reads as
  * "if it failed". */

@@ -71,7 +71,7 @@ class _Message:
 
 
 def version():
-    """The version of the libdpc in use, e.g. "0.3.0"."""
+    """The version of the libdpc in use, e.g. "0.4.0"."""
     return _compiler().dpc_compiler_version().decode()
 
 

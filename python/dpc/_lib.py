@@ -65,7 +65,7 @@ DUMP_FN = c.CFUNCTYPE(None, _P, _S, _S)
 class BuildOpts(c.Structure):
     _fields_ = [("size", c.c_size_t), ("backend", _S), ("on_llvm", LLVM_FN),
                 ("verify_each", c.c_bool), ("print_after", _S), ("on_dump", DUMP_FN),
-                ("user", _P), ("cache_dir", _S)]
+                ("user", _P), ("cache_dir", _S), ("cuda_arch", _S), ("precision", _S)]
 
 
 class LoadOpts(c.Structure):

@@ -32,6 +32,26 @@ for be in ref llvm; do
     "$src/tests/cli/mlp/expect_logits.npy" 1e-5 1e-6
 done
 
+# the cuda backend's own flags: refused with another backend, checked before any model work
+for cmd in run bench train; do
+  expect 2 "$cmd --precision tf32 without --backend cuda" -- "$dpc" $cmd "$mlp" --precision tf32
+  contains "$work/err" "--precision: a precision other than fp32 applies to the cuda backend" \
+    "$cmd says --precision is the cuda backend's"
+  expect 2 "$cmd --cuda-arch without --backend cuda" -- "$dpc" $cmd "$mlp" --cuda-arch sm_90
+  contains "$work/err" "--cuda-arch: a CUDA architecture list applies to the cuda backend" \
+    "$cmd says --cuda-arch is the cuda backend's"
+done
+if "$dpc" version | grep -q 'NVRTC'; then
+  expect 2 "--cuda-arch sm_7x" -- "$dpc" bench "$mlp" --backend cuda --cuda-arch sm_7x
+  contains "$work/err" "--cuda-arch: CUDA architectures 'sm_7x': not a list of real ones" \
+    "a malformed architecture list is named"
+  expect 2 "--precision fp16" -- "$dpc" train "$mlp" --backend cuda --precision fp16
+  contains "$work/err" "--precision: precision 'fp16': not one of fp32, tf32, bf16" \
+    "an unknown precision lists the known ones"
+fi
+expect 0 "bench --precision fp32 with llvm (the default, so accepted)" -- "$dpc" bench "$mlp" \
+  $bench --precision fp32
+
 # --backend cuda where no GPU is found: each command says why before compiling a kernel for it
 if "$dpc" devices | grep -q '^cuda: no CUDA driver found'; then
   for cmd in train bench; do

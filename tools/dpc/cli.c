@@ -192,6 +192,25 @@ int cli_build_opts(const char *cmd, const cli_opt *opts, int nopts, const cli_pa
     dpc_message_free(m);
     if (rc) return rc;
   }
+  b->cuda_arch = cli_get(opts, nopts, p, "cuda-arch");
+  b->precision = cli_get(opts, nopts, p, "precision");
+  /* each alone, so the message names the flag at fault */
+  for (int which = 0; which < 2; which++) {
+    const char *v = which ? b->precision : b->cuda_arch;
+    if (!v) continue;
+    dpc_build_opts only = {sizeof only, .backend = b->backend};
+    if (which)
+      only.precision = v;
+    else
+      only.cuda_arch = v;
+    dpc_message *m = dpc_message_new();
+    int rc = dpc_build_opts_check(&only, m)
+                 ? cli_usage_error(cmd, "--%s: %s", which ? "precision" : "cuda-arch",
+                                   dpc_message_brief(m))
+                 : DPC_EXIT_OK;
+    dpc_message_free(m);
+    if (rc) return rc;
+  }
   if (cli_get(opts, nopts, p, "dump-llvm")) b->on_llvm = dump_llvm;
   b->verify_each = cli_get(opts, nopts, p, "verify-each") != NULL;
   b->print_after = cli_get(opts, nopts, p, "print-after");

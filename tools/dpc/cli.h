@@ -29,6 +29,18 @@ typedef struct cli_opt {
   const char *help; /* one line; "" hides the option from --help */
 } cli_opt;
 
+/* the cuda backend's own build flags (cli_build_opts reads them) */
+#define CLI_OPT_CUDA                                                                               \
+  {"cuda-arch", true, false,                                                                       \
+   "with --backend cuda: GPU architectures to compile CUBIN for (default sm_80,sm_90; PTX of the " \
+   "lowest goes along for newer GPUs)"},                                                           \
+  {                                                                                                \
+    "precision", true, false,                                                                      \
+        "with --backend cuda: fp32 (default: results as the CPU's), tf32 or bf16 (cuBLAS may "     \
+        "round "                                                                                   \
+        "matmul inputs for tensor cores; sums stay f32)"                                           \
+  }
+
 /* --loss, shared by train, plan, bench and compile (dpc_driver_attach_loss) */
 #define CLI_OPT_LOSS                                                                               \
   {                                                                                                \

@@ -19,6 +19,7 @@ static const cli_opt bench_opts[] = {
     {"warmup", true, false, "untimed steps before them (default 5)"},
     {"backend", true, false,
      "llvm (default), ref (the reference kernels) or cuda (NVRTC kernels on cuda:0)"},
+    CLI_OPT_CUDA,
     {"json", false, false, "print one JSON object instead of text"},
     {"profile", false, false, "then time each kernel: where the step's time goes"},
     {"devices", true, false, "cpu (default), or cpu:N / numa: data-parallel training over them"},

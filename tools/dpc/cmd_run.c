@@ -22,6 +22,7 @@ static const cli_opt run_opts[] = {
     {"backend", true, false,
      "llvm (default: kernels compiled for this CPU), ref (the reference kernels) or cuda "
      "(kernels compiled by NVRTC, run on the GPU cuda:0)"},
+    CLI_OPT_CUDA,
     {"dump-llvm", false, false,
      "print the generated LLVM IR (before and after optimisation) to stderr"},
     {"verify-each", false, false, "run the verifier after every pass"},

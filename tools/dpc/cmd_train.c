@@ -54,6 +54,7 @@ static const cli_opt train_opts[] = {
     {"backend", true, false,
      "llvm (default: kernels compiled for this CPU), ref (the reference kernels) or cuda "
      "(kernels compiled by NVRTC, run on the GPU cuda:0)"},
+    CLI_OPT_CUDA,
     {"threads", true, false, "threads for compiled kernels (default: one per core)"},
     {"devices", true, false,
      "cpu (default), or cpu:N / numa: synchronous data parallel over those devices; mpi (run "
