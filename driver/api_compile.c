@@ -190,7 +190,7 @@ DPC_COMPILER_API dpc_status dpc_net_compile(const dpc_net *n, const dpc_compile_
     }
   }
   uint32_t replicas = 1;
-  if (devs && (st = dpc_driver_count_devices(devs, &replicas, m))) goto done;
+  if (devs && (st = dpc_driver_count_cpu_devices(devs, &replicas, m))) goto done;
   bool want_split = DPC_API_HAS(o, split) && o->split;
   uint64_t limit = DPC_API_HAS(o, device_memory) ? o->device_memory : 0;
   info.replicas = want_split ? 1 : replicas;

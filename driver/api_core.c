@@ -288,8 +288,15 @@ DPC_COMPILER_API dpc_status dpc_artifact_describe(const char *path, char *out, s
 
 /* ---- devices ----------------------------------------------------------------------------- */
 
+DPC_COMPILER_API dpc_status dpc_gpus_count(const char *spec, uint32_t *n, dpc_message *m) {
+  if (!spec || strncmp(spec, "cuda", 4))
+    return dpc_diag_fail(m, DPC_ERR_INVALID, "%s: expected GPUs, as cuda:0,cuda:1,...",
+                         spec ? spec : "(none)");
+  return dpc_driver_count_devices(spec, n, m);
+}
+
 DPC_COMPILER_API dpc_status dpc_devices_count(const char *spec, uint32_t *n, dpc_message *m) {
-  return dpc_driver_count_devices(spec ? spec : "cpu", n, m);
+  return dpc_driver_count_cpu_devices(spec ? spec : "cpu", n, m);
 }
 
 DPC_COMPILER_API bool dpc_parse_size(const char *text, uint64_t *out) {

@@ -160,6 +160,15 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   if (o->batch < 1 || o->steps < 1)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
                          "the batch size and the number of steps must be at least 1");
+  /* GPUs: their host threads are planned as cpu:N is, and the session opens cuda:0..N-1 */
+  char cpu_spec[32];
+  dpc_status gst = dpc_driver_gpu_spec(o->exec.backend, o->devices, cpu_spec, sizeof cpu_spec, d);
+  if (gst) return gst;
+  if (cpu_spec[0]) {
+    dpc_bench_opts on_gpus = *o;
+    on_gpus.devices = cpu_spec;
+    return dpc_bench(src, &on_gpus, r, d);
+  }
   if (o->shares_spec && strcmp(o->shares_spec, "even")) {
     uint32_t D = 1, shares[DPC_BENCH_DEVICES];
     bool even = true, measure = false;

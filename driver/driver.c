@@ -303,7 +303,45 @@ dpc_status dpc_driver_check_backend_device(const dpc_codegen_backend *be, dpc_di
   return st;
 }
 
+/* "cuda:0,cuda:1,...": how many, in order from cuda:0. */
+static dpc_status gpu_list(const char *spec, uint32_t *count, dpc_diag *d) {
+  *count = 0;
+  for (const char *p = spec; *p;) {
+    unsigned v = 0;
+    int used = 0;
+    if (sscanf(p, "cuda:%u%n", &v, &used) != 1 || (p[used] != ',' && p[used] != 0) || v != *count)
+      return dpc_diag_fail(d, DPC_ERR_INVALID,
+                           "%s: GPUs are given in order from cuda:0, as cuda:0,cuda:1,...", spec);
+    if (++*count > DPC_MAX_DEVICES)
+      return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: at most %u devices", spec, DPC_MAX_DEVICES);
+    p += used + (p[used] == ',');
+  }
+  return DPC_OK;
+}
+
+dpc_status dpc_driver_gpu_spec(const dpc_codegen_backend *be, const char *spec, char *cpu_spec,
+                               size_t n, dpc_diag *d) {
+  cpu_spec[0] = 0;
+  const char *kind = dpc_codegen_device_kind(be);
+  bool cuda = kind && !strcmp(kind, "cuda");
+  if (!spec || strncmp(spec, "cuda", 4)) return DPC_OK;
+  if (!cuda)
+    return dpc_diag_fail(d, DPC_ERR_INVALID,
+                         "%s: GPU devices run the cuda backend's kernels (--backend cuda)", spec);
+  uint32_t count = 0;
+  dpc_status st = gpu_list(spec, &count, d);
+  if (st) return st;
+  if ((st = dpc_cuda_driver_check((int)count - 1, d))) return st;
+  snprintf(cpu_spec, n, "cpu:%u", count);
+  return DPC_OK;
+}
+
 dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d) {
+  if (!strncmp(spec, "cuda", 4)) return gpu_list(spec, n, d);
+  return dpc_driver_count_cpu_devices(spec, n, d);
+}
+
+dpc_status dpc_driver_count_cpu_devices(const char *spec, uint32_t *n, dpc_diag *d) {
   if (dpc_driver_is_mpi(spec)) return dpc_driver_mpi_world(spec, n, d);
   dpc_topology *t = NULL;
   dpc_device_list l = {0};

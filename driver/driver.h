@@ -49,6 +49,9 @@ uint64_t dpc_driver_fnv(uint64_t h, const void *p, size_t n);
  * an error naming the spec; needs no MPI. */
 dpc_status dpc_driver_mpi_local(const char *spec, uint32_t *local, dpc_diag *d);
 dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d);
+/* The same for the devices a plan spreads over: GPU lists refused (dpc_devices_count, planning
+ * and compiling; a GPU plan is made for described GPUs by --simulate-devices). */
+dpc_status dpc_driver_count_cpu_devices(const char *spec, uint32_t *n, dpc_diag *d);
 /* Plan `bound` (a graph bound at the batch of one micro-batch of one replica): with
  * accumulate > 1 (training), each replica runs that many micro-batches and averages their
  * gradients before its step; with replicas > 1, data parallel over replicas x mp devices (each
@@ -94,6 +97,13 @@ dpc_status dpc_driver_check_memory(const dpc_plan *p, uint64_t limit, dpc_diag *
  * checked before compiling, so a missing GPU is reported at once, not after every kernel has
  * been compiled for it. */
 dpc_status dpc_driver_check_backend_device(const dpc_codegen_backend *be, dpc_diag *d);
+
+/* --devices for the backend's kind. "cuda:0,cuda:1,...": GPUs in order from cuda:0, for the
+ * cuda backend only, each of them present; *cpu_spec gets "cpu:N", the spec of N devices' host
+ * threads (the session opens cuda:0..N-1 for them, as it opens cuda:K for any device K of a
+ * cuda backend's plan). *cpu_spec is "" when spec names no GPU. */
+dpc_status dpc_driver_gpu_spec(const dpc_codegen_backend *be, const char *spec, char *cpu_spec,
+                               size_t n, dpc_diag *d);
 
 /* How dpc_driver_place places: each device's memory (bytes, 0: no limit), a profile of the
  * kernels' times (NULL: the roofline), for a pipeline its micro-batches and schedule (the

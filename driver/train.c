@@ -882,6 +882,15 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
     t.quiet.checkpoint_path = t.quiet.stop_checkpoint_path = NULL;
     t.o = o = &t.quiet;
   }
+  /* GPUs: their host threads are planned as cpu:N is, and the session opens cuda:0..N-1 */
+  dpc_train_opts on_gpus;
+  char cpu_spec[32];
+  if (!st) st = dpc_driver_gpu_spec(o->exec.backend, o->devices, cpu_spec, sizeof cpu_spec, d);
+  if (!st && cpu_spec[0]) {
+    on_gpus = *o;
+    on_gpus.devices = cpu_spec;
+    t.o = o = &on_gpus;
+  }
   if (!st) st = setup(&t, src, d);
   if (!st) note_resume(&t);
   bool stopped = false; /* asked to stop: checked between steps, never inside one */

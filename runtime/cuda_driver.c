@@ -76,6 +76,13 @@ dpc_status dpc_cuda_driver_check(int ordinal, dpc_diag *d) {
   dpc_cuda_probe p;
   dpc_cuda_driver_probe(&p);
   if (p.initialised && ordinal < p.gpus) return DPC_OK;
+  if (p.initialised && p.gpus == 1)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                         "cuda:%d: no such GPU: the CUDA driver sees one (cuda:0)", ordinal);
+  if (p.initialised && p.gpus > 1)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                         "cuda:%d: no such GPU: the CUDA driver sees %d (cuda:0 to cuda:%d)",
+                         ordinal, p.gpus, p.gpus - 1);
   return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "cuda:%d: %s", ordinal, p.note);
 }
 

@@ -129,6 +129,10 @@ DPC_COMPILER_API dpc_status dpc_strategy_parse(const dpc_strategy_args *a, dpc_s
 /* How many devices a spec makes on this machine: "cpu" (one), "cpu:N", "numa" (one per NUMA
  * node). An error says why a spec is wrong (DPC_ERR_INVALID) or the machine unreadable. */
 DPC_COMPILER_API dpc_status dpc_devices_count(const char *spec, uint32_t *n, dpc_message *m);
+/* GPUs to train or run on with the cuda backend, "cuda:0,cuda:1,...": how many (the list in
+ * order from cuda:0; DPC_ERR_INVALID naming the spec otherwise). Whether they are there is
+ * checked when they are opened. */
+DPC_COMPILER_API dpc_status dpc_gpus_count(const char *spec, uint32_t *n, dpc_message *m);
 /* A size in bytes: "512M", "2G", "1500000" (K, M, G are powers of 1024). False when malformed. */
 DPC_COMPILER_API bool dpc_parse_size(const char *text, uint64_t *out);
 

@@ -53,7 +53,11 @@ contains "$work/err" "^dpc train: --devices cpu:0: cpu:N takes a number of devic
 expect 2 "--devices cpu:1000" -- "$dpc" train "$mlp" --devices cpu:1000 --steps 1
 contains "$work/err" "^dpc train: --devices cpu:1000: cpu:N takes a number of devices from 1" "cpu:1000 says the range"
 expect 2 "--devices cuda:0" -- "$dpc" train "$mlp" --devices cuda:0 --steps 1
-contains "$work/err" "^dpc train: --devices cuda:0: plans spread over CPU devices only; a GPU runs a model through the cuda backend" "cuda:0 says how a GPU runs a model"
+contains "$work/err" "^dpc train: --devices cuda:0: GPUs run the cuda backend's kernels: add --backend cuda" "cuda:0 says how a GPU runs a model"
+expect 2 "--devices cuda:1 --backend cuda" -- "$dpc" train "$mlp" --devices cuda:1 --backend cuda --steps 1
+contains "$work/err" "^dpc train: --devices cuda:1: GPUs are given in order from cuda:0" "cuda:1 alone says the order"
+expect 2 "--devices cuda:0 (plan)" -- "$dpc" plan "$mlp" --devices cuda:0
+contains "$work/err" "^dpc plan: --devices cuda:0: plans spread over CPU devices only" "dpc plan without --simulate-devices refuses GPUs"
 expect 2 "--devices gpu:0 (plan)" -- "$dpc" plan "$mlp" --devices gpu:0
 contains "$work/err" "^dpc plan: --devices gpu:0: plans spread over CPU devices only" "gpu:0 says why not"
 expect 2 "--devices cuda:0 (bench)" -- "$dpc" bench "$mlp" --devices cuda:0

@@ -65,13 +65,29 @@ API cu_result cuDriverGetVersion(int *v) {
   *v = 13000;
   return 0;
 }
+/* GPUs: $DPC_FAKE_CUDA_GPUS (1 to 8, default 1). Each has a context and one stream; a stream is
+ * used only with its own context current on the calling thread, as on a GPU. */
+#define MAX_GPUS 8
+static int gpu_count(void) {
+  const char *e = getenv("DPC_FAKE_CUDA_GPUS");
+  int n = e ? atoi(e) : 1;
+  return n < 1 ? 1 : n > MAX_GPUS ? MAX_GPUS : n;
+}
+static int the_ctx[MAX_GPUS], the_stream[MAX_GPUS];
+static unsigned gpu_launches[MAX_GPUS];
+static _Thread_local int *current;
+/* 0 when s is the stream of the context current here */
+static int on_stream(const void *s) {
+  return current && s == &the_stream[current - the_ctx] ? 0 : INVALID_VALUE;
+}
+
 API cu_result cuDeviceGetCount(int *n) {
-  *n = 1;
+  *n = gpu_count();
   return 0;
 }
 API cu_result cuDeviceGet(int *dev, int ordinal) {
-  if (ordinal != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE: one GPU here */
-  *dev = 0;
+  if (ordinal < 0 || ordinal >= gpu_count()) return 101; /* CUDA_ERROR_INVALID_DEVICE */
+  *dev = ordinal;
   return 0;
 }
 API cu_result cuDeviceGetAttribute(int *v, int attr, int dev) {
@@ -79,30 +95,31 @@ API cu_result cuDeviceGetAttribute(int *v, int attr, int dev) {
   *v = attr == 75 ? 9 : attr == 76 ? 0 : 0; /* compute capability 9.0 */
   return 0;
 }
-static int the_ctx;
 API cu_result cuDevicePrimaryCtxRetain(void **ctx, int dev) {
-  (void)dev;
-  *ctx = &the_ctx;
+  if (dev < 0 || dev >= gpu_count()) return 101;
+  *ctx = &the_ctx[dev];
   return 0;
 }
 API cu_result cuDevicePrimaryCtxRelease_v2(int dev) {
-  (void)dev;
-  return 0;
+  return dev >= 0 && dev < gpu_count() ? 0 : 101;
 }
 API cu_result cuCtxSetCurrent(void *ctx) {
-  return ctx == &the_ctx ? 0 : INVALID_VALUE;
+  int *c = ctx;
+  if (c < the_ctx || c >= the_ctx + gpu_count()) return INVALID_VALUE;
+  current = c;
+  return 0;
 }
-static int the_stream;
 API cu_result cuStreamCreate(void **s, unsigned flags) {
   (void)flags;
-  *s = &the_stream;
+  if (!current) return 201; /* CUDA_ERROR_INVALID_CONTEXT */
+  *s = &the_stream[current - the_ctx];
   return 0;
 }
 API cu_result cuStreamDestroy_v2(void *s) {
-  return s == &the_stream ? 0 : INVALID_VALUE;
+  return on_stream(s);
 }
 API cu_result cuStreamSynchronize(void *s) {
-  return s == &the_stream ? 0 : INVALID_VALUE;
+  return on_stream(s);
 }
 API cu_result cuMemAlloc_v2(cu_ptr *p, size_t n) {
   void *m = aligned_alloc(256, (n + 255) / 256 * 256);
@@ -123,22 +140,22 @@ API cu_result cuMemFree_v2(cu_ptr p) {
   return 0;
 }
 API cu_result cuMemsetD8Async(cu_ptr p, unsigned char v, size_t n, void *s) {
-  if (s != &the_stream) return INVALID_VALUE;
+  if (on_stream(s)) return INVALID_VALUE;
   memset((void *)(uintptr_t)p, v, n);
   return 0;
 }
 API cu_result cuMemcpyHtoDAsync_v2(cu_ptr dst, const void *src, size_t n, void *s) {
-  if (s != &the_stream) return INVALID_VALUE;
+  if (on_stream(s)) return INVALID_VALUE;
   memcpy((void *)(uintptr_t)dst, src, n);
   return 0;
 }
 API cu_result cuMemcpyDtoHAsync_v2(void *dst, cu_ptr src, size_t n, void *s) {
-  if (s != &the_stream) return INVALID_VALUE;
+  if (on_stream(s)) return INVALID_VALUE;
   memcpy(dst, (const void *)(uintptr_t)src, n);
   return 0;
 }
 API cu_result cuMemcpyDtoDAsync_v2(cu_ptr dst, cu_ptr src, size_t n, void *s) {
-  if (s != &the_stream) return INVALID_VALUE;
+  if (on_stream(s)) return INVALID_VALUE;
   memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
   return 0;
 }
@@ -177,12 +194,13 @@ API cu_result cuModuleUnload(void *module) {
 API cu_result cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                              unsigned by, unsigned bz, unsigned shared, void *s, void **params,
                              void **extra) {
-  if (s != &the_stream || shared || extra || !params) return INVALID_VALUE;
+  if (on_stream(s) || shared || extra || !params) return INVALID_VALUE;
   const fake_fn *f = fn;
   unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
   if (f->launch(f->kernel, grid, block, params[0])) return 719; /* CUDA_ERROR_LAUNCH_FAILED */
   pthread_mutex_lock(&lock);
   launches++;
+  gpu_launches[current - the_ctx]++;
   pthread_mutex_unlock(&lock);
   return 0;
 }
@@ -196,7 +214,7 @@ API cu_result cuEventCreate(void **e, unsigned flags) {
   return 0;
 }
 API cu_result cuEventRecord(void *e, void *s) {
-  return e && s == &the_stream ? 0 : INVALID_VALUE;
+  return e && !on_stream(s) ? 0 : INVALID_VALUE;
 }
 API cu_result cuEventDestroy_v2(void *e) {
   free(e);
@@ -206,9 +224,18 @@ API cu_result cuEventDestroy_v2(void *e) {
   return 0;
 }
 API cu_result cuStreamWaitEvent(void *s, void *e, unsigned flags) {
-  return s == &the_stream && e && !flags ? 0 : INVALID_VALUE;
+  return !on_stream(s) && e && !flags ? 0 : INVALID_VALUE;
 }
 API cu_result cuGetErrorString(cu_result r, const char **s) {
   *s = r == 200 ? "image not registered with the test driver" : "test driver error";
   return 0;
+}
+
+/* Kernels launched on GPU `gpu` (0 for one out of range). */
+API unsigned dpc_fake_cuda_gpu_launches(int gpu);
+API unsigned dpc_fake_cuda_gpu_launches(int gpu) {
+  pthread_mutex_lock(&lock);
+  unsigned n = gpu >= 0 && gpu < MAX_GPUS ? gpu_launches[gpu] : 0;
+  pthread_mutex_unlock(&lock);
+  return n;
 }

@@ -679,7 +679,9 @@ static int device_basics(void) {
   return fails ? 1 : 0;
 }
 
-static int train_model(const char *model, const dpc_codegen_backend *be) {
+/* Twelve steps of `model` on `be` (over `devices`, NULL for one) against the reference backend on
+ * one device: losses within a relative 1e-5. */
+static int train_model(const char *model, const dpc_codegen_backend *be, const char *devices) {
   char work[] = "/tmp/dpc_cuda_train_XXXXXX";
   if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
   char xs[128], ys[128], data[300], log[2][128];
@@ -707,6 +709,7 @@ static int train_model(const char *model, const dpc_codegen_backend *be) {
     dpc_train_defaults(&o);
     o.data = data, o.batch = 8, o.epochs = 2, o.seed = 9, o.log_path = log[b];
     o.exec.backend = b ? be : NULL;
+    o.devices = b ? devices : NULL;
     o.exec.cpu.cache_dir = "off";
     o.threads = 1;
     if (dpc_train(g, &o, &d)) {
@@ -738,23 +741,43 @@ done:
 }
 
 int main(int argc, char **argv) {
-  if (argc == 3 && !strcmp(argv[1], "train")) return train_model(argv[2], &dpc_codegen_cuda_emu);
+  if (argc == 3 && !strcmp(argv[1], "train"))
+    return train_model(argv[2], &dpc_codegen_cuda_emu, NULL);
   if (argc == 2 && !strcmp(argv[1], "device-basics")) {
     setenv("DPC_CUDA_DRIVER", DPC_FAKE_CUDA, 1);
     setenv("DPC_CUBLAS", DPC_FAKE_CUBLAS, 1);
     return device_basics();
   }
-  /* device-train MODEL fake|gpu, device CASES OP fake|gpu */
-  bool dev_mode =
-      (argc == 4 && !strcmp(argv[1], "device-train")) || (argc == 5 && !strcmp(argv[1], "device"));
+  /* device-train MODEL fake|gpu, device-dp MODEL fake|gpu, device CASES OP fake|gpu */
+  bool two_gpus = argc == 4 && !strcmp(argv[1], "device-dp");
+  bool dev_mode = (argc == 4 && !strcmp(argv[1], "device-train")) || two_gpus ||
+                  (argc == 5 && !strcmp(argv[1], "device"));
+  /* data parallel over two GPUs: the test driver has two */
+  if (two_gpus) setenv("DPC_FAKE_CUDA_GPUS", "2", 1);
   if (dev_mode) {
     int rc = open_backend(argv[argc - 1]);
     if (rc) return rc;
+    if (two_gpus && !strcmp(argv[argc - 1], "gpu")) {
+      dpc_cuda_probe probe;
+      dpc_cuda_driver_probe(&probe);
+      if (probe.gpus < 2) return printf("skip: fewer than 2 GPUs: %s\n", probe.note), 77;
+    }
     if (argc == 4) {
       char work[] = "/tmp/dpc_cuda_dev_XXXXXX";
       if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
       g_work = work;
-      rc = train_model(argv[2], g_backend);
+      rc = train_model(argv[2], g_backend, two_gpus ? "cuda:0,cuda:1" : NULL);
+      if (two_gpus && !strcmp(argv[argc - 1], "fake")) {
+        void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
+        void *sym = h ? dlsym(h, "dpc_fake_cuda_gpu_launches") : NULL;
+        unsigned (*on)(int) = NULL;
+        memcpy(&on, &sym, sizeof sym);
+        unsigned l0 = on ? on(0) : 0, l1 = on ? on(1) : 0;
+        bool both = l0 > 0 && l1 > 0;
+        printf("%s kernels launched on cuda:0 %u, on cuda:1 %u (both replicas on their GPU)\n",
+               both ? "ok  " : "FAIL", l0, l1);
+        rc |= !both;
+      }
       rc |= check_gemm_path();
       char cmd[200];
       snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
@@ -768,7 +791,7 @@ int main(int argc, char **argv) {
   if (argc != 4 || (strcmp(argv[1], "nvrtc") && strcmp(argv[1], "emu") && !dev_mode)) {
     fprintf(stderr, "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP | train MODEL |\n"
                     "       device CASES_DIR OP fake|fake-kernels|gpu |\n"
-                    "       device-train MODEL fake|fake-kernels|gpu |\n"
+                    "       (device-train|device-dp) MODEL fake|fake-kernels|gpu |\n"
                     "       device-basics\n");
     return 2;
   }

@@ -159,6 +159,26 @@ int cli_schedules(const char *cmd, const cli_opt *opts, int nopts, const cli_par
   return DPC_EXIT_OK;
 }
 
+int cli_devices_or_gpus(const char *cmd, const char *spec, const char *backend, uint32_t *n) {
+  bool cuda = backend && !strcmp(backend, "cuda");
+  if (cuda && strncmp(spec, "cuda", 4) && strcmp(spec, "cpu") && strcmp(spec, "cpu:1"))
+    return cli_usage_error(cmd,
+                           "--devices %s: with --backend cuda the devices are GPUs: cuda:0, "
+                           "or cuda:0,cuda:1,... for data parallel across them",
+                           spec);
+  if (strncmp(spec, "cuda", 4)) return cli_devices(cmd, spec, n);
+  if (!cuda)
+    return cli_usage_error(cmd,
+                           "--devices %s: GPUs run the cuda backend's kernels: add "
+                           "--backend cuda",
+                           spec);
+  dpc_message *m = dpc_message_new();
+  int rc = dpc_gpus_count(spec, n, m) ? cli_usage_error(cmd, "--devices %s", dpc_message_brief(m))
+                                      : DPC_EXIT_OK;
+  dpc_message_free(m);
+  return rc;
+}
+
 int cli_devices(const char *cmd, const char *spec, uint32_t *n) {
   dpc_message *m = dpc_message_new();
   int rc = DPC_EXIT_OK;

@@ -113,6 +113,9 @@ int cli_schedules(const char *cmd, const cli_opt *opts, int nopts, const cli_par
 
 /* --devices SPEC: how many devices it makes here, or a usage error (exit code) saying why not. */
 int cli_devices(const char *cmd, const char *spec, uint32_t *n);
+/* cli_devices, and GPUs too for train and bench: "cuda:0,cuda:1,..." with --backend cuda (their
+ * presence is checked when they are opened). */
+int cli_devices_or_gpus(const char *cmd, const char *spec, const char *backend, uint32_t *n);
 
 /* The model at path with its inputs' leading dimension as the batch (and --loss attached when
  * given), for the commands that take --batch; when an ONNX export keeps the batch it was

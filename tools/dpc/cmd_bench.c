@@ -105,7 +105,9 @@ int dpc_cmd_bench(int argc, char **argv) {
   int src = cli_schedules("bench", bench_opts, NBENCH, &p, NULL, &sched);
   if (src) return src;
   uint32_t D = 1;
-  if (o.devices && (src = cli_devices("bench", o.devices, &D))) return src;
+  if (o.devices && (src = cli_devices_or_gpus("bench", o.devices,
+                                              cli_get(bench_opts, NBENCH, &p, "backend"), &D)))
+    return src;
   /* a plain "pipeline" here is the devices as its stages, each share in --accumulate
    * micro-batches (the benchmark's own rule; the batch it checks itself); its text form may
    * say otherwise (pipeline:stages=2,dp=2,microbatches=4) */

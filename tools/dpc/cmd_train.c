@@ -251,7 +251,8 @@ static int check_strategy(const cli_parsed *p, const dpc_trainer_opts *o, const 
       !get_arg(p, "local-sgd", &a.period, 1))
     return DPC_EXIT_USAGE;
   if (o->devices) {
-    int rc = cli_devices("train", o->devices, &a.devices);
+    int rc = cli_devices_or_gpus("train", o->devices, cli_get(train_opts, NTRAIN, p, "backend"),
+                                 &a.devices);
     if (rc) return rc;
   }
   /* a compiled artifact's batch is its own */
