@@ -2,6 +2,7 @@
  * cublas.c — loading cuBLAS (cublas.h) and a row-major GEMM through its column-major one.
  */
 #include "runtime/cublas.h"
+#include "runtime/cuda_driver.h"
 
 #include <dlfcn.h>
 #include <stddef.h>
@@ -17,10 +18,7 @@
 #define COMPUTE_32F_TF 77 /* CUBLAS_COMPUTE_32F_FAST_TF32 */
 #define GEMM_DEFAULT   (-1)
 
-static const struct {
-  const char *name;
-  size_t at;
-} entries[] = {
+static const dpc_dl_entry entries[] = {
     {"cublasCreate_v2", offsetof(dpc_cublas_api, create)},
     {"cublasDestroy_v2", offsetof(dpc_cublas_api, destroy)},
     {"cublasSetStream_v2", offsetof(dpc_cublas_api, set_stream)},
@@ -41,14 +39,11 @@ dpc_status dpc_cublas_load(dpc_cublas_api *api, const char *who, dpc_diag *d) {
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: no cuBLAS found (%s)", who,
                          why ? why : names[0]);
   }
-  for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
-    void *sym = dlsym(api->lib, entries[i].name);
-    if (!sym) {
-      dpc_cublas_unload(api);
-      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: the cuBLAS %s lacks %s", who, names[0],
-                           entries[i].name);
-    }
-    memcpy((char *)api + entries[i].at, &sym, sizeof sym);
+  const char *missing = dpc_dl_bind(api->lib, entries, sizeof entries / sizeof *entries, api);
+  if (missing) {
+    dpc_cublas_unload(api);
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: the cuBLAS %s lacks %s", who, names[0],
+                         missing);
   }
   return DPC_OK;
 }

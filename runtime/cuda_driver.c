@@ -12,10 +12,7 @@
 #include <string.h>
 
 /* Entry points by their exported (versioned) names, and where each goes in dpc_cu_api. */
-static const struct {
-  const char *name;
-  size_t at;
-} entries[] = {
+static const dpc_dl_entry entries[] = {
     {"cuInit", offsetof(dpc_cu_api, init)},
     {"cuDriverGetVersion", offsetof(dpc_cu_api, driver_version)},
     {"cuDeviceGetCount", offsetof(dpc_cu_api, device_count)},
@@ -54,17 +51,23 @@ dpc_status dpc_cuda_driver_load(dpc_cu_api *api, const char *who, dpc_diag *d) {
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: no CUDA driver found (%s)", who,
                          why ? why : path);
   }
-  for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
-    void *sym = dlsym(api->lib, entries[i].name);
-    if (!sym) {
-      dpc_cuda_driver_unload(api);
-      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: the CUDA driver %s lacks %s", who, path,
-                           entries[i].name);
-    }
-    /* dlsym gives functions as void *; C has no cast between the two, so copy the bits */
-    memcpy((char *)api + entries[i].at, &sym, sizeof sym);
+  const char *missing = dpc_dl_bind(api->lib, entries, sizeof entries / sizeof *entries, api);
+  if (missing) {
+    dpc_cuda_driver_unload(api);
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: the CUDA driver %s lacks %s", who, path,
+                         missing);
   }
   return DPC_OK;
+}
+
+const char *dpc_dl_bind(void *lib, const dpc_dl_entry *e, size_t n, void *table) {
+  for (size_t i = 0; i < n; i++) {
+    void *sym = dlsym(lib, e[i].name);
+    if (!sym) return e[i].name;
+    /* dlsym gives functions as void *; C has no cast between the two, so copy the bits */
+    memcpy((char *)table + e[i].at, &sym, sizeof sym);
+  }
+  return NULL;
 }
 
 void dpc_cuda_driver_unload(dpc_cu_api *api) {

@@ -53,6 +53,14 @@ typedef struct dpc_cu_api {
   dpc_cu_result (*error_string)(dpc_cu_result, const char **);
 } dpc_cu_api;
 
+/* An entry point a table of function pointers takes, by its exported name and its offset. */
+typedef struct dpc_dl_entry {
+  const char *name;
+  size_t at;
+} dpc_dl_entry;
+/* Each entry's symbol in `lib` put into `table` at its offset: NULL, or the first one missing. */
+const char *dpc_dl_bind(void *lib, const dpc_dl_entry *e, size_t n, void *table);
+
 /* Open the driver and find every entry point of dpc_cu_api (cuInit is not called). On failure
  * the message starts with `who` ("cuda:0"): "no CUDA driver found (...)" or "the CUDA driver
  * PATH lacks NAME"; nothing stays open. */
