@@ -327,7 +327,9 @@ dpc_status dpc_driver_gpu_spec(const dpc_codegen_backend *be, const char *spec, 
   if (!spec || strncmp(spec, "cuda", 4)) return DPC_OK;
   if (!cuda)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
-                         "%s: GPU devices run the cuda backend's kernels (--backend cuda)", spec);
+                         "%s: GPU devices run the cuda backend's kernels, and the %s backend is "
+                         "asked for",
+                         spec, be ? be->name : "llvm");
   uint32_t count = 0;
   dpc_status st = gpu_list(spec, &count, d);
   if (st) return st;
