@@ -30,6 +30,7 @@ DPC_COMPILER_API bool dpc_has_cuda_codegen(void) {
 DPC_COMPILER_API int dpc_cuda_gpus(char *note, size_t n) {
   dpc_cuda_probe p;
   dpc_cuda_driver_probe(&p);
+  dpc_cuda_driver_probe_cublas(&p);
   if (note && n) snprintf(note, n, "%s", p.note);
   return p.gpus;
 }

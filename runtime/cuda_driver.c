@@ -116,20 +116,24 @@ void dpc_cuda_driver_probe(dpc_cuda_probe *p) {
   }
   p->initialised = true;
   if (api.device_count(&p->gpus) != 0) p->gpus = 0;
-  int at = snprintf(p->note, sizeof p->note, "CUDA driver %d.%d, %d GPU%s", p->version / 1000,
-                    (p->version % 1000) / 10, p->gpus, p->gpus == 1 ? "" : "s");
+  snprintf(p->note, sizeof p->note, "CUDA driver %d.%d, %d GPU%s", p->version / 1000,
+           (p->version % 1000) / 10, p->gpus, p->gpus == 1 ? "" : "s");
   dpc_cuda_driver_unload(&api);
-  if (p->gpus < 1 || at < 0 || (size_t)at >= sizeof p->note) return;
-  /* where GPUs run, whether their matmuls will find cuBLAS (loaded, not initialised) */
+}
+
+void dpc_cuda_driver_probe_cublas(dpc_cuda_probe *p) {
+  size_t at = strlen(p->note);
+  if (p->gpus < 1 || at + 1 >= sizeof p->note) return;
   dpc_cublas_api blas;
+  dpc_diag d;
   dpc_diag_init(&d);
   if (dpc_cublas_load(&blas, "cuda", &d) == DPC_OK) {
     p->cublas = true;
-    snprintf(p->note + at, sizeof p->note - (size_t)at, "; matmuls on cuBLAS");
+    snprintf(p->note + at, sizeof p->note - at, "; matmuls on cuBLAS");
     dpc_cublas_unload(&blas);
   } else {
     const char *m = d.msg ? d.msg : "cuda: no cuBLAS found";
-    snprintf(p->note + at, sizeof p->note - (size_t)at, "; %s: matmuls run dpc's kernels",
+    snprintf(p->note + at, sizeof p->note - at, "; %s: matmuls run dpc's kernels",
              strncmp(m, "cuda: ", 6) ? m : m + 6);
   }
   dpc_diag_free(&d);

@@ -55,12 +55,14 @@ static dpc_status parse_archs(const char *list, cuda_state *s, dpc_diag *d) {
   return DPC_OK;
 }
 
+/* by dpc_gemm_precision */
+static const char *const precision_names[] = {"fp32", "tf32", "bf16"};
+
 static dpc_status parse_precision(const char *p, dpc_gemm_precision *out, dpc_diag *d) {
-  static const char *const names[] = {"fp32", "tf32", "bf16"};
   *out = DPC_GEMM_FP32;
   if (!p || !*p) return DPC_OK;
   for (int i = 0; i < 3; i++)
-    if (!strcmp(p, names[i])) return *out = (dpc_gemm_precision)i, DPC_OK;
+    if (!strcmp(p, precision_names[i])) return *out = (dpc_gemm_precision)i, DPC_OK;
   return dpc_diag_fail(d, DPC_ERR_INVALID, "precision '%s': not one of fp32, tf32, bf16", p);
 }
 
@@ -83,7 +85,7 @@ static dpc_status cuda_open(const dpc_codegen_options *o, void **state, dpc_diag
         snprintf(s->target + at, sizeof s->target - (size_t)at, "%ssm_%u", a ? "," : "", s->sm[a]);
   snprintf(s->target + at, sizeof s->target - (size_t)at,
            " (NVRTC CUBIN, PTX for other GPUs); matmuls on cuBLAS in %s where it loads",
-           o->precision && *o->precision ? o->precision : "fp32");
+           precision_names[s->precision]);
   *state = s;
   return DPC_OK;
 }

@@ -618,11 +618,13 @@ static int device_basics(void) {
   /* the probe behind `dpc devices` loads the driver the devices load */
   dpc_cuda_probe probe;
   dpc_cuda_driver_probe(&probe);
+  dpc_cuda_driver_probe_cublas(&probe);
   EXPECT(probe.loaded && probe.initialised && probe.gpus == 1 && probe.version == 13000 &&
              probe.cublas && !strcmp(probe.note, "CUDA driver 13.0, 1 GPU; matmuls on cuBLAS"),
          "the probe finds the test driver and the test cuBLAS: %s", probe.note);
   setenv("DPC_CUBLAS", "/nonexistent/libcublas.so.13", 1);
   dpc_cuda_driver_probe(&probe);
+  dpc_cuda_driver_probe_cublas(&probe);
   EXPECT(probe.gpus == 1 && !probe.cublas &&
              strstr(probe.note, "CUDA driver 13.0, 1 GPU; no cuBLAS found (/nonexistent/") &&
              strstr(probe.note, "matmuls run dpc's kernels"),
