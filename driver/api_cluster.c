@@ -104,12 +104,45 @@ static dpc_status get_string(json_t *obj, const char *file, const char *path, co
   return DPC_OK;
 }
 
+/* A size at key: "80G" or a number of bytes. */
+static dpc_status get_memory(json_t *obj, const char *file, const char *path, uint64_t *out,
+                             dpc_diag *d) {
+  json_t *mem = json_object_get(obj, "memory");
+  if (mem && json_is_integer(mem) && json_integer_value(mem) > 0) {
+    *out = (uint64_t)json_integer_value(mem);
+    return DPC_OK;
+  }
+  if (mem && json_is_string(mem) && dpc_parse_size(json_string_value(mem), out)) return DPC_OK;
+  return dpc_diag_fail(d, DPC_ERR_INVALID,
+                       "%s: '%smemory' must be a size such as \"80G\" or a number of bytes%s", file,
+                       path, mem ? "" : " (it is missing)");
+}
+
+/* The optional "host" (the CPU beside a host's devices) and its link to them. */
+static dpc_status read_host(json_t *root, json_t *links, const char *file, dpc_cluster *c,
+                            dpc_diag *d) {
+  static const char *const keys[] = {"name", "gflops", "mem_gbs", "memory", "about", NULL};
+  json_t *h = json_object_get(root, "host");
+  dpc_status st = DPC_OK;
+  if (h && !json_is_object(h))
+    st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s: 'host' must be an object", file);
+  if (!st && h) st = known_keys(h, file, "host.", keys, d);
+  if (!st && h) st = get_string(h, file, "host.", "name", c->host_name, sizeof c->host_name, d);
+  if (!st && h) st = get_num(h, file, "host.", "gflops", &c->host_gflops, d);
+  if (!st && h) st = get_num(h, file, "host.", "mem_gbs", &c->host_mem_gbs, d);
+  if (!st && h) st = get_memory(h, file, "host.", &c->host_memory, d);
+  if (!st && json_object_get(links, "host_to_device"))
+    st = get_link(links, file, "host_to_device", &c->host_link, d);
+  return st;
+}
+
 static dpc_status read_cluster(json_t *root, const char *file, dpc_cluster *c, dpc_diag *d) {
   static const char *const top[] = {"name",   "about", "hosts", "devices_per_host",
-                                    "device", "links", NULL};
+                                    "device", "links", "host",  NULL};
   static const char *const dev_keys[] = {"kind",   "name",  "gflops", "mem_gbs",
                                          "memory", "about", NULL};
-  static const char *const link_keys[] = {"within_host", "between_hosts", "about", NULL};
+  static const char *const link_keys[] = {"within_host", "between_hosts", "host_to_device", "about",
+                                          NULL};
   if (!json_is_object(root))
     return dpc_diag_fail(d, DPC_ERR_INVALID, "%s: a cluster file is a JSON object", file);
   dpc_status st = known_keys(root, file, "", top, d);
@@ -129,15 +162,7 @@ static dpc_status read_cluster(json_t *root, const char *file, dpc_cluster *c, d
   if (!st) st = get_string(dev, file, "device.", "name", c->device_name, sizeof c->device_name, d);
   if (!st) st = get_num(dev, file, "device.", "gflops", &c->gflops, d);
   if (!st) st = get_num(dev, file, "device.", "mem_gbs", &c->mem_gbs, d);
-  json_t *mem = st ? NULL : json_object_get(dev, "memory");
-  if (!st && mem && json_is_integer(mem) && json_integer_value(mem) > 0)
-    c->memory = (uint64_t)json_integer_value(mem);
-  else if (!st &&
-           !(mem && json_is_string(mem) && dpc_parse_size(json_string_value(mem), &c->memory)))
-    st = dpc_diag_fail(d, DPC_ERR_INVALID,
-                       "%s: 'device.memory' must be a size such as \"80G\" or a number of "
-                       "bytes%s",
-                       file, mem ? "" : " (it is missing)");
+  if (!st) st = get_memory(dev, file, "device.", &c->memory, d);
   json_t *links = st ? NULL : json_object_get(root, "links");
   if (!st && (!links || !json_is_object(links)))
     st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s: 'links' must be an object%s", file,
@@ -145,6 +170,7 @@ static dpc_status read_cluster(json_t *root, const char *file, dpc_cluster *c, d
   if (!st) st = known_keys(links, file, "links.", link_keys, d);
   if (!st && c->devices_per_host > 1) st = get_link(links, file, "within_host", &c->within_host, d);
   if (!st && c->hosts > 1) st = get_link(links, file, "between_hosts", &c->between_hosts, d);
+  if (!st) st = read_host(root, links, file, c, d);
   if (!st && !c->name[0]) snprintf(c->name, sizeof c->name, "%s", file);
   return st;
 }
@@ -170,7 +196,28 @@ typedef struct cluster_ctx {
   uint64_t limit;
   dpc_device_speed speed[DPC_MAX_DEVICES];
   dpc_link_speed within, between;
+  /* mixed plans: the host's CPU as device 0, the D devices after it; each one's memory */
+  bool with_host;
+  dpc_device_speed mixed[DPC_MAX_DEVICES];
+  uint64_t mixed_limit[DPC_MAX_DEVICES];
 } cluster_ctx;
+
+/* Device i of candidate c's replica: its speeds start at base(), its memory limit. */
+static const dpc_device_speed *base(const cluster_ctx *x, const dpc_cluster_candidate *c) {
+  return c->with_host ? x->mixed : x->speed;
+}
+static uint64_t dev_limit(const cluster_ctx *x, const dpc_cluster_candidate *c, uint32_t i) {
+  return c->with_host && i < DPC_MAX_DEVICES ? x->mixed_limit[i] : x->limit;
+}
+/* Its name in the report: host0/gpu:3; a mixed replica's host0/cpu, then host0/gpu:0, ... */
+static void dev_name(const cluster_ctx *x, const dpc_cluster_candidate *c, uint32_t i, char *out,
+                     size_t cap) {
+  const char *kind = x->c->device_kind[0] ? x->c->device_kind : "gpu";
+  if (c->with_host && i == 0)
+    snprintf(out, cap, "host0/cpu");
+  else
+    snprintf(out, cap, "host0/%.3s:%u", kind, c->with_host ? i - 1 : i);
+}
 
 /* What a candidate's plan says beyond its row of the table: one replica's devices. */
 typedef struct cluster_detail {
@@ -192,7 +239,8 @@ static dpc_status replica_plan(const cluster_ctx *x, const dpc_cluster_candidate
   dpc_pipeline_schedule sched = c->schedule;
   if (c->mp > 1 && !own) {
     dpc_driver_place_opts po = {x->limit, NULL, c->microbatches, sched};
-    st = dpc_driver_place_on(g, share, c->mp, x->speed, &po, NULL, d);
+    if (c->with_host) po.mem_limits = x->mixed_limit;
+    st = dpc_driver_place_on(g, share, c->mp, base(x, c), &po, NULL, d);
   }
   if (!st) st = dpc_driver_default_horizon(g, d);
   dpc_pass_opts po = {.training = true, .fuse = dpc_cpu_fusion()};
@@ -214,10 +262,6 @@ static dpc_status simulate(const dpc_device_speed *speed, const dpc_plan *p, dpc
   return st;
 }
 
-static const char *kind_dev(const dpc_cluster *c) {
-  return c->device_kind[0] ? c->device_kind : "gpu";
-}
-
 /* Plan candidate c (kind, mp, microbatches set), composed: figures into c, the replica's
  * devices into det (may be NULL). A candidate that cannot be planned says why in c->reason. */
 static dpc_status evaluate(const cluster_ctx *x, dpc_cluster_candidate *c, cluster_detail *det,
@@ -225,10 +269,10 @@ static dpc_status evaluate(const cluster_ctx *x, dpc_cluster_candidate *c, clust
   const dpc_cluster *cl = x->c;
   uint32_t mp = c->mp ? c->mp : 1, M = c->microbatches ? c->microbatches : 1;
   c->mp = mp, c->microbatches = M;
-  uint32_t R = x->D / mp;
+  uint32_t R = c->with_host ? 1 : x->D / mp;
   c->replicas = R;
-  if (x->D % mp || (mp > 1 && cl->devices_per_host % mp && R > 1) ||
-      (R == 1 && mp > cl->devices_per_host)) {
+  if (!c->with_host && (x->D % mp || (mp > 1 && cl->devices_per_host % mp && R > 1) ||
+                        (R == 1 && mp > cl->devices_per_host))) {
     snprintf(c->reason, sizeof c->reason,
              "not possible here: a replica of %u devices does not fit in hosts of %u", mp,
              cl->devices_per_host);
@@ -261,7 +305,7 @@ static dpc_status evaluate(const cluster_ctx *x, dpc_cluster_candidate *c, clust
   uint32_t hosts = R / per_host;
   dpc_device_speed speed[DPC_MAX_DEVICES];
   for (uint32_t i = 0; i < DPC_MAX_DEVICES; i++) {
-    speed[i] = x->speed[i];
+    speed[i] = base(x, c)[i];
     speed[i].coll_per_host = per_host, speed[i].coll_hosts = hosts;
     speed[i].between_gbs = x->between.gbs, speed[i].between_latency_s = x->between.latency_s;
   }
@@ -317,22 +361,32 @@ static dpc_status evaluate(const cluster_ctx *x, dpc_cluster_candidate *c, clust
     c->allreduce_ms = R > 1 ? worst_all * 1e3 : 0;
     c->samples_per_s = c->step_ms > 0 ? x->batch / (c->step_ms / 1e3) : 0;
     c->max_memory_bytes = mem;
-    c->fits = !x->limit || mem <= x->limit;
-    if (!c->fits)
+    c->fits = true;
+    for (uint32_t i = 0; i < mp && i < p->n_devs && c->fits; i++) {
+      uint64_t lim = dev_limit(x, c, i);
+      if (!lim || (uint64_t)p->devs[i].bytes <= lim) continue;
+      char name[32];
+      dev_name(x, c, i, name, sizeof name);
+      c->fits = false;
       snprintf(c->reason, sizeof c->reason,
-               "does not fit: a device needs %.1f MiB, more than its %.1f MiB", mib((double)mem),
-               mib((double)x->limit));
+               "does not fit: %s needs %.1f MiB, more than its %.1f MiB",
+               c->with_host ? name : "a device", mib((double)p->devs[i].bytes), mib((double)lim));
+    }
     double busy = 0;
     for (uint32_t i = 0; i < mp && i < p->n_devs; i++) busy += sum[i].compute_s + sum[i].comm_s;
     c->bubble_pct =
         c->kind == DPC_STRATEGY_PIPELINE && step > 0 ? 100 * (1 - busy / (mp * step)) : 0;
     if (c->bubble_pct < 0) c->bubble_pct = 0;
+    if (c->with_host && c->fits && p->n_devs) /* the CPU's part, and what crosses PCIe to it */
+      snprintf(c->reason, sizeof c->reason,
+               "the CPU computes %.3f ms of the %.3f ms step; %.2f MB a step cross to it",
+               sum[0].compute_s * 1e3, c->step_ms, sum[0].comm_bytes / 1e6);
     if (det) {
       det->dev = calloc(mp, sizeof *det->dev);
       if (!det->dev) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
       for (uint32_t i = 0; !st && i < mp && i < p->n_devs; i++) {
         dpc_plan_report_device *v = &det->dev[i];
-        snprintf(v->name, sizeof v->name, "host0/%.3s:%u", kind_dev(cl), i);
+        dev_name(x, c, i, v->name, sizeof v->name);
         v->kernels = sum[i].kernels, v->collectives = sum[i].comms;
         v->compute_ms = sum[i].compute_s * 1e3;
         /* its all-reduce across the replicas; its values crossing devices within the replica
@@ -362,21 +416,38 @@ typedef struct cands {
   uint32_t n, cap, cap_det;
 } cands;
 
-/* A strategy's text form into a candidate (kind, mp, micro-batches); false with why. */
-static bool parse_strategy(const char *text, uint32_t D, dpc_cluster_candidate *c, char *why,
-                           size_t cap) {
+/* A strategy's text form into a candidate (kind, mp, micro-batches); false with why. "+cpu"
+ * after model or pipeline puts the host's CPU beside the D devices (with_host: it is there). */
+static bool parse_strategy(const char *text, uint32_t D, bool with_host, dpc_cluster_candidate *c,
+                           char *why, size_t cap) {
   memset(c, 0, sizeof *c);
   snprintf(c->strategy, sizeof c->strategy, "%s", text);
   char kind[32];
   size_t k = strcspn(text, ":");
   snprintf(kind, sizeof kind, "%.*s", (int)(k < sizeof kind - 1 ? k : sizeof kind - 1), text);
+  size_t klen = strlen(kind);
+  if (klen > 4 && !strcmp(kind + klen - 4, "+cpu")) {
+    kind[klen - 4] = 0;
+    c->with_host = true;
+    if (strcmp(kind, "model") && strcmp(kind, "pipeline")) {
+      snprintf(why, cap, "'%s': the host's CPU joins model or pipeline (model+cpu, pipeline+cpu)",
+               text);
+      return false;
+    }
+    if (!with_host) {
+      snprintf(why, cap,
+               "'%s' plans on the host's CPU beside the devices: the plan is not given the CPU",
+               text);
+      return false;
+    }
+  }
   if (!dpc_strategy_kind_parse(kind, &c->kind) ||
       (c->kind != DPC_STRATEGY_DATA && c->kind != DPC_STRATEGY_MODEL &&
        c->kind != DPC_STRATEGY_HYBRID && c->kind != DPC_STRATEGY_PIPELINE)) {
     snprintf(why, cap, "'%s': a cluster is planned for data, model, hybrid or pipeline", kind);
     return false;
   }
-  c->mp = c->kind == DPC_STRATEGY_MODEL ? D : 1;
+  c->mp = c->with_host ? D + 1 : c->kind == DPC_STRATEGY_MODEL ? D : 1;
   c->microbatches = 1;
   const char *s = text[k] ? text + k + 1 : "";
   c->schedule = c->kind == DPC_STRATEGY_PIPELINE ? DPC_SCHEDULE_1F1B : DPC_SCHEDULE_NONE;
@@ -407,7 +478,7 @@ static bool parse_strategy(const char *text, uint32_t D, dpc_cluster_candidate *
       return false;
     }
     if ((!strcmp(key, "mp") && c->kind == DPC_STRATEGY_HYBRID) ||
-        (!strcmp(key, "stages") && c->kind == DPC_STRATEGY_PIPELINE))
+        (!strcmp(key, "stages") && c->kind == DPC_STRATEGY_PIPELINE && !c->with_host))
       c->mp = (uint32_t)v;
     else if ((!strcmp(key, "accumulate") && c->kind == DPC_STRATEGY_DATA) ||
              (!strcmp(key, "microbatches") && c->kind == DPC_STRATEGY_PIPELINE))
@@ -436,7 +507,7 @@ static dpc_status add(const cluster_ctx *x, cands *cs, const char *text,
   dpc_cluster_candidate *c = &cs->c[cs->n++];
   char why[200];
   *out = c;
-  if (!parse_strategy(text, x->D, c, why, sizeof why))
+  if (!parse_strategy(text, x->D, x->with_host, c, why, sizeof why))
     return dpc_diag_fail(d, DPC_ERR_INVALID, "%s", why);
   return evaluate(x, c, det, d);
 }
@@ -500,6 +571,23 @@ static dpc_status search(const cluster_ctx *x, cands *cs, dpc_diag *d) {
     snprintf(text, sizeof text, "data:accumulate=%u", k);
     st = add(x, cs, text, &c, d);
   }
+  /* the host's CPU beside the devices: the model over all of them, and a pipeline of a stage
+   * each, its micro-batches grown while they help */
+  if (x->with_host && !st) st = add(x, cs, "model+cpu", &c, d);
+  /* micro-batches: a multiple of the stages that divides the batch, else a power of two */
+  uint32_t S = x->D + 1, ms[6], nm = 0, p2 = 1;
+  while (p2 < S) p2 *= 2;
+  for (uint32_t k = 1; k <= 4; k *= 2) ms[nm++] = S * k;
+  for (uint32_t k = 1; k <= 4 && p2 != S; k *= 2) ms[nm++] = p2 * k;
+  double prev = INFINITY;
+  for (uint32_t j = 0, tried = 0; x->with_host && j < nm && tried < 3 && !st; j++) {
+    if (x->batch % ms[j]) continue;
+    tried++;
+    snprintf(text, sizeof text, "pipeline+cpu:microbatches=%u,schedule=1f1b", ms[j]);
+    st = add(x, cs, text, &c, d);
+    if (st || !c->planned || !c->fits || c->step_ms >= prev) break;
+    prev = c->step_ms;
+  }
   return st;
 }
 
@@ -511,7 +599,10 @@ static void explain(cands *cs) {
     dpc_cluster_candidate *c = &cs->c[i];
     if (!c->planned || !c->fits) continue;
     double slower = b->step_ms > 0 ? 100 * (c->step_ms / b->step_ms - 1) : 0;
-    if (c->bubble_pct >= 15)
+    if (c->with_host) { /* evaluate said the CPU's part */
+      size_t n = strlen(c->reason);
+      snprintf(c->reason + n, sizeof c->reason - n, "; %+.0f%% against %s", slower, b->strategy);
+    } else if (c->bubble_pct >= 15)
       snprintf(c->reason, sizeof c->reason, "pipeline bubble: %.0f%% idle; %+.0f%% against %s",
                c->bubble_pct, slower, b->strategy);
     else if (c->allreduce_ms > 0.3 * c->step_ms)
@@ -556,7 +647,7 @@ static dpc_status replicated(const cluster_ctx *x, dpc_cluster_candidate *c, clu
     if (!det->dev) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; !st && i < p->n_devs; i++) {
       dpc_plan_report_device *v = &det->dev[i];
-      snprintf(v->name, sizeof v->name, "host0/%.3s:%u", kind_dev(x->c), i);
+      dev_name(x, c, i, v->name, sizeof v->name);
       v->kernels = sum[i].kernels, v->collectives = sum[i].comms;
       v->compute_ms = sum[i].compute_s * 1e3, v->comm_ms = sum[i].comm_s * 1e3;
       v->memory_bytes = p->devs[i].bytes, v->comm_bytes = sum[i].comm_bytes;
@@ -590,6 +681,22 @@ DPC_COMPILER_API dpc_status dpc_net_plan_cluster(const dpc_net *n, const dpc_clu
   if (!D64 || D64 > 65536)
     return dpc_diag_fail(m, DPC_ERR_INVALID, "the cluster '%s' has %llu devices: 1 to 65536",
                          cl->name, (unsigned long long)D64);
+  bool with_host = DPC_API_HAS(o, with_host) && o->with_host;
+  if (with_host && (cl->hosts > 1 || D64 + 1 > DPC_MAX_DEVICES / 2))
+    return dpc_diag_fail(m, DPC_ERR_INVALID,
+                         "the host's CPU joins plans of one host of at most %u devices; '%s' "
+                         "has %u hosts of %u",
+                         DPC_MAX_DEVICES / 2 - 1, cl->name, cl->hosts, cl->devices_per_host);
+  if (with_host &&
+      !(cl->host_gflops > 0 && cl->host_mem_gbs > 0 && cl->host_memory && cl->host_link.gbs > 0))
+    return dpc_diag_fail(m, DPC_ERR_INVALID,
+                         "'%s' describes no host CPU to plan on: it needs 'host' (gflops, "
+                         "mem_gbs, memory) and 'links.host_to_device'",
+                         cl->name);
+  if (with_host && DPC_API_HAS(o, replicated) && o->replicated)
+    return dpc_diag_fail(m, DPC_ERR_INVALID,
+                         "planning every replica checks replicas of one kind of device; a plan "
+                         "with the host's CPU is one replica already");
   cluster_ctx *x = calloc(1, sizeof *x);
   if (!x) return dpc_diag_fail(m, DPC_ERR_NOMEM, "out of memory");
   x->net = n, x->c = cl, x->D = (uint32_t)D64;
@@ -602,6 +709,20 @@ DPC_COMPILER_API dpc_status dpc_net_plan_cluster(const dpc_net *n, const dpc_clu
                                      .mem_gbs = cl->mem_gbs,
                                      .link_gbs = x->within.gbs,
                                      .link_latency_s = x->within.latency_s};
+  x->with_host = with_host;
+  if (with_host) { /* the CPU first, then the devices; crossings between the two over PCIe */
+    double bus = cl->host_link.gbs, bus_lat = cl->host_link.latency_us * 1e-6;
+    for (uint32_t i = 0; i < DPC_MAX_DEVICES; i++) {
+      x->mixed[i] = i ? x->speed[i - 1]
+                      : (dpc_device_speed){.gflops = cl->host_gflops,
+                                           .mem_gbs = cl->host_mem_gbs,
+                                           .link_gbs = bus,
+                                           .link_latency_s = bus_lat,
+                                           .host = true};
+      x->mixed[i].bus_gbs = bus, x->mixed[i].bus_latency_s = bus_lat;
+      x->mixed_limit[i] = i ? x->limit : cl->host_memory;
+    }
+  }
   double t0 = dpc_now_s();
   cands cs = {0};
   cluster_detail det = {0};
@@ -618,7 +739,7 @@ DPC_COMPILER_API dpc_status dpc_net_plan_cluster(const dpc_net *n, const dpc_clu
     char why[200];
     if (!st) {
       c = &cs.c[cs.n++];
-      if (!parse_strategy(text, x->D, c, why, sizeof why))
+      if (!parse_strategy(text, x->D, x->with_host, c, why, sizeof why))
         st = dpc_diag_fail(m, DPC_ERR_INVALID, "%s", why);
     }
     if (!st) st = o->replicated ? replicated(x, c, &det, m) : evaluate(x, c, NULL, m);
@@ -649,7 +770,7 @@ DPC_COMPILER_API dpc_status dpc_net_plan_cluster(const dpc_net *n, const dpc_clu
     r->candidates = cs.c, r->n_candidates = cs.n;
     cs.c = NULL;
     r->cluster = *cl;
-    r->devices = x->D, r->batch = x->batch, r->memory_limit = x->limit;
+    r->devices = x->D + (with_host ? 1 : 0), r->batch = x->batch, r->memory_limit = x->limit;
     /* the choice's devices: planned once more, keeping them (the replicated plan has them) */
     if (r->best < r->n_candidates && !o->replicated && !det.dev)
       st = evaluate(x, &r->candidates[r->best], &det, m);
@@ -664,6 +785,7 @@ DPC_COMPILER_API dpc_status dpc_net_plan_cluster(const dpc_net *n, const dpc_clu
     if (r->best < r->n_candidates) {
       const dpc_cluster_candidate *b = &r->candidates[r->best];
       r->replicas = b->replicas, r->mp = b->mp, r->microbatches = b->microbatches;
+      r->with_host = b->with_host;
     }
     r->replica_devices = det.dev, r->n_replica_devices = det.n;
     det.dev = NULL;

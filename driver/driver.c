@@ -566,11 +566,14 @@ static double score_placement(void *ctx, const dpc_graph *placed, double *busies
   score_ctx *x = ctx;
   double step = 0, over = 0;
   if (plan_step(placed, x->batch, x->n, x->speed, x->o, x->bytes, &step, busiest, d)) return -1;
-  uint64_t limit = x->o->mem_limit;
-  for (uint32_t k = 0; limit && k < x->n; k++)
-    if (x->bytes[k] > (double)limit) over += x->bytes[k] - (double)limit;
+  double least = 0; /* the smallest limit, to scale how far over */
+  for (uint32_t k = 0; k < x->n; k++) {
+    uint64_t limit = x->o->mem_limits ? x->o->mem_limits[k] : x->o->mem_limit;
+    if (limit && x->bytes[k] > (double)limit) over += x->bytes[k] - (double)limit;
+    if (limit && (!least || (double)limit < least)) least = (double)limit;
+  }
   if (over > 0) *busiest = 0;
-  return over > 0 ? 1e6 + over / (double)limit : step;
+  return over > 0 ? 1e6 + over / least : step;
 }
 
 enum { MEMORY_ROUNDS = 5 };
@@ -580,7 +583,9 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
                                dpc_place_report *report, dpc_diag *d) {
   static const dpc_driver_place_opts none = {0};
   if (!o) o = &none;
-  uint64_t mem_limit = o->mem_limit;
+  bool limited = o->mem_limit != 0;
+  for (uint32_t k = 0; o->mem_limits && k < n && k < DPC_MAX_DEVICES; k++)
+    limited = limited || o->mem_limits[k];
   if (n > DPC_MAX_DEVICES) /* the device names */
     return dpc_diag_fail(d, DPC_ERR_INVALID, "placement takes at most %u devices, not %u",
                          DPC_MAX_DEVICES, n);
@@ -591,7 +596,8 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
   double *room = calloc(n, sizeof *room), scale = 1;
   dpc_status st =
       budget && bytes && room ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  for (uint32_t k = 0; !st && k < n; k++) budget[k] = room[k] = (double)mem_limit;
+  for (uint32_t k = 0; !st && k < n; k++)
+    budget[k] = room[k] = (double)(o->mem_limits ? o->mem_limits[k] : o->mem_limit);
   /* Each candidate placement is planned and simulated; the fastest that fits wins. The
    * placement's memory estimate (outputs, params four times) is not the plan's (buffers shared,
    * fusion, workspace), so the plan measures it and over-full devices get less next round. */
@@ -599,11 +605,11 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
     dpc_graph *g = dpc_graph_clone(model);
     if (!g) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
     score_ctx x = {batch, n, speed, o, bytes};
-    dpc_place_opts po = {speed, mem_limit ? budget : NULL, score_placement, &x};
+    dpc_place_opts po = {speed, limited ? budget : NULL, score_placement, &x};
     if (!st) st = dpc_place_metis(g, batch, dn.ptr, n, &po, rep, d);
     bool fits = true;
     double step, busiest;
-    if (!st && mem_limit && round + 1 < MEMORY_ROUNDS) {
+    if (!st && limited && round + 1 < MEMORY_ROUNDS) {
       st = plan_step(g, batch, n, speed, o, bytes, &step, &busiest, d);
       /* the budget in the estimate's terms: the limit over the plan's bytes per estimated
        * byte, less what the plan put over the limit on a device last time */
@@ -611,8 +617,8 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
       for (uint32_t k = 0; !st && k < n; k++) est_all += rep->memory[k], bytes_all += bytes[k];
       if (est_all > 0 && bytes_all / est_all > scale) scale = bytes_all / est_all;
       for (uint32_t k = 0; !st && k < n; k++) {
-        if (bytes[k] > (double)mem_limit)
-          fits = false, room[k] -= (bytes[k] - (double)mem_limit) * 1.1;
+        double lim = (double)(o->mem_limits ? o->mem_limits[k] : o->mem_limit);
+        if (lim > 0 && bytes[k] > lim) fits = false, room[k] -= (bytes[k] - lim) * 1.1;
         budget[k] = room[k] > 0 ? room[k] / scale : 1;
       }
     }

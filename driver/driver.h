@@ -116,6 +116,7 @@ typedef struct dpc_driver_place_opts {
   uint32_t microbatches;
   dpc_pipeline_schedule schedule;
   double link_gbs, link_latency_s;
+  const uint64_t *mem_limits; /* per device, bytes, none 0 (NULL: mem_limit for each) */
 } dpc_driver_place_opts;
 
 /* Model parallel: unless the model places its nodes itself (`@ cpu:K`, device blocks), place

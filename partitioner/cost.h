@@ -65,6 +65,11 @@ typedef struct dpc_device_speed {
   /* devices with the same nonzero group share their cores (more devices than cores): while
    * one computes, the others on its cores take their turns (0: cores of its own) */
   uint32_t core_group;
+  /* a mixed plan: the host's CPU (host) beside GPUs (not host). A value that crosses between the
+   * two kinds costs bus_latency_s + bytes / bus_gbs (PCIe) instead of the link above; the
+   * receiver's figures count. 0: no bus, the link above for every crossing */
+  bool host;
+  double bus_gbs, bus_latency_s;
 } dpc_device_speed;
 
 /* Measured over predicted time, per kernel kind: a kernel is known by its key (its ops and the

@@ -244,6 +244,45 @@ static dpc_status trial_score(void *ctx, const int32_t *part, double *score, dou
   return score_candidate(t->model, t->dev_id, part, t->o, score, busiest, d);
 }
 
+/* Whether the devices are of two kinds (the host's CPU beside GPUs). */
+static bool mixed_kinds(const dpc_device_speed *speed, uint32_t n) {
+  for (uint32_t k = 1; speed && k < n; k++)
+    if (speed[k].host != speed[0].host) return true;
+  return false;
+}
+
+/* Memory shares for devices of two kinds: a GPU's limit is a small fraction of the host's, and
+ * shares by limit would fill the slow CPU with what the GPUs have room for. Instead each device
+ * gets the memory of its compute share, capped at its limit, the excess spread over the devices
+ * still under theirs by their compute (water-filling), so the CPU takes only what does not fit. */
+static void mixed_shares(const double *mem, uint32_t n_nodes, uint32_t n, const double *target,
+                         const double *limit, double *share) {
+  double total = 0;
+  for (uint32_t i = 0; i < n_nodes; i++) total += mem[i];
+  bool capped[DPC_MAX_DEVICES] = {false};
+  double left = total;
+  for (uint32_t round = 0; round < n && total > 0; round++) {
+    double t = 0;
+    for (uint32_t k = 0; k < n; k++)
+      if (!capped[k]) t += target[k];
+    bool more = false;
+    for (uint32_t k = 0; k < n && t > 0; k++) {
+      if (capped[k]) continue;
+      share[k] = left * target[k] / t;
+      if (limit[k] > 0 && share[k] > limit[k]) capped[k] = more = true;
+    }
+    if (!more) break;
+    left = total;
+    for (uint32_t k = 0; k < n; k++)
+      if (capped[k]) share[k] = limit[k], left -= limit[k];
+    if (left < 0) left = 0;
+  }
+  double sum = 0;
+  for (uint32_t k = 0; k < n; k++)
+    sum += share[k] = share[k] > total * 1e-3 ? share[k] : total * 1e-3;
+  for (uint32_t k = 0; k < n && sum > 0; k++) share[k] /= sum;
+}
+
 dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *devices, uint32_t n,
                            const dpc_place_opts *o, dpc_place_report *report, dpc_diag *d) {
   static const dpc_place_opts none = {0};
@@ -294,6 +333,12 @@ dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *d
     target[k] = (speed && speed[k].gflops > 0 ? speed[k].gflops : 1) / total;
     mshare[k] = mtotal > 0 && mem_limit[k] > 0 ? mem_limit[k] / mtotal : 1.0 / n;
   }
+  for (uint32_t i = 0; !st && i < g->n_nodes; i++) {
+    mem[i] = node_memory(g, c, i);
+    fixed[i] = model->nodes[i].device != DPC_NONE;
+  }
+  if (!st && mixed_kinds(speed, n) && mem_limit)
+    mixed_shares(mem, g->n_nodes, n, target, mem_limit, mshare);
   for (uint32_t k = 0; !st && k < n; k++) /* devices alike in speed and limit are twins */
     for (twin[k] = 0; twin[k] < k; twin[k]++) {
       uint32_t j = twin[k];
@@ -302,10 +347,6 @@ dpc_status dpc_place_metis(dpc_graph *model, int64_t batch, const char *const *d
                      speed[j].profile == speed[k].profile);
       if (same_speed && (!mem_limit || mem_limit[j] == mem_limit[k])) break;
     }
-  for (uint32_t i = 0; !st && i < g->n_nodes; i++) {
-    mem[i] = node_memory(g, c, i);
-    fixed[i] = model->nodes[i].device != DPC_NONE;
-  }
   if (!st && !training_cost(model, batch, &mean, comp))
     for (uint32_t i = 0; i < g->n_nodes; i++) comp[i] = 3 * dpc_cost_kernel_seconds(g, c, i, &mean);
   fold_sources(g, fixed, comp);

@@ -72,8 +72,9 @@ static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_devi
   double *clock = calloc(n, sizeof *clock), *sig = malloc((p->n_events + 1) * sizeof *sig);
   uint32_t *pos = calloc(n, sizeof *pos);
   double *ebytes = calloc(p->n_events + 1, sizeof *ebytes);
-  if (!clock || !sig || !pos || !ebytes) {
-    free(clock), free(sig), free(pos), free(ebytes);
+  uint32_t *esrc = calloc(p->n_events + 1, sizeof *esrc);
+  if (!clock || !sig || !pos || !ebytes || !esrc) {
+    free(clock), free(sig), free(pos), free(ebytes), free(esrc);
     return 0;
   }
   for (uint32_t e = 0; e <= p->n_events; e++) sig[e] = -1;
@@ -86,6 +87,7 @@ static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_devi
       uint32_t k = j; /* the kernel just before it (other signals may sit between) */
       while (k > 0 && p->devs[i].steps[k].kind != DPC_STEP_KERNEL) k--;
       const dpc_node *nd = &g->nodes[p->devs[i].steps[k].node];
+      esrc[st->event] = i;
       for (uint32_t o = 0; o < nd->n_out; o++)
         ebytes[st->event] += (double)p->slots[nd->out + o].bytes;
     }
@@ -98,10 +100,13 @@ static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_devi
         const dpc_step *st = &p->devs[i].steps[pos[i]];
         if (st->kind == DPC_STEP_WAIT) {
           if (sig[st->event] < 0) break;
-          double arrive =
-              sig[st->event] + (sp.link_gbs > 0
-                                    ? sp.link_latency_s + ebytes[st->event] / (sp.link_gbs * 1e9)
-                                    : ebytes[st->event] / (sp.mem_gbs * 1e9));
+          double eb = ebytes[st->event], arrive = sig[st->event];
+          if (sp.bus_gbs > 0 && speed[esrc[st->event]].host != sp.host)
+            arrive += sp.bus_latency_s + eb / (sp.bus_gbs * 1e9);
+          else if (sp.link_gbs > 0)
+            arrive += sp.link_latency_s + eb / (sp.link_gbs * 1e9);
+          else
+            arrive += eb / (sp.mem_gbs * 1e9);
           trace_add(tr, i, DPC_SIM_WAIT, DPC_NONE, clock[i], arrive);
           if (arrive > clock[i]) clock[i] = arrive;
           sum[i].comm_bytes += ebytes[st->event];
@@ -145,7 +150,7 @@ static double simulate(const dpc_plan *p, const dpc_node_cost *c, const dpc_devi
   double end = 0;
   for (uint32_t i = 0; i < n; i++)
     if (clock[i] > end) end = clock[i];
-  free(clock), free(sig), free(pos), free(ebytes);
+  free(clock), free(sig), free(pos), free(ebytes), free(esrc);
   return end;
 }
 

@@ -35,6 +35,13 @@ typedef struct dpc_cluster {
   double mem_gbs;       /* memory bandwidth, GB/s */
   uint64_t memory;      /* bytes each device has */
   dpc_cluster_link within_host, between_hosts; /* between_hosts: 0 with one host */
+  /* the CPU of a host beside its devices, for mixed CPU and GPU plans (dpc_cluster_opts
+   * .with_host): its speed and memory (the file's "host"; host_gflops 0: not described), and
+   * the link between it and each device ("links.host_to_device": PCIe) */
+  char host_name[64];
+  double host_gflops, host_mem_gbs;
+  uint64_t host_memory;
+  dpc_cluster_link host_link;
 } dpc_cluster;
 
 /* Read a cluster file (JSON). An error names the file, the key and what is wrong with it. */
@@ -52,6 +59,11 @@ typedef struct dpc_cluster_opts {
   /* plan every replica's graph and simulate them all instead of composing (one host only, at
    * most 256 devices): a check of the composition, as slow as planning for these devices is */
   bool replicated;
+  /* plan on the host's CPU too, as one more device beside the GPUs (one host; the cluster's
+   * host_gflops, host_mem_gbs, host_memory and host_link set): besides the strategies over the
+   * devices alone, "model+cpu" (the model placed over the CPU and the devices) and
+   * "pipeline+cpu[:microbatches=M][,schedule=S]" (a stage on the CPU, then one per device) */
+  bool with_host;
 } dpc_cluster_opts;
 
 /* One strategy tried. */
@@ -68,11 +80,12 @@ typedef struct dpc_cluster_candidate {
   uint64_t max_memory_bytes; /* the most any device of it holds */
   double bubble_pct;         /* a pipeline's idle share of the devices' time */
   char reason[256];          /* why it won, or lost, or was not planned */
+  bool with_host;            /* one replica: the host's CPU (its first device) and the devices */
 } dpc_cluster_candidate;
 
 typedef struct dpc_cluster_report {
   dpc_cluster cluster;
-  uint32_t devices, batch;
+  uint32_t devices, batch;           /* devices: the host's CPU counted when it joins (with_host) */
   dpc_cluster_candidate *candidates; /* fastest first; those that do not fit or run last */
   uint32_t n_candidates, best;       /* best: n_candidates when none fits */
   /* the chosen plan: its replicas of mp devices, each replica's batch, one replica's devices
@@ -86,6 +99,9 @@ typedef struct dpc_cluster_report {
   double allreduce_sent;                  /* the bytes each device sends for that, per step */
   uint32_t peers_per_host, hosts_spanned; /* the all-reduce's shape */
   double seconds;                         /* planning time */
+  /* the chosen plan's first replica device is the host's CPU, held to host_memory rather than
+   * memory_limit */
+  bool with_host;
 } dpc_cluster_report;
 
 /* Plan model n's training step for cluster c. On success *out has the report; when nothing

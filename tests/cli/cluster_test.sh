@@ -3,7 +3,9 @@
 # the 8 x 8 GPU plans of wide_mlp and transformer_block keep every device within its memory; a
 # small memory limit changes the choice or says nothing fits; and the composed plan (one replica
 # planned, the all-reduce across replicas added) agrees with every replica planned and simulated.
-# --devices mpi --hosts HxN plans for hosts like this machine.
+# --devices mpi --hosts HxN plans for hosts like this machine. --devices cpu,cuda:0 with
+# --simulate-devices puts the host's CPU beside the simulated GPUs: it takes what the GPU has no
+# room for.
 #   cluster_test.sh DPC SOURCE_DIR WORK_DIR
 dpc=$1
 src=$2
@@ -132,8 +134,38 @@ expect 1 "a CPU file for GPUs" -- "$dpc" plan "$mlp" --devices cuda:0 \
   --simulate-devices "$clusters/epyc-2socket.json"
 contains "$work/err" "describes a cpu" "a CPU file for GPUs: said why"
 
-# hosts like this machine, planned without mpirun: --devices mpi[:cpu:L] --hosts H[xN] [--link]
+# the host's CPU beside simulated GPUs: --devices cpu,cuda:0,...
 fm="$src/examples/fashion_mlp.graph"
+expect 0 "cpu,cuda:0: the model fits the GPU" -- "$dpc" plan "$fm" --devices cpu,cuda:0 \
+  --simulate-devices "$clusters/h100-host.json" --explain
+contains "$work/out" "^with the host's CPU: .*this machine's, measured.*(assumed: PCIe 4.0 x16)" \
+  "cpu,cuda:0: the CPU measured here, the link said to be assumed"
+contains "$work/out" "^strategy auto: data," "cpu,cuda:0: all on the GPU when it fits"
+contains "$work/out" "^[0-9] *model+cpu .*the CPU computes" "cpu,cuda:0: the mixed plans ranked"
+lacks "$work/out" "^host0/cpu " "cpu,cuda:0: the CPU not in the plan chosen"
+expect 0 "cpu,cuda:0: a GPU too small for the model" -- "$dpc" plan "$fm" --devices cpu,cuda:0 \
+  --simulate-devices "$clusters/h100-host.json" --device-memory 8M --explain
+contains "$work/out" "^strategy auto: model+cpu," "a GPU too small: the CPU takes the rest"
+contains "$work/out" "^host0/cpu " "a GPU too small: the CPU's row"
+contains "$work/out" "^host0/gpu:0 " "a GPU too small: the GPU's row"
+contains "$work/out" "^planned for 2 devices in " "a GPU too small: the CPU counted"
+within_limits "$work/out" "a GPU too small"
+expect 0 "a described host, 2 GPUs" -- "$dpc" plan "$mlp" --devices cpu,cuda:0,cuda:1 \
+  --simulate-devices "$clusters/h100-pcie-workstation.json" --strategy model+cpu
+contains "$work/out" "Threadripper PRO 7995WX .*as described), 63 GB/s" "described host: its figures"
+contains "$work/out" "^host0/gpu:1 " "described host: the second GPU's row"
+contains "$work/out" "^the CPU receives .* over 63 GB/s" "described host: what crosses PCIe"
+expect 1 "model+cpu without the CPU" -- "$dpc" plan "$mlp" --devices cuda:0,cuda:1 \
+  --simulate-devices "$clusters/h100-host.json" --strategy model+cpu
+contains "$work/err" "not given the CPU" "model+cpu without the CPU: said why"
+sed 's/"gflops": 7700/"gflops": -5/' "$clusters/h100-pcie-workstation.json" >"$work/badhost.json"
+expect 1 "a host of negative speed" -- "$dpc" plan "$fm" --devices cpu,cuda:0 \
+  --simulate-devices "$work/badhost.json"
+contains "$work/err" "'host.gflops' must be a positive number" "a host of negative speed: the key named"
+expect 2 "the CPU alone" -- "$dpc" plan "$fm" --devices cpu --simulate-devices "$clusters/h100-host.json"
+contains "$work/err" "name the GPUs too" "the CPU alone: said what to give"
+
+# hosts like this machine, planned without mpirun: --devices mpi[:cpu:L] --hosts H[xN] [--link]
 expect 0 "mpi:cpu:2 on 4x2 hosts" -- "$dpc" plan "$fm" --devices mpi:cpu:2 --hosts 4x2 --explain
 contains "$work/out" "4 hosts of 2 devices like this machine's cpu:2, 1.25 GB/s and 50 us between (assumed: --link)" \
   "mpi hosts: the cluster named, the link said to be assumed"

@@ -3,7 +3,8 @@
  * report draws as its timeline: keeping them changes no prediction; each device's intervals
  * follow one another inside the step and the last ends it; its kernels and copies add up to the
  * compute the simulator reports, its collectives to its communication; a pipeline's later
- * stage starts by waiting for the first.
+ * stage starts by waiting for the first; in a mixed plan (the host's CPU beside a GPU), values
+ * that cross between the two kinds pay the bus, and only those.
  *
  * The plans are of the transformer example with fixed device speeds (a machine's calibration
  * would make the test its own).
@@ -126,7 +127,58 @@ static void model_parallel(void) {
   CHECK_MSG(waits > 0, "model parallel on 2: %u waits", waits);
 }
 
+/* The step of p with device 0 the host's CPU (host0) or not, and every device's bus at gbs. */
+static double step_with_bus(const dpc_plan *p, bool host0, double gbs) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  uint32_t D = p->n_devs;
+  dpc_node_cost *c = calloc(p->g->n_nodes, sizeof *c);
+  dpc_device_speed *sp = calloc(D, sizeof *sp);
+  dpc_sim_device *sim = calloc(D, sizeof *sim);
+  double step = 0;
+  if (c && sp && sim && dpc_cost_graph(p->g, c, &d) == DPC_OK) {
+    for (uint32_t k = 0; k < D; k++) {
+      sp[k] = unit_plan_speed();
+      sp[k].host = host0 && k == 0;
+      sp[k].bus_gbs = gbs, sp[k].bus_latency_s = gbs > 0 ? 1e-5 : 0;
+    }
+    step = dpc_simulate_step(p, c, sp, sim);
+  }
+  free(c), free(sp), free(sim);
+  dpc_diag_free(&d);
+  return step;
+}
+
+/* A pipeline of 2 stages with stage 0 the host's CPU: a slow bus lengthens the step by at least
+ * what crosses it; the same bus between devices of one kind changes nothing. */
+static void bus_between_kinds(void) {
+  dpc_plan *p = unit_plan_transformer(2, 2, 64, 4, DPC_SCHEDULE_1F1B, NULL);
+  if (!p) return;
+  double plain = step_with_bus(p, false, 0);
+  double same_kind = step_with_bus(p, false, 0.01);
+  double mixed = step_with_bus(p, true, 0.01);
+  dpc_node_cost *c = calloc(p->g->n_nodes, sizeof *c);
+  dpc_device_speed sp[2] = {unit_plan_speed(), unit_plan_speed()};
+  dpc_sim_device sim[2];
+  dpc_diag d;
+  dpc_diag_init(&d);
+  CHECK(c && dpc_cost_graph(p->g, c, &d) == DPC_OK);
+  dpc_simulate_step(p, c, sp, sim);
+  /* every crossing pays its bytes at 0.01 GB/s; not all of them are on the critical path (here
+   * about half are: 46 ms of 92) */
+  double crossed = sim[0].comm_bytes + sim[1].comm_bytes;
+  CHECK_MSG(plain > 0 && same_kind == plain,
+            "a bus between devices of one kind: step %.9g s, %.9g s without", same_kind, plain);
+  CHECK_MSG(crossed > 0 && mixed > plain + crossed / 4 / 0.01e9,
+            "CPU and GPU over a 0.01 GB/s bus: step %.6g s against %.6g s, %.0f bytes crossing",
+            mixed, plain, crossed);
+  free(c);
+  dpc_diag_free(&d);
+  dpc_plan_free(p);
+}
+
 const unit_test unit_tests[] = {
+    {"bus_between_kinds", bus_between_kinds},
     {"data_parallel", data_parallel},
     {"pipeline", pipeline},
     {"model_parallel", model_parallel},

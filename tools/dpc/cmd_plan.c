@@ -196,25 +196,37 @@ static bool plan_num(const cli_parsed *p, const char *name, int64_t *out) {
   return true;
 }
 
-/* `--devices cuda:0,cuda:1,...` for --simulate-devices: how many GPUs, each named once. */
-static int cuda_devices(const char *spec, uint32_t *n) {
+/* `--devices [cpu,]cuda:0,cuda:1,...` for --simulate-devices: how many GPUs, each named once,
+ * and whether the CPU is named beside them. */
+static int cuda_devices(const char *spec, uint32_t *n, bool *cpu) {
   if (!spec)
     return cli_usage_error("plan", "--simulate-devices FILE stands in for GPUs: name them with "
-                                   "--devices cuda:0,cuda:1,...");
+                                   "--devices cuda:0,cuda:1,... (cpu,cuda:0,... for the CPU too)");
   bool seen[64] = {false};
-  *n = 0;
+  *n = 0, *cpu = false;
   for (const char *s = spec; *s;) {
     char *end = NULL;
+    if (!strncmp(s, "cpu", 3) && (!s[3] || s[3] == ',') && !*cpu) {
+      *cpu = true;
+      s += s[3] ? 4 : 3;
+      continue;
+    }
     unsigned long k = strncmp(s, "cuda:", 5) ? 64 : strtoul(s + 5, &end, 10);
     if (k >= 64 || !end || end == s + 5 || (*end && *end != ',') || seen[k])
       return cli_usage_error("plan",
                              "--devices with --simulate-devices: a list of distinct GPUs "
-                             "cuda:0,cuda:1,... (at most cuda:63), got '%s'",
+                             "cuda:0,cuda:1,... (at most cuda:63), with cpu once for the host's "
+                             "CPU beside them, got '%s'",
                              spec);
     seen[k] = true;
     ++*n;
     s = *end ? end + 1 : end;
   }
+  if (!*n)
+    return cli_usage_error("plan",
+                           "--devices %s with --simulate-devices: name the GPUs too, as "
+                           "in cpu,cuda:0",
+                           spec);
   return DPC_EXIT_OK;
 }
 
@@ -269,7 +281,7 @@ int dpc_cmd_plan(int argc, char **argv) {
   const char *simulated = cli_get(plan_opts, NPLAN, &p, "simulate-devices");
   if (simulated) {
     uint32_t gpus = 0;
-    int grc = cuda_devices(cli_get(plan_opts, NPLAN, &p, "devices"), &gpus);
+    int grc = cuda_devices(cli_get(plan_opts, NPLAN, &p, "devices"), &gpus, &sizes.host_cpu);
     return grc ? grc : cli_plan_cluster(plan_opts, NPLAN, &p, simulated, gpus, &sizes);
   }
   if (cli_get(plan_opts, NPLAN, &p, "replicated"))

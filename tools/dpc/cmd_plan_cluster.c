@@ -17,6 +17,14 @@ static double mib(double b) {
   return b / (1024.0 * 1024.0);
 }
 
+/* src into dst of n bytes, cut to fit. */
+static void set_text(char *dst, size_t n, const char *src) {
+  size_t k = strlen(src);
+  if (k >= n) k = n - 1;
+  memcpy(dst, src, k);
+  dst[k] = 0;
+}
+
 static void print_table(const dpc_cluster_report *r) {
   printf("%-4s %-48s %10s %11s %13s %11s  %s\n", "rank", "strategy", "step ms", "replica ms",
          "all-reduce ms", "memory MiB", "why");
@@ -37,10 +45,11 @@ static void print_plan(const dpc_cluster_report *r, const char *model) {
   const dpc_cluster *c = &r->cluster;
   const dpc_cluster_candidate *b = &r->candidates[r->best];
   printf("%s, training step, batch %u, %s on %s: %u host%s x %u %s (%s, %.0f GFLOP/s, %.0f "
-         "GB/s, %.1f GiB)\n",
+         "GB/s, %.1f GiB)%s\n",
          model, r->batch, b->strategy, c->name, c->hosts, c->hosts == 1 ? "" : "s",
          c->devices_per_host, c->device_kind, c->device_name[0] ? c->device_name : "unnamed",
-         c->gflops, c->mem_gbs, (double)c->memory / (1024.0 * 1024 * 1024));
+         c->gflops, c->mem_gbs, (double)c->memory / (1024.0 * 1024 * 1024),
+         r->with_host ? " and the host's CPU" : "");
   printf("%u replica%s of %u device%s, %u samples each%s\n", r->replicas,
          r->replicas == 1 ? "" : "s", r->mp, r->mp == 1 ? "" : "s", r->replica_batch,
          r->microbatches > 1 ? " in micro-batches" : "");
@@ -48,8 +57,16 @@ static void print_plan(const dpc_cluster_report *r, const char *model) {
          "comm ms", "memory MiB", "limit MiB");
   for (uint32_t i = 0; i < r->n_replica_devices; i++) {
     const dpc_plan_report_device *v = &r->replica_devices[i];
+    uint64_t lim = r->with_host && i == 0 ? c->host_memory : r->memory_limit;
     printf("%-14s %8u %12u %12.3f %10.3f %11.1f %11.1f\n", v->name, v->kernels, v->collectives,
-           v->compute_ms, v->comm_ms, mib((double)v->memory_bytes), mib((double)r->memory_limit));
+           v->compute_ms, v->comm_ms, mib((double)v->memory_bytes), mib((double)lim));
+  }
+  if (r->with_host && r->n_replica_devices) { /* what crosses to the CPU and the GPUs */
+    double gpus = 0;
+    for (uint32_t i = 1; i < r->n_replica_devices; i++) gpus += r->replica_devices[i].comm_bytes;
+    printf("the CPU receives %.2f MB a step over %.4g GB/s, the GPUs %.2f MB (from the CPU and "
+           "from each other)\n",
+           r->replica_devices[0].comm_bytes / 1e6, c->host_link.gbs, gpus / 1e6);
   }
   if (r->replicas > 1 && r->allreduces)
     printf("all-reduce across %u replicas (%u per host over %.0f GB/s, %u host%s%s): %u "
@@ -61,8 +78,40 @@ static void print_plan(const dpc_cluster_report *r, const char *model) {
   printf("predicted step %.3f ms (%.0f samples/s): one replica's step %.3f ms + all-reduce %.3f "
          "ms\n",
          b->step_ms, b->samples_per_s, b->replica_ms, b->allreduce_ms);
-  printf("memory: at most %.1f MiB on a device, within its %.1f MiB\n",
-         mib((double)b->max_memory_bytes), mib((double)r->memory_limit));
+  if (r->with_host)
+    printf("memory: at most %.1f MiB on a device, each within its limit\n",
+           mib((double)b->max_memory_bytes));
+  else
+    printf("memory: at most %.1f MiB on a device, within its %.1f MiB\n",
+           mib((double)b->max_memory_bytes), mib((double)r->memory_limit));
+}
+
+/* The host's CPU beside simulated GPUs: the file's "host", else this machine's CPU as dpc
+ * devices measures it; the file's link to the GPUs, else PCIe 4.0 x16. Into *cl, and the line
+ * that says which went in. */
+static dpc_status host_cpu(dpc_cluster *cl, char *said, size_t cap, dpc_message *m) {
+  bool measured = !(cl->host_gflops > 0);
+  if (measured) {
+    dpc_devices_report *dr = NULL;
+    dpc_status st = dpc_devices_describe("cpu", NULL, &dr, m);
+    if (st) return st;
+    set_text(cl->host_name, sizeof cl->host_name, dr->cpu_model[0] ? dr->cpu_model : "cpu");
+    cl->host_gflops = dr->calibrated ? dr->gflops[0] : 50;
+    cl->host_mem_gbs = dr->calibrated && dr->copy_gbs[0] > 0 ? dr->copy_gbs[0] : 10;
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    cl->host_memory = pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : (uint64_t)1 << 30;
+    dpc_devices_report_free(dr);
+  }
+  bool assumed = !(cl->host_link.gbs > 0);
+  if (assumed) cl->host_link = (dpc_cluster_link){25, 10}; /* PCIe 4.0 x16, each way */
+  snprintf(said, cap,
+           "with the host's CPU: %s (%.0f GFLOP/s, %.0f GB/s, %.1f GiB; %s), %.4g GB/s and %.4g us "
+           "to each GPU%s",
+           cl->host_name[0] ? cl->host_name : "unnamed", cl->host_gflops, cl->host_mem_gbs,
+           (double)cl->host_memory / (1024.0 * 1024 * 1024),
+           measured ? "this machine's, measured" : "as described", cl->host_link.gbs,
+           cl->host_link.latency_us, assumed ? " (assumed: PCIe 4.0 x16)" : "");
+  return DPC_OK;
 }
 
 /* The plan of the model of p for cluster `given`, or the one in `file` when it is NULL. */
@@ -122,10 +171,17 @@ static int plan_for(const cli_opt *opts, int nopts, const cli_parsed *p, const c
     snprintf(name, sizeof name, "%u simulated %s (cuda:*)", gpus, cl.device_name);
     memcpy(cl.name, name, sizeof name);
   }
+  char host_said[320] = "";
+  bool with_host = gpus && sizes->host_cpu;
+  if (!st && with_host) st = host_cpu(&cl, host_said, sizeof host_said, m);
+  if (!st && with_host) printf("%s\n", host_said);
   if (!st) st = cli_load_batched("plan", p->pos[0], cli_get(opts, nopts, p, "loss"), &net, m);
-  dpc_cluster_opts o = {sizeof o, .batch = sizes->batch, .strategy = text,
+  dpc_cluster_opts o = {sizeof o,
+                        .batch = sizes->batch,
+                        .strategy = text,
                         .memory_limit = sizes->limit,
-                        .replicated = cli_get(opts, nopts, p, "replicated") != NULL};
+                        .replicated = cli_get(opts, nopts, p, "replicated") != NULL,
+                        .with_host = with_host};
   if (!st) st = dpc_net_plan_cluster(net, &cl, &o, &r, m);
   if (r && autos && r->best < r->n_candidates)
     printf("strategy auto: %s, predicted %.3f ms a step (%.0f samples/s), the fastest of %u "
@@ -145,14 +201,6 @@ static int plan_for(const cli_opt *opts, int nopts, const cli_parsed *p, const c
 int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file,
                      uint32_t gpus, const cli_plan_sizes *sizes) {
   return plan_for(opts, nopts, p, file, NULL, gpus, sizes);
-}
-
-/* src into dst of n bytes, cut to fit. */
-static void set_text(char *dst, size_t n, const char *src) {
-  size_t k = strlen(src);
-  if (k >= n) k = n - 1;
-  memcpy(dst, src, k);
-  dst[k] = 0;
 }
 
 int cli_plan_mpi(const cli_opt *opts, int nopts, const cli_parsed *p, const char *spec,

@@ -7,15 +7,19 @@
 
 #include "tools/dpc/cli.h"
 
-/* What dpc plan has read already: --batch (0: not given) and --device-memory (0: none). */
+/* What dpc plan has read already: --batch (0: not given), --device-memory (0: none), and
+ * whether --devices named the CPU beside simulated GPUs (`cpu,cuda:0,...`). */
 typedef struct cli_plan_sizes {
   uint32_t batch;
   uint64_t limit;
+  bool host_cpu;
 } cli_plan_sizes;
 
 /* Plan the model of p (its one positional argument) for the cluster in `file`; the exit code.
  * gpus > 0 (`--devices cuda:0,cuda:1 --simulate-devices FILE`): that many of the file's
- * devices on one host, joined by its within-host link, stand for the GPUs named. */
+ * devices on one host, joined by its within-host link, stand for the GPUs named; with
+ * sizes->host_cpu the host's CPU joins them (the file's "host", else this machine's CPU as
+ * dpc devices measures it; the file's host_to_device link, else PCIe 4.0 x16). */
 int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file,
                      uint32_t gpus, const cli_plan_sizes *sizes);
 
