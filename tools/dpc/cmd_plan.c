@@ -14,7 +14,7 @@
 
 static const cli_opt plan_opts[] = {
     CLI_OPT_LOSS,
-    {"devices", true, false, "cpu (default), cpu:N or numa"},
+    {"devices", true, false, "cpu (default), cpu:N or numa; GPUs with --simulate-devices"},
     {"strategy", true, false,
      "data (default with several devices), model (the graph's @ cpu:K placement, else METIS's), "
      "hybrid, pipeline, single, or auto (the fastest predicted of them that fits)"},
@@ -49,7 +49,8 @@ static const cli_opt plan_opts[] = {
     {"simulate-devices", true, false,
      "FILE: with --devices cuda:0,cuda:1,...: plan for those GPUs as the cluster file describes "
      "its devices and the link within a host (examples/clusters/h100-host.json), on a machine "
-     "without them"},
+     "without them; --devices cpu,cuda:0,... plans the host's CPU beside them (model+cpu, "
+     "pipeline+cpu; docs/gpu.md)"},
     {"cluster", true, false,
      "FILE: plan for the cluster described there instead of this machine's devices (see "
      "docs/clusters.md); not with --devices"},
