@@ -217,6 +217,11 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   free(vals);
   dpc_graph_free(g);
   if (st) return st;
+  const char *comm = dpc_session_comm_note(r->s);
+  if (comm[0] && !t->comm_noted && t->o->on_note) { /* NCCL, or why through the host */
+    t->comm_noted = true;
+    t->o->on_note(t->o->user, comm);
+  }
   r->n = n;
   const dpc_graph *pg = r->plan->g;
   r->x = dpc_graph_find(pg, t->x_name);

@@ -49,6 +49,7 @@ typedef struct trainer {
   dpc_codegen *cg; /* the codegen backend, shared by every plan; NULL on the reference one */
   uint64_t step, epoch, batch_pos; /* where the run is: steps done, epoch, next batch */
   bool resumed;
+  bool comm_noted;      /* the GPUs' all-reduce path said (on_note) */
   bool replicas_loaded; /* local SGD: the checkpoint held every replica's own values */
   FILE *log;
   struct async_state *async;            /* --sync async: the workers and the server's bookkeeping */

@@ -5,6 +5,7 @@
  */
 #include "runtime/cuda_driver.h"
 #include "runtime/cublas.h"
+#include "runtime/nccl.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -134,6 +135,22 @@ void dpc_cuda_driver_probe_cublas(dpc_cuda_probe *p) {
   } else {
     const char *m = d.msg ? d.msg : "cuda: no cuBLAS found";
     snprintf(p->note + at, sizeof p->note - at, "; %s: matmuls run dpc's kernels",
+             strncmp(m, "cuda: ", 6) ? m : m + 6);
+  }
+  dpc_diag_free(&d);
+  dpc_diag_init(&d);
+  dpc_nccl_api nccl;
+  at = strlen(p->note);
+  if (dpc_nccl_load(&nccl, "cuda", &d) == DPC_OK) {
+    char version[48];
+    dpc_nccl_version_text(&nccl, version, sizeof version);
+    p->nccl = true;
+    snprintf(p->note + at, sizeof p->note - at, "; all-reduces between GPUs over %s", version);
+    dpc_nccl_unload(&nccl);
+  } else if (at + 1 < sizeof p->note) {
+    const char *m = d.msg ? d.msg : "cuda: no NCCL found";
+    snprintf(p->note + at, sizeof p->note - at,
+             "; %s: all-reduces between GPUs go through the host",
              strncmp(m, "cuda: ", 6) ? m : m + 6);
   }
   dpc_diag_free(&d);

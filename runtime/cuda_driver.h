@@ -78,16 +78,19 @@ typedef struct dpc_cuda_probe {
   int version;      /* cuDriverGetVersion: 13000 for CUDA 13.0; 0 when unknown */
   int gpus;         /* cuDeviceGetCount, 0 without a driver */
   bool cublas;      /* dpc_cuda_driver_probe_cublas: with GPUs, cuBLAS loads (cublas.h) */
+  bool nccl;        /* and NCCL (nccl.h) */
   /* "no CUDA driver found (...)" or "CUDA driver 13.0, 2 GPUs", and after
-   * dpc_cuda_driver_probe_cublas "; matmuls on cuBLAS" or why not */
+   * dpc_cuda_driver_probe_cublas "; matmuls on cuBLAS" or why not, then "; all-reduces between
+   * GPUs over NCCL 2.28.9" or why through the host */
   char note[384];
 } dpc_cuda_probe;
 
 /* Look for the driver; never fails (what it found is in *p). The library is closed again. */
 void dpc_cuda_driver_probe(dpc_cuda_probe *p);
-/* After the probe, where it found GPUs: whether cuBLAS loads (closed again), said in *p. Apart,
- * because opening cuBLAS takes a large fraction of a second: `dpc devices` asks, the checks
- * before a run do not (a device loads it at its first GEMM). */
+/* After the probe, where it found GPUs: whether cuBLAS and NCCL load (closed again), said in *p.
+ * Apart, because opening cuBLAS takes a large fraction of a second: `dpc devices` asks, the
+ * checks before a run do not (a device loads it at its first GEMM, a run over GPUs NCCL when it
+ * opens their collectives). */
 void dpc_cuda_driver_probe_cublas(dpc_cuda_probe *p);
 
 #endif

@@ -93,4 +93,8 @@ dpc_status dpc_device_cpu_launch(dpc_device *dev, const dpc_launch *l, int32_t *
  * instead; *gemms (when not NULL) the GEMMs cuBLAS has run. */
 const char *dpc_device_cuda_blas(const dpc_device *dev, uint64_t *gemms);
 
+/* A cuda:N device's context made current on the calling thread, and its ordinal and stream (for
+ * a library that queues work on it, as NCCL does). DPC_ERR_UNSUPPORTED for other devices. */
+dpc_status dpc_device_cuda_enter(dpc_device *dev, int *ordinal, void **stream, dpc_diag *d);
+
 #endif

@@ -381,3 +381,12 @@ const char *dpc_device_cuda_blas(const dpc_device *dev, uint64_t *gemms) {
   if (gemms) *gemms = c->blas_gemms;
   return c->blas_state ? c->blas_note : "cuBLAS not tried yet (no GEMM has run)";
 }
+
+dpc_status dpc_device_cuda_enter(dpc_device *dev, int *ordinal, void **stream, dpc_diag *d) {
+  if (strcmp(dev->ops->kind, "cuda"))
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s is not a GPU", dev->name);
+  dpc_status st = enter(dev, d);
+  if (st) return st;
+  *ordinal = impl(dev)->ordinal, *stream = impl(dev)->stream;
+  return DPC_OK;
+}

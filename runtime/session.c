@@ -80,6 +80,7 @@ struct dpc_session {
   dpc_pool **pools;      /* per device: its cores */
   dpc_executor *ex;      /* its runner threads */
   dpc_transport **comms; /* one per set of devices a collective connects, in rank order */
+  char comm_note[200];   /* GPUs' collectives: "NCCL 2.28.9", or why they go through the host */
   uint32_t n_comms;
   /* dpc_session_average: a transport per list of devices that hold a value's copies, and the
    * call under way (its copies, `avg_r` per group) */
@@ -343,6 +344,30 @@ static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d);
 static dpc_status run_steps(dpc_session *s, uint32_t dev, dpc_diag *d);
 static dpc_status rank_groups(dpc_session *s, uint32_t L, dpc_diag *d);
 
+/* The transport of a collective over devs: NCCL where they are all GPUs and it is to be had,
+ * else shared memory (staged through the host for GPUs); which, and why, in s->comm_note. */
+static dpc_status open_group(dpc_session *s, uint32_t n, dpc_device *const *devs,
+                             const char *const *names, dpc_transport **out, dpc_diag *d) {
+  bool gpus = n > 1;
+  for (uint32_t k = 0; k < n && gpus; k++) gpus = !strcmp(devs[k]->ops->kind, "cuda");
+  if (gpus) {
+    dpc_diag why;
+    dpc_diag_init(&why);
+    dpc_status st = dpc_transport_open_nccl(n, devs, names, s->timeout_s, out, &why);
+    char version[48];
+    dpc_transport_nccl_version(st == DPC_OK ? *out : NULL, version, sizeof version);
+    if (st == DPC_OK)
+      snprintf(s->comm_note, sizeof s->comm_note, "all-reduces over %s", version);
+    else
+      snprintf(s->comm_note, sizeof s->comm_note, "all-reduces through the host: %s",
+               why.msg ? why.msg : "NCCL failed");
+    dpc_diag_free(&why);
+    if (st == DPC_OK || st == DPC_ERR_NOMEM)
+      return st == DPC_OK ? st : dpc_diag_fail(d, st, "out of memory opening NCCL");
+  }
+  return dpc_transport_open("shm", n, devs, names, s->timeout_s, out, d);
+}
+
 /* A communicator for each distinct list of devices a collective connects (all of them for data
  * parallel; each replica's k-th device across replicas for hybrid), shared by its steps. */
 static dpc_status open_groups(dpc_session *s, dpc_diag *d) {
@@ -374,8 +399,7 @@ static dpc_status open_groups(dpc_session *s, dpc_diag *d) {
         memcpy(sets[c], set, n->n_in * sizeof *set);
         for (uint32_t k = 0; k < n->n_in; k++) names[k] = plan->devs[set[k]].name;
         for (uint32_t k = 0; k < n->n_in; k++) devs[k] = s->devs[set[k]];
-        if ((st = dpc_transport_open("shm", n->n_in, devs, names, s->timeout_s, &s->comms[c], d)))
-          break;
+        if ((st = open_group(s, n->n_in, devs, names, &s->comms[c], d))) break;
         s->n_comms++;
       }
       sa->group = s->comms[c];
@@ -1450,4 +1474,8 @@ dpc_status dpc_session_place(dpc_session *s, uint32_t value, void *data, dpc_dia
   s->tensors[value].data = now;
   if (data && g->nodes[g->values[value].node].op == DPC_OP_INPUT) s->given[value] = true;
   return DPC_OK;
+}
+
+const char *dpc_session_comm_note(const dpc_session *s) {
+  return s->comm_note;
 }

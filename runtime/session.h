@@ -76,6 +76,9 @@ typedef struct dpc_session_opts {
 dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_session **out,
                            dpc_diag *d);
 void dpc_session_free(dpc_session *s);
+/* How the collectives between its GPUs go: "all-reduces over NCCL 2.28.9", or "all-reduces through
+ * the host: " and why NCCL is not used; "" when it has no collective between GPUs. */
+const char *dpc_session_comm_note(const dpc_session *s);
 
 /* Copy an input (or, to load weights, a param or state) into the session. Float data converts
  * to the model's float dtype and integer data to its integer dtype; the shape must be the

@@ -73,6 +73,15 @@ dpc_status dpc_transport_open(const char *kind, uint32_t ranks, dpc_device *cons
                               dpc_diag *d);
 void dpc_transport_free(dpc_transport *t);
 
+/* The GPUs' transport (transport_nccl.c): devs are cuda:N devices; their f32 and f64 sums and
+ * means go to NCCL on each GPU's stream (in NCCL's order: the same bits on every rank, not the
+ * host's rank-order sum), the rest to a shared-memory transport over the same devices.
+ * DPC_ERR_UNSUPPORTED, saying why, where NCCL is not to be had ($DPC_NCCL=off, not found, its
+ * communicators not made): the caller then takes "shm". */
+dpc_status dpc_transport_open_nccl(uint32_t ranks, dpc_device *const *devs,
+                                   const char *const *names, double timeout_s, dpc_transport **out,
+                                   dpc_diag *d);
+
 /* A collective over `members` devices some of which run in other processes
  * (transport_split.c): devs[k] is member k's device when it runs here, else NULL; the members
  * here sum over shared memory, the first of them adds the other processes' sums over `across`
@@ -82,5 +91,7 @@ dpc_status dpc_transport_open_split(uint32_t members, dpc_device *const *devs,
                                     const char *const *names, dpc_transport *across,
                                     uint32_t across_rank, double timeout_s, dpc_transport **out,
                                     dpc_diag *d);
+/* "NCCL 2.28.9": the version a transport of dpc_transport_open_nccl loaded. */
+void dpc_transport_nccl_version(dpc_transport *t, char *out, size_t cap);
 
 #endif

@@ -239,3 +239,9 @@ API unsigned dpc_fake_cuda_gpu_launches(int gpu) {
   pthread_mutex_unlock(&lock);
   return n;
 }
+/* Whether `stream` is GPU gpu's and its context is current on the calling thread: the test
+ * NCCL (fake_nccl.c) checks each rank's call with it. */
+API int dpc_fake_cuda_stream_is(int gpu, void *stream);
+API int dpc_fake_cuda_stream_is(int gpu, void *stream) {
+  return gpu >= 0 && gpu < gpu_count() && current == &the_ctx[gpu] && stream == &the_stream[gpu];
+}

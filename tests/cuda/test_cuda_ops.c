@@ -559,12 +559,23 @@ static int check_gemm_path(void) {
   return ok ? 0 : 1;
 }
 
-/* "fake": the test driver and the test cuBLAS; "fake-kernels": the test driver with cuBLAS off,
- * so matmuls run the generated kernels; "gpu": the machine's driver and cuBLAS. 77 (ctest's
- * skip) when cuda:0 does not open on a GPU, 1 when a test library does not load, else 0. */
+/* All-reduces the test NCCL has run (fake_nccl.c); NULL until a fake backend is open. */
+static unsigned (*g_reduces)(void);
+static bool g_nccl_off; /* fake-host */
+
+/* "fake": the test driver, cuBLAS and NCCL; "fake-kernels": the test driver with cuBLAS off, so
+ * matmuls run the generated kernels; "fake-host": with NCCL off, so the GPUs' all-reduces go
+ * through the host; "gpu": the machine's driver, cuBLAS and NCCL. 77 (ctest's skip) when cuda:0
+ * does not open on a GPU, 1 when a test library does not load, else 0. */
 static int open_backend(const char *which) {
   bool kernels = !strcmp(which, "fake-kernels");
-  if (kernels || !strcmp(which, "fake")) {
+  g_nccl_off = !strcmp(which, "fake-host");
+  if (kernels || g_nccl_off || !strcmp(which, "fake")) {
+    setenv("DPC_NCCL", g_nccl_off ? "off" : DPC_FAKE_NCCL, 1);
+    void *hn = dlopen(DPC_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL);
+    void *rs = hn ? dlsym(hn, "dpc_fake_nccl_all_reduces") : NULL;
+    if (!rs) return printf("FAIL: cannot load the test NCCL %s\n", DPC_FAKE_NCCL), 1;
+    memcpy(&g_reduces, &rs, sizeof rs);
     setenv("DPC_CUBLAS", kernels ? "off" : DPC_FAKE_CUBLAS, 1);
     g_blas_off = kernels;
     void *hb = dlopen(DPC_FAKE_CUBLAS, RTLD_NOW | RTLD_LOCAL);
@@ -583,6 +594,7 @@ static int open_backend(const char *which) {
   }
   unsetenv("DPC_CUDA_DRIVER");
   unsetenv("DPC_CUBLAS");
+  unsetenv("DPC_NCCL");
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_device *dev = NULL;
@@ -620,11 +632,18 @@ static int device_basics(void) {
   dpc_cuda_driver_probe(&probe);
   dpc_cuda_driver_probe_cublas(&probe);
   EXPECT(probe.loaded && probe.initialised && probe.gpus == 1 && probe.version == 13000 &&
-             probe.cublas && !strcmp(probe.note, "CUDA driver 13.0, 1 GPU; matmuls on cuBLAS"),
-         "the probe finds the test driver and the test cuBLAS: %s", probe.note);
+             probe.cublas && probe.nccl &&
+             !strcmp(probe.note, "CUDA driver 13.0, 1 GPU; matmuls on cuBLAS; all-reduces between "
+                                 "GPUs over NCCL 2.28.9"),
+         "the probe finds the test driver, cuBLAS and NCCL: %s", probe.note);
   setenv("DPC_CUBLAS", "/nonexistent/libcublas.so.13", 1);
+  setenv("DPC_NCCL", "off", 1);
   dpc_cuda_driver_probe(&probe);
   dpc_cuda_driver_probe_cublas(&probe);
+  EXPECT(!probe.nccl && strstr(probe.note, "; NCCL is off ($DPC_NCCL=off): all-reduces between "
+                                           "GPUs go through the host"),
+         "without NCCL the probe says the all-reduces go through the host: %s", probe.note);
+  setenv("DPC_NCCL", DPC_FAKE_NCCL, 1);
   EXPECT(probe.gpus == 1 && !probe.cublas &&
              strstr(probe.note, "CUDA driver 13.0, 1 GPU; no cuBLAS found (/nonexistent/") &&
              strstr(probe.note, "matmuls run dpc's kernels"),
@@ -748,6 +767,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "device-basics")) {
     setenv("DPC_CUDA_DRIVER", DPC_FAKE_CUDA, 1);
     setenv("DPC_CUBLAS", DPC_FAKE_CUBLAS, 1);
+    setenv("DPC_NCCL", DPC_FAKE_NCCL, 1);
     return device_basics();
   }
   /* device-train MODEL fake|gpu, device-dp MODEL fake|gpu, device CASES OP fake|gpu */
@@ -780,6 +800,13 @@ int main(int argc, char **argv) {
                both ? "ok  " : "FAIL", l0, l1);
         rc |= !both;
       }
+      if (two_gpus && g_reduces) { /* the gradients' all-reduces took the path asked for */
+        unsigned n = g_reduces();
+        bool ok = g_nccl_off ? n == 0 : n > 0;
+        printf("%s %u all-reduces ran on the test NCCL (%s)\n", ok ? "ok  " : "FAIL", n,
+               g_nccl_off ? "off: through the host" : "expected some");
+        rc |= !ok;
+      }
       rc |= check_gemm_path();
       char cmd[200];
       snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
@@ -793,7 +820,7 @@ int main(int argc, char **argv) {
   if (argc != 4 || (strcmp(argv[1], "nvrtc") && strcmp(argv[1], "emu") && !dev_mode)) {
     fprintf(stderr, "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP | train MODEL |\n"
                     "       device CASES_DIR OP fake|fake-kernels|gpu |\n"
-                    "       (device-train|device-dp) MODEL fake|fake-kernels|gpu |\n"
+                    "       (device-train|device-dp) MODEL fake|fake-kernels|fake-host|gpu |\n"
                     "       device-basics\n");
     return 2;
   }
