@@ -164,11 +164,6 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   char cpu_spec[32];
   dpc_status gst = dpc_driver_gpu_spec(o->exec.backend, o->devices, cpu_spec, sizeof cpu_spec, d);
   if (gst) return gst;
-  if (cpu_spec[0] && o->model)
-    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                         "%s: across GPUs dpc runs synchronous data parallel only (model, "
-                         "hybrid and pipelines run on CPU devices)",
-                         o->devices);
   if (cpu_spec[0]) {
     dpc_bench_opts on_gpus = *o;
     on_gpus.devices = cpu_spec;

@@ -891,11 +891,10 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
   dpc_train_opts on_gpus;
   char cpu_spec[32];
   if (!st) st = dpc_driver_gpu_spec(o->exec.backend, o->devices, cpu_spec, sizeof cpu_spec, d);
-  if (!st && cpu_spec[0] &&
-      ((o->strategy && strcmp(o->strategy, "data")) || o->async || o->local_sgd))
+  if (!st && cpu_spec[0] && (o->async || o->local_sgd))
     st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                       "%s: across GPUs dpc trains synchronous data parallel only (model, "
-                       "hybrid, pipeline, asynchronous and local SGD run on CPU devices)",
+                       "%s: across GPUs dpc trains synchronously (data, model, hybrid, pipeline); "
+                       "asynchronous training and local SGD run on CPU devices",
                        o->devices);
   if (!st && cpu_spec[0]) {
     on_gpus = *o;

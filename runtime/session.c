@@ -15,6 +15,7 @@
 #include "runtime/device.h"
 #include "runtime/exchange.h"
 #include "runtime/executor.h"
+#include "runtime/imports.h"
 #include "runtime/init.h"
 #include "runtime/overlap.h"
 #include "runtime/pool.h"
@@ -48,6 +49,8 @@ typedef struct step_args {
   int32_t comm_k;       /* comm: its place among the device's collectives (overlap.h) */
   int32_t need_k;       /* the last of them whose result this step reads; -1: none */
   uint64_t bytes;       /* the data the native kernel reads and writes */
+  uint32_t *imports;    /* the values it reads from other devices' memory (imports.h) */
+  uint32_t n_imports;
 } step_args;
 
 /* A native kernel that touches less data than this runs on the calling thread alone: waking
@@ -81,6 +84,8 @@ struct dpc_session {
   dpc_executor *ex;      /* its runner threads */
   dpc_transport **comms; /* one per set of devices a collective connects, in rank order */
   char comm_note[200];   /* GPUs' collectives: "NCCL 2.28.9", or why they go through the host */
+  dpc_imports imports;   /* values read across devices that share no memory */
+  uint64_t runs;         /* dpc_session_run calls: when each import was copied */
   uint32_t n_comms;
   /* dpc_session_average: a transport per list of devices that hold a value's copies, and the
    * call under way (its copies, `avg_r` per group) */
@@ -180,6 +185,7 @@ const double *dpc_session_step_seconds(const dpc_session *s, uint32_t dev) {
 void dpc_session_free(dpc_session *s) {
   if (!s) return;
   const dpc_plan *p = s->plan;
+  dpc_imports_free(&s->imports, s->devs);
   for (uint32_t e = 0; s->dev_events && e < p->n_events; e++) {
     dpc_device_event *ev = &s->dev_events[e];
     if (ev->impl && ev->owner && ev->owner->ops->event_free)
@@ -190,6 +196,8 @@ void dpc_session_free(dpc_session *s) {
       if (s->mem && s->mem[i]) s->devs[i]->ops->free(s->devs[i], s->mem[i]);
       dpc_device_close(s->devs[i]);
     }
+    for (uint32_t j = 0; s->steps && s->steps[i] && j < p->devs[i].n_steps; j++)
+      free(s->steps[i][j].imports);
     if (s->steps) free(s->steps[i]);
     if (s->shadow) free(s->shadow[i]);
   }
@@ -342,6 +350,76 @@ static void touch_used(dpc_session *s, const dpc_session_opts *o) {
 
 static dpc_status run_device(void *ctx, uint32_t dev, dpc_diag *d);
 static dpc_status run_steps(dpc_session *s, uint32_t dev, dpc_diag *d);
+
+/* Step sa (a kernel on device i) reads value v from another device: its import, and every
+ * argument pointer to v redirected to it (args[0..n) the pointers, vals the values behind
+ * them). */
+static dpc_status import_value(dpc_session *s, uint32_t i, step_args *sa, uint32_t v, void **args,
+                               dpc_tensor *views, const uint32_t *vals, uint32_t n, dpc_diag *d) {
+  const dpc_slot *sl = &s->plan->slots[v];
+  if (sl->device == i || !sl->bytes) return DPC_OK;
+  uint32_t k;
+  dpc_status st = dpc_imports_get(&s->imports, s->devs[i], i, v, sl->device, sl->bytes, &k, d);
+  if (st) return st;
+  void *buf = s->imports.v[k].buf;
+  for (uint32_t a = 0; a < n; a++)
+    if (vals[a] == v) {
+      if (args) args[a] = buf;
+      if (views) views[a].data = buf;
+    }
+  for (uint32_t m = 0; m < sa->n_imports; m++)
+    if (sa->imports[m] == k) return DPC_OK;
+  uint32_t *ni = realloc(sa->imports, (sa->n_imports + 1) * sizeof *ni);
+  if (!ni) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory opening a session");
+  sa->imports = ni;
+  sa->imports[sa->n_imports++] = k;
+  return DPC_OK;
+}
+
+/* Where a device cannot address another's memory (a GPU), each kernel's inputs held elsewhere
+ * become imports (imports.h), copied in before it runs; then no pointer a kernel of such a
+ * device is handed may be in another device's buffer, which is checked here once. */
+static dpc_status open_imports(dpc_session *s, const dpc_session_opts *o, const uint32_t *base,
+                               dpc_diag *d) {
+  const dpc_plan *p = s->plan;
+  const dpc_graph *g = p->g;
+  bool apart = false;
+  for (uint32_t i = 0; i < p->n_devs; i++) apart = apart || !s->devs[i]->ops->host_visible;
+  if (p->n_devs < 2 || (o && o->peers) || !apart) return DPC_OK;
+  dpc_status st = DPC_OK;
+  for (uint32_t i = 0; !st && i < p->n_devs; i++) {
+    if (s->devs[i]->ops->host_visible) continue;
+    for (uint32_t j = 0; !st && j < p->devs[i].n_steps; j++) {
+      const dpc_step *sp = &p->devs[i].steps[j];
+      step_args *sa = &s->steps[i][j];
+      if (sp->kind != DPC_STEP_KERNEL || sa->comm) continue;
+      const dpc_node *n = &g->nodes[sp->node];
+      const uint32_t *in = dpc_node_inputs(g, n);
+      bool group = sa->native.kind == DPC_KERNEL_HOST && dpc_group_is_root(g, sp->node);
+      for (uint32_t k = 0; !st && k < n->n_in; k++)
+        st = import_value(s, i, sa, in[k], group ? NULL : &s->tptrs[base[sp->node]],
+                          &s->targs[base[sp->node]], in, n->n_in, d);
+      if (!st && group) {
+        dpc_group grp;
+        if ((st = dpc_group_get(g, sp->node, &grp, d))) break;
+        for (uint32_t k = 0; !st && k < grp.n_inputs; k++)
+          st = import_value(s, i, sa, grp.inputs[k], sa->ptrs, NULL, grp.inputs, grp.n_inputs, d);
+        dpc_group_free(&grp);
+      }
+      /* no pointer it runs with is in another device's buffer */
+      for (uint32_t k = 0; !st && !sa->fused && k < sa->n_ptrs; k++) {
+        const unsigned char *q = sa->ptrs[k];
+        for (uint32_t o2 = 0; !st && o2 < p->n_devs; o2++)
+          if (o2 != i && q >= s->mem[o2] && q < s->mem[o2] + p->devs[o2].bytes)
+            st = dpc_graph_fail_node(g, sp->node, d, DPC_ERR_INTERNAL,
+                                     "%s would read or write %s's memory (argument %u)",
+                                     p->devs[i].name, p->devs[o2].name, k);
+      }
+    }
+  }
+  return st;
+}
+
 static dpc_status rank_groups(dpc_session *s, uint32_t L, dpc_diag *d);
 
 /* The transport of a collective over devs: NCCL where they are all GPUs and it is to be had,
@@ -887,6 +965,7 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
       }
     }
   }
+  if (!st) st = open_imports(s, o, base, d);
   free(base);
   if (!st && o && o->peers && o->local > 1)
     st = open_rank_devices(s, o, d);
@@ -1069,6 +1148,12 @@ static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) 
   const step_args *sa = &s->steps[i][j];
   if (sa->fused) return DPC_OK;
   if (sa->comm) return run_comm(s, i, j, d);
+  for (uint32_t k = 0; k < sa->n_imports; k++) {
+    const dpc_import *x = &s->imports.v[sa->imports[k]];
+    dpc_status st = dpc_imports_refresh(&s->imports, sa->imports[k], dev, s->devs[x->from],
+                                        s->tensors[x->value].data, s->runs, d);
+    if (st) return st;
+  }
   int32_t bad = 0;
   dpc_status launched = dev->ops->launch(dev, &sa->launch, &bad, d);
   if (launched || !bad) return launched;
@@ -1126,6 +1211,7 @@ dpc_status dpc_session_run(dpc_session *s, dpc_diag *d) {
   if (s->broken)
     return dpc_diag_fail(d, DPC_ERR_RUNTIME,
                          "this session failed in an earlier step and cannot run again");
+  s->runs++;
   dpc_status st;
   for (uint32_t i = 0; i < g->n_nodes; i++) {
     uint32_t v = g->nodes[i].out;

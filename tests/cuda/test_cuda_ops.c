@@ -702,6 +702,9 @@ static int device_basics(void) {
 
 /* Twelve steps of `model` on `be` (over `devices`, NULL for one) against the reference backend on
  * one device: losses within a relative 1e-5. */
+/* The strategy of the device run (device-mp: model); NULL: the default over its devices. */
+static const char *g_strategy;
+
 static int train_model(const char *model, const dpc_codegen_backend *be, const char *devices) {
   char work[] = "/tmp/dpc_cuda_train_XXXXXX";
   if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
@@ -731,6 +734,7 @@ static int train_model(const char *model, const dpc_codegen_backend *be, const c
     o.data = data, o.batch = 8, o.epochs = 2, o.seed = 9, o.log_path = log[b];
     o.exec.backend = b ? be : NULL;
     o.devices = b ? devices : NULL;
+    o.strategy = b ? g_strategy : NULL;
     o.exec.cpu.cache_dir = "off";
     o.threads = 1;
     if (dpc_train(g, &o, &d)) {
@@ -771,7 +775,8 @@ int main(int argc, char **argv) {
     return device_basics();
   }
   /* device-train MODEL fake|gpu, device-dp MODEL fake|gpu, device CASES OP fake|gpu */
-  bool two_gpus = argc == 4 && !strcmp(argv[1], "device-dp");
+  bool two_gpus = argc == 4 && (!strcmp(argv[1], "device-dp") || !strcmp(argv[1], "device-mp"));
+  if (two_gpus && !strcmp(argv[1], "device-mp")) g_strategy = "model";
   bool dev_mode = (argc == 4 && !strcmp(argv[1], "device-train")) || two_gpus ||
                   (argc == 5 && !strcmp(argv[1], "device"));
   /* data parallel over two GPUs: the test driver has two */
@@ -796,11 +801,11 @@ int main(int argc, char **argv) {
         memcpy(&on, &sym, sizeof sym);
         unsigned l0 = on ? on(0) : 0, l1 = on ? on(1) : 0;
         bool both = l0 > 0 && l1 > 0;
-        printf("%s kernels launched on cuda:0 %u, on cuda:1 %u (both replicas on their GPU)\n",
-               both ? "ok  " : "FAIL", l0, l1);
+        printf("%s kernels launched on cuda:0 %u, on cuda:1 %u (%s)\n", both ? "ok  " : "FAIL", l0,
+               l1, g_strategy ? "the model's parts on both GPUs" : "both replicas on their GPU");
         rc |= !both;
       }
-      if (two_gpus && g_reduces) { /* the gradients' all-reduces took the path asked for */
+      if (two_gpus && g_reduces && !g_strategy) { /* the all-reduces took the path asked for */
         unsigned n = g_reduces();
         bool ok = g_nccl_off ? n == 0 : n > 0;
         printf("%s %u all-reduces ran on the test NCCL (%s)\n", ok ? "ok  " : "FAIL", n,
@@ -818,10 +823,11 @@ int main(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "table")) return check_table();
   if (argc == 4 && !strcmp(argv[1], "source")) return print_source(argv[2], argv[3]);
   if (argc != 4 || (strcmp(argv[1], "nvrtc") && strcmp(argv[1], "emu") && !dev_mode)) {
-    fprintf(stderr, "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP | train MODEL |\n"
-                    "       device CASES_DIR OP fake|fake-kernels|gpu |\n"
-                    "       (device-train|device-dp) MODEL fake|fake-kernels|fake-host|gpu |\n"
-                    "       device-basics\n");
+    fprintf(stderr,
+            "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP | train MODEL |\n"
+            "       device CASES_DIR OP fake|fake-kernels|gpu |\n"
+            "       (device-train|device-dp|device-mp) MODEL fake|fake-kernels|fake-host|gpu |\n"
+            "       device-basics\n");
     return 2;
   }
   g_mode = argv[1];

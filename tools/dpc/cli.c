@@ -164,7 +164,7 @@ int cli_devices_or_gpus(const char *cmd, const char *spec, const char *backend, 
   if (cuda && strncmp(spec, "cuda", 4) && strcmp(spec, "cpu") && strcmp(spec, "cpu:1"))
     return cli_usage_error(cmd,
                            "--devices %s: with --backend cuda the devices are GPUs: cuda:0, "
-                           "or cuda:0,cuda:1,... for data parallel across them",
+                           "or cuda:0,cuda:1,... to train across them",
                            spec);
   if (strncmp(spec, "cuda", 4)) return cli_devices(cmd, spec, n);
   if (!cuda)
