@@ -27,6 +27,8 @@ static const dpc_dl_entry entries[] = {
     {"cuStreamSynchronize", offsetof(dpc_cu_api, stream_sync)},
     {"cuMemAlloc_v2", offsetof(dpc_cu_api, mem_alloc)},
     {"cuMemFree_v2", offsetof(dpc_cu_api, mem_free)},
+    {"cuMemHostAlloc", offsetof(dpc_cu_api, host_alloc)},
+    {"cuMemFreeHost", offsetof(dpc_cu_api, host_free)},
     {"cuMemsetD8Async", offsetof(dpc_cu_api, memset8)},
     {"cuMemcpyHtoDAsync_v2", offsetof(dpc_cu_api, h2d)},
     {"cuMemcpyDtoHAsync_v2", offsetof(dpc_cu_api, d2h)},

@@ -36,6 +36,8 @@ typedef struct dpc_cu_api {
   dpc_cu_result (*stream_sync)(void *);
   dpc_cu_result (*mem_alloc)(dpc_cu_ptr *, size_t);
   dpc_cu_result (*mem_free)(dpc_cu_ptr);
+  dpc_cu_result (*host_alloc)(void **, size_t, unsigned);
+  dpc_cu_result (*host_free)(void *);
   dpc_cu_result (*memset8)(dpc_cu_ptr, unsigned char, size_t, void *);
   dpc_cu_result (*h2d)(dpc_cu_ptr, const void *, size_t, void *);
   dpc_cu_result (*d2h)(void *, dpc_cu_ptr, size_t, void *);

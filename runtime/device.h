@@ -72,6 +72,11 @@ typedef struct dpc_device_ops {
   void (*event_free)(dpc_device *dev, dpc_device_event *e);
   /* Wait until the work launched on dev is done: before the host reads results back. */
   dpc_status (*synchronize)(dpc_device *dev, dpc_diag *d);
+  /* Host memory this device copies to and from at full speed (a GPU's page-locked memory, which
+   * its DMA reads in place), zeroed; for the session's host copies of its buffer and staging.
+   * NULL: any host memory will do (dpc_device_host_alloc then takes calloc's). */
+  dpc_status (*host_alloc)(dpc_device *dev, size_t bytes, void **out, dpc_diag *d);
+  void (*host_free)(dpc_device *dev, void *p);
 } dpc_device_ops;
 
 struct dpc_device {
@@ -88,6 +93,11 @@ void dpc_device_close(dpc_device *dev);
 /* The host CPU's launch: the compiled kernel over the pool (or on the calling thread), else the
  * table's kernel. Other host devices reuse it once their handles are translated. */
 dpc_status dpc_device_cpu_launch(dpc_device *dev, const dpc_launch *l, int32_t *bad, dpc_diag *d);
+
+/* Host memory for copies to and from dev: its host_alloc's, else calloc's (zeroed either way);
+ * freed with dpc_device_host_free on the same device. */
+dpc_status dpc_device_host_alloc(dpc_device *dev, size_t bytes, void **out, dpc_diag *d);
+void dpc_device_host_free(dpc_device *dev, void *p);
 
 /* A cuda:N device's GEMM path: "cuda:0: matmuls on cuBLAS", or why the generated kernels run
  * instead; *gemms (when not NULL) the GEMMs cuBLAS has run. */

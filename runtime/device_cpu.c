@@ -110,3 +110,18 @@ void dpc_device_close(dpc_device *dev) {
   if (dev && !strcmp(dev->ops->kind, "cuda")) dpc_device_cuda_close(dev);
   free(dev);
 }
+
+dpc_status dpc_device_host_alloc(dpc_device *dev, size_t bytes, void **out, dpc_diag *d) {
+  if (dev->ops->host_alloc) return dev->ops->host_alloc(dev, bytes, out, d);
+  if (!(*out = calloc(1, bytes ? bytes : 1)))
+    return dpc_diag_fail(d, DPC_ERR_NOMEM, "%s: out of memory for %zu bytes of host memory",
+                         dev->name, bytes);
+  return DPC_OK;
+}
+
+void dpc_device_host_free(dpc_device *dev, void *p) {
+  if (dev->ops->host_free)
+    dev->ops->host_free(dev, p);
+  else
+    free(p);
+}

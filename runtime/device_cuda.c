@@ -302,6 +302,22 @@ static dpc_status cuda_synchronize(dpc_device *dev, dpc_diag *d) {
   return DPC_OK;
 }
 
+/* Page-locked: the GPU's copy engines read and write it in place, where pageable memory goes
+ * through the driver's own staging buffer at about half the speed. */
+static dpc_status cuda_host_alloc(dpc_device *dev, size_t bytes, void **out, dpc_diag *d) {
+  cuda_dev *c = impl(dev);
+  dpc_status st = enter(dev, d);
+  if (st) return st;
+  CU(c->api.host_alloc(out, bytes ? bytes : 64, 0), "cuMemHostAlloc");
+  memset(*out, 0, bytes);
+  return DPC_OK;
+}
+
+static void cuda_host_free(dpc_device *dev, void *p) {
+  cuda_dev *c = impl(dev);
+  if (p && c->api.ctx_set(c->ctx) == 0) c->api.host_free(p);
+}
+
 static const dpc_device_ops cuda_ops = {
     .kind = "cuda",
     .host_visible = false,
@@ -313,6 +329,8 @@ static const dpc_device_ops cuda_ops = {
     .event_wait = cuda_event_wait,
     .event_free = cuda_event_free,
     .synchronize = cuda_synchronize,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
 };
 
 static void close_impl(cuda_dev *c) {

@@ -191,31 +191,32 @@ void dpc_session_free(dpc_session *s) {
     if (ev->impl && ev->owner && ev->owner->ops->event_free)
       ev->owner->ops->event_free(ev->owner, ev);
   }
-  for (uint32_t i = 0; i < p->n_devs; i++) {
-    if (s->devs && s->devs[i]) {
-      if (s->mem && s->mem[i]) s->devs[i]->ops->free(s->devs[i], s->mem[i]);
-      dpc_device_close(s->devs[i]);
-    }
-    for (uint32_t j = 0; s->steps && s->steps[i] && j < p->devs[i].n_steps; j++)
-      free(s->steps[i][j].imports);
-    if (s->steps) free(s->steps[i]);
-    if (s->shadow) free(s->shadow[i]);
-  }
-  dpc_pool_free(s->pool);
+  /* the threads, then the transports (NCCL's communicators, staging), then the devices they use */
   dpc_executor_free(s->ex);
-  dpc_handoff_free(s->handoff);
-  dpc_exchange_free(s->exchange);
   for (uint32_t i = 0; s->overlap && i < p->n_devs; i++) dpc_overlap_free(s->overlap[i]);
   free(s->overlap);
-  free(s->jobs);
-  for (uint32_t i = 0; s->pools && i < p->n_devs; i++) dpc_pool_free(s->pools[i]);
-  free(s->pools);
   for (uint32_t i = 0; i < s->n_comms; i++) dpc_transport_free(s->comms[i]);
   for (uint32_t i = 0; i < s->n_avg_comms; i++) {
     dpc_transport_free(s->avg_comms[i].t);
     free(s->avg_comms[i].set);
   }
   free(s->avg_comms);
+  for (uint32_t i = 0; i < p->n_devs; i++) {
+    if (s->devs && s->devs[i]) {
+      if (s->mem && s->mem[i]) s->devs[i]->ops->free(s->devs[i], s->mem[i]);
+      if (s->shadow && s->shadow[i]) dpc_device_host_free(s->devs[i], s->shadow[i]);
+      dpc_device_close(s->devs[i]);
+    }
+    for (uint32_t j = 0; s->steps && s->steps[i] && j < p->devs[i].n_steps; j++)
+      free(s->steps[i][j].imports);
+    if (s->steps) free(s->steps[i]);
+  }
+  dpc_pool_free(s->pool);
+  dpc_handoff_free(s->handoff);
+  dpc_exchange_free(s->exchange);
+  free(s->jobs);
+  for (uint32_t i = 0; s->pools && i < p->n_devs; i++) dpc_pool_free(s->pools[i]);
+  free(s->pools);
   free(s->comms);
   free((void *)s->events);
   dpc_session_profile(s, false, NULL);
@@ -868,10 +869,8 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
       goto fail;
     s->reserved[i] = part;
     if (!s->devs[i]->ops->host_visible &&
-        !(s->shadow[i] = calloc(1, plan->devs[i].bytes ? plan->devs[i].bytes : 1))) {
-      st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory creating a session");
+        (st = dpc_device_host_alloc(s->devs[i], plan->devs[i].bytes, (void **)&s->shadow[i], d)))
       goto fail;
-    }
   }
   for (uint32_t v = 0; v < g->n_values; v++) {
     const dpc_slot *sl = &plan->slots[v];

@@ -63,13 +63,11 @@ static dpc_status shm_all_reduce(dpc_transport *t, uint32_t rank, void *buf, dpc
   if (dev->ops->host_visible) return dpc_comm_all_reduce(m->comm, rank, buf, dtype, n, op, d);
   size_t bytes = (size_t)(n > 0 ? n : 0) * (dtype == DPC_F64 ? 8 : 4);
   staging *s = &m->stage[rank];
-  if (bytes > s->cap) { /* the first call of each size only */
-    void *nb = realloc(s->buf, bytes);
-    if (!nb)
-      return failed(t, rank,
-                    dpc_diag_fail(d, DPC_ERR_NOMEM, "%s: out of memory staging %zu bytes",
-                                  m->names[rank], bytes),
-                    d);
+  if (bytes > s->cap) { /* the first call of each size only: the device's host memory (pinned) */
+    void *nb = NULL;
+    dpc_status ast = dpc_device_host_alloc(dev, bytes, &nb, d);
+    if (ast) return failed(t, rank, ast, d);
+    if (s->buf) dpc_device_host_free(dev, s->buf);
     s->buf = nb, s->cap = bytes;
   }
   dpc_status st = dev->ops->synchronize(dev, d);
@@ -154,7 +152,8 @@ static void shm_free(dpc_transport *t) {
   shm *m = impl(t);
   if (m) {
     dpc_comm_free(m->comm);
-    for (uint32_t i = 0; m->stage && i < t->ranks; i++) free(m->stage[i].buf);
+    for (uint32_t i = 0; m->stage && i < t->ranks; i++)
+      if (m->stage[i].buf && m->devs) dpc_device_host_free(m->devs[i], m->stage[i].buf);
     free(m->stage);
     free(m->devs);
     free(m->names);

@@ -12,6 +12,7 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,13 +145,68 @@ API cu_result cuMemsetD8Async(cu_ptr p, unsigned char v, size_t n, void *s) {
   memset((void *)(uintptr_t)p, v, n);
   return 0;
 }
+/* Page-locked host memory: what cuMemHostAlloc gave and not yet freed, and the copies made
+ * between it and device memory (the rest were from pageable memory) */
+#define MAX_PINNED 256
+static struct {
+  char *p;
+  size_t n;
+} pinned[MAX_PINNED];
+static unsigned pinned_copies, pageable_copies;
+
+API cu_result cuMemHostAlloc(void **p, size_t n, unsigned flags) {
+  if (flags) return INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  unsigned i = 0;
+  while (i < MAX_PINNED && pinned[i].p) i++;
+  char *m = i < MAX_PINNED ? malloc(n ? n : 1) : NULL;
+  if (m) memset(m, 0x5a, n), pinned[i].p = m, pinned[i].n = n;
+  pthread_mutex_unlock(&lock);
+  if (!m) return NO_MEMORY;
+  *p = m;
+  return 0;
+}
+API cu_result cuMemFreeHost(void *p) {
+  pthread_mutex_lock(&lock);
+  unsigned i = 0;
+  while (i < MAX_PINNED && pinned[i].p != p) i++;
+  if (i < MAX_PINNED) pinned[i].p = NULL;
+  pthread_mutex_unlock(&lock);
+  if (i == MAX_PINNED) return INVALID_VALUE; /* not page-locked memory */
+  free(p);
+  return 0;
+}
+static void count_copy(const void *host, size_t n) {
+  pthread_mutex_lock(&lock);
+  bool in = false;
+  for (unsigned i = 0; i < MAX_PINNED && !in; i++)
+    in = pinned[i].p && (const char *)host >= pinned[i].p &&
+         (const char *)host + n <= pinned[i].p + pinned[i].n;
+  if (in)
+    pinned_copies++;
+  else
+    pageable_copies++;
+  pthread_mutex_unlock(&lock);
+}
+/* Page-locked buffers live, and copies to or from page-locked and pageable host memory. */
+API void dpc_fake_cuda_pinned(unsigned *live, unsigned *from_pinned, unsigned *from_pageable);
+API void dpc_fake_cuda_pinned(unsigned *live, unsigned *from_pinned, unsigned *from_pageable) {
+  pthread_mutex_lock(&lock);
+  unsigned n = 0;
+  for (unsigned i = 0; i < MAX_PINNED; i++) n += pinned[i].p != NULL;
+  *live = n, *from_pinned = pinned_copies, *from_pageable = pageable_copies;
+  pthread_mutex_unlock(&lock);
+}
+
 API cu_result cuMemcpyHtoDAsync_v2(cu_ptr dst, const void *src, size_t n, void *s) {
   if (on_stream(s)) return INVALID_VALUE;
+  count_copy(src, n);
   memcpy((void *)(uintptr_t)dst, src, n);
   return 0;
 }
 API cu_result cuMemcpyDtoHAsync_v2(void *dst, cu_ptr src, size_t n, void *s) {
   if (on_stream(s)) return INVALID_VALUE;
+  count_copy(dst, n);
   memcpy(dst, (const void *)(uintptr_t)src, n);
   return 0;
 }

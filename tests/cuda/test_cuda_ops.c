@@ -559,6 +559,23 @@ static int check_gemm_path(void) {
   return ok ? 0 : 1;
 }
 
+/* With the test driver, after a training run: its sessions' host copies of the GPUs' buffers
+ * and its staging were page-locked (some copies came from such memory), and all given back. */
+static int check_pinned(void) {
+  void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
+  void *sym = h ? dlsym(h, "dpc_fake_cuda_pinned") : NULL;
+  void (*pinned)(unsigned *, unsigned *, unsigned *) = NULL;
+  memcpy(&pinned, &sym, sizeof sym);
+  if (!pinned) return printf("FAIL: the test driver has no dpc_fake_cuda_pinned\n"), 1;
+  unsigned live, from_pinned, from_pageable;
+  pinned(&live, &from_pinned, &from_pageable);
+  bool ok = live == 0 && from_pinned > 0;
+  printf("%s %u copies between the GPU and page-locked host memory, %u from pageable memory; %u "
+         "page-locked buffers left\n",
+         ok ? "ok  " : "FAIL", from_pinned, from_pageable, live);
+  return ok ? 0 : 1;
+}
+
 /* All-reduces the test NCCL has run (fake_nccl.c); NULL until a fake backend is open. */
 static unsigned (*g_reduces)(void);
 static bool g_nccl_off; /* fake-host */
@@ -813,6 +830,7 @@ int main(int argc, char **argv) {
         rc |= !ok;
       }
       rc |= check_gemm_path();
+      if (g_gemms) rc |= check_pinned();
       char cmd[200];
       snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
       if (system(cmd)) printf("note: could not remove %s\n", work);
