@@ -27,25 +27,16 @@ static const dpc_dl_entry entries[] = {
 };
 
 dpc_status dpc_cublas_load(dpc_cublas_api *api, const char *who, dpc_diag *d) {
+  static const char *const names[] = {"libcublas.so.13", "libcublas.so"};
+  static const dpc_dl_lib lib = {"DPC_CUBLAS",
+                                 "cuBLAS",
+                                 names,
+                                 2,
+                                 entries,
+                                 sizeof entries / sizeof *entries,
+                                 offsetof(dpc_cublas_api, lib)};
   memset(api, 0, sizeof *api);
-  const char *path = getenv("DPC_CUBLAS");
-  if (path && !strcmp(path, "off"))
-    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: cuBLAS is off ($DPC_CUBLAS=off)", who);
-  const char *names[] = {path && *path ? path : "libcublas.so.13", "libcublas.so"};
-  int tries = path && *path ? 1 : 2;
-  for (int i = 0; i < tries && !api->lib; i++) api->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-  if (!api->lib) {
-    const char *why = dlerror();
-    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: no cuBLAS found (%s)", who,
-                         why ? why : names[0]);
-  }
-  const char *missing = dpc_dl_bind(api->lib, entries, sizeof entries / sizeof *entries, api);
-  if (missing) {
-    dpc_cublas_unload(api);
-    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: the cuBLAS %s lacks %s", who, names[0],
-                         missing);
-  }
-  return DPC_OK;
+  return dpc_dl_load(&lib, who, api, d);
 }
 
 void dpc_cublas_unload(dpc_cublas_api *api) {

@@ -73,6 +73,30 @@ const char *dpc_dl_bind(void *lib, const dpc_dl_entry *e, size_t n, void *table)
   return NULL;
 }
 
+dpc_status dpc_dl_load(const dpc_dl_lib *l, const char *who, void *table, dpc_diag *d) {
+  const char *path = getenv(l->env);
+  if (path && !strcmp(path, "off"))
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: %s is off ($%s=off)", who, l->what, l->env);
+  bool given = path && *path;
+  const char *first = given ? path : l->names[0];
+  void *lib = NULL;
+  for (size_t i = 0; i < (given ? 1 : l->n_names) && !lib; i++)
+    lib = dlopen(given ? path : l->names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char *why = dlerror();
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: no %s found (%s)", who, l->what,
+                         why ? why : first);
+  }
+  const char *missing = dpc_dl_bind(lib, l->entries, l->n_entries, table);
+  if (missing) {
+    dlclose(lib);
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: the %s %s lacks %s", who, l->what, first,
+                         missing);
+  }
+  memcpy((char *)table + l->lib_at, &lib, sizeof lib);
+  return DPC_OK;
+}
+
 void dpc_cuda_driver_unload(dpc_cu_api *api) {
   if (api->lib) dlclose(api->lib);
   memset(api, 0, sizeof *api);

@@ -63,6 +63,21 @@ typedef struct dpc_dl_entry {
 /* Each entry's symbol in `lib` put into `table` at its offset: NULL, or the first one missing. */
 const char *dpc_dl_bind(void *lib, const dpc_dl_entry *e, size_t n, void *table);
 
+/* A library found at run time and bound (cuBLAS, NCCL): the one $env names ("off": none), else
+ * the first of names[0..n_names) that opens; its entries bound into table (which gets the
+ * handle at lib_at). Messages start with `who` and name the library as `what`: "WHO: no WHAT
+ * found (...)", "WHO: WHAT is off ($ENV=off)", "WHO: the WHAT PATH lacks NAME"; nothing stays
+ * open on failure. */
+typedef struct dpc_dl_lib {
+  const char *env, *what;
+  const char *const *names;
+  size_t n_names;
+  const dpc_dl_entry *entries;
+  size_t n_entries;
+  size_t lib_at;
+} dpc_dl_lib;
+dpc_status dpc_dl_load(const dpc_dl_lib *l, const char *who, void *table, dpc_diag *d);
+
 /* Open the driver and find every entry point of dpc_cu_api (cuInit is not called). On failure
  * the message starts with `who` ("cuda:0"): "no CUDA driver found (...)" or "the CUDA driver
  * PATH lacks NAME"; nothing stays open. */

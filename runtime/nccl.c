@@ -19,26 +19,16 @@ static const dpc_dl_entry entries[] = {
 };
 
 dpc_status dpc_nccl_load(dpc_nccl_api *api, const char *who, dpc_diag *d) {
+  static const char *const names[] = {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2"};
+  static const dpc_dl_lib lib = {"DPC_NCCL",
+                                 "NCCL",
+                                 names,
+                                 2,
+                                 entries,
+                                 sizeof entries / sizeof *entries,
+                                 offsetof(dpc_nccl_api, lib)};
   memset(api, 0, sizeof *api);
-  const char *path = getenv("DPC_NCCL");
-  if (path && !strcmp(path, "off"))
-    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: NCCL is off ($DPC_NCCL=off)", who);
-  const char *names[] = {path && *path ? path : "libnccl.so.2",
-                         "/usr/local/cuda/lib64/libnccl.so.2"};
-  int tries = path && *path ? 1 : 2;
-  for (int i = 0; i < tries && !api->lib; i++) api->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-  if (!api->lib) {
-    const char *why = dlerror();
-    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: no NCCL found (%s)", who,
-                         why ? why : names[0]);
-  }
-  const char *missing = dpc_dl_bind(api->lib, entries, sizeof entries / sizeof *entries, api);
-  if (missing) {
-    dpc_nccl_unload(api);
-    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s: the NCCL %s lacks %s", who, names[0],
-                         missing);
-  }
-  return DPC_OK;
+  return dpc_dl_load(&lib, who, api, d);
 }
 
 void dpc_nccl_unload(dpc_nccl_api *api) {
