@@ -719,7 +719,8 @@ static int device_basics(void) {
 
 /* Twelve steps of `model` on `be` (over `devices`, NULL for one) against the reference backend on
  * one device: losses within a relative 1e-5. */
-/* The strategy of the device run (device-mp: model); NULL: the default over its devices. */
+/* The strategy of the device run (device-mp: model; device-pp: a pipeline of 2 stages and 4
+ * micro-batches, 1F1B); NULL: the default over its devices. */
 static const char *g_strategy;
 
 static int train_model(const char *model, const dpc_codegen_backend *be, const char *devices) {
@@ -752,6 +753,8 @@ static int train_model(const char *model, const dpc_codegen_backend *be, const c
     o.exec.backend = b ? be : NULL;
     o.devices = b ? devices : NULL;
     o.strategy = b ? g_strategy : NULL;
+    if (b && g_strategy && !strcmp(g_strategy, "pipeline"))
+      o.mp = 2, o.accumulate = 4, o.pipeline = DPC_SCHEDULE_1F1B;
     o.exec.cpu.cache_dir = "off";
     o.threads = 1;
     if (dpc_train(g, &o, &d)) {
@@ -792,8 +795,10 @@ int main(int argc, char **argv) {
     return device_basics();
   }
   /* device-train MODEL fake|gpu, device-dp MODEL fake|gpu, device CASES OP fake|gpu */
-  bool two_gpus = argc == 4 && (!strcmp(argv[1], "device-dp") || !strcmp(argv[1], "device-mp"));
-  if (two_gpus && !strcmp(argv[1], "device-mp")) g_strategy = "model";
+  bool two_gpus = argc == 4 && (!strcmp(argv[1], "device-dp") || !strcmp(argv[1], "device-mp") ||
+                                !strcmp(argv[1], "device-pp"));
+  if (two_gpus && strcmp(argv[1], "device-dp"))
+    g_strategy = !strcmp(argv[1], "device-mp") ? "model" : "pipeline";
   bool dev_mode = (argc == 4 && !strcmp(argv[1], "device-train")) || two_gpus ||
                   (argc == 5 && !strcmp(argv[1], "device"));
   /* data parallel over two GPUs: the test driver has two */
@@ -841,11 +846,11 @@ int main(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "table")) return check_table();
   if (argc == 4 && !strcmp(argv[1], "source")) return print_source(argv[2], argv[3]);
   if (argc != 4 || (strcmp(argv[1], "nvrtc") && strcmp(argv[1], "emu") && !dev_mode)) {
-    fprintf(stderr,
-            "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP | train MODEL |\n"
-            "       device CASES_DIR OP fake|fake-kernels|gpu |\n"
-            "       (device-train|device-dp|device-mp) MODEL fake|fake-kernels|fake-host|gpu |\n"
-            "       device-basics\n");
+    fprintf(stderr, "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP | train MODEL |\n"
+                    "       device CASES_DIR OP fake|fake-kernels|gpu |\n"
+                    "       (device-train|device-dp|device-mp|device-pp) MODEL "
+                    "fake|fake-kernels|fake-host|gpu |\n"
+                    "       device-basics\n");
     return 2;
   }
   g_mode = argv[1];
