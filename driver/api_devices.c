@@ -4,6 +4,7 @@
  */
 #include "driver/api_internal.h"
 #include "driver/calibrate.h"
+#include "runtime/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,4 +80,25 @@ DPC_COMPILER_API void dpc_devices_report_free(dpc_devices_report *r) {
   free(r->gflops);
   free(r->copy_gbs);
   free(r);
+}
+
+DPC_COMPILER_API dpc_status dpc_gpu_measure(uint32_t gpu, dpc_gpu_figures *out, dpc_message *m) {
+  memset(out, 0, sizeof *out);
+  char name[32];
+  snprintf(name, sizeof name, "cuda:%u", gpu);
+  dpc_device *dev = NULL, *first = NULL;
+  dpc_status st = dpc_device_open(name, &dev, m);
+  dpc_cuda_figures f;
+  if (!st) st = dpc_device_cuda_measure(dev, &f, m);
+  if (!st) {
+    snprintf(out->name, sizeof out->name, "%s", f.name);
+    snprintf(out->note, sizeof out->note, "%s", f.note);
+    out->memory = f.memory, out->gemm_gflops = f.gemm_gflops, out->copy_gbs = f.copy_gbs;
+    out->gemm_n = f.gemm_n;
+  }
+  if (!st && gpu > 0 && !(st = dpc_device_open("cuda:0", &first, m)))
+    st = dpc_device_cuda_peer_gbs(dev, first, &out->peer_gbs, m);
+  dpc_device_close(first);
+  dpc_device_close(dev);
+  return st;
 }

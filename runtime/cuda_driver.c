@@ -19,6 +19,8 @@ static const dpc_dl_entry entries[] = {
     {"cuDeviceGetCount", offsetof(dpc_cu_api, device_count)},
     {"cuDeviceGet", offsetof(dpc_cu_api, device_get)},
     {"cuDeviceGetAttribute", offsetof(dpc_cu_api, device_attribute)},
+    {"cuDeviceGetName", offsetof(dpc_cu_api, device_name)},
+    {"cuDeviceTotalMem_v2", offsetof(dpc_cu_api, device_memory)},
     {"cuDevicePrimaryCtxRetain", offsetof(dpc_cu_api, ctx_retain)},
     {"cuDevicePrimaryCtxRelease_v2", offsetof(dpc_cu_api, ctx_release)},
     {"cuCtxSetCurrent", offsetof(dpc_cu_api, ctx_set)},

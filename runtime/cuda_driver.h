@@ -28,6 +28,8 @@ typedef struct dpc_cu_api {
   dpc_cu_result (*device_count)(int *);
   dpc_cu_result (*device_get)(int *, int);
   dpc_cu_result (*device_attribute)(int *, int, int);
+  dpc_cu_result (*device_name)(char *, int, int);
+  dpc_cu_result (*device_memory)(size_t *, int);
   dpc_cu_result (*ctx_retain)(void **, int);
   dpc_cu_result (*ctx_release)(int);
   dpc_cu_result (*ctx_set)(void *);

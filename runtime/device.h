@@ -103,6 +103,20 @@ void dpc_device_host_free(dpc_device *dev, void *p);
  * instead; *gemms (when not NULL) the GEMMs cuBLAS has run. */
 const char *dpc_device_cuda_blas(const dpc_device *dev, uint64_t *gemms);
 
+/* A GPU's figures for planning, measured on it: its name and memory, the GFLOP/s of an f32 GEMM
+ * on cuBLAS (0 where cuBLAS does not load: note says why), the GB/s of a copy within its memory
+ * (each byte read once and written once). */
+typedef struct dpc_cuda_figures {
+  char name[64];
+  uint64_t memory;
+  double gemm_gflops, copy_gbs;
+  uint32_t gemm_n; /* the square GEMM timed */
+  char note[256];
+} dpc_cuda_figures;
+dpc_status dpc_device_cuda_measure(dpc_device *dev, dpc_cuda_figures *out, dpc_diag *d);
+/* GB/s of a copy into dst's memory from src's (both cuda:N), the best of a few. */
+dpc_status dpc_device_cuda_peer_gbs(dpc_device *dst, dpc_device *src, double *gbs, dpc_diag *d);
+
 /* A cuda:N device's context made current on the calling thread, and its ordinal and stream (for
  * a library that queues work on it, as NCCL does). DPC_ERR_UNSUPPORTED for other devices. */
 dpc_status dpc_device_cuda_enter(dpc_device *dev, int *ordinal, void **stream, dpc_diag *d);

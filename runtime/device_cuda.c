@@ -18,10 +18,12 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/device.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef dpc_cu_result cu_result;
 typedef dpc_cu_ptr cu_ptr;
@@ -407,4 +409,98 @@ dpc_status dpc_device_cuda_enter(dpc_device *dev, int *ordinal, void **stream, d
   if (st) return st;
   *ordinal = impl(dev)->ordinal, *stream = impl(dev)->stream;
   return DPC_OK;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+enum { COPY_BYTES = 64 << 20, TIMES = 5 };
+
+/* The best of TIMES copies of `bytes` of kind (peer: from src), each waited for. */
+static dpc_status time_copy(dpc_device *dev, dpc_copy_kind kind, void *dst, const void *from,
+                            size_t bytes, dpc_device *src, double *best, dpc_diag *d) {
+  *best = INFINITY;
+  for (int k = 0; k < TIMES; k++) {
+    double t0 = now_s();
+    dpc_status st = cuda_copy(dev, kind, dst, from, bytes, src, d);
+    if (!st) st = cuda_synchronize(dev, d);
+    if (st) return st;
+    double t = now_s() - t0;
+    if (t < *best) *best = t;
+  }
+  return DPC_OK;
+}
+
+/* A square f32 GEMM on cuBLAS, grown from 256 until one takes 20 ms or it is 4096 wide (so a
+ * slow stand-in measures in a moment and a GPU at a size that fills it): GFLOP/s of the best of
+ * three at the last size. */
+static dpc_status time_gemm(dpc_device *dev, dpc_cuda_figures *f, dpc_diag *d) {
+  cuda_dev *c = impl(dev);
+  dpc_status st = DPC_OK;
+  for (int32_t n = 256; !st && n <= 4096; n *= 2) {
+    void *a = NULL, *b = NULL, *y = NULL;
+    size_t bytes = (size_t)n * (size_t)n * 4;
+    st = cuda_alloc(dev, bytes, &a, d);
+    if (!st) st = cuda_alloc(dev, bytes, &b, d);
+    if (!st) st = cuda_alloc(dev, bytes, &y, d);
+    dpc_cuda_gemm g = {.on = true, .precision = DPC_GEMM_FP32, .m = n, .n = n, .k = n, .batch = 1};
+    double best = INFINITY;
+    for (int k = 0; !st && k < 3; k++) {
+      double t0 = now_s();
+      int r = dpc_cublas_gemm(&c->blas, c->blas_handle, &g, a, b, y);
+      if (r)
+        st = dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: cublasGemmStridedBatchedEx (%d) failed: %s",
+                           dev->name, n, c->blas.status_string(r));
+      if (!st) st = cuda_synchronize(dev, d);
+      if (!st && now_s() - t0 < best) best = now_s() - t0;
+    }
+    cuda_free(dev, a), cuda_free(dev, b), cuda_free(dev, y);
+    if (st) break;
+    f->gemm_n = (uint32_t)n;
+    f->gemm_gflops = best > 0 ? 2.0 * n * (double)n * n / best / 1e9 : 0;
+    if (best > 0.02) break;
+  }
+  return st;
+}
+
+dpc_status dpc_device_cuda_measure(dpc_device *dev, dpc_cuda_figures *f, dpc_diag *d) {
+  memset(f, 0, sizeof *f);
+  if (strcmp(dev->ops->kind, "cuda"))
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "%s is not a GPU", dev->name);
+  cuda_dev *c = impl(dev);
+  dpc_status st = enter(dev, d);
+  int dv = 0;
+  size_t mem = 0;
+  if (!st) CU(c->api.device_get(&dv, c->ordinal), "cuDeviceGet");
+  if (!st) CU(c->api.device_name(f->name, (int)sizeof f->name, dv), "cuDeviceGetName");
+  if (!st) CU(c->api.device_memory(&mem, dv), "cuDeviceTotalMem");
+  f->memory = mem;
+  void *x = NULL, *y = NULL;
+  double t = 0;
+  if (!st) st = cuda_alloc(dev, COPY_BYTES, &x, d);
+  if (!st) st = cuda_alloc(dev, COPY_BYTES, &y, d);
+  if (!st) st = time_copy(dev, DPC_COPY_D2D, y, x, COPY_BYTES, NULL, &t, d);
+  if (!st) f->copy_gbs = COPY_BYTES / t / 1e9;
+  cuda_free(dev, x), cuda_free(dev, y);
+  if (!st && use_blas(dev)) st = time_gemm(dev, f, d);
+  if (!st) snprintf(f->note, sizeof f->note, "%s", c->blas_note);
+  return st;
+}
+
+dpc_status dpc_device_cuda_peer_gbs(dpc_device *dst, dpc_device *src, double *gbs, dpc_diag *d) {
+  *gbs = 0;
+  if (strcmp(dst->ops->kind, "cuda") || strcmp(src->ops->kind, "cuda"))
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED, "a peer copy between %s and %s, not two GPUs",
+                         dst->name, src->name);
+  void *x = NULL, *y = NULL;
+  double t = 0;
+  dpc_status st = cuda_alloc(src, COPY_BYTES, &x, d);
+  if (!st) st = cuda_alloc(dst, COPY_BYTES, &y, d);
+  if (!st) st = time_copy(dst, DPC_COPY_PEER, y, x, COPY_BYTES, src, &t, d);
+  if (!st) *gbs = COPY_BYTES / t / 1e9;
+  cuda_free(src, x), cuda_free(dst, y);
+  return st;
 }

@@ -71,6 +71,18 @@ DPC_COMPILER_API int dpc_cuda_gpus(char *note, size_t n);
  * and column with the source line for text input). Opaque; one per thread. */
 typedef struct dpc_diag dpc_message;
 
+/* GPU cuda:N measured for planning (it is opened: a fraction of a second): its name and memory,
+ * the GFLOP/s of an f32 GEMM on cuBLAS (0 where cuBLAS does not load: note says why), the GB/s
+ * of a copy within its memory and, for N > 0, of a copy into it from cuda:0. */
+typedef struct dpc_gpu_figures {
+  char name[64];
+  uint64_t memory;
+  double gemm_gflops, copy_gbs, peer_gbs;
+  uint32_t gemm_n; /* the square GEMM timed */
+  char note[256];
+} dpc_gpu_figures;
+DPC_COMPILER_API dpc_status dpc_gpu_measure(uint32_t gpu, dpc_gpu_figures *out, dpc_message *m);
+
 DPC_COMPILER_API dpc_message *dpc_message_new(void);
 DPC_COMPILER_API void dpc_message_free(dpc_message *m);
 /* Forget the message, keeping the object. */

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +95,16 @@ API cu_result cuDeviceGet(int *dev, int ordinal) {
 API cu_result cuDeviceGetAttribute(int *v, int attr, int dev) {
   (void)dev;
   *v = attr == 75 ? 9 : attr == 76 ? 0 : 0; /* compute capability 9.0 */
+  return 0;
+}
+API cu_result cuDeviceGetName(char *name, int len, int dev) {
+  if (dev < 0 || dev >= gpu_count() || len < 1) return INVALID_VALUE;
+  snprintf(name, (size_t)len, "dpc test GPU %d", dev);
+  return 0;
+}
+API cu_result cuDeviceTotalMem_v2(size_t *bytes, int dev) {
+  if (dev < 0 || dev >= gpu_count()) return INVALID_VALUE;
+  *bytes = (size_t)16 << 30;
   return 0;
 }
 API cu_result cuDevicePrimaryCtxRetain(void **ctx, int dev) {

@@ -115,9 +115,25 @@ int dpc_cmd_devices(int argc, char **argv) {
     print_json(r);
   else {
     print_table(r);
-    char note[256];
-    dpc_cuda_gpus(note, sizeof note);
+    char note[384];
+    int gpus = dpc_cuda_gpus(note, sizeof note);
     printf("cuda: %s\n", note);
+    for (int k = 0; k < gpus && !o.no_calibrate; k++) { /* each GPU measured, as dpc plan does */
+      dpc_gpu_figures f;
+      if (dpc_gpu_measure((uint32_t)k, &f, m)) {
+        printf("cuda:%d: not measured: %s\n", k, dpc_message_brief(m));
+        dpc_message_clear(m);
+        continue;
+      }
+      printf("cuda:%d: %s, %.1f GiB: ", k, f.name, (double)f.memory / (1024.0 * 1024 * 1024));
+      if (f.gemm_gflops > 0)
+        printf("GEMM %.0f GFLOP/s (f32 on cuBLAS, %u wide)", f.gemm_gflops, f.gemm_n);
+      else
+        printf("GEMM not measured (%s)", f.note);
+      printf(", copy %.0f GB/s", f.copy_gbs);
+      if (f.peer_gbs > 0) printf(", %.0f GB/s from cuda:0", f.peer_gbs);
+      printf("\n");
+    }
   }
   dpc_devices_report_free(r);
   dpc_message_free(m);

@@ -199,7 +199,7 @@ static bool plan_num(const cli_parsed *p, const char *name, int64_t *out) {
 
 /* `--devices [cpu,]cuda:0,cuda:1,...` for --simulate-devices: how many GPUs, each named once,
  * and whether the CPU is named beside them. */
-static int cuda_devices(const char *spec, uint32_t *n, bool *cpu) {
+static int cuda_devices(const char *spec, uint32_t *n, bool *cpu, uint32_t *idx) {
   if (!spec)
     return cli_usage_error("plan", "--simulate-devices FILE stands in for GPUs: name them with "
                                    "--devices cuda:0,cuda:1,... (cpu,cuda:0,... for the CPU too)");
@@ -220,7 +220,7 @@ static int cuda_devices(const char *spec, uint32_t *n, bool *cpu) {
                              "CPU beside them, got '%s'",
                              spec);
     seen[k] = true;
-    ++*n;
+    idx[(*n)++] = (uint32_t)k;
     s = *end ? end + 1 : end;
   }
   if (!*n)
@@ -280,10 +280,13 @@ int dpc_cmd_plan(int argc, char **argv) {
     return cli_usage_error("plan", "--hosts and --link describe the hosts of --devices mpi; give "
                                    "--devices mpi (or mpi:cpu:L) too");
   const char *simulated = cli_get(plan_opts, NPLAN, &p, "simulate-devices");
-  if (simulated) {
-    uint32_t gpus = 0;
-    int grc = cuda_devices(cli_get(plan_opts, NPLAN, &p, "devices"), &gpus, &sizes.host_cpu);
-    return grc ? grc : cli_plan_cluster(plan_opts, NPLAN, &p, simulated, gpus, &sizes);
+  bool gpu_list = dspec && (!strncmp(dspec, "cuda:", 5) || !strncmp(dspec, "cpu,cuda:", 9));
+  if (simulated || gpu_list) { /* described GPUs, or this machine's measured */
+    uint32_t gpus = 0, idx[64];
+    int grc = cuda_devices(cli_get(plan_opts, NPLAN, &p, "devices"), &gpus, &sizes.host_cpu, idx);
+    if (grc) return grc;
+    return simulated ? cli_plan_cluster(plan_opts, NPLAN, &p, simulated, gpus, &sizes)
+                     : cli_plan_gpus(plan_opts, NPLAN, &p, idx, gpus, &sizes);
   }
   if (cli_get(plan_opts, NPLAN, &p, "replicated"))
     return cli_usage_error("plan", "--replicated checks a --cluster FILE plan; give it too");

@@ -23,6 +23,13 @@ typedef struct cli_plan_sizes {
 int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const char *file,
                      uint32_t gpus, const cli_plan_sizes *sizes);
 
+/* `dpc plan MODEL --devices cuda:0,cuda:1,...` on a machine with those GPUs: each measured
+ * (dpc_gpu_measure: GEMM GFLOP/s on cuBLAS, copy and peer-copy bandwidth, memory) and planned as
+ * one host of them, the slowest figure of each kind for all; with sizes->host_cpu the CPU
+ * joins as with --simulate-devices. */
+int cli_plan_gpus(const cli_opt *opts, int nopts, const cli_parsed *p, const uint32_t *gpu,
+                  uint32_t n, const cli_plan_sizes *sizes);
+
 /* `dpc plan MODEL --devices mpi[:cpu:L] --hosts H[xN] [--link GBS,US]`: the plan for H hosts of
  * N devices (L when not given) like this machine's `cpu:N` devices (their measured speeds),
  * joined by a link of GBS GB/s and US microseconds a message (10 Gb/s Ethernet when not given):
