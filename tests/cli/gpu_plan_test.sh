@@ -2,7 +2,8 @@
 # dpc devices and dpc plan --devices cuda:0,cuda:1 on a machine with GPUs, over the stand-in
 # driver, cuBLAS and NCCL (tests/cuda/): each GPU measured (name, memory, GEMM rate on cuBLAS,
 # copy and peer-copy bandwidth) and the plan made from those figures; a GPU that is not there
-# and a GPU without a GEMM rate refused, saying to describe the GPUs instead.
+# and a GPU without a GEMM rate refused, saying to describe the GPUs instead; dpc train
+# --strategy auto over the GPUs choosing from the same figures.
 #   gpu_plan_test.sh DPC SOURCE_DIR WORK_DIR FAKE_CUDA FAKE_CUBLAS FAKE_NCCL
 dpc=$1
 src=$2
@@ -38,6 +39,16 @@ contains "$work/err" "cuda:2: not on this machine (CUDA driver 13.0, 2 GPUs.*--s
 DPC_CUBLAS=off expect 1 "no cuBLAS to measure with" -- "$dpc" plan "$fm" --devices cuda:0
 contains "$work/err" "cuda:0: its GEMM rate is not measured (.*cuBLAS is off.*--simulate-devices FILE" \
   "no cuBLAS: said why and what to do"
+
+# dpc train --strategy auto over the GPUs: measured and chosen as dpc plan chooses; the run then
+# stops at the first kernel, which the stand-in driver cannot load from a command (its kernels
+# are registered by the test program: a driver call failing, exit 3), after the all-reduce path
+# is said
+expect 3 "train --strategy auto over two GPUs" -- "$dpc" train "$fm" --backend cuda \
+  --devices cuda:0,cuda:1 --strategy auto --steps 1
+contains "$work/err" "^dpc train: --strategy auto: .*, predicted .* ms a step on the measured GPUs" \
+  "train auto over GPUs: the choice said"
+contains "$work/err" "^dpc train: note: all-reduces over NCCL 2.28.9" "train over GPUs: NCCL said"
 
 [ "$fails" -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" -eq 0 ]

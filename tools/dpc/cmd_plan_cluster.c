@@ -203,56 +203,66 @@ int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const 
   return plan_for(opts, nopts, p, file, NULL, gpus, sizes);
 }
 
-int cli_plan_gpus(const cli_opt *opts, int nopts, const cli_parsed *p, const uint32_t *gpu,
-                  uint32_t n, const cli_plan_sizes *sizes) {
+int cli_measured_gpus(const char *cmd, const uint32_t *gpu, uint32_t n, FILE *say,
+                      dpc_cluster *cl) {
+  memset(cl, 0, sizeof *cl);
   char note[384];
   int seen = dpc_cuda_gpus(note, sizeof note);
   for (uint32_t k = 0; k < n; k++)
     if ((int)gpu[k] >= seen) {
       fprintf(stderr,
-              "dpc plan: error: --devices: cuda:%u: not on this machine (%s); to plan for GPUs "
+              "dpc %s: error: --devices: cuda:%u: not on this machine (%s); to plan for GPUs "
               "it does not have, describe them with --simulate-devices FILE\n",
-              gpu[k], note);
+              cmd, gpu[k], note);
       return DPC_EXIT_ERROR;
     }
-  dpc_cluster cl = {0};
   dpc_message *m = dpc_message_new();
   for (uint32_t k = 0; k < n; k++) {
     dpc_gpu_figures f;
     if (dpc_gpu_measure(gpu[k], &f, m)) {
-      int rc = cli_report("plan", m);
+      int rc = cli_report(cmd, m);
       dpc_message_free(m);
       return rc;
     }
-    printf("cuda:%u: %s, %.1f GiB, measured: GEMM %.0f GFLOP/s (f32, %u wide), copy %.0f GB/s",
-           gpu[k], f.name, (double)f.memory / (1024.0 * 1024 * 1024), f.gemm_gflops, f.gemm_n,
-           f.copy_gbs);
-    if (f.peer_gbs > 0) printf(", %.0f GB/s from cuda:0", f.peer_gbs);
-    printf("\n");
+    if (say) {
+      fprintf(say,
+              "cuda:%u: %s, %.1f GiB, measured: GEMM %.0f GFLOP/s (f32, %u wide), copy %.0f GB/s",
+              gpu[k], f.name, (double)f.memory / (1024.0 * 1024 * 1024), f.gemm_gflops, f.gemm_n,
+              f.copy_gbs);
+      if (f.peer_gbs > 0) fprintf(say, ", %.0f GB/s from cuda:0", f.peer_gbs);
+      fprintf(say, "\n");
+    }
     if (!(f.gemm_gflops > 0)) {
       fprintf(stderr,
-              "dpc plan: error: cuda:%u: its GEMM rate is not measured (%s); describe the GPUs "
+              "dpc %s: error: cuda:%u: its GEMM rate is not measured (%s); describe the GPUs "
               "with --simulate-devices FILE instead\n",
-              gpu[k], f.note);
+              cmd, gpu[k], f.note);
       dpc_message_free(m);
       return DPC_EXIT_ERROR;
     }
-    if (!k || f.gemm_gflops < cl.gflops) cl.gflops = f.gemm_gflops;
-    if (!k || 2 * f.copy_gbs < cl.mem_gbs) cl.mem_gbs = 2 * f.copy_gbs; /* read and write */
-    if (!k || f.memory < cl.memory) cl.memory = f.memory;
-    if (f.peer_gbs > 0 && (!cl.within_host.gbs || f.peer_gbs < cl.within_host.gbs))
-      cl.within_host.gbs = f.peer_gbs;
-    if (!k) set_text(cl.device_name, sizeof cl.device_name, f.name);
+    if (!k || f.gemm_gflops < cl->gflops) cl->gflops = f.gemm_gflops;
+    if (!k || 2 * f.copy_gbs < cl->mem_gbs) cl->mem_gbs = 2 * f.copy_gbs; /* read and write */
+    if (!k || f.memory < cl->memory) cl->memory = f.memory;
+    if (f.peer_gbs > 0 && (!cl->within_host.gbs || f.peer_gbs < cl->within_host.gbs))
+      cl->within_host.gbs = f.peer_gbs;
+    if (!k) set_text(cl->device_name, sizeof cl->device_name, f.name);
   }
   dpc_message_free(m);
-  cl.within_host.latency_us = 10; /* not measured: a peer copy's launch, roughly */
-  if (!(cl.within_host.gbs > 0)) cl.within_host.gbs = cl.mem_gbs / 2;
+  cl->within_host.latency_us = 10; /* not measured: a peer copy's launch, roughly */
+  if (!(cl->within_host.gbs > 0)) cl->within_host.gbs = cl->mem_gbs / 2;
   char name[96];
   snprintf(name, sizeof name, "%u GPU%s of this machine (cuda:*), measured", n, n == 1 ? "" : "s");
-  set_text(cl.name, sizeof cl.name, name);
-  set_text(cl.device_kind, sizeof cl.device_kind, "gpu");
-  cl.hosts = 1, cl.devices_per_host = n;
-  return plan_for(opts, nopts, p, NULL, &cl, n, sizes);
+  set_text(cl->name, sizeof cl->name, name);
+  set_text(cl->device_kind, sizeof cl->device_kind, "gpu");
+  cl->hosts = 1, cl->devices_per_host = n;
+  return DPC_EXIT_OK;
+}
+
+int cli_plan_gpus(const cli_opt *opts, int nopts, const cli_parsed *p, const uint32_t *gpu,
+                  uint32_t n, const cli_plan_sizes *sizes) {
+  dpc_cluster cl;
+  int rc = cli_measured_gpus("plan", gpu, n, stdout, &cl);
+  return rc ? rc : plan_for(opts, nopts, p, NULL, &cl, n, sizes);
 }
 
 int cli_plan_mpi(const cli_opt *opts, int nopts, const cli_parsed *p, const char *spec,

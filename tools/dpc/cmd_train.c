@@ -10,6 +10,7 @@
 #include "tools/dpc/cli.h"
 #include "tools/dpc/interrupt.h"
 #include "tools/dpc/outpath.h"
+#include "tools/dpc/plan_cluster.h"
 
 #include <dpc/train.h>
 #ifdef DPC_CLI_TESTING
@@ -269,6 +270,34 @@ static int check_strategy(const cli_parsed *p, const dpc_trainer_opts *o, const 
   return DPC_EXIT_OK;
 }
 
+/* --strategy auto over this machine's GPUs: each measured, the strategies ranked as `dpc plan
+ * --devices cuda:0,cuda:1` ranks them for a host of such GPUs. */
+static int auto_on_gpus(const dpc_net *net, const dpc_trainer_opts *o, bool quiet, char *chosen,
+                        size_t n) {
+  uint32_t count = 0, gpu[64];
+  dpc_message *m = dpc_message_new();
+  int rc = dpc_gpus_count(o->devices, &count, m) || count > 64 ? cli_report("train", m) : 0;
+  for (uint32_t k = 0; k < count; k++) gpu[k] = k; /* in order from cuda:0 (dpc_gpus_count) */
+  dpc_cluster cl;
+  if (!rc) rc = cli_measured_gpus("train", gpu, count, quiet ? NULL : stderr, &cl);
+  dpc_cluster_report *r = NULL;
+  dpc_cluster_opts co = {sizeof co, .batch = o->batch, .strategy = "auto",
+                         .memory_limit = o->device_memory};
+  if (!rc && dpc_net_plan_cluster(net, &cl, &co, &r, m)) rc = cli_report("train", m);
+  if (!rc) {
+    const dpc_cluster_candidate *b = &r->candidates[r->best];
+    snprintf(chosen, n, "%s", b->strategy);
+    if (!quiet)
+      fprintf(stderr,
+              "dpc train: --strategy auto: %s, predicted %.3f ms a step on the measured GPUs, the "
+              "fastest of %u (dpc plan --devices %s --strategy auto --explain shows them)\n",
+              b->strategy, b->step_ms, r->n_candidates, o->devices);
+  }
+  dpc_cluster_report_free(r);
+  dpc_message_free(m);
+  return rc;
+}
+
 /* --strategy auto: the fastest predicted synchronous strategy on --devices that fits
  * --device-memory (dpc_net_plan_auto; `dpc plan --strategy auto --explain` shows the table). */
 static int choose_strategy(const cli_parsed *p, const dpc_trainer_opts *o, bool artifact,
@@ -290,10 +319,11 @@ static int choose_strategy(const cli_parsed *p, const dpc_trainer_opts *o, bool 
   dpc_load_opts lo = {sizeof lo, .batched = true, .loss = cli_get(train_opts, NTRAIN, p, "loss")};
   dpc_auto_opts ao = {sizeof ao, .batch = o->batch, .devices = o->devices,
                       .memory_limit = o->device_memory};
-  int rc = dpc_net_load(p->pos[0], &lo, &net, m)
-               ? cli_report("train", m)
-               : cli_strategy_auto("train", net, &ao,
-                                   cli_get(train_opts, NTRAIN, p, "quiet") != NULL, chosen, n);
+  bool quiet = cli_get(train_opts, NTRAIN, p, "quiet") != NULL;
+  int rc = dpc_net_load(p->pos[0], &lo, &net, m) ? cli_report("train", m)
+           : o->devices && !strncmp(o->devices, "cuda", 4)
+               ? auto_on_gpus(net, o, quiet, chosen, n)
+               : cli_strategy_auto("train", net, &ao, quiet, chosen, n);
   dpc_net_free(net);
   dpc_message_free(m);
   return rc;

@@ -7,6 +7,9 @@
 
 #include "tools/dpc/cli.h"
 
+#include <dpc/cluster.h>
+#include <stdio.h>
+
 /* What dpc plan has read already: --batch (0: not given), --device-memory (0: none), and
  * whether --devices named the CPU beside simulated GPUs (`cpu,cuda:0,...`). */
 typedef struct cli_plan_sizes {
@@ -29,6 +32,10 @@ int cli_plan_cluster(const cli_opt *opts, int nopts, const cli_parsed *p, const 
  * joins as with --simulate-devices. */
 int cli_plan_gpus(const cli_opt *opts, int nopts, const cli_parsed *p, const uint32_t *gpu,
                   uint32_t n, const cli_plan_sizes *sizes);
+/* The GPUs gpu[0..n) of this machine measured (a line each to `say`, unless NULL) as a described
+ * host of them, for `dpc CMD`; the exit code (an error said on stderr when a GPU is missing or has
+ * no GEMM rate). */
+int cli_measured_gpus(const char *cmd, const uint32_t *gpu, uint32_t n, FILE *say, dpc_cluster *cl);
 
 /* `dpc plan MODEL --devices mpi[:cpu:L] --hosts H[xN] [--link GBS,US]`: the plan for H hosts of
  * N devices (L when not given) like this machine's `cpu:N` devices (their measured speeds),
