@@ -560,6 +560,11 @@ typedef struct score_ctx {
   double *bytes;
 } score_ctx;
 
+/* Device k's memory limit under o: its own, else the one for all (0: none). */
+static uint64_t limit_of(const dpc_driver_place_opts *o, uint32_t k) {
+  return o->mem_limits ? o->mem_limits[k] : o->mem_limit;
+}
+
 /* A candidate's score: the predicted step in seconds, and its busiest device's compute; one
  * that does not fit the memory limit scores above any that fits, by how much it is over. */
 static double score_placement(void *ctx, const dpc_graph *placed, double *busiest, dpc_diag *d) {
@@ -568,7 +573,7 @@ static double score_placement(void *ctx, const dpc_graph *placed, double *busies
   if (plan_step(placed, x->batch, x->n, x->speed, x->o, x->bytes, &step, busiest, d)) return -1;
   double least = 0; /* the smallest limit, to scale how far over */
   for (uint32_t k = 0; k < x->n; k++) {
-    uint64_t limit = x->o->mem_limits ? x->o->mem_limits[k] : x->o->mem_limit;
+    uint64_t limit = limit_of(x->o, k);
     if (limit && x->bytes[k] > (double)limit) over += x->bytes[k] - (double)limit;
     if (limit && (!least || (double)limit < least)) least = (double)limit;
   }
@@ -583,9 +588,8 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
                                dpc_place_report *report, dpc_diag *d) {
   static const dpc_driver_place_opts none = {0};
   if (!o) o = &none;
-  bool limited = o->mem_limit != 0;
-  for (uint32_t k = 0; o->mem_limits && k < n && k < DPC_MAX_DEVICES; k++)
-    limited = limited || o->mem_limits[k];
+  bool limited = false;
+  for (uint32_t k = 0; k < n && k < DPC_MAX_DEVICES; k++) limited = limited || limit_of(o, k);
   if (n > DPC_MAX_DEVICES) /* the device names */
     return dpc_diag_fail(d, DPC_ERR_INVALID, "placement takes at most %u devices, not %u",
                          DPC_MAX_DEVICES, n);
@@ -596,8 +600,7 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
   double *room = calloc(n, sizeof *room), scale = 1;
   dpc_status st =
       budget && bytes && room ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-  for (uint32_t k = 0; !st && k < n; k++)
-    budget[k] = room[k] = (double)(o->mem_limits ? o->mem_limits[k] : o->mem_limit);
+  for (uint32_t k = 0; !st && k < n; k++) budget[k] = room[k] = (double)limit_of(o, k);
   /* Each candidate placement is planned and simulated; the fastest that fits wins. The
    * placement's memory estimate (outputs, params four times) is not the plan's (buffers shared,
    * fusion, workspace), so the plan measures it and over-full devices get less next round. */
@@ -617,7 +620,7 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
       for (uint32_t k = 0; !st && k < n; k++) est_all += rep->memory[k], bytes_all += bytes[k];
       if (est_all > 0 && bytes_all / est_all > scale) scale = bytes_all / est_all;
       for (uint32_t k = 0; !st && k < n; k++) {
-        double lim = (double)(o->mem_limits ? o->mem_limits[k] : o->mem_limit);
+        double lim = (double)limit_of(o, k);
         if (lim > 0 && bytes[k] > lim) fits = false, room[k] -= (bytes[k] - lim) * 1.1;
         budget[k] = room[k] > 0 ? room[k] / scale : 1;
       }

@@ -150,36 +150,39 @@ void dpc_cuda_driver_probe(dpc_cuda_probe *p) {
   dpc_cuda_driver_unload(&api);
 }
 
-void dpc_cuda_driver_probe_cublas(dpc_cuda_probe *p) {
+/* Into p's note: "; " and, where `loaded`, `found`; else why not (the message of d, without its
+ * "cuda: " start) and what runs instead. */
+static void note_library(dpc_cuda_probe *p, bool loaded, const char *found, const dpc_diag *d,
+                         const char *instead) {
   size_t at = strlen(p->note);
-  if (p->gpus < 1 || at + 1 >= sizeof p->note) return;
+  if (at + 1 >= sizeof p->note) return;
+  const char *m = d->msg ? d->msg : "cuda: not found";
+  if (loaded)
+    snprintf(p->note + at, sizeof p->note - at, "; %s", found);
+  else
+    snprintf(p->note + at, sizeof p->note - at, "; %s: %s", strncmp(m, "cuda: ", 6) ? m : m + 6,
+             instead);
+}
+
+void dpc_cuda_driver_probe_cublas(dpc_cuda_probe *p) {
+  if (p->gpus < 1) return;
   dpc_cublas_api blas;
   dpc_diag d;
   dpc_diag_init(&d);
-  if (dpc_cublas_load(&blas, "cuda", &d) == DPC_OK) {
-    p->cublas = true;
-    snprintf(p->note + at, sizeof p->note - at, "; matmuls on cuBLAS");
-    dpc_cublas_unload(&blas);
-  } else {
-    const char *m = d.msg ? d.msg : "cuda: no cuBLAS found";
-    snprintf(p->note + at, sizeof p->note - at, "; %s: matmuls run dpc's kernels",
-             strncmp(m, "cuda: ", 6) ? m : m + 6);
-  }
+  p->cublas = dpc_cublas_load(&blas, "cuda", &d) == DPC_OK;
+  note_library(p, p->cublas, "matmuls on cuBLAS", &d, "matmuls run dpc's kernels");
+  if (p->cublas) dpc_cublas_unload(&blas);
   dpc_diag_free(&d);
   dpc_diag_init(&d);
   dpc_nccl_api nccl;
-  at = strlen(p->note);
-  if (dpc_nccl_load(&nccl, "cuda", &d) == DPC_OK) {
+  char found[80] = "";
+  p->nccl = dpc_nccl_load(&nccl, "cuda", &d) == DPC_OK;
+  if (p->nccl) {
     char version[48];
     dpc_nccl_version_text(&nccl, version, sizeof version);
-    p->nccl = true;
-    snprintf(p->note + at, sizeof p->note - at, "; all-reduces between GPUs over %s", version);
+    snprintf(found, sizeof found, "all-reduces between GPUs over %s", version);
     dpc_nccl_unload(&nccl);
-  } else if (at + 1 < sizeof p->note) {
-    const char *m = d.msg ? d.msg : "cuda: no NCCL found";
-    snprintf(p->note + at, sizeof p->note - at,
-             "; %s: all-reduces between GPUs go through the host",
-             strncmp(m, "cuda: ", 6) ? m : m + 6);
   }
+  note_library(p, p->nccl, found, &d, "all-reduces between GPUs go through the host");
   dpc_diag_free(&d);
 }

@@ -29,14 +29,6 @@ dpc_status dpc_imports_refresh(dpc_imports *im, uint32_t idx, dpc_device *dev, d
   return st;
 }
 
-bool dpc_imports_owns(const dpc_imports *im, uint32_t dev_i, const void *p) {
-  for (uint32_t k = 0; k < im->n; k++)
-    if (im->v[k].dev == dev_i && (const char *)p >= (const char *)im->v[k].buf &&
-        (const char *)p < (const char *)im->v[k].buf + (im->v[k].bytes ? im->v[k].bytes : 1))
-      return true;
-  return false;
-}
-
 void dpc_imports_free(dpc_imports *im, dpc_device *const *devs) {
   for (uint32_t k = 0; k < im->n; k++)
     if (im->v[k].buf && devs && devs[im->v[k].dev])

@@ -33,8 +33,6 @@ dpc_status dpc_imports_get(dpc_imports *im, dpc_device *dev, uint32_t dev_i, uin
 /* Copy import idx from src (on device `from`) unless it was copied in this run already. */
 dpc_status dpc_imports_refresh(dpc_imports *im, uint32_t idx, dpc_device *dev, dpc_device *from,
                                const void *src, uint64_t run, dpc_diag *d);
-/* Whether p is an import buffer of device dev_i. */
-bool dpc_imports_owns(const dpc_imports *im, uint32_t dev_i, const void *p);
 /* Give every buffer back to its device (devs indexed as dev_i). */
 void dpc_imports_free(dpc_imports *im, dpc_device *const *devs);
 

@@ -97,16 +97,17 @@ static dpc_status open_group(dpc_session *s, uint32_t n, dpc_device *const *devs
     dpc_diag why;
     dpc_diag_init(&why);
     dpc_status st = dpc_transport_open_nccl(n, devs, names, s->timeout_s, out, &why);
-    char version[48];
-    dpc_transport_nccl_version(st == DPC_OK ? *out : NULL, version, sizeof version);
-    if (st == DPC_OK)
+    if (st == DPC_OK) {
+      char version[48];
+      dpc_transport_nccl_version(*out, version, sizeof version);
       snprintf(s->comm_note, sizeof s->comm_note, "all-reduces over %s", version);
-    else
+    } else {
       snprintf(s->comm_note, sizeof s->comm_note, "all-reduces through the host: %s",
                why.msg ? why.msg : "NCCL failed");
+    }
     dpc_diag_free(&why);
-    if (st == DPC_OK || st == DPC_ERR_NOMEM)
-      return st == DPC_OK ? st : dpc_diag_fail(d, st, "out of memory opening NCCL");
+    if (st == DPC_OK) return st;
+    if (st == DPC_ERR_NOMEM) return dpc_diag_fail(d, st, "out of memory opening NCCL");
   }
   return dpc_transport_open("shm", n, devs, names, s->timeout_s, out, d);
 }

@@ -27,6 +27,12 @@ static nccl *impl(dpc_transport *t) {
   return t->impl;
 }
 
+/* NCCL's words for result r. */
+static const char *nccl_why(const nccl *m, int r) {
+  const char *why = m->api.error_string ? m->api.error_string(r) : NULL;
+  return why ? why : "unknown error";
+}
+
 static dpc_status nccl_all_reduce(dpc_transport *t, uint32_t rank, void *buf, dpc_dtype dtype,
                                   int64_t n, dpc_reduce op, dpc_diag *d) {
   nccl *m = impl(t);
@@ -43,10 +49,9 @@ static dpc_status nccl_all_reduce(dpc_transport *t, uint32_t rank, void *buf, dp
       m->api.all_reduce(buf, buf, (size_t)n, dtype == DPC_F64 ? DPC_NCCL_FLOAT64 : DPC_NCCL_FLOAT32,
                         op == DPC_REDUCE_SUM ? DPC_NCCL_SUM : DPC_NCCL_AVG, m->comms[rank], stream);
   if (r) {
-    const char *why = m->api.error_string ? m->api.error_string(r) : NULL;
     st =
         dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: ncclAllReduce of %lld elements failed: %s (NCCL %d)",
-                      m->devs[rank]->name, (long long)n, why ? why : "unknown error", r);
+                      m->devs[rank]->name, (long long)n, nccl_why(m, r), r);
     m->host->ops->abort(m->host, m->devs[rank]->name, d->msg);
   }
   return st;
@@ -130,11 +135,10 @@ dpc_status dpc_transport_open_nccl(uint32_t ranks, dpc_device *const *devs,
   if (!st) {
     int r = m->api.comm_init_all(m->comms, (int)ranks, ordinals);
     if (r) {
-      const char *why = m->api.error_string ? m->api.error_string(r) : NULL;
       memset(m->comms, 0, ranks * sizeof *m->comms);
       st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                          "%s: ncclCommInitAll over %u GPUs failed: %s (NCCL %d)", devs[0]->name,
-                         ranks, why ? why : "unknown error", r);
+                         ranks, nccl_why(m, r), r);
     }
   }
   if (!st) st = dpc_transport_open("shm", ranks, devs, names, timeout_s, &m->host, d);
