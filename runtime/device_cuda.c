@@ -455,7 +455,8 @@ static dpc_status time_gemm(dpc_device *dev, dpc_cuda_figures *f, dpc_diag *d) {
         st = dpc_diag_fail(d, DPC_ERR_RUNTIME, "%s: cublasGemmStridedBatchedEx (%d) failed: %s",
                            dev->name, n, c->blas.status_string(r));
       if (!st) st = cuda_synchronize(dev, d);
-      if (!st && now_s() - t0 < best) best = now_s() - t0;
+      double t = now_s() - t0;
+      if (!st && t < best) best = t;
     }
     cuda_free(dev, a), cuda_free(dev, b), cuda_free(dev, y);
     if (st) break;

@@ -155,7 +155,7 @@ dpc_status dpc_devices_parse(const dpc_topology *t, const char *spec, dpc_device
   } else if (!strncmp(spec, "cuda", 4) || !strncmp(spec, "gpu", 3)) {
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                          "%s: plans spread over CPU devices only; a GPU runs a model through "
-                         "the cuda backend (training data parallel over a list of GPUs such as "
+                         "the cuda backend (training over a list of GPUs such as "
                          "cuda:0,cuda:1), GPU plans are made for described GPUs, and the CPU "
                          "devices are cpu (one device on all cores), cpu:N (N devices sharing "
                          "the cores) and numa (one per NUMA node)",

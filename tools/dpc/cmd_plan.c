@@ -280,8 +280,8 @@ int dpc_cmd_plan(int argc, char **argv) {
     return cli_usage_error("plan", "--hosts and --link describe the hosts of --devices mpi; give "
                                    "--devices mpi (or mpi:cpu:L) too");
   const char *simulated = cli_get(plan_opts, NPLAN, &p, "simulate-devices");
-  bool gpu_list = dspec && (!strncmp(dspec, "cuda:", 5) || !strncmp(dspec, "cpu,cuda:", 9));
-  if (simulated || gpu_list) { /* described GPUs, or this machine's measured */
+  bool gpu_list = dspec && strstr(dspec, "cuda:"); /* cpu may stand anywhere in the list */
+  if (simulated || gpu_list) {                     /* described GPUs, or this machine's measured */
     uint32_t gpus = 0, idx[64];
     int grc = cuda_devices(cli_get(plan_opts, NPLAN, &p, "devices"), &gpus, &sizes.host_cpu, idx);
     if (grc) return grc;
