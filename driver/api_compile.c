@@ -201,6 +201,13 @@ DPC_COMPILER_API dpc_status dpc_net_compile(const dpc_net *n, const dpc_compile_
     goto done;
   }
 
+  const char *kind = dpc_codegen_device_kind(x.backend);
+  if (kind && !strcmp(kind, "cuda") && (devs || want_split)) {
+    st = dpc_diag_fail(m, DPC_ERR_UNSUPPORTED,
+                       "GPU code is compiled for one GPU, cuda:0: leave out --devices (train "
+                       "across GPUs with dpc train --backend cuda --devices cuda:0,cuda:1)");
+    goto done;
+  }
   if (want_split && train) {
     st = dpc_diag_fail(m, DPC_ERR_INVALID,
                        "a model split over devices is compiled for inference only: train it "

@@ -233,13 +233,14 @@ bool dpc_driver_is_artifact(const char *path) {
   if (n > 4 && !strcmp(path + n - 4, ".dpx")) return true;
   /* a model's name wins (a .graph holding junk gets the parser's message) */
   if ((n > 6 && !strcmp(path + n - 6, ".graph")) || dpc_onnx_is_model_path(path)) return false;
-  /* otherwise by its content: a renamed artifact (model.so) is still machine code */
+  /* otherwise by its content: a renamed artifact (model.so) is still machine code, or GPU
+   * code's plain file */
   static const unsigned char elf_magic[4] = {0x7f, 'E', 'L', 'F'};
   FILE *f = fopen(path, "rb");
   unsigned char m[4] = {0};
-  bool elf = f && fread(m, 1, 4, f) == 4 && !memcmp(m, elf_magic, 4);
+  bool read = f && fread(m, 1, 4, f) == 4;
   if (f) fclose(f);
-  return elf;
+  return read && (!memcmp(m, elf_magic, 4) || !memcmp(m, "DPCA", 4));
 }
 
 dpc_status dpc_driver_describe_artifact(const char *path, char *out, size_t n, dpc_diag *d) {
@@ -267,7 +268,11 @@ dpc_status dpc_driver_infer_artifact(const char *path, const dpc_named *feeds, u
   const dpc_plan *plan = st ? NULL : dpc_artifact_plan(a, "infer", &k);
   if (!st && !plan) st = dpc_diag_fail(d, DPC_ERR_INVALID, "%s has no inference plan", path);
   if (!st)
-    st = dpc_session_new(plan, &(dpc_session_opts){.training = training, .native = k}, &s, d);
+    st = dpc_session_new(plan,
+                         &(dpc_session_opts){.training = training,
+                                             .native = k,
+                                             .device_kind = dpc_artifact_device_kind(a)},
+                         &s, d);
   for (uint32_t j = 0; j < n_feeds && !st; j++) {
     if (dpc_graph_find(plan->g, feeds[j].name) == DPC_NONE) continue; /* labels: not needed */
     st = dpc_session_set(s, feeds[j].name, &feeds[j].t, d);

@@ -617,7 +617,8 @@ static dpc_status open_artifact_runs(trainer *t, dpc_diag *d) {
                            .share = i ? t->train_full.s : NULL,
                            .native = k,
                            .threads = t->o->threads,
-                           .test = dpc_train_session_hooks(t)};
+                           .test = dpc_train_session_hooks(t),
+                           .device_kind = dpc_artifact_device_kind(t->art)};
     dpc_status st = dpc_session_new(p, &so, &r->s, d);
     if (st) return st;
     const dpc_graph *pg = p->g;

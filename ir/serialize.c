@@ -387,3 +387,152 @@ dpc_status dpc_plan_read(const unsigned char *buf, size_t len, size_t *pos, cons
     free(k);
   return DPC_OK;
 }
+
+/* ---- GPU code -------------------------------------------------------------------------------- */
+
+#define CODES_MAGIC "DPCG"
+
+static dpc_status codes_corrupt(dpc_diag *d, const char *name, const char *what) {
+  return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: not valid GPU code (%s)", name, what);
+}
+
+dpc_status dpc_cuda_codes_write(const dpc_cuda_code *const *codes, uint32_t n, dpc_buf *b,
+                                dpc_diag *d) {
+  dpc_buf_putn(b, CODES_MAGIC, 4);
+  w32(b, n);
+  for (uint32_t i = 0; i < n; i++) {
+    const dpc_cuda_code *c = codes[i];
+    w32(b, c->n_cubin);
+    for (uint32_t a = 0; a < c->n_cubin; a++) {
+      if (c->cubin[a].size > UINT32_MAX)
+        return dpc_diag_fail(d, DPC_ERR_INVALID, "a CUBIN of %llu bytes is too large to write",
+                             (unsigned long long)c->cubin[a].size);
+      w32(b, c->cubin[a].sm);
+      wbytes(b, c->cubin[a].data, (uint32_t)c->cubin[a].size);
+    }
+    wbytes(b, c->ptx, c->ptx ? (uint32_t)strlen(c->ptx) + 1 : 0);
+    uint32_t other = UINT32_MAX;
+    for (uint32_t k = 0; c->other && k < n; k++)
+      if (codes[k] == c->other) other = k;
+    if (c->other && other == UINT32_MAX)
+      return dpc_diag_fail(d, DPC_ERR_INTERNAL, "a kernel's other-mode code is not in the table");
+    w32(b, c->training), w32(b, other), w32(b, c->n_launch), w32(b, c->n_args);
+    for (uint32_t l = 0; l < c->n_launch; l++) {
+      dpc_buf_putn(b, c->launch[l].name, sizeof c->launch[l].name);
+      for (int k = 0; k < 3; k++) w32(b, c->launch[l].grid[k]);
+      for (int k = 0; k < 3; k++) w32(b, c->launch[l].block[k]);
+    }
+    const dpc_cuda_gemm *g = &c->gemm;
+    w32(b, g->on), w32(b, g->ta), w32(b, g->tb), w32(b, (uint32_t)g->precision);
+    w32(b, (uint32_t)g->m), w32(b, (uint32_t)g->n), w32(b, (uint32_t)g->k),
+        w32(b, (uint32_t)g->batch);
+    w64(b, (uint64_t)g->stride_a), w64(b, (uint64_t)g->stride_b);
+  }
+  return b->oom ? dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory writing GPU code") : DPC_OK;
+}
+
+void dpc_cuda_codes_free(dpc_cuda_codes *c) {
+  if (!c) return;
+  for (uint32_t i = 0; c->code && i < c->n; i++) {
+    for (uint32_t a = 0; a < c->code[i].n_cubin; a++) free((void *)c->code[i].cubin[a].data);
+    free((void *)c->code[i].ptx);
+  }
+  free(c->code);
+  c->code = NULL;
+  c->n = 0;
+}
+
+/* A length-prefixed image into memory of its own; NULL when it does not fit the buffer. */
+static void *read_image(rd *r, uint32_t *size) {
+  uint32_t n = rcount(r, 1);
+  void *p = r->bad || n == 0 ? NULL : malloc(n);
+  if (!p) return r->bad = true, NULL;
+  memcpy(p, r->b + r->pos, n);
+  r->pos += n;
+  *size = n;
+  return p;
+}
+
+static dpc_status read_code(rd *r, const char *name, dpc_cuda_code *c, uint32_t n_codes,
+                            uint32_t *other, dpc_diag *d) {
+  uint32_t n_cubin = r32(r);
+  if (r->bad || n_cubin > DPC_CUDA_CODE_ARCHS) return codes_corrupt(d, name, "architectures");
+  for (uint32_t a = 0; a < n_cubin; a++) {
+    c->n_cubin = a + 1; /* the images read so far are freed on failure */
+    uint32_t size = 0;
+    c->cubin[a].sm = r32(r);
+    c->cubin[a].data = read_image(r, &size);
+    c->cubin[a].size = size;
+    if (!c->cubin[a].data || c->cubin[a].sm < 50 || c->cubin[a].sm > 199)
+      return codes_corrupt(d, name, "CUBIN");
+  }
+  uint32_t ptx_size = 0;
+  char *ptx = read_image(r, &ptx_size);
+  c->ptx = ptx;
+  if (!ptx || ptx[ptx_size - 1] != 0 || strlen(ptx) + 1 != ptx_size)
+    return codes_corrupt(d, name, "PTX");
+  c->training = r32(r) != 0;
+  *other = r32(r);
+  c->n_launch = r32(r), c->n_args = r32(r);
+  if (r->bad || (*other != UINT32_MAX && *other >= n_codes) || c->n_launch == 0 ||
+      c->n_launch > DPC_CUDA_CODE_LAUNCHES || c->n_args == 0 || c->n_args > 4096)
+    return codes_corrupt(d, name, "launches");
+  for (uint32_t l = 0; l < c->n_launch; l++) {
+    if (r->len - r->pos < sizeof c->launch[l].name) return codes_corrupt(d, name, "truncated");
+    memcpy(c->launch[l].name, r->b + r->pos, sizeof c->launch[l].name);
+    r->pos += sizeof c->launch[l].name;
+    uint64_t threads = 1;
+    for (int k = 0; k < 3; k++) c->launch[l].grid[k] = r32(r);
+    for (int k = 0; k < 3; k++) threads *= (c->launch[l].block[k] = r32(r));
+    bool named = memchr(c->launch[l].name, 0, sizeof c->launch[l].name) && c->launch[l].name[0];
+    if (r->bad || !named || !c->launch[l].grid[0] || !c->launch[l].grid[1] ||
+        !c->launch[l].grid[2] || threads == 0 || threads > 1024)
+      return codes_corrupt(d, name, "launch");
+  }
+  dpc_cuda_gemm *g = &c->gemm;
+  uint32_t on = r32(r), ta = r32(r), tb = r32(r), prec = r32(r);
+  g->on = on != 0, g->ta = ta != 0, g->tb = tb != 0, g->precision = (dpc_gemm_precision)prec;
+  g->m = (int32_t)r32(r), g->n = (int32_t)r32(r), g->k = (int32_t)r32(r),
+  g->batch = (int32_t)r32(r);
+  g->stride_a = (int64_t)r64(r), g->stride_b = (int64_t)r64(r);
+  if (r->bad || prec > DPC_GEMM_BF16 ||
+      (g->on &&
+       (g->m < 1 || g->n < 1 || g->k < 1 || g->batch < 1 || g->stride_a < 0 || g->stride_b < 0)))
+    return codes_corrupt(d, name, "GEMM");
+  return DPC_OK;
+}
+
+dpc_status dpc_cuda_codes_read(const unsigned char *buf, size_t len, size_t *pos, const char *name,
+                               dpc_cuda_codes *out, dpc_diag *d) {
+  memset(out, 0, sizeof *out);
+  rd r = {buf, len, *pos, false};
+  if (len - r.pos < 8 || memcmp(buf + r.pos, CODES_MAGIC, 4))
+    return codes_corrupt(d, name, "no GPU code header");
+  r.pos += 4;
+  uint32_t n = rcount(&r, 64);
+  if (r.bad) return codes_corrupt(d, name, "count");
+  out->code = calloc(n ? n : 1, sizeof *out->code);
+  uint32_t *other = calloc(n ? n : 1, sizeof *other);
+  dpc_status st = out->code && other ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  for (uint32_t i = 0; !st && i < n; i++) {
+    out->n = i + 1; /* what is read so far is freed on failure */
+    st = read_code(&r, name, &out->code[i], n, &other[i], d);
+  }
+  /* each other-mode code names the one that names it, and is of the other mode */
+  for (uint32_t i = 0; !st && i < n; i++) {
+    if (other[i] == UINT32_MAX) continue;
+    const dpc_cuda_code *o = &out->code[other[i]];
+    if (other[i] == i || other[other[i]] != i || o->training == out->code[i].training ||
+        o->n_args != out->code[i].n_args)
+      st = codes_corrupt(d, name, "other-mode code");
+    else
+      out->code[i].other = o;
+  }
+  free(other);
+  if (st) {
+    dpc_cuda_codes_free(out);
+    return st;
+  }
+  *pos = r.pos;
+  return DPC_OK;
+}

@@ -11,6 +11,7 @@
 #ifndef DPC_IR_SERIALIZE_H
 #define DPC_IR_SERIALIZE_H
 
+#include "ir/native.h"
 #include "ir/plan.h"
 
 /* Per node of a plan's graph: the compiled kernel's symbol ("" when the node has none) and its
@@ -28,5 +29,24 @@ dpc_status dpc_plan_write(const dpc_plan *plan, const dpc_plan_kernel *kernels, 
  * NULL when the caller does not want them. `name` is used in messages. */
 dpc_status dpc_plan_read(const unsigned char *buf, size_t len, size_t *pos, const char *name,
                          dpc_plan **out, dpc_plan_kernel **kernels, dpc_diag *d);
+
+/* GPU code for an artifact: the distinct dpc_cuda_code of its plans (a node's symbol names one
+ * by its index, "cuda:N"), each with its CUBINs, PTX, launches and cuBLAS GEMM, `other` written
+ * as an index among them. Appended to out. */
+dpc_status dpc_cuda_codes_write(const dpc_cuda_code *const *codes, uint32_t n, dpc_buf *out,
+                                dpc_diag *d);
+
+/* What dpc_cuda_codes_read makes: the codes, their images in memory of their own (each image
+ * malloc'd, so aligned as the driver wants it), freed by dpc_cuda_codes_free. */
+typedef struct dpc_cuda_codes {
+  dpc_cuda_code *code;
+  uint32_t n;
+} dpc_cuda_codes;
+
+/* Read a code table from buf[*pos..len), advancing *pos: every count, size and index checked
+ * (launches and images within their limits, PTX ending in its NUL, `other` pairs each other's). */
+dpc_status dpc_cuda_codes_read(const unsigned char *buf, size_t len, size_t *pos, const char *name,
+                               dpc_cuda_codes *out, dpc_diag *d);
+void dpc_cuda_codes_free(dpc_cuda_codes *c);
 
 #endif

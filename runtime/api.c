@@ -221,7 +221,8 @@ DPC_API dpc_status dpc_runner_open(dpc_model *m, const dpc_runner_opts *opts, dp
                            .share = o.share ? o.share->s : NULL,
                            .peers = o.ranks ? o.ranks->t : NULL,
                            .self = o.ranks ? o.ranks->self : 0,
-                           .exchange = o.ranks != NULL};
+                           .exchange = o.ranks != NULL,
+                           .device_kind = dpc_artifact_device_kind(m->a)};
     st = dpc_session_new(p, &so, &r->s, &d);
   }
   if (!st) dpc_session_set_step(r->s, o.step);

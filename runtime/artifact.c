@@ -1,13 +1,16 @@
 /*
- * artifact.c — opening .dpx artifacts (see artifact.h and codegen/cpu/aot.c for the layout):
- * the whole file checked against its checksum (ir/seal.h), then loaded, its plans read with
- * every length checked, and each kernel found by its symbol.
+ * artifact.c — opening .dpx artifacts: the whole file checked against its checksum
+ * (ir/seal.h), then its plans read with every length checked. Host code (codegen/cpu/aot.c) is a
+ * shared library, loaded, each kernel found by its symbol; GPU code (codegen/cuda/backend.c) is
+ * a plain file whose blob ends in the table of its kernels' CUBIN and PTX, each node's symbol
+ * "cuda:N" naming one.
  */
 #include "runtime/artifact.h"
 #include "ir/seal.h"
 #include "ir/serialize.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,8 @@ struct dpc_artifact {
   char target[1200];
   art_plan *plans;
   uint32_t n;
+  bool cuda;            /* version 2: GPU code */
+  dpc_cuda_codes codes; /* its table */
 };
 
 static uint32_t get32(const unsigned char *b, size_t len, size_t *pos, bool *bad) {
@@ -73,6 +78,25 @@ static dpc_status check_cpu(const char *path, const char *target, dpc_diag *d) {
   return DPC_OK;
 }
 
+/* A GPU artifact's kernels from its code table: "cuda:N" is code N, which takes the node's
+ * data pointers (as many as it has inputs and outputs). */
+static dpc_status resolve_cuda(dpc_artifact *a, art_plan *ap, const char *path, dpc_diag *d) {
+  const dpc_graph *g = ap->plan->g;
+  for (uint32_t j = 0; j < g->n_nodes; j++) {
+    const char *sym = ap->symbols[j].symbol;
+    if (!sym[0]) continue;
+    unsigned idx = 0;
+    int used = 0;
+    if (sscanf(sym, "cuda:%u%n", &idx, &used) != 1 || sym[used] || idx >= a->codes.n ||
+        a->codes.code[idx].n_args != g->nodes[j].n_in + g->nodes[j].n_out)
+      return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: corrupt kernel table (node %u: '%s')", path, j,
+                           sym);
+    ap->kernels[j].kind = DPC_KERNEL_CUDA;
+    ap->kernels[j].handle = &a->codes.code[idx];
+  }
+  return DPC_OK;
+}
+
 /* The plans of a blob into a, kernels unresolved: every length checked against len. */
 static dpc_status read_blob(dpc_artifact *a, const unsigned char *blob, size_t len,
                             const char *path, dpc_diag *d) {
@@ -80,10 +104,11 @@ static dpc_status read_blob(dpc_artifact *a, const unsigned char *blob, size_t l
   bool bad = len < 12 || memcmp(blob, "DPCA", 4) != 0;
   if (bad) return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: no artifact header", path);
   uint32_t version = get32(blob, len, &pos, &bad);
-  if (version != 1)
+  if (version != 1 && version != 2)
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                         "%s: artifact format %u, this runtime reads 1 (recompile it)", path,
+                         "%s: artifact format %u, this runtime reads 1 and 2 (recompile it)", path,
                          version);
+  a->cuda = version == 2;
   if (!get_str(blob, len, &pos, a->target, sizeof a->target))
     return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: corrupt artifact header", path);
   uint32_t n = get32(blob, len, &pos, &bad);
@@ -108,6 +133,12 @@ static dpc_status read_blob(dpc_artifact *a, const unsigned char *blob, size_t l
       ap->kernels[j].total = ap->symbols[j].total;
     }
   }
+  if (a->cuda) {
+    dpc_status st = dpc_cuda_codes_read(blob, len, &pos, path, &a->codes, d);
+    if (st) return st;
+    for (uint32_t i = 0; i < a->n && !st; i++) st = resolve_cuda(a, &a->plans[i], path, d);
+    if (st) return st;
+  }
   if (pos != len)
     return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: %zu stray bytes after the plans", path, len - pos);
   return DPC_OK;
@@ -127,6 +158,29 @@ dpc_status dpc_artifact_parse(const unsigned char *blob, size_t len, const char 
   return DPC_OK;
 }
 
+/* A GPU artifact's bytes (it starts "DPCA", where a host one is a shared library), *data NULL
+ * for any other file. */
+static dpc_status read_if_data(const char *path, unsigned char **data, size_t *size, dpc_diag *d) {
+  *data = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) return dpc_diag_fail(d, DPC_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+  char magic[4] = {0};
+  bool plain = fread(magic, 1, 4, f) == 4 && !memcmp(magic, "DPCA", 4);
+  long end = plain && !fseek(f, 0, SEEK_END) ? ftell(f) : -1;
+  dpc_status st = DPC_OK;
+  if (plain && end >= 0) {
+    *size = (size_t)end;
+    *data = *size > DPC_SEAL_BYTES ? malloc(*size) : NULL;
+    if (!*data || fseek(f, 0, SEEK_SET) || fread(*data, 1, *size, f) != *size) {
+      free(*data);
+      *data = NULL;
+      st = dpc_diag_fail(d, DPC_ERR_IO, "cannot read '%s'", path);
+    }
+  }
+  fclose(f);
+  return st;
+}
+
 dpc_status dpc_artifact_open(const char *path, dpc_artifact **out, dpc_diag *d) {
   *out = NULL;
   /* A cut or damaged file must be refused before dlopen maps it: a mapping past its end faults
@@ -135,6 +189,18 @@ dpc_status dpc_artifact_open(const char *path, dpc_artifact **out, dpc_diag *d) 
   if (st) return st;
   dpc_artifact *a = calloc(1, sizeof *a);
   if (!a) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  unsigned char *data = NULL;
+  size_t data_len = 0;
+  if ((st = read_if_data(path, &data, &data_len, d))) goto fail;
+  if (data) { /* GPU code: the blob is the file, less its trailer */
+    st = read_blob(a, data, data_len - DPC_SEAL_BYTES, path, d);
+    free(data);
+    if (!st && !a->cuda)
+      st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s holds host code but is not a shared library", path);
+    if (st) goto fail;
+    *out = a;
+    return DPC_OK;
+  }
   /* dlopen searches the library path for a bare name: make it a path */
   char full[4096];
   snprintf(full, sizeof full, "%s%s", strchr(path, '/') ? "" : "./", path);
@@ -151,6 +217,10 @@ dpc_status dpc_artifact_open(const char *path, dpc_artifact **out, dpc_diag *d) 
     goto fail;
   }
   if ((st = read_blob(a, blob, (size_t)*size, path, d))) goto fail;
+  if (a->cuda) {
+    st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: a shared library holding GPU code", path);
+    goto fail;
+  }
   if ((st = check_cpu(path, a->target, d))) goto fail;
   for (uint32_t i = 0; i < a->n && !st; i++) {
     art_plan *ap = &a->plans[i];
@@ -182,6 +252,7 @@ void dpc_artifact_close(dpc_artifact *a) {
     free(a->plans[i].symbols);
   }
   free(a->plans);
+  dpc_cuda_codes_free(&a->codes);
   if (a->lib) dlclose(a->lib);
   free(a);
 }
@@ -198,6 +269,10 @@ const dpc_plan *dpc_artifact_plan(const dpc_artifact *a, const char *role,
 
 const char *dpc_artifact_target(const dpc_artifact *a) {
   return a->target;
+}
+
+const char *dpc_artifact_device_kind(const dpc_artifact *a) {
+  return a->cuda ? "cuda" : NULL;
 }
 
 const char *dpc_artifact_role(const dpc_artifact *a, uint32_t i) {

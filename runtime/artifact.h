@@ -36,7 +36,10 @@ const dpc_plan *dpc_artifact_plan(const dpc_artifact *a, const char *role,
                                   const dpc_native_kernel **kernels);
 /* The role of plan i ("infer", "infer@4", ...), NULL past the last. */
 const char *dpc_artifact_role(const dpc_artifact *a, uint32_t i);
-/* What it was compiled for: "triple cpu features". */
+/* What it was compiled for: "triple cpu features", or "CUDA sm_80,sm_90 ..." for GPU code. */
 const char *dpc_artifact_target(const dpc_artifact *a);
+/* The kind of device its kernels run on: "cuda" for GPU code (a session opens cuda:N devices
+ * for its plans), NULL for the host's. */
+const char *dpc_artifact_device_kind(const dpc_artifact *a);
 
 #endif

@@ -6,14 +6,26 @@
  *
  * One kernel per node (no fusion groups yet). Kernels are kept per source text, so a plan
  * compiled twice (train and eval) compiles each kernel once, and identical layers share code.
+ *
+ * Ahead of time (`dpc compile --backend cuda`) the same code goes into an artifact that is a
+ * plain file, not a shared library (GPU code needs no linking, and the host has nothing to run):
+ * "DPCA", u32 version 2, u32 target length + target ("CUDA sm_80,sm_90 ..."), u32 count, per plan
+ * its role and the plan as ir/serialize.c writes it, each node's symbol "cuda:N" naming code N
+ * of the table that follows (dpc_cuda_codes_write); then the checksum trailer of ir/seal.h.
+ * runtime/artifact.c reads it.
  */
 #include "codegen/backend.h"
 #include "codegen/cuda/cuda.h"
+#include "ir/path.h"
+#include "ir/seal.h"
+#include "ir/serialize.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct code_entry {
   char *source; /* the key */
@@ -29,6 +41,7 @@ typedef struct cuda_state {
   code_entry **codes;
   uint32_t n_codes, cap_codes, compiled, cached;
   double seconds;
+  const volatile sig_atomic_t *stop; /* dpc_codegen_options.stop */
 } cuda_state;
 
 /* "sm_80,sm_90" (the default when NULL or empty) into sm numbers, lowest first. */
@@ -73,6 +86,7 @@ static dpc_status cuda_open(const dpc_codegen_options *o, void **state, dpc_diag
                          "toolkit (`dpc version` says so)");
   cuda_state *s = calloc(1, sizeof *s);
   if (!s) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  s->stop = o->stop;
   dpc_status st = parse_archs(o->cuda_arch, s, d);
   if (!st) st = parse_precision(o->precision, &s->precision, d);
   if (st) {
@@ -202,6 +216,112 @@ static dpc_status cuda_compile_plan(void *state, const dpc_plan *plan, dpc_nativ
   return st;
 }
 
+/* ---- artifacts ------------------------------------------------------------------------------ */
+
+#define ARTIFACT_VERSION 2u
+
+static void put32(dpc_buf *b, uint32_t v) {
+  unsigned char c[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                        (unsigned char)(v >> 24)};
+  dpc_buf_putn(b, (const char *)c, 4);
+}
+
+static void put_str(dpc_buf *b, const char *s) {
+  put32(b, (uint32_t)strlen(s));
+  dpc_buf_puts(b, s);
+}
+
+/* The index of code c in the artifact's table, added when new. */
+static uint32_t table_index(const dpc_cuda_code ***table, uint32_t *n, uint32_t *cap,
+                            const dpc_cuda_code *c) {
+  for (uint32_t i = 0; i < *n; i++)
+    if ((*table)[i] == c) return i;
+  if (*n == *cap) {
+    uint32_t nc = *cap ? 2 * *cap : 64;
+    const dpc_cuda_code **t = realloc(*table, nc * sizeof *t);
+    if (!t) return UINT32_MAX;
+    *table = t, *cap = nc;
+  }
+  (*table)[*n] = c;
+  return (*n)++;
+}
+
+static bool stopped(const cuda_state *s) {
+  return s->stop && *s->stop;
+}
+
+/* The bytes, then their checksum, beside path and renamed over it: path is the old file or the
+ * whole new one, never a part. */
+static dpc_status write_sealed(const cuda_state *s, const dpc_buf *blob, const char *path,
+                               dpc_diag *d) {
+  char tmp[4096 + 32];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+    return dpc_diag_fail(d, DPC_ERR_INVALID, "cannot write '%s': the path is too long", path);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return dpc_diag_fail(d, DPC_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+  bool ok = fwrite(blob->data, 1, blob->len, f) == blob->len;
+  ok = !fclose(f) && ok;
+  dpc_status st = ok ? dpc_seal_append(tmp, d)
+                     : dpc_diag_fail(d, DPC_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+  if (!st && stopped(s))
+    st = dpc_diag_fail(d, DPC_ERR_RUNTIME, "interrupted: '%s' was not written", path);
+  if (!st && rename(tmp, path))
+    st = dpc_diag_fail(d, DPC_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+  if (st) {
+    unlink(tmp);
+    return st;
+  }
+  if (dpc_path_sync_dir(path))
+    return dpc_diag_fail(d, DPC_ERR_IO, "cannot sync the folder of '%s': %s", path,
+                         strerror(errno));
+  return DPC_OK;
+}
+
+static dpc_status cuda_write_artifact(void *state, const dpc_aot_plan *plans, uint32_t n,
+                                      const char *path, dpc_diag *d) {
+  cuda_state *s = state;
+  dpc_buf blob = {0};
+  const dpc_cuda_code **table = NULL;
+  uint32_t n_table = 0, cap_table = 0;
+  dpc_buf_putn(&blob, "DPCA", 4);
+  put32(&blob, ARTIFACT_VERSION);
+  put_str(&blob, s->target);
+  put32(&blob, n);
+  dpc_status st = DPC_OK;
+  for (uint32_t p = 0; p < n && !st; p++) {
+    const dpc_graph *g = plans[p].plan->g;
+    uint32_t nodes = g->n_nodes ? g->n_nodes : 1;
+    dpc_native_kernel *kernels = calloc(nodes, sizeof *kernels);
+    dpc_plan_kernel *syms = calloc(nodes, sizeof *syms);
+    st = kernels && syms ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    if (!st && stopped(s))
+      st = dpc_diag_fail(d, DPC_ERR_RUNTIME, "interrupted: '%s' was not written", path);
+    if (!st) st = cuda_compile_plan(s, plans[p].plan, kernels, d);
+    for (uint32_t i = 0; !st && i < g->n_nodes; i++) {
+      if (kernels[i].kind != DPC_KERNEL_CUDA) continue;
+      const dpc_cuda_code *c = kernels[i].handle;
+      uint32_t at = table_index(&table, &n_table, &cap_table, c);
+      if (c->other && table_index(&table, &n_table, &cap_table, c->other) == UINT32_MAX)
+        at = UINT32_MAX;
+      if (at == UINT32_MAX) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+      snprintf(syms[i].symbol, sizeof syms[i].symbol, "cuda:%u", at);
+      syms[i].total = kernels[i].total;
+    }
+    if (!st) {
+      put_str(&blob, plans[p].role);
+      st = dpc_plan_write(plans[p].plan, syms, &blob, d);
+    }
+    free(kernels);
+    free(syms);
+  }
+  if (!st) st = dpc_cuda_codes_write(table, n_table, &blob, d);
+  if (!st && blob.oom) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (!st) st = write_sealed(s, &blob, path, d);
+  free(table);
+  dpc_buf_free(&blob);
+  return st;
+}
+
 static const char *cuda_target(const void *state) {
   return ((const cuda_state *)state)->target;
 }
@@ -225,6 +345,7 @@ const dpc_codegen_backend dpc_codegen_cuda = {
     .fusion = cuda_fusion,
     .open = cuda_open,
     .compile_plan = cuda_compile_plan,
+    .write_artifact = cuda_write_artifact,
     .target = cuda_target,
     .stats = cuda_stats,
     .release = cuda_release,

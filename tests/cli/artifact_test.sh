@@ -168,6 +168,41 @@ expect 0 "compile again after SIGKILL" -- "$dpc" compile "$mlp" --batch 2 -o "$k
 no_leftovers "the next compile removes what the killed one left"
 expect 0 "the new artifact checks" -- "$dpc" check "$keep"
 
+# GPU code (--backend cuda): a plain file of plans, CUBIN and PTX, checked like the host's
+if "$dpc" version | grep -q "cuda codegen: built in"; then
+  gpu="$work/gpu.dpx"
+  expect 0 "compile for the GPU" -- "$dpc" compile "$mlp" --backend cuda --train --batch 8 --total-steps 100 -o "$gpu"
+  contains "$work/out" "for CUDA sm_80,sm_90 (NVRTC CUBIN, PTX for other GPUs)" "compile names the GPU target"
+  expect 0 "check the GPU artifact" -- "$dpc" check "$gpu"
+  contains "$work/out" "compiled artifact for CUDA sm_80,sm_90.*plans: infer train eval" "check says it holds GPU code"
+  cp "$gpu" "$work/gpu.bin"
+  expect 0 "check a GPU artifact named .bin" -- "$dpc" check "$work/gpu.bin"
+  expect 1 "run it where no CUDA driver is" -- env DPC_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$dpc" run "$gpu" --input "x=$src/tests/cli/mlp/x.npy" --output-dir "$work/o"
+  contains "$work/err" "cuda:0: no CUDA driver found" "run says no CUDA driver was found"
+  expect 1 "train it where no CUDA driver is" -- env DPC_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$dpc" train "$gpu" --steps 1 --quiet
+  contains "$work/err" "no CUDA driver found" "train says no CUDA driver was found"
+  gsize=$(size_of "$gpu")
+  head -c $((gsize / 2)) "$gpu" >"$work/gpu_cut.dpx"
+  expect 1 "check a GPU artifact cut short" -- "$dpc" check "$work/gpu_cut.dpx"
+  contains "$work/err" "does not end in dpc's checksum" "a cut GPU artifact is said to be cut short"
+  for at in 5 100 $((gsize / 3)) $((gsize - 40)); do
+    cp "$gpu" "$work/gpu_flip.dpx"
+    flip "$work/gpu_flip.dpx" "$at"
+    expect 1 "check a GPU artifact with byte $at flipped" -- "$dpc" check "$work/gpu_flip.dpx"
+    contains "$work/err" "gpu_flip.dpx is damaged" "byte $at flipped is reported as damage"
+  done
+  expect 2 "--cuda-arch without --backend cuda" -- "$dpc" compile "$mlp" --cuda-arch sm_90 -o "$work/x.dpx"
+  expect 1 "GPU code over several devices" -- "$dpc" compile "$mlp" --backend cuda --devices cpu:2 --batch 8 -o "$work/x.dpx"
+  contains "$work/err" "compiled for one GPU, cuda:0" "is refused, saying GPU code is for one GPU"
+  left=$(ls "$work" | grep '\.tmp\.' || true)
+  if [ -z "$left" ]; then echo "ok   the GPU compiles leave no temporary files"; else
+    echo "FAIL temporary files left: $left"
+    fails=$((fails + 1))
+  fi
+else
+  echo "skip GPU artifacts: this dpc has no CUDA code generation"
+fi
+
 if [ "$fails" -ne 0 ]; then
   echo "$fails checks failed"
   exit 1

@@ -6,6 +6,7 @@
  * module is the host-emulated build (codegen/cuda/emu) of the same CUDA source whose CUBIN or
  * PTX the device loads: the test registers each image with the emulated library built from its
  * source (dpc_fake_cuda_register), and a module loaded from an image nobody registered fails.
+ * An image at another address is found by its bytes (an artifact's copy of a registered one).
  * A launch runs the kernel with the grid, block and argument block the device passes.
  *
  * Test code: one process-wide table, guarded by a lock.
@@ -231,11 +232,33 @@ API cu_result cuMemcpyPeerAsync(cu_ptr dst, void *dctx, cu_ptr src, void *sctx, 
   memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
   return 0;
 }
+/* An image's bytes: a CUBIN's ELF reaches to the end of its section or program headers, PTX to
+ * its NUL. */
+static size_t image_size(const void *image) {
+  const unsigned char *b = image;
+  if (memcmp(b,
+             "\x7f"
+             "ELF",
+             4))
+    return strlen(image) + 1;
+  uint64_t shoff, phoff;
+  uint16_t phent, phnum, shent, shnum;
+  memcpy(&phoff, b + 0x20, 8), memcpy(&shoff, b + 0x28, 8);
+  memcpy(&phent, b + 0x36, 2), memcpy(&phnum, b + 0x38, 2);
+  memcpy(&shent, b + 0x3a, 2), memcpy(&shnum, b + 0x3c, 2);
+  uint64_t sh = shoff + (uint64_t)shent * shnum, ph = phoff + (uint64_t)phent * phnum;
+  return (size_t)(sh > ph ? sh : ph);
+}
+
 API cu_result cuModuleLoadData(void **module, const void *image) {
   pthread_mutex_lock(&lock);
   void *lib = NULL;
   for (unsigned i = 0; i < n_images && !lib; i++)
     if (images[i].image == image) lib = images[i].lib;
+  size_t size = lib ? 0 : image_size(image);
+  for (unsigned i = 0; i < n_images && !lib; i++)
+    if (image_size(images[i].image) == size && !memcmp(images[i].image, image, size))
+      lib = images[i].lib;
   pthread_mutex_unlock(&lock);
   if (!lib) return 200; /* CUDA_ERROR_INVALID_IMAGE */
   *module = lib;

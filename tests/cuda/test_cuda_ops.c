@@ -11,6 +11,9 @@
  *                                       match the reference backend's within 1e-5
  *   test_cuda_ops source MODEL OP       print the kernels of OP's nodes in MODEL (shapes must
  *                                       be concrete), for reading and debugging
+ *   test_cuda_ops device-artifact MODEL fake|gpu
+ *                                       MODEL compiled into a GPU artifact and run by the
+ *                                       runtime library on cuda:0 (tests/cuda/cuda_artifact.c)
  *   test_cuda_ops emu CASES_DIR OP      each case's kernels run on the host (the same source,
  *                                       compiled by the system C++ compiler against
  *                                       codegen/cuda/emu/dpc_cuda_emu.h) and match the
@@ -32,6 +35,7 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/device.h"
 #include "runtime/npy.h"
+#include "tests/cuda/cuda_artifact.h"
 #include "tests/ops/tolerance.h"
 #include "tests/unit/unit.h"
 
@@ -799,7 +803,8 @@ int main(int argc, char **argv) {
                                 !strcmp(argv[1], "device-pp"));
   if (two_gpus && strcmp(argv[1], "device-dp"))
     g_strategy = !strcmp(argv[1], "device-mp") ? "model" : "pipeline";
-  bool dev_mode = (argc == 4 && !strcmp(argv[1], "device-train")) || two_gpus ||
+  bool artifact = argc == 4 && !strcmp(argv[1], "device-artifact");
+  bool dev_mode = (argc == 4 && !strcmp(argv[1], "device-train")) || two_gpus || artifact ||
                   (argc == 5 && !strcmp(argv[1], "device"));
   /* data parallel over two GPUs: the test driver has two */
   if (two_gpus) setenv("DPC_FAKE_CUDA_GPUS", "2", 1);
@@ -815,7 +820,8 @@ int main(int argc, char **argv) {
       char work[] = "/tmp/dpc_cuda_dev_XXXXXX";
       if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
       g_work = work;
-      rc = train_model(argv[2], g_backend, two_gpus ? "cuda:0,cuda:1" : NULL);
+      rc = artifact ? test_cuda_artifact(argv[2], strcmp(argv[3], "gpu") ? g_backend : NULL, work)
+                    : train_model(argv[2], g_backend, two_gpus ? "cuda:0,cuda:1" : NULL);
       if (two_gpus && !strcmp(argv[argc - 1], "fake")) {
         void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
         void *sym = h ? dlsym(h, "dpc_fake_cuda_gpu_launches") : NULL;
@@ -848,7 +854,7 @@ int main(int argc, char **argv) {
   if (argc != 4 || (strcmp(argv[1], "nvrtc") && strcmp(argv[1], "emu") && !dev_mode)) {
     fprintf(stderr, "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP | train MODEL |\n"
                     "       device CASES_DIR OP fake|fake-kernels|gpu |\n"
-                    "       (device-train|device-dp|device-mp|device-pp) MODEL "
+                    "       (device-train|device-dp|device-mp|device-pp|device-artifact) MODEL "
                     "fake|fake-kernels|fake-host|gpu |\n"
                     "       device-basics\n");
     return 2;

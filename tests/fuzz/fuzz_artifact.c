@@ -3,10 +3,11 @@
  * dlopen: the whole-file checksum (ir/seal.h) and the plans blob (runtime/artifact.c). A damaged
  * blob must be refused with a message, never read out of bounds. An accepted one must keep the
  * reader's promises: each plan's steps and slots name nodes, values and devices it has, every
- * kernel symbol ends inside its field, and nothing is resolved (no library was loaded).
+ * kernel symbol ends inside its field, and no host code is resolved (no library was loaded); a
+ * GPU artifact's kernels name codes of its table that take the node's arguments.
  *
- * The input is the blob as aot.c writes it ("DPCA", version, target, plans); the seeds are the
- * blobs of small compiled models.
+ * The input is the blob as aot.c (version 1) or the cuda backend (version 2, with its table of
+ * CUBIN and PTX) writes it; the seeds are the blobs of small compiled models.
  */
 #include "ir/seal.h"
 #include "runtime/artifact.h"
@@ -19,8 +20,13 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 static void check_plan(const dpc_plan *p, const dpc_native_kernel *k) {
   const dpc_graph *g = p->g;
   if (!g || !p->n_devs || !k) abort();
-  for (uint32_t i = 0; i < g->n_nodes; i++)
-    if (k[i].fn) abort();
+  for (uint32_t i = 0; i < g->n_nodes; i++) {
+    if (k[i].fn || (k[i].kind != DPC_KERNEL_NONE && k[i].kind != DPC_KERNEL_CUDA)) abort();
+    const dpc_cuda_code *c = k[i].handle;
+    if (k[i].kind == DPC_KERNEL_CUDA &&
+        (!c || !c->ptx || !c->n_launch || c->n_args != g->nodes[i].n_in + g->nodes[i].n_out))
+      abort();
+  }
   for (uint32_t v = 0; p->slots && v < g->n_values; v++) {
     const dpc_slot *s = &p->slots[v];
     if (s->bytes && (s->device >= p->n_devs || s->offset > p->devs[s->device].bytes ||

@@ -33,6 +33,10 @@ static const cli_opt compile_opts[] = {
      "does not fit on one of --devices is split over them"},
     {"train", false, false, "also compile the training step and an evaluation plan"},
     {"total-steps", true, false, "with --train: the horizon of a cosine or linear schedule"},
+    {"backend", true, false,
+     "llvm (the default: host machine code) or cuda (GPU kernels compiled by NVRTC to CUBIN and "
+     "PTX; the artifact runs on cuda:0)"},
+    CLI_OPT_CUDA,
     {"cpu", true, false,
      "target CPU (default native: this machine), e.g. x86-64-v3, skylake-avx512"},
     {"features", true, false, "target features, e.g. +avx2,+fma (default: the CPU's)"},
@@ -67,9 +71,12 @@ int dpc_cmd_compile(int argc, char **argv) {
         "plans (inference; with --train also the training step and evaluation) for a fixed batch\n"
         "size, in one shared library. The runtime library runs it without LLVM: dpc run FILE.dpx,\n"
         "dpc train FILE.dpx, or an application through <dpc/dpc.h>. Linking needs a C compiler\n"
-        "driver (cc, or $CC). The file ends in a checksum the runtime checks before loading it;\n"
-        "it is written beside FILE.dpx and renamed into place, so a failed or interrupted\n"
-        "compile leaves an existing FILE.dpx as it was.\n");
+        "driver (cc, or $CC). With --backend cuda the kernels are GPU code instead (CUBIN for\n"
+        "--cuda-arch, PTX for newer GPUs) in a plain file, nothing linked, which the same\n"
+        "runtime library runs on cuda:0 where it finds a CUDA driver. The file ends in a\n"
+        "checksum the runtime checks before loading it; it is written beside FILE.dpx and\n"
+        "renamed into place, so a failed or interrupted compile leaves an existing FILE.dpx as\n"
+        "it was.\n");
     cli_print_options(compile_opts, NCOMPILE);
     return DPC_EXIT_OK;
   }
