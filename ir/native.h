@@ -32,7 +32,10 @@ typedef enum dpc_kernel_kind {
  * device_cuda.c loads and launches it): one node's kernels as CUBIN for each architecture
  * compiled, and PTX for the driver to compile for any other, launched in order with one
  * argument, the kernels' dpc_kargs block (the node's data pointers, inputs then outputs, and the
- * step). No dynamic shared memory: a kernel's is static. */
+ * step). No dynamic shared memory: a kernel's is static. A matmul with a fused epilogue is its
+ * GEMM's launches, then the epilogue's: after a GEMM on cuBLAS the launches from `after_gemm`
+ * on run (none for a plain matmul), and when cuBLASLt applies the epilogue itself, none. The
+ * GEMM's operands are arguments 0 and 1, its result the last. */
 /* A matmul cuBLAS can do instead of the generated kernels (the runtime falls back on them
  * where cuBLAS does not load): f32 operands and result, row-major, y[b] (m x n) = op(a[b])
  * op(x1[b]) with op the transpose where ta / tb, for b < batch; a[b] starts stride_a elements
@@ -44,12 +47,22 @@ typedef enum dpc_gemm_precision {
   DPC_GEMM_BF16,
 } dpc_gemm_precision;
 
+/* A GEMM's epilogue that cuBLASLt can apply as it stores the result: a bias of n elements added
+ * to every row (argument bias_arg), then optionally ReLU. */
+typedef enum dpc_gemm_epilogue {
+  DPC_GEMM_PLAIN = 0,
+  DPC_GEMM_BIAS,
+  DPC_GEMM_BIAS_RELU,
+} dpc_gemm_epilogue;
+
 typedef struct dpc_cuda_gemm {
   bool on;
   bool ta, tb;
   dpc_gemm_precision precision;
   int32_t m, n, k, batch;
   int64_t stride_a, stride_b;
+  dpc_gemm_epilogue epilogue;
+  uint32_t bias_arg;
 } dpc_cuda_gemm;
 
 #define DPC_CUDA_CODE_ARCHS    4
@@ -72,6 +85,7 @@ typedef struct dpc_cuda_code {
     uint32_t grid[3], block[3];
   } launch[DPC_CUDA_CODE_LAUNCHES];
   dpc_cuda_gemm gemm;
+  uint32_t after_gemm;
 } dpc_cuda_code;
 
 typedef struct dpc_native_kernel {

@@ -427,6 +427,7 @@ dpc_status dpc_cuda_codes_write(const dpc_cuda_code *const *codes, uint32_t n, d
     w32(b, (uint32_t)g->m), w32(b, (uint32_t)g->n), w32(b, (uint32_t)g->k),
         w32(b, (uint32_t)g->batch);
     w64(b, (uint64_t)g->stride_a), w64(b, (uint64_t)g->stride_b);
+    w32(b, (uint32_t)g->epilogue), w32(b, g->bias_arg), w32(b, c->after_gemm);
   }
   return b->oom ? dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory writing GPU code") : DPC_OK;
 }
@@ -495,9 +496,13 @@ static dpc_status read_code(rd *r, const char *name, dpc_cuda_code *c, uint32_t 
   g->m = (int32_t)r32(r), g->n = (int32_t)r32(r), g->k = (int32_t)r32(r),
   g->batch = (int32_t)r32(r);
   g->stride_a = (int64_t)r64(r), g->stride_b = (int64_t)r64(r);
+  uint32_t epi = r32(r);
+  g->epilogue = (dpc_gemm_epilogue)epi, g->bias_arg = r32(r), c->after_gemm = r32(r);
   if (r->bad || prec > DPC_GEMM_BF16 ||
       (g->on &&
-       (g->m < 1 || g->n < 1 || g->k < 1 || g->batch < 1 || g->stride_a < 0 || g->stride_b < 0)))
+       (g->m < 1 || g->n < 1 || g->k < 1 || g->batch < 1 || g->stride_a < 0 || g->stride_b < 0)) ||
+      epi > DPC_GEMM_BIAS_RELU || (epi && (!g->on || g->bias_arg + 1 >= c->n_args)) ||
+      c->after_gemm > c->n_launch)
     return codes_corrupt(d, name, "GEMM");
   return DPC_OK;
 }

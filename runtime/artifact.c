@@ -6,6 +6,7 @@
  * "cuda:N" naming one.
  */
 #include "runtime/artifact.h"
+#include "ir/fusion.h"
 #include "ir/seal.h"
 #include "ir/serialize.h"
 
@@ -78,8 +79,25 @@ static dpc_status check_cpu(const char *path, const char *target, dpc_diag *d) {
   return DPC_OK;
 }
 
+/* The pointers a node's kernel takes: its inputs and outputs, or its fusion group's inputs and
+ * its outputs; 0 when the group cannot be read. */
+static uint32_t kernel_args(const dpc_graph *g, uint32_t node) {
+  const dpc_node *n = &g->nodes[node];
+  if (!dpc_group_is_root(g, node)) return n->n_in + n->n_out;
+  dpc_group grp;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  uint32_t got = 0;
+  if (!dpc_group_get(g, node, &grp, &d)) {
+    got = grp.n_inputs + n->n_out;
+    dpc_group_free(&grp);
+  }
+  dpc_diag_free(&d);
+  return got;
+}
+
 /* A GPU artifact's kernels from its code table: "cuda:N" is code N, which takes the node's
- * data pointers (as many as it has inputs and outputs). */
+ * data pointers (kernel_args). */
 static dpc_status resolve_cuda(dpc_artifact *a, art_plan *ap, const char *path, dpc_diag *d) {
   const dpc_graph *g = ap->plan->g;
   for (uint32_t j = 0; j < g->n_nodes; j++) {
@@ -88,7 +106,7 @@ static dpc_status resolve_cuda(dpc_artifact *a, art_plan *ap, const char *path, 
     unsigned idx = 0;
     int used = 0;
     if (sscanf(sym, "cuda:%u%n", &idx, &used) != 1 || sym[used] || idx >= a->codes.n ||
-        a->codes.code[idx].n_args != g->nodes[j].n_in + g->nodes[j].n_out)
+        a->codes.code[idx].n_args != kernel_args(g, j))
       return dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s: corrupt kernel table (node %u: '%s')", path, j,
                            sym);
     ap->kernels[j].kind = DPC_KERNEL_CUDA;

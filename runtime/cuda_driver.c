@@ -173,6 +173,15 @@ void dpc_cuda_driver_probe_cublas(dpc_cuda_probe *p) {
   note_library(p, p->cublas, "matmuls on cuBLAS", &d, "matmuls run dpc's kernels");
   if (p->cublas) dpc_cublas_unload(&blas);
   dpc_diag_free(&d);
+  if (p->cublas) { /* cuBLASLt matters only beside cuBLAS */
+    dpc_cublaslt_api lt;
+    dpc_diag_init(&d);
+    p->cublaslt = dpc_cublaslt_load(&lt, "cuda", &d) == DPC_OK;
+    note_library(p, p->cublaslt, "bias and ReLU epilogues on cuBLASLt", &d,
+                 "matmul epilogues run as kernels");
+    if (p->cublaslt) dpc_cublaslt_unload(&lt);
+    dpc_diag_free(&d);
+  }
   dpc_diag_init(&d);
   dpc_nccl_api nccl;
   char found[80] = "";

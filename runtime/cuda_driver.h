@@ -97,10 +97,12 @@ typedef struct dpc_cuda_probe {
   int version;      /* cuDriverGetVersion: 13000 for CUDA 13.0; 0 when unknown */
   int gpus;         /* cuDeviceGetCount, 0 without a driver */
   bool cublas;      /* dpc_cuda_driver_probe_cublas: with GPUs, cuBLAS loads (cublas.h) */
+  bool cublaslt;    /* and beside it cuBLASLt */
   bool nccl;        /* and NCCL (nccl.h) */
   /* "no CUDA driver found (...)" or "CUDA driver 13.0, 2 GPUs", and after
-   * dpc_cuda_driver_probe_cublas "; matmuls on cuBLAS" or why not, then "; all-reduces between
-   * GPUs over NCCL 2.28.9" or why through the host */
+   * dpc_cuda_driver_probe_cublas "; matmuls on cuBLAS" or why not, "; bias and ReLU epilogues on
+   * cuBLASLt" or why not (with cuBLAS only), then "; all-reduces between GPUs over NCCL 2.28.9"
+   * or why through the host */
   char note[384];
 } dpc_cuda_probe;
 

@@ -51,6 +51,10 @@ typedef struct cuda_dev {
   int blas_state;      /* 0 not tried yet, 1 in use, -1 not to be had */
   char blas_note[256]; /* what was loaded, or why not */
   uint64_t blas_gemms; /* GEMMs cuBLAS ran */
+  dpc_cublaslt_api lt;
+  void *lt_handle;
+  int lt_state;      /* as blas_state, for cuBLASLt */
+  uint64_t lt_gemms; /* GEMMs cuBLASLt ran with their epilogue */
 } cuda_dev;
 
 static cuda_dev *impl(dpc_device *dev) {
@@ -234,6 +238,34 @@ static bool use_blas(dpc_device *dev) {
   return true;
 }
 
+/* Whether cuBLASLt applies this device's GEMM epilogues: loaded beside cuBLAS, at the first
+ * GEMM with one. Without it the epilogue's kernel runs after cuBLAS's GEMM. */
+static bool use_lt(dpc_device *dev) {
+  cuda_dev *c = impl(dev);
+  if (c->lt_state) return c->lt_state > 0;
+  c->lt_state = -1;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  size_t at = strlen(c->blas_note);
+  if (dpc_cublaslt_load(&c->lt, dev->name, &d)) {
+    snprintf(c->blas_note + at, sizeof c->blas_note - at, "; epilogues as kernels (%s)",
+             d.msg ? d.msg : "no cuBLASLt");
+    dpc_diag_free(&d);
+    return false;
+  }
+  dpc_diag_free(&d);
+  if (c->lt.create(&c->lt_handle) != 0) {
+    snprintf(c->blas_note + at, sizeof c->blas_note - at,
+             "; epilogues as kernels (cublasLtCreate failed)");
+    c->lt_handle = NULL;
+    dpc_cublaslt_unload(&c->lt);
+    return false;
+  }
+  snprintf(c->blas_note + at, sizeof c->blas_note - at, "; bias and ReLU epilogues on cuBLASLt");
+  c->lt_state = 1;
+  return true;
+}
+
 static dpc_status cuda_launch(dpc_device *dev, const dpc_launch *l, int32_t *bad, dpc_diag *d) {
   *bad = 0;
   if (l->native.kind != DPC_KERNEL_CUDA) return launch_on_host(dev, l, bad, d);
@@ -244,15 +276,27 @@ static dpc_status cuda_launch(dpc_device *dev, const dpc_launch *l, int32_t *bad
     return dpc_diag_fail(d, DPC_ERR_INTERNAL, "%s: a kernel of %u arguments given %u", dev->name,
                          code->n_args, l->n_args);
   dpc_status st = enter(dev, d);
+  uint32_t first = 0; /* the launches the GEMM leaves to run */
   if (!st && code->gemm.on && use_blas(dev)) {
-    int r =
-        dpc_cublas_gemm(&c->blas, c->blas_handle, &code->gemm, l->args[0], l->args[1], l->args[2]);
+    const dpc_cuda_gemm *gm = &code->gemm;
+    void *y = l->args[code->n_args - 1];
+    if (gm->epilogue != DPC_GEMM_PLAIN && use_lt(dev)) {
+      int r = dpc_cublaslt_gemm(&c->lt, c->lt_handle, gm, l->args[0], l->args[1],
+                                l->args[gm->bias_arg], y, c->stream);
+      if (r != 0)
+        return dpc_diag_fail(d, DPC_ERR_INTERNAL, "%s: cublasLtMatmul (%dx%dx%d) failed: %s",
+                             dev->name, gm->m, gm->n, gm->k, c->blas.status_string(r));
+      c->lt_gemms++;
+      return DPC_OK;
+    }
+    int r = dpc_cublas_gemm(&c->blas, c->blas_handle, gm, l->args[0], l->args[1], y);
     if (r != 0)
       return dpc_diag_fail(d, DPC_ERR_INTERNAL,
-                           "%s: cublasGemmStridedBatchedEx (%dx%dx%d) failed: %s", dev->name,
-                           code->gemm.m, code->gemm.n, code->gemm.k, c->blas.status_string(r));
+                           "%s: cublasGemmStridedBatchedEx (%dx%dx%d) failed: %s", dev->name, gm->m,
+                           gm->n, gm->k, c->blas.status_string(r));
     c->blas_gemms++;
-    return DPC_OK;
+    first = code->after_gemm;
+    if (first >= code->n_launch) return DPC_OK;
   }
   loaded_code *L = NULL;
   if (!st) st = load_code(dev, code, &L, d);
@@ -262,7 +306,7 @@ static dpc_status cuda_launch(dpc_device *dev, const dpc_launch *l, int32_t *bad
   for (uint32_t k = 0; k < l->n_args; k++) a.p[k] = l->args[k];
   a.step = dpc_run_kernel_step(l->run);
   void *params[] = {&a};
-  for (uint32_t k = 0; k < code->n_launch; k++) {
+  for (uint32_t k = first; k < code->n_launch; k++) {
     const uint32_t *g = code->launch[k].grid, *b = code->launch[k].block;
     CU(c->api.launch(L->fn[k], g[0], g[1], g[2], b[0], b[1], b[2], 0, c->stream, params, NULL),
        code->launch[k].name);
@@ -339,12 +383,14 @@ static void close_impl(cuda_dev *c) {
   if (!c) return;
   if (c->ctx && c->api.ctx_set(c->ctx) == 0) {
     if (c->blas_handle) c->blas.destroy(c->blas_handle);
+    if (c->lt_handle) c->lt.destroy(c->lt_handle);
     for (uint32_t i = 0; i < c->n_codes; i++) c->api.module_unload(c->codes[i].module);
     if (c->stream) c->api.stream_destroy(c->stream);
     c->api.ctx_release(c->ordinal);
   }
   free(c->codes);
   dpc_cublas_unload(&c->blas);
+  dpc_cublaslt_unload(&c->lt);
   dpc_cuda_driver_unload(&c->api);
   free(c);
 }
@@ -398,7 +444,7 @@ void dpc_device_cuda_close(dpc_device *dev) {
 
 const char *dpc_device_cuda_blas(const dpc_device *dev, uint64_t *gemms) {
   const cuda_dev *c = dev->impl;
-  if (gemms) *gemms = c->blas_gemms;
+  if (gemms) *gemms = c->blas_gemms + c->lt_gemms;
   return c->blas_state ? c->blas_note : "cuBLAS not tried yet (no GEMM has run)";
 }
 

@@ -405,7 +405,7 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
         sa->fused = true;
       for (uint32_t k2 = 0; k2 < n->n_in + n->n_out; k2++)
         sa->bytes += dpc_tensor_bytes(&s->targs[base[sp->node] + k2]);
-      if (sa->native.kind == DPC_KERNEL_HOST && dpc_group_is_root(g, sp->node)) {
+      if (sa->native.kind != DPC_KERNEL_NONE && dpc_group_is_root(g, sp->node)) {
         dpc_group grp;
         if ((st = dpc_group_get(g, sp->node, &grp, d))) break;
         sa->ptrs = &s->gptrs[n_gptrs];

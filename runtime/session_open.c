@@ -60,7 +60,7 @@ dpc_status dpc_session_open_imports(dpc_session *s, const dpc_session_opts *o, c
       if (sp->kind != DPC_STEP_KERNEL || sa->comm) continue;
       const dpc_node *n = &g->nodes[sp->node];
       const uint32_t *in = dpc_node_inputs(g, n);
-      bool group = sa->native.kind == DPC_KERNEL_HOST && dpc_group_is_root(g, sp->node);
+      bool group = sa->native.kind != DPC_KERNEL_NONE && dpc_group_is_root(g, sp->node);
       for (uint32_t k = 0; !st && k < n->n_in; k++)
         st = import_value(s, i, sa, in[k], group ? NULL : &s->tptrs[base[sp->node]],
                           &s->targs[base[sp->node]], in, n->n_in, d);

@@ -4,7 +4,8 @@
  * compile for any other, as a dpc_cuda_code (ir/native.h) that runtime/device_cuda.c loads and
  * launches on a `cuda:N` device. Nothing here needs a GPU or the driver.
  *
- * One kernel per node (no fusion groups yet). Kernels are kept per source text, so a plan
+ * One kernel per node or fusion group (lower_fused.c). Kernels are kept per
+ * source text, so a plan
  * compiled twice (train and eval) compiles each kernel once, and identical layers share code.
  *
  * Ahead of time (`dpc compile --backend cuda`) the same code goes into an artifact that is a
@@ -16,6 +17,7 @@
  */
 #include "codegen/backend.h"
 #include "codegen/cuda/cuda.h"
+#include "ir/fusion.h"
 #include "ir/path.h"
 #include "ir/seal.h"
 #include "ir/serialize.h"
@@ -175,7 +177,8 @@ static dpc_status node_code(cuda_state *s, const dpc_graph *g, uint32_t node, bo
   e->code.training = training;
   e->code.n_cubin = s->n_sm;
   e->code.n_launch = k.n_launch;
-  e->code.n_args = n->n_in + n->n_out;
+  e->code.n_args = k.n_args;
+  e->code.after_gemm = k.after_gemm;
   dpc_cuda_gemm_of(g, node, s->precision, &e->code.gemm);
   for (uint32_t l = 0; l < k.n_launch; l++) {
     memcpy(e->code.launch[l].name, k.launch[l].name, sizeof e->code.launch[l].name);
@@ -335,7 +338,7 @@ static void cuda_stats(const void *state, dpc_codegen_stats *out) {
 }
 
 static unsigned cuda_fusion(void) {
-  return 0; /* one kernel per node: fusion groups are not lowered to CUDA yet */
+  return DPC_FUSE_ELEMWISE | DPC_FUSE_EPILOGUE;
 }
 
 const dpc_codegen_backend dpc_codegen_cuda = {

@@ -28,6 +28,13 @@ typedef struct cu_gen {
   dpc_buf src;
   dpc_cuda_kernel *k;
   char base[48]; /* kernel names start with it */
+  /* a fusion group's kernel: its inputs from outside (value ids, x<k>), then the root's
+   * outputs; NULL for one node's kernel, whose inputs are the node's */
+  const uint32_t *group_in;
+  uint32_t n_group_in;
+  /* a fused matmul's or conv2d's own kernel: where its output y0 is in the argument block (the
+   * group root's output, after the group's inputs); 0 for the usual place, after the inputs */
+  uint32_t out_arg;
 } cu_gen;
 
 static inline const dpc_value *cu_in(const cu_gen *c, uint32_t i) {
@@ -63,8 +70,25 @@ void cu_coords(cu_gen *c, const dpc_shape *s, const char *idx, const char *prefi
 /* The offset in a tensor shaped `in`, broadcast against `out`, at coordinates c<prefix><k>. */
 cu_expr cu_bcast_offset(const dpc_shape *in, const dpc_shape *out, const char *prefix);
 
+/* Where a fused member reads an operand or writes its value: `ptr[idx]`, an input of the group
+ * (x<k>[o<k>]), a member's value held in a one-element local (t<m>[0]), or the root's output. */
+typedef struct cu_place {
+  char ptr[16], idx[16];
+} cu_place;
+/* The statement computing elementwise node c->node (an ELEMWISE op of ir/ops.def) from its
+ * operands at `in` into `out`, stored in its dtype so that every rounding and saturation is an
+ * unfused kernel's (lower_elementwise.c). */
+dpc_status cu_elementwise_member(cu_gen *c, const cu_place *in, const cu_place *out, dpc_diag *d);
+/* The GEMM of matmul `node` alone (dpc_cuda_gemm_of without its fusion group; lower_dense.c). */
+bool cu_matmul_gemm(const dpc_graph *g, uint32_t node, dpc_gemm_precision precision,
+                    dpc_cuda_gemm *out);
+/* The fusion group rooted at c->node as one kernel (lower_fused.c). */
+dpc_status cu_lower_group(cu_gen *c, dpc_diag *d);
+
 /* One per lowering file, indexed by op (NULL: not that file's). */
 typedef dpc_status (*cu_lower_fn)(cu_gen *c, dpc_diag *d);
+/* The lowering of op, from whichever table has it (lower.c); NULL when none does. */
+cu_lower_fn cu_lowering(dpc_op op);
 extern const cu_lower_fn cu_elementwise_table[DPC_OP_COUNT]; /* lower_elementwise.c */
 extern const cu_lower_fn cu_reduce_table[DPC_OP_COUNT];      /* lower_reduce.c */
 extern const cu_lower_fn cu_layout_table[DPC_OP_COUNT];      /* lower_layout.c */

@@ -33,8 +33,10 @@ typedef struct dpc_cuda_launch {
 } dpc_cuda_launch;
 
 typedef struct dpc_cuda_kernel {
-  char *source; /* malloc'd */
+  char *source;    /* malloc'd */
+  uint32_t n_args; /* pointers in its argument block: the node's, or its fusion group's */
   uint32_t n_launch;
+  uint32_t after_gemm; /* a fused matmul's: its epilogue's first launch (ir/native.h) */
   dpc_cuda_launch launch[DPC_CUDA_MAX_LAUNCH];
 } dpc_cuda_kernel;
 
@@ -45,12 +47,16 @@ void dpc_cuda_kernel_free(dpc_cuda_kernel *k);
 bool dpc_cuda_lowers(dpc_op op, const char **why);
 
 /* The kernel(s) of `node` of g, whose shapes must be concrete. `training` fixes the mode of
- * dropout and batch_norm (their own `training` attribute wins). */
+ * dropout and batch_norm (their own `training` attribute wins). A node that roots a fusion
+ * group (ir/fusion.h: elementwise members only) gets the group's kernel, whose arguments are
+ * the group's inputs, then the root's outputs. */
 dpc_status dpc_cuda_lower(const dpc_graph *g, uint32_t node, bool training, dpc_cuda_kernel *k,
                           dpc_diag *d);
 
 /* Whether `node` is a matmul cuBLAS can do in place of its kernel, and the GEMM it is (ir/
- * native.h: f32, batch dims that either match or broadcast one operand whole). */
+ * native.h: f32, batch dims that either match or broadcast one operand whole). For the root of
+ * a fusion group with a matmul, the matmul's GEMM, with the epilogue cuBLASLt can apply when
+ * the group is a bias added to each row of a 2-D result, then at most a ReLU. */
 bool dpc_cuda_gemm_of(const dpc_graph *g, uint32_t node, dpc_gemm_precision precision,
                       dpc_cuda_gemm *out);
 

@@ -148,15 +148,16 @@ void cu_kernel_begin(cu_gen *c, const char *suffix, uint32_t grid, uint32_t bloc
   l->block[0] = block, l->block[1] = l->block[2] = 1;
   cu_printf(c, "\nextern \"C\" __global__ void __launch_bounds__(%u) %s(dpc_kargs a) {\n", block,
             l->name);
-  for (uint32_t i = 0; i < c->n->n_in; i++) {
-    dpc_dtype t = cu_in(c, i)->dtype;
+  uint32_t n_in = c->group_in ? c->n_group_in : c->n->n_in;
+  for (uint32_t i = 0; i < n_in; i++) {
+    dpc_dtype t = c->group_in ? c->g->values[c->group_in[i]].dtype : cu_in(c, i)->dtype;
     cu_printf(c, "  const %s *x%u = (const %s *)a.p[%u];\n", cu_store_type(t), i, cu_store_type(t),
               i);
   }
   for (uint32_t j = 0; j < c->n->n_out; j++) {
     dpc_dtype t = cu_out(c, j)->dtype;
     cu_printf(c, "  %s *y%u = (%s *)a.p[%u];\n", cu_store_type(t), j, cu_store_type(t),
-              c->n->n_in + j);
+              (c->out_arg ? c->out_arg : n_in) + j);
   }
   cu_printf(c, "  (void)a;\n");
 }

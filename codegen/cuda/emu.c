@@ -11,6 +11,7 @@
  */
 #include "codegen/cuda/emu.h"
 #include "codegen/cuda/cuda.h"
+#include "ir/fusion.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -97,7 +98,6 @@ static dpc_status compile_kernel(emu_state *s, const dpc_graph *g, uint32_t node
       return DPC_OK;
     }
   }
-  const dpc_node *n = &g->nodes[node];
   char src[128], wrap[128], so[128];
   uint32_t id = s->serial++;
   snprintf(src, sizeof src, "%s/k%u.cu", s->dir, id);
@@ -108,7 +108,7 @@ static dpc_status compile_kernel(emu_state *s, const dpc_graph *g, uint32_t node
       &w,
       "#include \"%s/dpc_cuda_emu.h\"\n#include \"%s\"\n#include \"%s/dpc_cuda_emu_launch.h\"\n",
       DPC_CUDA_EMU_DIR, src, DPC_CUDA_EMU_DIR);
-  entry_text(&k, n->n_in + n->n_out, &w);
+  entry_text(&k, k.n_args, &w);
   bool wrote = write_file(src, k.source) && write_file(wrap, w.data);
   dpc_buf_free(&w);
   if (!wrote) {
@@ -193,7 +193,7 @@ static void emu_stats(const void *state, dpc_codegen_stats *out) {
 }
 
 static unsigned emu_fusion(void) {
-  return 0; /* one kernel per node: fusion groups are not lowered to CUDA yet */
+  return DPC_FUSE_ELEMWISE | DPC_FUSE_EPILOGUE; /* as the cuda backend's */
 }
 
 const dpc_codegen_backend dpc_codegen_cuda_emu = {

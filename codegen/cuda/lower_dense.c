@@ -83,8 +83,8 @@ static int64_t flat_stride(const int64_t *st, const dpc_shape *bo, int64_t mat) 
   return mat;
 }
 
-bool dpc_cuda_gemm_of(const dpc_graph *g, uint32_t node, dpc_gemm_precision precision,
-                      dpc_cuda_gemm *out) {
+bool cu_matmul_gemm(const dpc_graph *g, uint32_t node, dpc_gemm_precision precision,
+                    dpc_cuda_gemm *out) {
   memset(out, 0, sizeof *out);
   const dpc_node *n = &g->nodes[node];
   if (n->op != DPC_OP_MATMUL || n->n_in != 2) return false;

@@ -315,6 +315,30 @@ static dpc_status lower_dropout(cu_gen *c, dpc_diag *d) {
   return DPC_OK;
 }
 
+dpc_status cu_elementwise_member(cu_gen *c, const cu_place *in, const cu_place *out, dpc_diag *d) {
+  dpc_op op = c->n->op;
+  dpc_dtype yt = cu_out(c, 0)->dtype;
+  if (op == DPC_OP_WHERE) { /* the picked element in its stored form, as lower_where */
+    cu_printf(c, "    %s[%s] = %s[%s] != 0 ? %s[%s] : %s[%s];\n", out->ptr, out->idx, in[0].ptr,
+              in[0].idx, in[1].ptr, in[1].idx, in[2].ptr, in[2].idx);
+    return DPC_OK;
+  }
+  cu_expr x[2], r;
+  for (uint32_t i = 0; i < c->n->n_in && i < 2; i++)
+    x[i] = cu_load(cu_in(c, i)->dtype, in[i].ptr, in[i].idx);
+  if (op == DPC_OP_EQUAL || op == DPC_OP_LESS || op == DPC_OP_GREATER) {
+    const char *sym = op == DPC_OP_EQUAL ? "==" : op == DPC_OP_LESS ? "<" : ">";
+    snprintf(r.s, sizeof r.s, "(%s) %s (%s)", x[0].s, sym, x[1].s);
+  } else if (op == DPC_OP_NOT) {
+    snprintf(r.s, sizeof r.s, "!(%s)", x[0].s);
+  } else {
+    dpc_status st = element(c, op, cu_in(c, 0)->dtype, x, &r, d);
+    if (st) return st;
+  }
+  cu_store(c, yt, out->ptr, out->idx, r.s);
+  return DPC_OK;
+}
+
 const cu_lower_fn cu_elementwise_table[DPC_OP_COUNT] = {
     [DPC_OP_ADD] = lower_arith,        [DPC_OP_SUB] = lower_arith,
     [DPC_OP_MUL] = lower_arith,        [DPC_OP_DIV] = lower_arith,

@@ -11,11 +11,11 @@ work=$3
 fails=0
 rm -rf "$work" && mkdir -p "$work"
 . "$(dirname "$0")/lib.sh"
-export DPC_CUDA_DRIVER="$4" DPC_CUBLAS="$5" DPC_NCCL="$6" DPC_FAKE_CUDA_GPUS=2
+export DPC_CUDA_DRIVER="$4" DPC_CUBLAS="$5" DPC_CUBLASLT="$5" DPC_NCCL="$6" DPC_FAKE_CUDA_GPUS=2
 fm="$src/examples/fashion_mlp.graph"
 
 expect 0 "dpc devices with two GPUs" -- "$dpc" devices
-contains "$work/out" "^cuda: CUDA driver 13.0, 2 GPUs; matmuls on cuBLAS; all-reduces between GPUs over NCCL" \
+contains "$work/out" "^cuda: CUDA driver 13.0, 2 GPUs; matmuls on cuBLAS; bias and ReLU epilogues on cuBLASLt; all-reduces between GPUs over NCCL" \
   "devices: the driver, cuBLAS and NCCL found"
 contains "$work/out" "^cuda:0: dpc test GPU 0, 16.0 GiB: GEMM [0-9]* GFLOP/s (f32 on cuBLAS, [0-9]* wide), copy [0-9]* GB/s$" \
   "devices: cuda:0 measured"

@@ -3,7 +3,7 @@
  * with the cuda backend writes it, dpc_model_load and runners (include/dpc/dpc.h) run it on
  * cuda:0, and every output and loss is compared with the same plans on the reference backend.
  */
-#include "tests/cuda/cuda_artifact.h"
+#include "tests/cuda/checks.h"
 #include "runtime/artifact.h"
 #include "runtime/rng.h"
 #include "runtime/session.h"

@@ -10,7 +10,14 @@
  *                                       cuda-emu backend, codegen/cuda/emu.c): the losses
  *                                       match the reference backend's within 1e-5
  *   test_cuda_ops source MODEL OP       print the kernels of OP's nodes in MODEL (shapes must
- *                                       be concrete), for reading and debugging
+ *                                       be concrete) as the cuda backend compiles them (a
+ *                                       fusion group's kernel for its root), for reading
+ *   test_cuda_ops fused GRAPH           GRAPH's fusion groups as one kernel each, run on the
+ *                                       host: the same bits as unfused, the reference's values
+ *                                       (tests/cuda/cuda_fused.c)
+ *   test_cuda_ops device-fused GRAPH fake|gpu
+ *                                       the same graph's fused kernels on cuda:0, matmuls with
+ *                                       their bias and ReLU on cuBLASLt
  *   test_cuda_ops device-artifact MODEL fake|gpu
  *                                       MODEL compiled into a GPU artifact and run by the
  *                                       runtime library on cuda:0 (tests/cuda/cuda_artifact.c)
@@ -29,13 +36,14 @@
  */
 #include "codegen/cuda/cuda.h"
 #include "codegen/cuda/emu.h"
+#include "passes/pass.h"
 #include "driver/train.h"
 #include "runtime/rng.h"
 #include "driver/driver.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/device.h"
 #include "runtime/npy.h"
-#include "tests/cuda/cuda_artifact.h"
+#include "tests/cuda/checks.h"
 #include "tests/ops/tolerance.h"
 #include "tests/unit/unit.h"
 
@@ -78,13 +86,13 @@ static void read_directives(const char *path, directives *dv) {
   fclose(f);
 }
 
-static const char *g_work; /* a scratch folder for sources, PTX and shared objects */
+const char *g_work; /* a scratch folder for sources, PTX and shared objects (checks.h) */
 static const char *g_mode;
 static const dpc_codegen_backend *g_backend; /* device mode: dpc_codegen_cuda, or with emulation */
 
 /* ---- nvrtc: compile for both architectures, ptxas on the PTX --------------------------------- */
 
-static int check_nvrtc(const dpc_cuda_kernel *k, const char *label) {
+int check_nvrtc(const dpc_cuda_kernel *k, const char *label) {
   static const char *const archs[] = {"sm_80", "sm_90"};
   int fails = 0;
   for (size_t a = 0; a < 2; a++) {
@@ -489,12 +497,14 @@ static int print_source(const char *model, const char *opname) {
   dpc_diag_init(&d);
   dpc_graph *g = NULL;
   int rc = 0;
-  if (dpc_driver_load(model, &g, &d)) {
+  /* the passes as the cuda backend's plans run them: fusion groups formed */
+  dpc_pass_opts po = {.fuse = dpc_codegen_fusion(&dpc_codegen_cuda)};
+  if (dpc_driver_load(model, &g, &d) || dpc_passes_run(g, &po, &d)) {
     printf("FAIL: %s\n", d.msg);
     rc = 1;
   }
-  for (uint32_t i = 0; g && i < g->n_nodes; i++) {
-    if (strcmp(dpc_op_name(g->nodes[i].op), opname)) continue;
+  for (uint32_t i = 0; !rc && i < g->n_nodes; i++) {
+    if (strcmp(dpc_op_name(g->nodes[i].op), opname) || g->nodes[i].fused != DPC_NONE) continue;
     dpc_cuda_kernel k;
     if (dpc_cuda_lower(g, i, false, &k, &d)) {
       printf("FAIL: %s\n", d.msg);
@@ -548,9 +558,22 @@ static dpc_status emulated_compile_plan(void *state, const dpc_plan *plan,
   return st;
 }
 
-/* GEMMs the test cuBLAS has run (fake_cublas.c); NULL until a fake backend is open. */
-static unsigned (*g_gemms)(void);
+/* GEMMs the test cuBLAS and cuBLASLt have run (fake_cublas.c); NULL until a fake backend is
+ * open. */
+static unsigned (*g_gemms)(void), (*g_lt_gemms)(void);
 static bool g_blas_off; /* fake-kernels */
+static bool g_lt_off;   /* fake-kernels, fake-nolt */
+
+/* After training with the test libraries: the matmuls whose bias (and ReLU) fused ran on
+ * cuBLASLt with their epilogue, or (without it) none did. 0 when so. */
+static int check_lt_path(void) {
+  if (!g_lt_gemms) return 0;
+  unsigned n = g_lt_gemms();
+  bool ok = g_lt_off ? n == 0 : n > 0;
+  printf("%s %u GEMMs ran with their epilogue on the test cuBLASLt (%s)\n", ok ? "ok  " : "FAIL", n,
+         g_lt_off ? "off: cuBLAS, then the epilogue's kernel" : "expected some");
+  return ok ? 0 : 1;
+}
 
 /* With the test libraries, whether the matmuls took the path asked for: cuBLAS (some GEMMs ran
  * there) or the generated kernels (none did). 0 when they did. */
@@ -584,14 +607,17 @@ static int check_pinned(void) {
 static unsigned (*g_reduces)(void);
 static bool g_nccl_off; /* fake-host */
 
-/* "fake": the test driver, cuBLAS and NCCL; "fake-kernels": the test driver with cuBLAS off, so
- * matmuls run the generated kernels; "fake-host": with NCCL off, so the GPUs' all-reduces go
- * through the host; "gpu": the machine's driver, cuBLAS and NCCL. 77 (ctest's skip) when cuda:0
- * does not open on a GPU, 1 when a test library does not load, else 0. */
+/* "fake": the test driver, cuBLAS, cuBLASLt and NCCL; "fake-kernels": the test driver with cuBLAS
+ * off, so matmuls run the generated kernels; "fake-nolt": cuBLASLt off, so a fused matmul is
+ * cuBLAS's GEMM and then its epilogue's kernel; "fake-host": with NCCL off, so the GPUs'
+ * all-reduces go through the host; "gpu": the machine's driver, cuBLAS and NCCL. 77 (ctest's skip)
+ * when cuda:0 does not open on a GPU, 1 when a test library does not load, else 0. */
 static int open_backend(const char *which) {
   bool kernels = !strcmp(which, "fake-kernels");
   g_nccl_off = !strcmp(which, "fake-host");
-  if (kernels || g_nccl_off || !strcmp(which, "fake")) {
+  g_lt_off = kernels || !strcmp(which, "fake-nolt");
+  if (kernels || g_nccl_off || !strcmp(which, "fake") || !strcmp(which, "fake-nolt")) {
+    setenv("DPC_CUBLASLT", g_lt_off ? "off" : DPC_FAKE_CUBLAS, 1);
     setenv("DPC_NCCL", g_nccl_off ? "off" : DPC_FAKE_NCCL, 1);
     void *hn = dlopen(DPC_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL);
     void *rs = hn ? dlsym(hn, "dpc_fake_nccl_all_reduces") : NULL;
@@ -601,8 +627,10 @@ static int open_backend(const char *which) {
     g_blas_off = kernels;
     void *hb = dlopen(DPC_FAKE_CUBLAS, RTLD_NOW | RTLD_LOCAL);
     void *gs = hb ? dlsym(hb, "dpc_fake_cublas_gemms") : NULL;
-    if (!gs) return printf("FAIL: cannot load the test cuBLAS %s\n", DPC_FAKE_CUBLAS), 1;
+    void *ls = hb ? dlsym(hb, "dpc_fake_cublaslt_gemms") : NULL;
+    if (!gs || !ls) return printf("FAIL: cannot load the test cuBLAS %s\n", DPC_FAKE_CUBLAS), 1;
     memcpy(&g_gemms, &gs, sizeof gs);
+    memcpy(&g_lt_gemms, &ls, sizeof ls);
     setenv("DPC_CUDA_DRIVER", DPC_FAKE_CUDA, 1);
     void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
     void *sym = h ? dlsym(h, "dpc_fake_cuda_register") : NULL;
@@ -615,6 +643,7 @@ static int open_backend(const char *which) {
   }
   unsetenv("DPC_CUDA_DRIVER");
   unsetenv("DPC_CUBLAS");
+  unsetenv("DPC_CUBLASLT");
   unsetenv("DPC_NCCL");
   dpc_diag d;
   dpc_diag_init(&d);
@@ -653,10 +682,19 @@ static int device_basics(void) {
   dpc_cuda_driver_probe(&probe);
   dpc_cuda_driver_probe_cublas(&probe);
   EXPECT(probe.loaded && probe.initialised && probe.gpus == 1 && probe.version == 13000 &&
-             probe.cublas && probe.nccl &&
-             !strcmp(probe.note, "CUDA driver 13.0, 1 GPU; matmuls on cuBLAS; all-reduces between "
-                                 "GPUs over NCCL 2.28.9"),
-         "the probe finds the test driver, cuBLAS and NCCL: %s", probe.note);
+             probe.cublas && probe.cublaslt && probe.nccl &&
+             !strcmp(probe.note, "CUDA driver 13.0, 1 GPU; matmuls on cuBLAS; bias and ReLU "
+                                 "epilogues on cuBLASLt; all-reduces between GPUs over NCCL "
+                                 "2.28.9"),
+         "the probe finds the test driver, cuBLAS, cuBLASLt and NCCL: %s", probe.note);
+  setenv("DPC_CUBLASLT", "off", 1);
+  dpc_cuda_driver_probe(&probe);
+  dpc_cuda_driver_probe_cublas(&probe);
+  EXPECT(probe.cublas && !probe.cublaslt &&
+             strstr(probe.note, "; cuBLASLt is off ($DPC_CUBLASLT=off): matmul epilogues run as "
+                                "kernels"),
+         "without cuBLASLt the probe says the epilogues run as kernels: %s", probe.note);
+  setenv("DPC_CUBLASLT", DPC_FAKE_CUBLAS, 1);
   setenv("DPC_CUBLAS", "/nonexistent/libcublas.so.13", 1);
   setenv("DPC_NCCL", "off", 1);
   dpc_cuda_driver_probe(&probe);
@@ -792,9 +830,20 @@ done:
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "train"))
     return train_model(argv[2], &dpc_codegen_cuda_emu, NULL);
+  if (argc == 3 && !strcmp(argv[1], "fused")) {
+    char work[] = "/tmp/dpc_cuda_fused_XXXXXX";
+    if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
+    g_work = work;
+    int rc = test_cuda_fused(argv[2], NULL);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+    if (system(cmd)) printf("note: could not remove %s\n", work);
+    return rc;
+  }
   if (argc == 2 && !strcmp(argv[1], "device-basics")) {
     setenv("DPC_CUDA_DRIVER", DPC_FAKE_CUDA, 1);
     setenv("DPC_CUBLAS", DPC_FAKE_CUBLAS, 1);
+    setenv("DPC_CUBLASLT", DPC_FAKE_CUBLAS, 1);
     setenv("DPC_NCCL", DPC_FAKE_NCCL, 1);
     return device_basics();
   }
@@ -804,8 +853,9 @@ int main(int argc, char **argv) {
   if (two_gpus && strcmp(argv[1], "device-dp"))
     g_strategy = !strcmp(argv[1], "device-mp") ? "model" : "pipeline";
   bool artifact = argc == 4 && !strcmp(argv[1], "device-artifact");
+  bool fused = argc == 4 && !strcmp(argv[1], "device-fused");
   bool dev_mode = (argc == 4 && !strcmp(argv[1], "device-train")) || two_gpus || artifact ||
-                  (argc == 5 && !strcmp(argv[1], "device"));
+                  fused || (argc == 5 && !strcmp(argv[1], "device"));
   /* data parallel over two GPUs: the test driver has two */
   if (two_gpus) setenv("DPC_FAKE_CUDA_GPUS", "2", 1);
   if (dev_mode) {
@@ -821,6 +871,7 @@ int main(int argc, char **argv) {
       if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
       g_work = work;
       rc = artifact ? test_cuda_artifact(argv[2], strcmp(argv[3], "gpu") ? g_backend : NULL, work)
+           : fused  ? test_cuda_fused(argv[2], g_backend)
                     : train_model(argv[2], g_backend, two_gpus ? "cuda:0,cuda:1" : NULL);
       if (two_gpus && !strcmp(argv[argc - 1], "fake")) {
         void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
@@ -841,6 +892,7 @@ int main(int argc, char **argv) {
         rc |= !ok;
       }
       rc |= check_gemm_path();
+      rc |= check_lt_path();
       if (g_gemms) rc |= check_pinned();
       char cmd[200];
       snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
@@ -853,9 +905,11 @@ int main(int argc, char **argv) {
   if (argc == 4 && !strcmp(argv[1], "source")) return print_source(argv[2], argv[3]);
   if (argc != 4 || (strcmp(argv[1], "nvrtc") && strcmp(argv[1], "emu") && !dev_mode)) {
     fprintf(stderr, "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP | train MODEL |\n"
+                    "       fused GRAPH |\n"
                     "       device CASES_DIR OP fake|fake-kernels|gpu |\n"
-                    "       (device-train|device-dp|device-mp|device-pp|device-artifact) MODEL "
-                    "fake|fake-kernels|fake-host|gpu |\n"
+                    "       (device-train|device-dp|device-mp|device-pp|device-artifact|\n"
+                    "        device-fused) MODEL "
+                    "fake|fake-kernels|fake-nolt|fake-host|gpu |\n"
                     "       device-basics\n");
     return 2;
   }
