@@ -388,6 +388,19 @@ dpc_status dpc_plan_read(const unsigned char *buf, size_t len, size_t *pos, cons
   return DPC_OK;
 }
 
+/* ---- artifacts ------------------------------------------------------------------------------- */
+
+void dpc_artifact_blob_begin(dpc_buf *b, uint32_t version, const char *target, uint32_t n_plans) {
+  dpc_buf_putn(b, "DPCA", 4);
+  w32(b, version);
+  wbytes(b, target, (uint32_t)strlen(target));
+  w32(b, n_plans);
+}
+
+void dpc_artifact_blob_role(dpc_buf *b, const char *role) {
+  wbytes(b, role, (uint32_t)strlen(role));
+}
+
 /* ---- GPU code -------------------------------------------------------------------------------- */
 
 #define CODES_MAGIC "DPCG"

@@ -30,6 +30,12 @@ dpc_status dpc_plan_write(const dpc_plan *plan, const dpc_plan_kernel *kernels, 
 dpc_status dpc_plan_read(const unsigned char *buf, size_t len, size_t *pos, const char *name,
                          dpc_plan **out, dpc_plan_kernel **kernels, dpc_diag *d);
 
+/* An artifact's blob (runtime/artifact.c reads it): "DPCA", the version (1: host code in a shared
+ * library, 2: GPU code with its table), the target and the count of plans; then per plan its
+ * role ("infer", "train", ...) and dpc_plan_write's bytes. */
+void dpc_artifact_blob_begin(dpc_buf *out, uint32_t version, const char *target, uint32_t n_plans);
+void dpc_artifact_blob_role(dpc_buf *out, const char *role);
+
 /* GPU code for an artifact: the distinct dpc_cuda_code of its plans (a node's symbol names one
  * by its index, "cuda:N"), each with its CUBINs, PTX, launches and cuBLAS GEMM, `other` written
  * as an index among them. Appended to out. */

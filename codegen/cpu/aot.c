@@ -39,17 +39,6 @@ extern char **environ;
 
 #define BLOB_VERSION 1u
 
-static void put32(dpc_buf *b, uint32_t v) {
-  unsigned char c[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
-                        (unsigned char)(v >> 24)};
-  dpc_buf_putn(b, (const char *)c, 4);
-}
-
-static void put_str(dpc_buf *b, const char *s) {
-  put32(b, (uint32_t)strlen(s));
-  dpc_buf_puts(b, s);
-}
-
 static bool stopped(const dpc_cpu_backend *b) {
   return b->o.stop && *b->o.stop;
 }
@@ -175,12 +164,9 @@ dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plan
   dpc_status st = DPC_OK;
   aot_walk w = {.mod = &mod};
   cg_module_preamble(b, &mod);
-  dpc_buf_putn(&blob, "DPCA", 4);
-  put32(&blob, BLOB_VERSION);
   char target[1200];
   snprintf(target, sizeof target, "%s %s %s", b->triple, b->cpu, b->features);
-  put_str(&blob, target);
-  put32(&blob, n);
+  dpc_artifact_blob_begin(&blob, BLOB_VERSION, target, n);
   for (uint32_t p = 0; p < n && !st; p++) {
     const dpc_plan *plan = plans[p].plan;
     const dpc_graph *g = plan->g;
@@ -191,7 +177,7 @@ dpc_status dpc_cpu_compile_artifact(dpc_cpu_backend *b, const dpc_aot_plan *plan
     }
     st = cg_walk_plan(b, plan, aot_visit, &w, d);
     if (!st) {
-      put_str(&blob, plans[p].role);
+      dpc_artifact_blob_role(&blob, plans[p].role);
       st = dpc_plan_write(plan, w.k, &blob, d);
     }
     free(w.k);

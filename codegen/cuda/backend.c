@@ -223,17 +223,6 @@ static dpc_status cuda_compile_plan(void *state, const dpc_plan *plan, dpc_nativ
 
 #define ARTIFACT_VERSION 2u
 
-static void put32(dpc_buf *b, uint32_t v) {
-  unsigned char c[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
-                        (unsigned char)(v >> 24)};
-  dpc_buf_putn(b, (const char *)c, 4);
-}
-
-static void put_str(dpc_buf *b, const char *s) {
-  put32(b, (uint32_t)strlen(s));
-  dpc_buf_puts(b, s);
-}
-
 /* The index of code c in the artifact's table, added when new. */
 static uint32_t table_index(const dpc_cuda_code ***table, uint32_t *n, uint32_t *cap,
                             const dpc_cuda_code *c) {
@@ -286,10 +275,7 @@ static dpc_status cuda_write_artifact(void *state, const dpc_aot_plan *plans, ui
   dpc_buf blob = {0};
   const dpc_cuda_code **table = NULL;
   uint32_t n_table = 0, cap_table = 0;
-  dpc_buf_putn(&blob, "DPCA", 4);
-  put32(&blob, ARTIFACT_VERSION);
-  put_str(&blob, s->target);
-  put32(&blob, n);
+  dpc_artifact_blob_begin(&blob, ARTIFACT_VERSION, s->target, n);
   dpc_status st = DPC_OK;
   for (uint32_t p = 0; p < n && !st; p++) {
     const dpc_graph *g = plans[p].plan->g;
@@ -311,7 +297,7 @@ static dpc_status cuda_write_artifact(void *state, const dpc_aot_plan *plans, ui
       syms[i].total = kernels[i].total;
     }
     if (!st) {
-      put_str(&blob, plans[p].role);
+      dpc_artifact_blob_role(&blob, plans[p].role);
       st = dpc_plan_write(plans[p].plan, syms, &blob, d);
     }
     free(kernels);

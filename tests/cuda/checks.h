@@ -9,9 +9,21 @@
 #include "codegen/backend.h"
 #include "codegen/cuda/cuda.h"
 
+#include <stdio.h>
+
 /* test_cuda_ops.c's scratch folder, and its NVRTC check: k compiled for sm_80 and sm_90, and
  * ptxas accepting the PTX of both; the failures. */
 extern const char *g_work;
+
+/* One check's line, "ok   ..." or "FAIL ...", counted in `fails` when it does not hold. */
+#define CUDA_EXPECT(fails, cond, ...)                                                              \
+  do {                                                                                             \
+    bool ok_ = (cond);                                                                             \
+    printf("%s ", ok_ ? "ok  " : "FAIL");                                                          \
+    printf(__VA_ARGS__);                                                                           \
+    printf("\n");                                                                                  \
+    (fails) += !ok_;                                                                               \
+  } while (0)
 int check_nvrtc(const dpc_cuda_kernel *k, const char *label);
 
 /* Compile MODEL with `dpc_net_compile` for the cuda backend (inference, training and

@@ -20,14 +20,7 @@ enum { BATCH = 8, STEPS = 12, PIXELS = 784, CLASSES = 10 };
 
 static int fails;
 
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    bool ok_ = (cond);                                                                             \
-    printf("%s ", ok_ ? "ok  " : "FAIL");                                                          \
-    printf(__VA_ARGS__);                                                                           \
-    printf("\n");                                                                                  \
-    fails += !ok_;                                                                                 \
-  } while (0)
+#define CHECK(cond, ...) CUDA_EXPECT(fails, cond, __VA_ARGS__)
 
 /* The artifact's plan for `role` on the reference kernels, on this CPU. */
 static dpc_session *reference(const dpc_artifact *a, const char *role, bool training) {

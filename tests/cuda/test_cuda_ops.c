@@ -664,14 +664,7 @@ static int open_backend(const char *which) {
  * events made, waited on and released, and every buffer and event given back. */
 static int device_basics(void) {
   int fails = 0;
-#define EXPECT(cond, ...)                                                                          \
-  do {                                                                                             \
-    bool ok_ = (cond);                                                                             \
-    printf("%s ", ok_ ? "ok  " : "FAIL");                                                          \
-    printf(__VA_ARGS__);                                                                           \
-    printf("\n");                                                                                  \
-    fails += !ok_;                                                                                 \
-  } while (0)
+#define EXPECT(cond, ...) CUDA_EXPECT(fails, cond, __VA_ARGS__)
   void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
   void *sym = h ? dlsym(h, "dpc_fake_cuda_counts") : NULL;
   void (*counts)(unsigned *, unsigned *, unsigned *) = NULL;
