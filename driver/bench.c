@@ -210,6 +210,8 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
     char rspec[32];
     snprintf(rspec, sizeof rspec, "cpu:%u", mp);
     dpc_driver_place_opts pl = {0, NULL, o->pipeline ? o->accumulate : 1, o->pipeline};
+    const char *kind = dpc_codegen_device_kind(o->exec.backend);
+    pl.gpus = kind && !strcmp(kind, "cuda"); /* the GPUs measured, as dpc train places */
     st = dpc_driver_place(g, o->batch / R, R > 1 ? rspec : o->devices, mp, &pl, &placed, NULL, d);
   }
   if (!st) st = dpc_passes_run(g, &po, d);

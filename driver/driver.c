@@ -651,6 +651,23 @@ dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, u
   if (report) memset(report, 0, sizeof *report);
   for (uint32_t i = 0; i < model->n_nodes; i++)
     if (model->nodes[i].device != DPC_NONE) return DPC_OK; /* the model's own placement */
+  if (o && o->gpus) {
+    dpc_device_speed *speed = calloc(n ? n : 1, sizeof *speed);
+    if (!speed) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+    char what[320] = "";
+    dpc_status st = dpc_driver_gpu_speeds(n, speed, what, sizeof what, d);
+    if (o->note && o->note_len)
+      snprintf(
+          o->note, o->note_len, "%s%s%s", st ? "placing with this machine's CPU figures: " : "",
+          st ? (d->msg ? d->msg : "the GPUs are not measured") : "placing with ", st ? "" : what);
+    if (!st) st = dpc_driver_place_on(model, batch, n, speed, o, report, d);
+    free(speed);
+    if (st != DPC_ERR_UNSUPPORTED) {
+      *placed_auto = !st;
+      return st;
+    }
+    dpc_diag_clear(d); /* said in the note: the CPU's calibration instead */
+  }
   dpc_topology *t = NULL;
   dpc_device_list l = {0};
   dpc_calibration cal = {0};

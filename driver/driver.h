@@ -117,7 +117,21 @@ typedef struct dpc_driver_place_opts {
   dpc_pipeline_schedule schedule;
   double link_gbs, link_latency_s;
   const uint64_t *mem_limits; /* per device, bytes, none 0 (NULL: mem_limit for each) */
+  /* the devices are the GPUs cuda:0.. (spec names as many cpu:N): each is measured
+   * (dpc_driver_gpu_speeds) in place of the CPU's calibration, which stays the fallback where a
+   * GPU's GEMM rate cannot be measured; `note` (note_len bytes, may be NULL) says which */
+  bool gpus;
+  char *note;
+  size_t note_len;
 } dpc_driver_place_opts;
+
+/* The figures of the GPUs cuda:0 .. cuda:n-1 for placement, as dpc plan takes them for this
+ * machine's GPUs: the GEMM rate on cuBLAS, the copy bandwidth (read and write), and as the link
+ * the slowest copy into a GPU from cuda:0 (10 us a message, not measured). DPC_ERR_UNSUPPORTED,
+ * saying why, when a GEMM rate is not measured (no cuBLAS). `what` (may be NULL) gets a line
+ * with the figures. */
+dpc_status dpc_driver_gpu_speeds(uint32_t n, dpc_device_speed *speed, char *what, size_t len,
+                                 dpc_diag *d);
 
 /* Model parallel: unless the model places its nodes itself (`@ cpu:K`, device blocks), place
  * them on the n devices of `spec` with METIS, weighted by the devices' calibrated GEMM speed

@@ -274,9 +274,20 @@ static void cross_host_link(trainer *t, uint32_t n, dpc_driver_place_opts *po) {
   }
 }
 
+/* Over GPUs, the placement takes their measured figures, and the run's start says which. */
+static void place_on_gpus(const trainer *t, dpc_driver_place_opts *po, char *note, size_t len) {
+  const char *kind = dpc_codegen_device_kind(t->o->exec.backend);
+  if (!kind || strcmp(kind, "cuda") || t->peers) return;
+  po->gpus = true, po->note = note, po->note_len = len;
+}
+
+static void said_placement(const trainer *t, const char *note) {
+  if (note[0] && t->placed_auto && t->o->on_note) t->o->on_note(t->o->user, note);
+}
+
 /* Hybrid: the model placed over one replica's --mp devices (by itself, or by METIS). */
 static dpc_status place_replica(trainer *t, dpc_diag *d) {
-  char spec[32];
+  char spec[32], note[400] = "";
   snprintf(spec, sizeof spec, "cpu:%u", t->o->mp);
   uint32_t replicas = t->replicas / t->o->mp;
   bool pipe = t->strategy.kind == DPC_STRATEGY_PIPELINE;
@@ -287,8 +298,11 @@ static dpc_status place_replica(trainer *t, dpc_diag *d) {
                               0,
                               0};
   cross_host_link(t, t->o->mp, &po);
-  return dpc_driver_place(t->model, t->o->batch / replicas, spec, t->o->mp, &po, &t->placed_auto,
-                          NULL, d);
+  place_on_gpus(t, &po, note, sizeof note);
+  dpc_status st = dpc_driver_place(t->model, t->o->batch / replicas, spec, t->o->mp, &po,
+                                   &t->placed_auto, NULL, d);
+  said_placement(t, note);
+  return st;
 }
 
 /* Model parallel, hybrid and pipelines: the model placed over the devices (over one replica's
@@ -304,9 +318,12 @@ static dpc_status place(trainer *t, dpc_diag *d) {
     if (t->strategy.kind != DPC_STRATEGY_MODEL) {
       st = place_replica(t, d);
     } else {
+      char note[400] = "";
       cross_host_link(t, t->replicas, &po);
+      place_on_gpus(t, &po, note, sizeof note);
       st = dpc_driver_place(t->model, t->o->batch, t->peers ? spec : t->o->devices, t->replicas,
                             &po, &t->placed_auto, NULL, d);
+      said_placement(t, note);
     }
   }
   return t->peers ? dpc_train_mpi_placement(t, st, d) : st;

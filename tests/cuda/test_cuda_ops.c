@@ -758,6 +758,14 @@ static int device_basics(void) {
  * micro-batches, 1F1B); NULL: the default over its devices. */
 static const char *g_strategy;
 
+/* What the trainer notes at its start (placement, the collectives' path), for the checks. */
+static char g_notes[2048];
+static void keep_note(void *user, const char *msg) {
+  (void)user;
+  size_t at = strlen(g_notes);
+  snprintf(g_notes + at, sizeof g_notes - at, "%s\n", msg);
+}
+
 static int train_model(const char *model, const dpc_codegen_backend *be, const char *devices) {
   char work[] = "/tmp/dpc_cuda_train_XXXXXX";
   if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
@@ -792,6 +800,7 @@ static int train_model(const char *model, const dpc_codegen_backend *be, const c
       o.mp = 2, o.accumulate = 4, o.pipeline = DPC_SCHEDULE_1F1B;
     o.exec.cpu.cache_dir = "off";
     o.threads = 1;
+    if (b) o.on_note = keep_note;
     if (dpc_train(g, &o, &d)) {
       printf("FAIL %s on %s: %s\n", model, b ? be->name : "ref", d.msg);
       fails = 1;
@@ -803,6 +812,12 @@ static int train_model(const char *model, const dpc_codegen_backend *be, const c
   if (n0 != 12 || n1 != 12) {
     printf("FAIL: %d and %d steps logged, 12 expected\n", n0, n1);
     fails = 1;
+  }
+  if (g_strategy && devices) { /* placed over the GPUs by their own figures */
+    bool ok = strstr(g_notes, "placing with the GPUs' measured figures (the slowest of 2: GEMM ");
+    printf("%s the placement over the GPUs: %s", ok ? "ok  " : "FAIL",
+           g_notes[0] ? g_notes : "no note\n");
+    fails |= !ok;
   }
   for (int s = 0; s < n0 && s < n1; s++) {
     bool ok = fabs(l[0][s] - l[1][s]) <= 1e-5 * fabs(l[0][s]);
