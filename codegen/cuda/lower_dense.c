@@ -5,7 +5,8 @@
  * matmul: 16x16 output tiles, one per block of 256 threads, K walked in 16-wide slices staged
  * in shared memory; batch dims broadcast as NumPy does, 1-D operands promoted as runtime/ref
  * promotes them. (cuBLAS is the runtime's fast path for large GEMMs; this kernel is the one
- * dpc generates and checks everywhere.) The windowed ops take their geometry from
+ * dpc generates and checks everywhere.) conv2d is an implicit GEMM in the same tiles where a
+ * group has 16 output channels or more, else direct. The windowed ops take their geometry from
  * dpc_window_of, the function the shape rule and the reference kernels use, and gather: every
  * output element forms its own sum, so nothing needs atomics and results are deterministic.
  */
@@ -178,10 +179,60 @@ static void window_consts(cu_gen *c, const dpc_window *w) {
   cu_printf(c, "  (void)PB; (void)PR; (void)C; (void)OC; (void)CPG; (void)OPG;\n");
 }
 
+/* conv2d as an implicit GEMM, per group: the weights [OPG, CPG*KH*KW] times the input's windows
+ * [CPG*KH*KW, B*OH*OW], gathered from x as each K slice is staged in shared memory (no im2col
+ * buffer), in 16x16 output tiles as the matmul kernel. The sum runs over (ci, ky, kx) in the
+ * direct kernel's order, a padded position adding a zero product. */
+static void conv2d_tiles(cu_gen *c, const dpc_window *w) {
+  const dpc_value *x = cu_in(c, 0), *k = cu_in(c, 1), *y = cu_out(c, 0);
+  const char *A = acc_type(y->dtype);
+  int64_t G = w->groups ? w->groups : 1, opg = w->oc / G, cpg = w->c / G;
+  int64_t K = cpg * w->kh * w->kw, N = w->n * w->oh * w->ow;
+  int64_t tm = (opg + TILE - 1) / TILE, tn = (N + TILE - 1) / TILE, tiles = G * tm * tn;
+  cu_kernel_begin(c, "", (uint32_t)(tiles > 65535 ? 65535 : tiles), TILE * TILE);
+  window_consts(c, w);
+  cu_printf(c, "  __shared__ %s As[%d][%d], Bs[%d][%d];\n", A, TILE, TILE + 1, TILE, TILE + 1);
+  cu_printf(c, "  const long long K = %lldll, N = %lldll, TM = %lldll, TN = %lldll;\n",
+            (long long)K, (long long)N, (long long)tm, (long long)tn);
+  cu_printf(c, "  const int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;\n", TILE, TILE);
+  cu_printf(c, "  for (long long t = blockIdx.x; t < %lldll; t += gridDim.x) {\n",
+            (long long)tiles);
+  cu_printf(c, "    long long grp = t / (TM * TN), row = ((t / TN) %% TM) * %d + ty;\n", TILE);
+  /* the column a thread stages in Bs is the one it sums: (b, oy, ox) of the output */
+  cu_printf(c, "    long long col = (t %% TN) * %d + tx;\n", TILE);
+  cu_printf(c, "    long long ox = col %% OW, oy = (col / OW) %% OH, b = col / (OW * OH);\n");
+  cu_printf(c, "    %s acc = 0;\n", A);
+  cu_printf(c, "    for (long long k0 = 0; k0 < K; k0 += %d) {\n", TILE);
+  cu_expr la = cu_load(k->dtype, "x1", "(grp * OPG + row) * K + k0 + tx");
+  cu_printf(c, "      As[ty][tx] = (row < OPG && k0 + tx < K) ? (%s)(%s) : (%s)0;\n", A, la.s, A);
+  cu_printf(c, "      { long long kk = k0 + ty, ci = kk / (KH * KW), ky = (kk / KW) %% KH, "
+               "kx = kk %% KW;\n");
+  cu_printf(c, "        long long iy = oy * SH - PT + ky * DH, ix = ox * SW - PL + kx * DW;\n");
+  cu_expr lx = cu_load(x->dtype, "x0", "((b * C + grp * CPG + ci) * H + iy) * W + ix");
+  cu_printf(c,
+            "        Bs[ty][tx] = (col < N && kk < K && iy >= 0 && iy < H && ix >= 0 && ix < W) "
+            "? (%s)(%s) : (%s)0; }\n",
+            A, lx.s, A);
+  cu_printf(c, "      __syncthreads();\n");
+  cu_printf(c, "      for (int q = 0; q < %d; q++) acc += As[ty][q] * Bs[q][tx];\n", TILE);
+  cu_printf(c, "      __syncthreads();\n    }\n");
+  cu_printf(c, "    if (row < OPG && col < N) {\n");
+  cu_store(c, y->dtype, "y0", "((b * OC + grp * OPG + row) * OH + oy) * OW + ox", "acc");
+  cu_printf(c, "    }\n  }\n");
+  cu_kernel_end(c);
+}
+
 static dpc_status lower_conv2d(cu_gen *c, dpc_diag *d) {
   dpc_window w;
   dpc_status st = dpc_window_of(c->g, c->node, &w, d);
   if (st) return st;
+  int64_t G = w.groups ? w.groups : 1;
+  /* a tile of 16 output channels pays where a group has them and a window to sum over; a
+   * depthwise or narrow convolution gathers per output element (below) */
+  if (w.oc / G >= TILE && (w.c / G) * w.kh * w.kw >= TILE) {
+    conv2d_tiles(c, &w);
+    return DPC_OK;
+  }
   const dpc_value *x = cu_in(c, 0), *k = cu_in(c, 1), *y = cu_out(c, 0);
   const char *A = acc_type(y->dtype);
   cu_elementwise_begin(c, "", dpc_shape_numel(&y->shape));

@@ -1067,6 +1067,13 @@ def gen_conv_pool():
          "stride=[1, 2], pad=1, groups=4", stride=[1, 2], pad=1, groups=4)
     conv("1x1_wide", randn(r2, (1, 16, 12, 12)), randn(r2, (40, 16, 1, 1)))
     conv("1x1_groups2", randn(r2, (2, 6, 5, 7)), randn(r2, (20, 3, 1, 1)), "groups=2", groups=2)
+    # 16 output channels a group and more: the CUDA kernel's tiles (an implicit GEMM), partial
+    # tiles at every edge (their own generator, so the cases above keep their data)
+    r3 = np.random.default_rng(802)
+    conv("tiles_groups2_stride_pad", randn(r3, (2, 4, 7, 9)), randn(r3, (40, 2, 3, 3)),
+         "stride=[2, 1], pad=1, groups=2", stride=[2, 1], pad=1, groups=2)
+    conv("tiles_dilation_asym", randn(r3, (1, 5, 9, 8)), randn(r3, (17, 5, 2, 3)),
+         "pad=[1, 0, 2, 1], dilation=2", pad=[1, 0, 2, 1], dilation=2)
     # planes too large to take flat (row by row) and small ones taken flat, with dilation
     conv("depthwise_s1_rows", randn(r2, (1, 2, 20, 40)), randn(r2, (2, 1, 3, 3)), "pad=1, groups=2",
          pad=1, groups=2)
