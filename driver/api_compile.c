@@ -190,7 +190,20 @@ DPC_COMPILER_API dpc_status dpc_net_compile(const dpc_net *n, const dpc_compile_
     }
   }
   uint32_t replicas = 1;
-  if (devs && (st = dpc_driver_count_cpu_devices(devs, &replicas, m))) goto done;
+  const char *kind = dpc_codegen_device_kind(x.backend);
+  bool gpus = kind && !strcmp(kind, "cuda");
+  if (devs && gpus != !strncmp(devs, "cuda", 4)) {
+    st = dpc_diag_fail(m, DPC_ERR_INVALID,
+                       gpus ? "--devices %s: GPU code runs on GPUs: give them as cuda:0,cuda:1,..."
+                            : "--devices %s: GPUs run GPU code: compile it with --backend cuda",
+                       devs);
+    goto done;
+  }
+  if (devs && (st = dpc_driver_count_devices(devs, &replicas, m))) goto done;
+  /* GPUs need not be here to compile for them: a split is placed with this machine's figures */
+  char gpu_spec[32];
+  snprintf(gpu_spec, sizeof gpu_spec, "cpu:%u", replicas);
+  if (gpus) devs = devs ? gpu_spec : NULL;
   bool want_split = DPC_API_HAS(o, split) && o->split;
   uint64_t limit = DPC_API_HAS(o, device_memory) ? o->device_memory : 0;
   info.replicas = want_split ? 1 : replicas;
@@ -201,13 +214,6 @@ DPC_COMPILER_API dpc_status dpc_net_compile(const dpc_net *n, const dpc_compile_
     goto done;
   }
 
-  const char *kind = dpc_codegen_device_kind(x.backend);
-  if (kind && !strcmp(kind, "cuda") && (devs || want_split)) {
-    st = dpc_diag_fail(m, DPC_ERR_UNSUPPORTED,
-                       "GPU code is compiled for one GPU, cuda:0: leave out --devices (train "
-                       "across GPUs with dpc train --backend cuda --devices cuda:0,cuda:1)");
-    goto done;
-  }
   if (want_split && train) {
     st = dpc_diag_fail(m, DPC_ERR_INVALID,
                        "a model split over devices is compiled for inference only: train it "

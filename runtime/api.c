@@ -214,15 +214,17 @@ DPC_API dpc_status dpc_runner_open(dpc_model *m, const dpc_runner_opts *opts, dp
     r->log_user = o.log_user;
     r->cancel = o.cancel;
     r->ranks = o.ranks;
-    dpc_session_opts so = {.training = o.mode == DPC_MODE_TRAIN,
-                           .native = k,
-                           .threads = o.threads,
-                           .devices = p->n_devs > 1 && !o.ranks ? o.devices : NULL,
-                           .share = o.share ? o.share->s : NULL,
-                           .peers = o.ranks ? o.ranks->t : NULL,
-                           .self = o.ranks ? o.ranks->self : 0,
-                           .exchange = o.ranks != NULL,
-                           .device_kind = dpc_artifact_device_kind(m->a)};
+    dpc_session_opts so = {
+        .training = o.mode == DPC_MODE_TRAIN,
+        .native = k,
+        .threads = o.threads,
+        /* GPUs are cuda:0.. in order; their host threads share the cores */
+        .devices = p->n_devs > 1 && !o.ranks && !dpc_artifact_device_kind(m->a) ? o.devices : NULL,
+        .share = o.share ? o.share->s : NULL,
+        .peers = o.ranks ? o.ranks->t : NULL,
+        .self = o.ranks ? o.ranks->self : 0,
+        .exchange = o.ranks != NULL,
+        .device_kind = dpc_artifact_device_kind(m->a)};
     st = dpc_session_new(p, &so, &r->s, &d);
   }
   if (!st) dpc_session_set_step(r->s, o.step);

@@ -30,9 +30,12 @@ int check_nvrtc(const dpc_cuda_kernel *k, const char *label);
  * evaluation plans at batch 8) into an artifact in `work`, then run it as an application does
  * (dpc_model_load, runners on cuda:0): one inference and 12 training steps, each checked against
  * the same plans on the reference backend. `be` compiles the artifact's plans once more where
- * the test driver needs the emulated builds of their kernels (NULL on a real GPU). 0 when all
+ * the test driver needs the emulated builds of their kernels (NULL on a real GPU). With
+ * `devices` (cuda:0,cuda:1) the inference and training plans are data parallel over them, each
+ * GPU half the batch, against the same plans on the reference backend's CPU devices. 0 when all
  * holds. */
-int test_cuda_artifact(const char *model, const dpc_codegen_backend *be, const char *work);
+int test_cuda_artifact(const char *model, const dpc_codegen_backend *be, const char *work,
+                       const char *devices);
 
 /* GRAPH's outputs (its inputs filled with values of their dtypes) computed three ways: by the
  * reference backend, and by the CUDA kernels run on the host (cuda-emu) with and without fusion

@@ -119,10 +119,8 @@ static void train_steps(dpc_runner *r, dpc_session *ref, float *x, int32_t *y) {
   dpc_diag_free(&d);
 }
 
-int test_cuda_artifact(const char *model, const dpc_codegen_backend *be, const char *work) {
-  fails = 0;
-  char path[4200], err[1024] = "";
-  snprintf(path, sizeof path, "%s/model.dpx", work);
+/* MODEL compiled for the GPU into path (over `devices`, or one), opened; NULL after saying why. */
+static dpc_artifact *compile_open(const char *model, const char *path, const char *devices) {
   dpc_message *m = dpc_message_new();
   dpc_net *net = NULL;
   dpc_compile_info info = {sizeof info};
@@ -131,27 +129,40 @@ int test_cuda_artifact(const char *model, const dpc_codegen_backend *be, const c
                          .batch = BATCH,
                          .train = true,
                          .total_steps = STEPS,
+                         .devices = devices,
                          .info = &info};
-  if (dpc_net_load(model, &(dpc_load_opts){sizeof(dpc_load_opts), .batched = true}, &net, m) ||
-      dpc_net_compile(net, &co, path, m)) {
-    printf("FAIL compiling %s for the GPU: %s\n", model, dpc_message_brief(m));
-    dpc_net_free(net);
-    dpc_message_free(m);
-    return 1;
-  }
+  bool ok =
+      !dpc_net_load(model, &(dpc_load_opts){sizeof(dpc_load_opts), .batched = true}, &net, m) &&
+      !dpc_net_compile(net, &co, path, m);
+  if (!ok) printf("FAIL compiling %s for the GPU: %s\n", model, dpc_message_brief(m));
   dpc_net_free(net);
   dpc_message_free(m);
-  CHECK(info.n_plans == 3 && strstr(info.target, "CUDA sm_80,sm_90"), "%u plans for %s",
-        info.n_plans, info.target);
+  if (!ok) return NULL;
+  CHECK(info.n_plans == 3 && strstr(info.target, "CUDA sm_80,sm_90") &&
+            info.replicas == (devices ? 2u : 1u),
+        "%u plans for %s, %u replica%s", info.n_plans, info.target, info.replicas,
+        info.replicas == 1 ? "" : "s");
   dpc_diag d;
   dpc_diag_init(&d);
   dpc_artifact *a = NULL;
-  if (dpc_artifact_open(path, &a, &d)) {
-    printf("FAIL the artifact does not open: %s\n", d.msg);
-    dpc_diag_free(&d);
+  if (dpc_artifact_open(path, &a, &d)) printf("FAIL the artifact does not open: %s\n", d.msg);
+  dpc_diag_free(&d);
+  return a;
+}
+
+int test_cuda_artifact(const char *model, const dpc_codegen_backend *be, const char *work,
+                       const char *devices) {
+  fails = 0;
+  char path[4200], one[4200], err[1024] = "";
+  snprintf(path, sizeof path, "%s/model.dpx", work);
+  snprintf(one, sizeof one, "%s/one.dpx", work);
+  dpc_artifact *a = compile_open(model, path, devices);
+  /* data parallel is checked against one device: the same model compiled without --devices */
+  dpc_artifact *ra = devices && a ? compile_open(model, one, NULL) : a;
+  if (!a || !ra) {
+    dpc_artifact_close(a);
     return 1;
   }
-  dpc_diag_free(&d);
   const char *kind = dpc_artifact_device_kind(a);
   CHECK(kind && !strcmp(kind, "cuda"), "its kernels run on %s devices", kind ? kind : "host");
   unsigned gpu_kernels = 0;
@@ -160,7 +171,7 @@ int test_cuda_artifact(const char *model, const dpc_codegen_backend *be, const c
   for (uint32_t i = 0; tp && i < tp->g->n_nodes; i++) gpu_kernels += k[i].kind == DPC_KERNEL_CUDA;
   CHECK(gpu_kernels > 10, "the training plan has %u GPU kernels", gpu_kernels);
   dpc_codegen *cg = be ? register_kernels(a, be) : NULL;
-  dpc_session *ri = reference(a, "infer", false), *rt = reference(a, "train", true);
+  dpc_session *ri = reference(ra, "infer", false), *rt = reference(ra, "train", true);
   dpc_model *mod = NULL;
   dpc_runner *inf = NULL, *tr = NULL;
   float *x = malloc(sizeof(float) * BATCH * PIXELS);
@@ -183,6 +194,7 @@ int test_cuda_artifact(const char *model, const dpc_codegen_backend *be, const c
   dpc_session_free(ri);
   dpc_session_free(rt);
   dpc_codegen_free(cg);
+  if (ra != a) dpc_artifact_close(ra);
   dpc_artifact_close(a);
   free(x);
   return fails ? 1 : 0;

@@ -18,6 +18,8 @@
  *   test_cuda_ops device-fused GRAPH fake|gpu
  *                                       the same graph's fused kernels on cuda:0, matmuls with
  *                                       their bias and ReLU on cuBLASLt
+ *   test_cuda_ops device-artifact-dp MODEL fake|gpu
+ *                                       the same compiled data parallel over cuda:0,cuda:1
  *   test_cuda_ops device-artifact MODEL fake|gpu
  *                                       MODEL compiled into a GPU artifact and run by the
  *                                       runtime library on cuda:0 (tests/cuda/cuda_artifact.c)
@@ -856,11 +858,13 @@ int main(int argc, char **argv) {
     return device_basics();
   }
   /* device-train MODEL fake|gpu, device-dp MODEL fake|gpu, device CASES OP fake|gpu */
-  bool two_gpus = argc == 4 && (!strcmp(argv[1], "device-dp") || !strcmp(argv[1], "device-mp") ||
-                                !strcmp(argv[1], "device-pp"));
-  if (two_gpus && strcmp(argv[1], "device-dp"))
+  bool two_gpus =
+      argc == 4 && (!strcmp(argv[1], "device-dp") || !strcmp(argv[1], "device-mp") ||
+                    !strcmp(argv[1], "device-pp") || !strcmp(argv[1], "device-artifact-dp"));
+  if (two_gpus && (!strcmp(argv[1], "device-mp") || !strcmp(argv[1], "device-pp")))
     g_strategy = !strcmp(argv[1], "device-mp") ? "model" : "pipeline";
-  bool artifact = argc == 4 && !strcmp(argv[1], "device-artifact");
+  bool artifact =
+      argc == 4 && (!strcmp(argv[1], "device-artifact") || !strcmp(argv[1], "device-artifact-dp"));
   bool fused = argc == 4 && !strcmp(argv[1], "device-fused");
   bool dev_mode = (argc == 4 && !strcmp(argv[1], "device-train")) || two_gpus || artifact ||
                   fused || (argc == 5 && !strcmp(argv[1], "device"));
@@ -878,7 +882,8 @@ int main(int argc, char **argv) {
       char work[] = "/tmp/dpc_cuda_dev_XXXXXX";
       if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
       g_work = work;
-      rc = artifact ? test_cuda_artifact(argv[2], strcmp(argv[3], "gpu") ? g_backend : NULL, work)
+      rc = artifact ? test_cuda_artifact(argv[2], strcmp(argv[3], "gpu") ? g_backend : NULL, work,
+                                         two_gpus ? "cuda:0,cuda:1" : NULL)
            : fused  ? test_cuda_fused(argv[2], g_backend)
                     : train_model(argv[2], g_backend, two_gpus ? "cuda:0,cuda:1" : NULL);
       if (two_gpus && !strcmp(argv[argc - 1], "fake")) {
@@ -916,7 +921,7 @@ int main(int argc, char **argv) {
                     "       fused GRAPH |\n"
                     "       device CASES_DIR OP fake|fake-kernels|gpu |\n"
                     "       (device-train|device-dp|device-mp|device-pp|device-artifact|\n"
-                    "        device-fused) MODEL "
+                    "        device-artifact-dp|device-fused) MODEL "
                     "fake|fake-kernels|fake-nolt|fake-host|gpu |\n"
                     "       device-basics\n");
     return 2;

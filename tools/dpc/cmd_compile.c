@@ -22,8 +22,8 @@ static const cli_opt compile_opts[] = {
      "more inference plans for smaller batches, e.g. 1,4 (an application runs a partial batch "
      "on the smallest that fits, without recompiling)"},
     {"devices", true, false,
-     "data parallel over these devices, e.g. cpu:2 (the batch split equally; default one; the "
-     "evaluation plan stays on one)"},
+     "data parallel over these devices, e.g. cpu:2, or cuda:0,cuda:1 with --backend cuda (the "
+     "batch split equally; default one; the evaluation plan stays on one)"},
     {"strategy", true, false,
      "data (the batch split over --devices, the default) or model (inference only: the model "
      "split over --devices by the partitioner, each device holding a part; dpc serve pipelines "
