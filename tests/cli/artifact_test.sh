@@ -192,12 +192,27 @@ if "$dpc" version | grep -q "cuda codegen: built in"; then
     contains "$work/err" "gpu_flip.dpx is damaged" "byte $at flipped is reported as damage"
   done
   expect 2 "--cuda-arch without --backend cuda" -- "$dpc" compile "$mlp" --cuda-arch sm_90 -o "$work/x.dpx"
-  expect 1 "GPU code for CPU devices" -- "$dpc" compile "$mlp" --backend cuda --devices cpu:2 --batch 8 -o "$work/x.dpx"
+  expect 2 "GPU code for CPU devices" -- "$dpc" compile "$mlp" --backend cuda --devices cpu:2 --batch 8 -o "$work/x.dpx"
   contains "$work/err" "GPU code runs on GPUs: give them as cuda:0,cuda:1" "is refused, saying how to name GPUs"
-  expect 1 "host code for GPUs" -- "$dpc" compile "$mlp" --devices cuda:0,cuda:1 --batch 8 -o "$work/x.dpx"
+  expect 2 "host code for GPUs" -- "$dpc" compile "$mlp" --devices cuda:0,cuda:1 --batch 8 -o "$work/x.dpx"
   contains "$work/err" "compile it with --backend cuda" "is refused, naming the backend"
   expect 0 "GPU code data parallel over two GPUs, none here" -- "$dpc" compile "$mlp" --backend cuda --devices cuda:0,cuda:1 --batch 8 -o "$work/gpu2.dpx"
   contains "$work/out" "data parallel over cuda:0,cuda:1" "compile says the GPUs it is for"
+  # stopped while its kernels compile: the artifact it would replace stays as it was
+  cp "$gpu" "$work/gpu_keep.dpx"
+  "$dpc" compile "$src/examples/fashion_cnn.graph" --backend cuda --train --total-steps 10 --batch 8 \
+    -o "$work/gpu_keep.dpx" >"$work/out" 2>"$work/err" &
+  pid=$!
+  sleep 1
+  kill -TERM "$pid"
+  wait "$pid"
+  got=$?
+  if [ "$got" -eq 143 ]; then echo "ok   SIGTERM stops a GPU compile (exit 143)"; else
+    echo "FAIL SIGTERM during a GPU compile: exit $got, expected 143"
+    fails=$((fails + 1))
+  fi
+  contains "$work/err" "interrupted: '$work/gpu_keep.dpx' was not written" "the stopped GPU compile says so"
+  same "$work/gpu_keep.dpx" "$gpu" "the stopped GPU compile leaves the old artifact byte-identical"
   left=$(ls "$work" | grep '\.tmp\.' || true)
   if [ -z "$left" ]; then echo "ok   the GPU compiles leave no temporary files"; else
     echo "FAIL temporary files left: $left"

@@ -35,7 +35,7 @@ static const cli_opt compile_opts[] = {
     {"total-steps", true, false, "with --train: the horizon of a cosine or linear schedule"},
     {"backend", true, false,
      "llvm (the default: host machine code) or cuda (GPU kernels compiled by NVRTC to CUBIN and "
-     "PTX; the artifact runs on cuda:0)"},
+     "PTX; the artifact runs on cuda:0, or on the GPUs of --devices)"},
     CLI_OPT_CUDA,
     {"cpu", true, false,
      "target CPU (default native: this machine), e.g. x86-64-v3, skylake-avx512"},
@@ -133,6 +133,14 @@ int dpc_cmd_compile(int argc, char **argv) {
   dpc_build_opts b;
   int rc = cli_build_opts("compile", compile_opts, NCOMPILE, &p, &b);
   if (rc) return rc;
+  bool gpu_code = b.backend && !strcmp(b.backend, "cuda");
+  if (devs && gpu_code != !strncmp(devs, "cuda", 4))
+    return cli_usage_error("compile",
+                           gpu_code ? "--devices %s: GPU code runs on GPUs: give them as "
+                                      "cuda:0,cuda:1,..."
+                                    : "--devices %s: GPUs run GPU code: compile it with --backend "
+                                      "cuda",
+                           devs);
   dpc_message *m = dpc_message_new();
   dpc_net *net = NULL;
   const char *loss = cli_get(compile_opts, NCOMPILE, &p, "loss");
