@@ -202,8 +202,7 @@ DPC_COMPILER_API dpc_status dpc_net_compile(const dpc_net *n, const dpc_compile_
   if (devs && (st = dpc_driver_count_devices(devs, &replicas, m))) goto done;
   /* GPUs need not be here to compile for them: a split is placed with this machine's figures */
   char gpu_spec[32];
-  snprintf(gpu_spec, sizeof gpu_spec, "cpu:%u", replicas);
-  if (gpus) devs = devs ? gpu_spec : NULL;
+  if (gpus && devs) snprintf(gpu_spec, sizeof gpu_spec, "cpu:%u", replicas), devs = gpu_spec;
   bool want_split = DPC_API_HAS(o, split) && o->split;
   uint64_t limit = DPC_API_HAS(o, device_memory) ? o->device_memory : 0;
   info.replicas = want_split ? 1 : replicas;

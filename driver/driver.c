@@ -656,10 +656,11 @@ dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, u
     if (!speed) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
     char what[320] = "";
     dpc_status st = dpc_driver_gpu_speeds(n, speed, what, sizeof what, d);
-    if (o->note && o->note_len)
-      snprintf(
-          o->note, o->note_len, "%s%s%s", st ? "placing with this machine's CPU figures: " : "",
-          st ? (d->msg ? d->msg : "the GPUs are not measured") : "placing with ", st ? "" : what);
+    if (o->note && o->note_len && st)
+      snprintf(o->note, o->note_len, "placing with this machine's CPU figures: %s",
+               d->msg ? d->msg : "the GPUs are not measured");
+    else if (o->note && o->note_len)
+      snprintf(o->note, o->note_len, "placing with %s", what);
     if (!st) st = dpc_driver_place_on(model, batch, n, speed, o, report, d);
     free(speed);
     if (st != DPC_ERR_UNSUPPORTED) {

@@ -111,11 +111,24 @@ dpc_status dpc_seal_check(const unsigned char *b, size_t n, const char *name, dp
   return DPC_OK;
 }
 
-dpc_status dpc_seal_check_file(const char *path, dpc_diag *d) {
+dpc_status dpc_seal_read_file(const char *path, unsigned char **bytes, size_t *len, dpc_diag *d) {
+  *bytes = NULL;
   unsigned char *b;
   size_t n;
   dpc_status st = read_whole(path, &b, &n, d);
   if (!st) st = dpc_seal_check(b, n, path, d);
+  if (st) {
+    free(b);
+    return st;
+  }
+  *bytes = b, *len = n;
+  return DPC_OK;
+}
+
+dpc_status dpc_seal_check_file(const char *path, dpc_diag *d) {
+  unsigned char *b;
+  size_t n;
+  dpc_status st = dpc_seal_read_file(path, &b, &n, d);
   free(b);
   return st;
 }

@@ -28,5 +28,8 @@ dpc_status dpc_seal_append(const char *path, dpc_diag *d);
 dpc_status dpc_seal_check(const unsigned char *b, size_t n, const char *name, dpc_diag *d);
 /* The same for a file on disk. */
 dpc_status dpc_seal_check_file(const char *path, dpc_diag *d);
+/* The same, keeping the file's bytes (trailer included; malloc'd) for a reader that needs them:
+ * *bytes NULL on failure. */
+dpc_status dpc_seal_read_file(const char *path, unsigned char **bytes, size_t *len, dpc_diag *d);
 
 #endif

@@ -11,7 +11,6 @@
 #include "ir/serialize.h"
 
 #include <dlfcn.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,43 +175,21 @@ dpc_status dpc_artifact_parse(const unsigned char *blob, size_t len, const char 
   return DPC_OK;
 }
 
-/* A GPU artifact's bytes (it starts "DPCA", where a host one is a shared library), *data NULL
- * for any other file. */
-static dpc_status read_if_data(const char *path, unsigned char **data, size_t *size, dpc_diag *d) {
-  *data = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return dpc_diag_fail(d, DPC_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-  char magic[4] = {0};
-  bool plain = fread(magic, 1, 4, f) == 4 && !memcmp(magic, "DPCA", 4);
-  long end = plain && !fseek(f, 0, SEEK_END) ? ftell(f) : -1;
-  dpc_status st = DPC_OK;
-  if (plain && end >= 0) {
-    *size = (size_t)end;
-    *data = *size > DPC_SEAL_BYTES ? malloc(*size) : NULL;
-    if (!*data || fseek(f, 0, SEEK_SET) || fread(*data, 1, *size, f) != *size) {
-      free(*data);
-      *data = NULL;
-      st = dpc_diag_fail(d, DPC_ERR_IO, "cannot read '%s'", path);
-    }
-  }
-  fclose(f);
-  return st;
-}
-
 dpc_status dpc_artifact_open(const char *path, dpc_artifact **out, dpc_diag *d) {
   *out = NULL;
   /* A cut or damaged file must be refused before dlopen maps it: a mapping past its end faults
    * with SIGBUS on first touch, and damaged code runs as whatever instructions it now holds. */
-  dpc_status st = dpc_seal_check_file(path, d);
-  if (st) return st;
-  dpc_artifact *a = calloc(1, sizeof *a);
-  if (!a) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   unsigned char *data = NULL;
   size_t data_len = 0;
-  if ((st = read_if_data(path, &data, &data_len, d))) goto fail;
-  if (data) { /* GPU code: the blob is the file, less its trailer */
-    st = read_blob(a, data, data_len - DPC_SEAL_BYTES, path, d);
-    free(data);
+  dpc_status st = dpc_seal_read_file(path, &data, &data_len, d);
+  if (st) return st;
+  /* GPU code is the blob itself ("DPCA"), less the trailer; host code a shared library */
+  bool plain = data_len >= 4 + DPC_SEAL_BYTES && !memcmp(data, "DPCA", 4);
+  dpc_artifact *a = calloc(1, sizeof *a);
+  if (a && plain) st = read_blob(a, data, data_len - DPC_SEAL_BYTES, path, d);
+  free(data);
+  if (!a) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (plain) {
     if (!st && !a->cuda)
       st = dpc_diag_fail(d, DPC_ERR_SYNTAX, "%s holds host code but is not a shared library", path);
     if (st) goto fail;

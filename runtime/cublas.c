@@ -52,15 +52,20 @@ void dpc_cublas_unload(dpc_cublas_api *api) {
   memset(api, 0, sizeof *api);
 }
 
+/* The compute type for g's precision: how the products' inputs may be rounded. */
+static int compute_type(const dpc_cuda_gemm *g) {
+  return g->precision == DPC_GEMM_TF32   ? COMPUTE_32F_TF
+         : g->precision == DPC_GEMM_BF16 ? COMPUTE_32F_BF
+                                         : COMPUTE_32F;
+}
+
 int dpc_cublas_gemm(const dpc_cublas_api *api, void *handle, const dpc_cuda_gemm *g, const void *a,
                     const void *b, void *y) {
   /* Row-major y = op(a) op(b) is column-major y^T = op(b)^T op(a)^T, and a row-major matrix read
    * column-major is its transpose: so b goes first, each operand transposed when it was, with its
    * stored row length as the leading dimension. */
   const int lda = g->tb ? g->k : g->n, ldb = g->ta ? g->m : g->k;
-  const int compute = g->precision == DPC_GEMM_TF32   ? COMPUTE_32F_TF
-                      : g->precision == DPC_GEMM_BF16 ? COMPUTE_32F_BF
-                                                      : COMPUTE_32F;
+  const int compute = compute_type(g);
   const float one = 1.0f, zero = 0.0f;
   return api->gemm_strided_batched(handle, g->tb ? OP_T : OP_N, g->ta ? OP_T : OP_N, g->n, g->m,
                                    g->k, &one, b, R_32F, lda, g->stride_b, a, R_32F, ldb,
@@ -101,9 +106,7 @@ int dpc_cublaslt_gemm(const dpc_cublaslt_api *api, void *handle, const dpc_cuda_
                       const void *a, const void *b, const void *bias, void *y, void *stream) {
   /* as dpc_cublas_gemm: column-major y^T (n x m) = op(b)^T op(a)^T; each operand's layout is
    * its stored matrix read column-major, and the bias, one per row of y^T, is per column of y */
-  const int compute = g->precision == DPC_GEMM_TF32   ? COMPUTE_32F_TF
-                      : g->precision == DPC_GEMM_BF16 ? COMPUTE_32F_BF
-                                                      : COMPUTE_32F;
+  const int compute = compute_type(g);
   const int32_t op_b = g->tb ? OP_T : OP_N, op_a = g->ta ? OP_T : OP_N;
   const uint32_t epi = g->epilogue == DPC_GEMM_BIAS_RELU ? LT_RELU_BIAS : LT_BIAS;
   const float one = 1.0f, zero = 0.0f;

@@ -113,6 +113,28 @@ bool cu_matmul_gemm(const dpc_graph *g, uint32_t node, dpc_gemm_precision precis
   return true;
 }
 
+/* The frame of a kernel over TILE x TILE output tiles (matmul, conv2d as an implicit GEMM): a
+ * grid of at most 65535 blocks of TILE * TILE threads striding over `tiles`. */
+static void tile_kernel(cu_gen *c, int64_t tiles) {
+  cu_kernel_begin(c, "", (uint32_t)(tiles < 1 ? 1 : tiles > 65535 ? 65535 : tiles), TILE * TILE);
+}
+
+/* The staging tiles As and Bs of the accumulator type A, each thread's (tx, ty), and the loop
+ * over the tiles, opened: each pass computes tile t. */
+static void tile_loop(cu_gen *c, const char *A, int64_t tiles) {
+  cu_printf(c, "  __shared__ %s As[%d][%d], Bs[%d][%d];\n", A, TILE, TILE + 1, TILE, TILE + 1);
+  cu_printf(c, "  const int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;\n", TILE, TILE);
+  cu_printf(c, "  for (long long t = blockIdx.x; t < %lldll; t += gridDim.x) {\n",
+            (long long)tiles);
+}
+
+/* Once a K slice is staged in As and Bs: acc takes its products, and the slice's loop closes. */
+static void tile_product(cu_gen *c) {
+  cu_printf(c, "      __syncthreads();\n");
+  cu_printf(c, "      for (int q = 0; q < %d; q++) acc += As[ty][q] * Bs[q][tx];\n", TILE);
+  cu_printf(c, "      __syncthreads();\n    }\n");
+}
+
 static dpc_status lower_matmul(cu_gen *c, dpc_diag *d) {
   (void)d;
   const dpc_value *va = cu_in(c, 0), *vb = cu_in(c, 1), *vy = cu_out(c, 0);
@@ -125,13 +147,10 @@ static dpc_status lower_matmul(cu_gen *c, dpc_diag *d) {
   int64_t nbatch = dpc_shape_numel(&bo), tm = (M + TILE - 1) / TILE, tn = (N + TILE - 1) / TILE;
   int64_t tiles = nbatch * tm * tn;
   const char *A = acc_type(vy->dtype);
-  cu_kernel_begin(c, "", (uint32_t)(tiles < 1 ? 1 : tiles > 65535 ? 65535 : tiles), TILE * TILE);
-  cu_printf(c, "  __shared__ %s As[%d][%d], Bs[%d][%d];\n", A, TILE, TILE + 1, TILE, TILE + 1);
+  tile_kernel(c, tiles);
   cu_printf(c, "  const long long M = %lldll, K = %lldll, N = %lldll, TM = %lldll, TN = %lldll;\n",
             (long long)M, (long long)K, (long long)N, (long long)tm, (long long)tn);
-  cu_printf(c, "  const int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;\n", TILE, TILE);
-  cu_printf(c, "  for (long long t = blockIdx.x; t < %lldll; t += gridDim.x) {\n",
-            (long long)tiles);
+  tile_loop(c, A, tiles);
   cu_printf(c,
             "    long long bt = t / (TM * TN), row = ((t / TN) %% TM) * %d + ty, col = (t %% TN) * "
             "%d + tx;\n",
@@ -151,9 +170,7 @@ static dpc_status lower_matmul(cu_gen *c, dpc_diag *d) {
   cu_expr la = cu_load(va->dtype, "x0", ai), lb = cu_load(vb->dtype, "x1", bi);
   cu_printf(c, "      As[ty][tx] = (row < M && k0 + tx < K) ? (%s)(%s) : (%s)0;\n", A, la.s, A);
   cu_printf(c, "      Bs[ty][tx] = (col < N && k0 + ty < K) ? (%s)(%s) : (%s)0;\n", A, lb.s, A);
-  cu_printf(c, "      __syncthreads();\n");
-  cu_printf(c, "      for (int kk = 0; kk < %d; kk++) acc += As[ty][kk] * Bs[kk][tx];\n", TILE);
-  cu_printf(c, "      __syncthreads();\n    }\n");
+  tile_product(c);
   cu_printf(c, "    if (row < M && col < N) {\n");
   cu_store(c, vy->dtype, "y0", "bt * M * N + row * N + col", "acc");
   cu_printf(c, "    }\n  }\n");
@@ -189,14 +206,11 @@ static void conv2d_tiles(cu_gen *c, const dpc_window *w) {
   int64_t G = w->groups ? w->groups : 1, opg = w->oc / G, cpg = w->c / G;
   int64_t K = cpg * w->kh * w->kw, N = w->n * w->oh * w->ow;
   int64_t tm = (opg + TILE - 1) / TILE, tn = (N + TILE - 1) / TILE, tiles = G * tm * tn;
-  cu_kernel_begin(c, "", (uint32_t)(tiles > 65535 ? 65535 : tiles), TILE * TILE);
+  tile_kernel(c, tiles);
   window_consts(c, w);
-  cu_printf(c, "  __shared__ %s As[%d][%d], Bs[%d][%d];\n", A, TILE, TILE + 1, TILE, TILE + 1);
   cu_printf(c, "  const long long K = %lldll, N = %lldll, TM = %lldll, TN = %lldll;\n",
             (long long)K, (long long)N, (long long)tm, (long long)tn);
-  cu_printf(c, "  const int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;\n", TILE, TILE);
-  cu_printf(c, "  for (long long t = blockIdx.x; t < %lldll; t += gridDim.x) {\n",
-            (long long)tiles);
+  tile_loop(c, A, tiles);
   cu_printf(c, "    long long grp = t / (TM * TN), row = ((t / TN) %% TM) * %d + ty;\n", TILE);
   /* the column a thread stages in Bs is the one it sums: (b, oy, ox) of the output */
   cu_printf(c, "    long long col = (t %% TN) * %d + tx;\n", TILE);
@@ -213,9 +227,7 @@ static void conv2d_tiles(cu_gen *c, const dpc_window *w) {
             "        Bs[ty][tx] = (col < N && kk < K && iy >= 0 && iy < H && ix >= 0 && ix < W) "
             "? (%s)(%s) : (%s)0; }\n",
             A, lx.s, A);
-  cu_printf(c, "      __syncthreads();\n");
-  cu_printf(c, "      for (int q = 0; q < %d; q++) acc += As[ty][q] * Bs[q][tx];\n", TILE);
-  cu_printf(c, "      __syncthreads();\n    }\n");
+  tile_product(c);
   cu_printf(c, "    if (row < OPG && col < N) {\n");
   cu_store(c, y->dtype, "y0", "((b * OC + grp * OPG + row) * OH + oy) * OW + ox", "acc");
   cu_printf(c, "    }\n  }\n");

@@ -566,26 +566,29 @@ static unsigned (*g_gemms)(void), (*g_lt_gemms)(void);
 static bool g_blas_off; /* fake-kernels */
 static bool g_lt_off;   /* fake-kernels, fake-nolt */
 
-/* After training with the test libraries: the matmuls whose bias (and ReLU) fused ran on
- * cuBLASLt with their epilogue, or (without it) none did. 0 when so. */
-static int check_lt_path(void) {
-  if (!g_lt_gemms) return 0;
-  unsigned n = g_lt_gemms();
-  bool ok = g_lt_off ? n == 0 : n > 0;
-  printf("%s %u GEMMs ran with their epilogue on the test cuBLASLt (%s)\n", ok ? "ok  " : "FAIL", n,
-         g_lt_off ? "off: cuBLAS, then the epilogue's kernel" : "expected some");
+/* Whether work took the path asked for on a test library: some ran there (`count` of it), or,
+ * with the library `off`, none did ("N <what> (<why>)"). 0 when so, and when count is NULL (no
+ * test library open). */
+static int check_ran(unsigned (*count)(void), bool off, const char *what, const char *off_why) {
+  if (!count) return 0;
+  unsigned n = count();
+  bool ok = off ? n == 0 : n > 0;
+  printf("%s %u %s (%s)\n", ok ? "ok  " : "FAIL", n, what, off ? off_why : "expected some");
   return ok ? 0 : 1;
 }
 
 /* With the test libraries, whether the matmuls took the path asked for: cuBLAS (some GEMMs ran
  * there) or the generated kernels (none did). 0 when they did. */
 static int check_gemm_path(void) {
-  if (!g_gemms) return 0;
-  unsigned n = g_gemms();
-  bool ok = g_blas_off ? n == 0 : n > 0;
-  printf("%s %u GEMMs ran on the test cuBLAS (%s)\n", ok ? "ok  " : "FAIL", n,
-         g_blas_off ? "off: the generated matmul kernels run" : "expected some");
-  return ok ? 0 : 1;
+  return check_ran(g_gemms, g_blas_off, "GEMMs ran on the test cuBLAS",
+                   "off: the generated matmul kernels run");
+}
+
+/* After training with the test libraries: the matmuls whose bias (and ReLU) fused ran on
+ * cuBLASLt with their epilogue, or (without it) none did. 0 when so. */
+static int check_lt_path(void) {
+  return check_ran(g_lt_gemms, g_lt_off, "GEMMs ran with their epilogue on the test cuBLASLt",
+                   "off: the epilogues run as kernels");
 }
 
 /* With the test driver, after a training run: its sessions' host copies of the GPUs' buffers
@@ -897,13 +900,9 @@ int main(int argc, char **argv) {
                l1, g_strategy ? "the model's parts on both GPUs" : "both replicas on their GPU");
         rc |= !both;
       }
-      if (two_gpus && g_reduces && !g_strategy) { /* the all-reduces took the path asked for */
-        unsigned n = g_reduces();
-        bool ok = g_nccl_off ? n == 0 : n > 0;
-        printf("%s %u all-reduces ran on the test NCCL (%s)\n", ok ? "ok  " : "FAIL", n,
-               g_nccl_off ? "off: through the host" : "expected some");
-        rc |= !ok;
-      }
+      if (two_gpus && !g_strategy) /* the all-reduces took the path asked for */
+        rc |= check_ran(g_reduces, g_nccl_off, "all-reduces ran on the test NCCL",
+                        "off: through the host");
       rc |= check_gemm_path();
       rc |= check_lt_path();
       if (g_gemms) rc |= check_pinned();
