@@ -93,10 +93,49 @@ dpc_status dpc_step_classify(const dpc_graph *r, const bool *is_grad, uint8_t *c
   return DPC_OK;
 }
 
+/* Whether v is read after the step: an output, an update's value or the loss. */
+static bool read_after(const dpc_graph *r, uint32_t v) {
+  for (uint32_t i = 0; i < r->n_outputs; i++)
+    if (r->outputs[i] == v) return true;
+  for (uint32_t i = 0; i < r->n_updates; i++)
+    if (r->updates[i].value == v) return true;
+  return v == r->obj.loss;
+}
+
+/* A shared node that only the optimizer reads (a momentum times its factor) moves to the
+ * optimizer: computed before the micro-batches, its value would be held through all of them
+ * (a model-sized buffer for each such term). Readers come after the node, so a pass from the
+ * last node back sees every reader's final part first. */
+static dpc_status late_shared(acc *a, dpc_diag *d) {
+  const dpc_graph *r = a->r;
+  size_t nn = r->n_nodes ? r->n_nodes : 1;
+  bool *read = calloc(nn, sizeof *read), *other = calloc(nn, sizeof *other);
+  if (!read || !other) {
+    free(read), free(other);
+    return nomem(d);
+  }
+  for (uint32_t i = r->n_nodes; i-- > 0;) {
+    const dpc_node *n = &r->nodes[i];
+    if (a->cls[i] == SHARED && read[i] && !other[i] && !dpc_op_has(n->op, DPC_OPF_SOURCE)) {
+      bool after = false;
+      for (uint32_t j = 0; j < n->n_out; j++) after |= read_after(r, n->out + j);
+      if (!after) a->cls[i] = OPTIMIZER;
+    }
+    for (uint32_t k = 0; k < n->n_in; k++) {
+      uint32_t p = r->values[dpc_node_inputs(r, n)[k]].node;
+      read[p] = true;
+      other[p] |= a->cls[i] != OPTIMIZER;
+    }
+  }
+  free(read), free(other);
+  return DPC_OK;
+}
+
 /* Which part each node belongs to; state updated from the batch cannot be accumulated. */
 static dpc_status classify(acc *a, dpc_diag *d) {
   const dpc_graph *r = a->r;
   dpc_status st = dpc_step_classify(r, a->is_grad, a->cls, d);
+  if (!st) st = late_shared(a, d);
   if (st) return st;
   for (uint32_t i = 0; i < r->n_updates; i++) {
     uint32_t p = r->values[r->updates[i].value].node;

@@ -37,8 +37,38 @@ static int cmp_born(const void *a, const void *b) {
   return x->v < y->v ? -1 : x->v > y->v;
 }
 
+static int cmp_size(const void *a, const void *b) {
+  const life *x = a, *y = b;
+  if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+  return cmp_born(a, b);
+}
+
 static uint64_t align_up(uint64_t n) {
   return (n + DPC_SLOT_ALIGN - 1) / DPC_SLOT_ALIGN * DPC_SLOT_ALIGN;
+}
+
+/* Each value in turn at the lowest address clear of the values placed before it that are alive
+ * at the same time; the bytes all of them span. */
+static uint64_t first_fit(life *lv, uint32_t n_life) {
+  uint64_t top = 0;
+  for (uint32_t i = 0; i < n_life; i++) {
+    uint64_t at = 0;
+    bool moved = true;
+    while (moved) {
+      moved = false;
+      for (uint32_t k = 0; k < i; k++) {
+        const life *o = &lv[k];
+        if (o->dies < lv[i].born || lv[i].dies < o->born) continue; /* lifetimes apart */
+        if (at < o->offset + align_up(o->bytes) && o->offset < at + align_up(lv[i].bytes)) {
+          at = o->offset + align_up(o->bytes);
+          moved = true;
+        }
+      }
+    }
+    lv[i].offset = at;
+    if (at + align_up(lv[i].bytes) > top) top = at + align_up(lv[i].bytes);
+  }
+  return top;
 }
 
 typedef struct placed {
@@ -62,23 +92,22 @@ dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d) {
   bool *keep = calloc(nv, sizeof *keep);
   uint32_t *born = malloc(nv * sizeof *born), *dies = malloc(nv * sizeof *dies);
   uint32_t *mark = calloc(nv, sizeof *mark); /* born and dies hold for device mark - 1 */
-  life *lv = malloc(nv * sizeof *lv);
+  life *lv = malloc(nv * sizeof *lv), *by_size = malloc(nv * sizeof *by_size);
   placed *by_slot = malloc(nv * sizeof *by_slot);
   uint32_t *member = malloc(nn * sizeof *member),
            *first_member = calloc(nn + 1, sizeof *first_member);
   uint32_t *dev_first = calloc(p->n_devs + 1, sizeof *dev_first), *fill = malloc(nn * sizeof *fill);
-  if (!keep || !born || !dies || !mark || !lv || !by_slot || !member || !first_member ||
+  if (!keep || !born || !dies || !mark || !lv || !by_size || !by_slot || !member || !first_member ||
       !dev_first || !fill) {
-    free(keep), free(born), free(dies), free(mark), free(lv), free(by_slot), free(member);
+    free(keep), free(born), free(dies), free(mark), free(lv), free(by_size), free(by_slot);
+    free(member);
     free(first_member), free(dev_first), free(fill);
     return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory planning memory");
   }
   /* what keeps its own slot */
   for (uint32_t v = 0; v < g->n_values; v++) {
     const dpc_node *n = &g->nodes[g->values[v].node];
-    /* a plan without micro-batches has no phases: all of its step is shareable */
-    keep[v] = dpc_op_has(n->op, DPC_OPF_SOURCE) || dpc_op_has(n->op, DPC_OPF_COMM) ||
-              n->phase == DPC_PHASE_SHARED || n->phase == DPC_PHASE_STEP;
+    keep[v] = dpc_op_has(n->op, DPC_OPF_SOURCE) || dpc_op_has(n->op, DPC_OPF_COMM);
   }
   for (uint32_t o = 0; o < g->n_outputs; o++) keep[g->outputs[o]] = true;
   for (uint32_t u = 0; u < g->n_updates; u++)
@@ -152,30 +181,23 @@ dpc_status dpc_plan_share_activations(dpc_plan *p, dpc_diag *d) {
       s->offset = fixed;
       fixed += align_up(s->bytes);
     }
-    /* first fit in address among the values alive at once */
+    /* first fit taking the values by the step they appear, and again largest first; the
+     * smaller layout wins. By appearance alone, long-lived gradients of gradient accumulation
+     * (a running sum per weight) land above short-lived ones and leave holes as they move
+     * between micro-batches: wide_mlp at 8 micro-batches spanned 54 MB where 41 MB are ever
+     * alive at once. Largest first packs those; by appearance suits activations in a chain. */
     qsort(lv, n_life, sizeof *lv, cmp_born);
-    uint64_t top = 0;
-    for (uint32_t i = 0; i < n_life; i++) {
-      uint64_t at = 0;
-      bool moved = true;
-      while (moved) {
-        moved = false;
-        for (uint32_t k = 0; k < i; k++) {
-          const life *o = &lv[k];
-          if (o->dies < lv[i].born || lv[i].dies < o->born) continue; /* lifetimes apart */
-          if (at < o->offset + align_up(o->bytes) && o->offset < at + align_up(lv[i].bytes)) {
-            at = o->offset + align_up(o->bytes);
-            moved = true;
-          }
-        }
-      }
-      lv[i].offset = at;
-      if (at + align_up(lv[i].bytes) > top) top = at + align_up(lv[i].bytes);
-    }
-    for (uint32_t i = 0; i < n_life; i++) p->slots[lv[i].v].offset = fixed + lv[i].offset;
+    uint64_t top = first_fit(lv, n_life);
+    memcpy(by_size, lv, n_life * sizeof *lv);
+    qsort(by_size, n_life, sizeof *by_size, cmp_size);
+    uint64_t top_size = first_fit(by_size, n_life);
+    const life *best = top_size < top ? by_size : lv;
+    if (top_size < top) top = top_size;
+    for (uint32_t i = 0; i < n_life; i++) p->slots[best[i].v].offset = fixed + best[i].offset;
     pd->bytes = fixed + top;
   }
-  free(keep), free(born), free(dies), free(mark), free(lv), free(by_slot), free(member);
+  free(keep), free(born), free(dies), free(mark), free(lv), free(by_size), free(by_slot);
+  free(member);
   free(first_member), free(dev_first), free(fill);
   return st;
 }

@@ -356,6 +356,58 @@ static void momentum_reduced(void) {
   dpc_diag_free(&d);
 }
 
+/* Gradient accumulation holds one running sum per weight: a weight-heavy model (four 1 MiB
+ * layers, SGD with momentum, 8 rows a micro-batch) planned at 2, 4 and 8 micro-batches takes
+ * no more memory than one step on the whole batch (but the micro-batches' outputs), which holds
+ * a second momentum instead (its update is the gradient GEMM's epilogue, so it cannot be
+ * computed in place); within the params, momentum, running sums, two layers' gradients in
+ * flight and 1 MiB for the rest. The
+ * momentum's decay, the gradients' means and the optimizer's temporaries share bytes with the
+ * micro-batches' values once those are done (kept apart, they held three more copies of the
+ * weights). */
+static void accumulation_memory(void) {
+  dpc_diag d;
+  dpc_diag_init(&d);
+  const char *text = "input x: f32[N, 512]\ninput y: i32[N]\n"
+                     "param w1: f32[512, 512] = he_normal(seed=1)\n"
+                     "param w2: f32[512, 512] = he_normal(seed=2)\n"
+                     "param w3: f32[512, 512] = he_normal(seed=3)\n"
+                     "param w4: f32[512, 512] = he_normal(seed=4)\n"
+                     "h1 = relu(matmul(x, w1))\nh2 = relu(matmul(h1, w2))\n"
+                     "h3 = relu(matmul(h2, w3))\nlogits = matmul(h3, w4)\n"
+                     "loss = softmax_cross_entropy(logits, y)\n"
+                     "minimize loss with sgd(lr=0.1, momentum=0.9)\n";
+  const uint64_t mib = 1 << 20, weights = 4 * mib;
+  uint64_t one = 0;
+  static const uint32_t Ks[] = {1, 2, 4, 8};
+  for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+    dpc_graph *g = NULL;
+    CHECK_MSG(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK, "%s", d.msg);
+    if (!g) continue;
+    dpc_pass_opts po = {.training = true, .fuse = DPC_FUSE_ELEMWISE | DPC_FUSE_EPILOGUE};
+    int64_t vals[1] = {8};
+    dpc_plan *p = NULL;
+    CHECK_MSG(dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK &&
+                  dpc_driver_plan(g, 8 * Ks[c],
+                                  &(dpc_driver_strategy){1, 1, Ks[c], DPC_SCHEDULE_NONE, false},
+                                  true, &p, &d) == DPC_OK,
+              "K=%u: %s", Ks[c], d.msg);
+    if (p) {
+      uint64_t bytes = p->devs[0].bytes;
+      if (Ks[c] == 1) one = bytes;
+      /* and the micro-batches' outputs, held for the whole batch's (8 x 512 floats each) */
+      CHECK_MSG(bytes <= one + Ks[c] * 32 * 1024,
+                "K=%u: %llu bytes, one step on the whole batch %llu", Ks[c],
+                (unsigned long long)bytes, (unsigned long long)one);
+      CHECK_MSG(bytes <= 3 * weights + 2 * mib + mib, "K=%u: %.2f MiB for 4 MiB of weights", Ks[c],
+                (double)bytes / mib);
+    }
+    dpc_plan_free(p);
+    dpc_graph_free(g);
+  }
+  dpc_diag_free(&d);
+}
+
 /* Step j of device dev moved to position `to` of its list, the steps between shifted. */
 static void move_step(dpc_plan *p, uint32_t dev, uint32_t j, uint32_t to) {
   dpc_step *st = p->devs[dev].steps, x = st[j];
@@ -492,5 +544,6 @@ const unit_test unit_tests[] = {
     {"pipeline_bubble_and_memory", pipeline_bubble_and_memory},
     {"gradient_buckets", gradient_buckets},
     {"momentum_reduced", momentum_reduced},
+    {"accumulation_memory", accumulation_memory},
     {NULL, NULL},
 };
