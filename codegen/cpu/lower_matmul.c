@@ -84,6 +84,34 @@ static void batch_offsets(cg_fn *f, const mm_geom *mg, cg_val t, cg_val *aoff, c
   }
 }
 
+/* One row against a large B (gm_stream), when one thread runs the whole kernel: its columns
+ * in pieces as wide as gm_stream takes, B's rows streamed whole. Two threads are better served
+ * by the tiled pieces (each core streams half of every row: a 1024-wide layer at batch 1 took
+ * 0.6-0.9 ms so, 1.7 ms as halves of rows streamed into L1 sums). */
+static dpc_status lower_stream(cg_fn *f, const mm_geom *mg, const gm_cfg *c, cg_val pa, cg_val pb,
+                               cg_val py, dpc_diag *d) {
+  const dpc_graph *g = f->g;
+  dpc_dtype t = g->values[g->nodes[f->node].out].dtype;
+  const char *st = cg_store_type(t);
+  int64_t w = gm_stream_width(c);
+  cg_loop it = cg_loop_begin(f, cg_const_i64(0), cg_const_i64((mg->n + w - 1) / w));
+  cg_val n0 = cg_mul(f, it.i, cg_const_i64(w));
+  cg_val ncur = gm_min(f, cg_const_i64(w), gm_sub(f, cg_const_i64(mg->n), n0));
+  gm_mat A = {pa, t, mg->a_rs, mg->a_cs, false, false};
+  gm_mat B = {gm_gep(f, st, pb, n0, true), t, mg->b_rs, 1, true, false};
+  gm_mat C = {gm_gep(f, st, py, n0, true), t, mg->n, 1, false, false};
+  gm_stream(f, c, (int)mg->m, &A, &B, &C, ncur, mg->k);
+  if (f->grp) {
+    /* fused: the bias, activation... on this piece of y while it is in cache */
+    uint32_t axis = g->values[g->nodes[f->node].out].shape.rank - 2;
+    dpc_status est = cg_epilogue_block(f, axis, cg_const_i64(0), cg_const_i64(mg->m), n0,
+                                       cg_add(f, n0, ncur), d);
+    if (est) return est;
+  }
+  cg_loop_end(f, it);
+  return DPC_OK;
+}
+
 static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   cg_fn *f = k->f;
   const dpc_graph *g = f->g;
@@ -121,6 +149,8 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
    * last panel's vectors masked to the columns that exist), when every piece but the last is
    * whole panels (checked once they are cut).
    * The sums run in the same order either way: a row gets the same bits at any batch. */
+  gm_cfg cs = c; /* for gm_stream: KC follows k alone, as on the tiled path */
+  bool stream = mg.nbatch == 1 && gm_stream_ok(&c, t, mg.m, mg.n, mg.k, mg.b_cs);
   bool few = mg.m <= 8 && mg.b_cs == 1 && gm_vec_ok(&c, t);
   bool tr = !few && ct.cost < 0.8 * c.cost;
   if (tr) c = ct;
@@ -147,6 +177,17 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
   bool direct = (few || thin) && (nb % c.nr == 0 || nb >= N);
   int64_t tm = (M + mb - 1) / mb, tn = (N + nb - 1) / nb;
   k->total = mg.nbatch * tm * tn;
+  uint32_t tiled = 0;
+  if (stream) {
+    /* the pool hands a thread alone all of [0, total), two threads a part each */
+    cg_val all = gm_ev(f, "and i1 %s, %s", gm_ev(f, "icmp eq i64 %%begin, 0").s,
+                       gm_ev(f, "icmp eq i64 %%end, %lld", (long long)k->total).s);
+    uint32_t alone = gm_if(f, all);
+    dpc_status sst = lower_stream(f, &mg, &cs, pa, pb, py, d);
+    if (sst) return sst;
+    gm_endif(f, alone);
+    tiled = gm_if(f, gm_ev(f, "xor i1 %s, true", all.s));
+  }
   /* iteration = (batch, row block, column block), column blocks innermost */
   cg_loop it = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
   cg_val bt = gm_ev(f, "sdiv i64 %s, %lld", it.i.s, (long long)(tm * tn));
@@ -196,6 +237,7 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
     if (est) return est;
   }
   cg_loop_end(f, it);
+  if (stream) gm_endif(f, tiled);
   return DPC_OK;
 }
 

@@ -564,6 +564,98 @@ static void conv_bits_same_at_any_batch(void) {
   dpc_graph_free(g);
 }
 
+/* gemv_stream_matches' model at batch n on `threads` threads, compiled (LLVM) or on the
+ * reference kernels: its outputs a and e into out[0] and out[1] (malloc'd). */
+static void run_gemv(const char *text, int64_t n, uint32_t threads, bool llvm, float *out[2]) {
+  out[0] = out[1] = NULL;
+  dpc_graph *g = parse(text);
+  if (!g) return;
+  dpc_diag d;
+  dpc_diag_init(&d);
+  dpc_pass_opts po = {.fuse = llvm ? dpc_cpu_fusion() : 0};
+  dpc_plan *plan = NULL;
+  dpc_cpu_backend *b = NULL;
+  dpc_native_kernel *k = NULL;
+  dpc_session *s = NULL;
+  int64_t vals[1] = {n};
+  CHECK_MSG(dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK &&
+                dpc_plan_single(g, "cpu:0", false, &plan, &d) == DPC_OK,
+            "%s", d.msg);
+  if (plan && llvm) {
+    k = calloc(plan->g->n_nodes, sizeof *k);
+    CHECK_MSG(dpc_cpu_backend_new(&(dpc_cpu_options){.cache_dir = "off"}, &b, &d) == DPC_OK &&
+                  dpc_cpu_compile_plan(b, plan, k, &d) == DPC_OK,
+              "%s", d.msg);
+  }
+  if (plan && (!llvm || b))
+    CHECK_MSG(dpc_session_new(plan, &(dpc_session_opts){.native = k, .threads = threads}, &s, &d) ==
+                  DPC_OK,
+              "%s", d.msg);
+  if (s) {
+    const char *in[2] = {"x", "z"};
+    for (int i = 0; i < 2; i++) {
+      dpc_tensor t = dpc_session_input(s, dpc_graph_find(plan->g, in[i]));
+      for (int64_t j = 0; j < dpc_tensor_numel(&t); j++)
+        dpc_tstore(&t, j, 2 * dpc_rng_uniform((uint64_t)i + 1, (uint64_t)j) - 1);
+    }
+    CHECK_MSG(dpc_session_run(s, &d) == DPC_OK, "%s", d.msg);
+    for (int o = 0; o < 2; o++) {
+      dpc_tensor y = dpc_session_value(s, plan->g->outputs[o]);
+      out[o] = malloc(dpc_tensor_bytes(&y));
+      if (out[o]) memcpy(out[o], y.data, dpc_tensor_bytes(&y));
+    }
+  }
+  dpc_session_free(s);
+  free(k);
+  dpc_cpu_backend_free(b);
+  dpc_plan_free(plan);
+  dpc_graph_free(g);
+  dpc_diag_free(&d);
+}
+
+/* One row against a large weight (1 MiB or more) on one thread streams the weight's rows with
+ * the sums in an L1 buffer (gemm_stream.c): `a`, with a bias and ReLU, has K = 1280 in three
+ * passes and 1000 columns (the last vector 8 lanes); `e` has 4100 columns, two pieces, the
+ * second of 4 columns. Against the reference at batch 1; and the row's bits are the same on two
+ * threads (the tiled kernel's halves), and as row 0 at batch 5 (the few-row micro-kernel) and
+ * at batch 40 (packed): a served request batched with others is answered as it would be
+ * alone. */
+static void gemv_stream_matches(void) {
+  const char *text = "input x: f32[N, 1280]\ninput z: f32[N, 300]\n"
+                     "param w: f32[1280, 1000] = he_normal(seed=1)\n"
+                     "param b: f32[1000] = he_normal(seed=2)\n"
+                     "param v: f32[300, 4100] = he_normal(seed=3)\n"
+                     "a = relu(matmul(x, w) + b)\ne = matmul(z, v)\noutput a, e\n";
+  static const struct {
+    int64_t n;
+    uint32_t threads;
+  } runs[] = {{1, 1}, {1, 2}, {5, 1}, {40, 2}};
+  const int64_t cols[2] = {1000, 4100};
+  float *ref[2], *one[2];
+  run_gemv(text, 1, 1, false, ref);
+  run_gemv(text, 1, 1, true, one);
+  for (int o = 0; o < 2 && ref[o] && one[o]; o++) {
+    double worst = 0, scale = 1e-3;
+    for (int64_t i = 0; i < cols[o]; i++) scale = fmax(scale, fabs(ref[o][i]));
+    for (int64_t i = 0; i < cols[o]; i++) worst = fmax(worst, fabs(ref[o][i] - one[o][i]));
+    CHECK_MSG(worst <= 1e-4 * scale, "output %d: differs from the reference by %.3g (scale %.3g)",
+              o, worst, scale);
+  }
+  for (size_t r = 1; r < sizeof runs / sizeof *runs; r++) {
+    float *got[2];
+    run_gemv(text, runs[r].n, runs[r].threads, true, got);
+    for (int o = 0; o < 2; o++) {
+      CHECK(got[o] && one[o]);
+      if (got[o] && one[o])
+        CHECK_MSG(!memcmp(got[o], one[o], (size_t)cols[o] * sizeof(float)),
+                  "output %d: one row alone on one thread differs from row 0 at batch %lld on %u",
+                  o, (long long)runs[r].n, runs[r].threads);
+      free(got[o]);
+    }
+  }
+  for (int o = 0; o < 2; o++) free(ref[o]), free(one[o]);
+}
+
 /* Forward convolutions of one image cut into pieces so that both cores work: a 1x1 one and a
  * strided 3x3 one (im2col row by row) by blocks of output rows, a 3x3 "same" one (im2col of
  * whole planes) by blocks of output channels, the last block partial; each piece applies its
@@ -1256,6 +1348,7 @@ const unit_test unit_tests[] = {
     {"conv_direct_epilogues_match_reference", conv_direct_epilogues_match_reference},
     {"conv_pieces_match_reference", conv_pieces_match_reference},
     {"conv_bits_same_at_any_batch", conv_bits_same_at_any_batch},
+    {"gemv_stream_matches", gemv_stream_matches},
     {"register_epilogues_match_reference", register_epilogues_match_reference},
     {"conv_winograd_matches_reference", conv_winograd_matches_reference},
     {"conv_winograd_grad_input_matches_reference", conv_winograd_grad_input_matches_reference},
