@@ -33,28 +33,27 @@ int64_t gm_stream_width(const gm_cfg *c) {
   return STREAM_COLS / c->vl * c->vl;
 }
 
-/* acc[r][v] = acc[r][v] + a_r * b over the piece's vectors v (the last masked), for r < m. */
-static void row_step(cg_fn *f, const gm_cfg *c, int m, const cg_val *s, cg_val brow, cg_val acc,
-                     int64_t ld, cg_val nfull, cg_val tail, cg_val tmask) {
-  cg_loop v = cg_loop_begin(f, cg_const_i64(0), nfull);
-  cg_val off = cg_mul(f, v.i, cg_const_i64(c->vl));
-  cg_val b = gm_vload(f, c, gm_gep(f, c->ty, brow, off, true), c->esize);
+/* acc[r][off..] += a_r * b for r < m: one vector of B's row, read once for every row of sums. */
+static void fma_rows(cg_fn *f, const gm_cfg *c, int m, const cg_val *s, cg_val b, cg_val acc,
+                     cg_val off, int64_t ld) {
   for (int r = 0; r < m; r++) {
     cg_val at = gm_gep(f, c->ty, acc, cg_add(f, off, cg_const_i64(r * ld)), true);
     cg_val prod = gm_ev(f, "fmul contract %s %s, %s", c->vty, s[r].s, b.s);
     cg_val sum = gm_ev(f, "fadd contract %s %s, %s", c->vty, gm_vload(f, c, at, 64).s, prod.s);
     gm_vstore(f, c, sum, at, 64);
   }
+}
+
+/* acc[r][v] = acc[r][v] + a_r * b over the piece's vectors v (the last masked), for r < m. */
+static void row_step(cg_fn *f, const gm_cfg *c, int m, const cg_val *s, cg_val brow, cg_val acc,
+                     int64_t ld, cg_val nfull, cg_val tail, cg_val tmask) {
+  cg_loop v = cg_loop_begin(f, cg_const_i64(0), nfull);
+  cg_val off = cg_mul(f, v.i, cg_const_i64(c->vl));
+  fma_rows(f, c, m, s, gm_vload(f, c, gm_gep(f, c->ty, brow, off, true), c->esize), acc, off, ld);
   cg_loop_end(f, v);
   uint32_t t = gm_if(f, tail);
-  cg_val off2 = cg_mul(f, nfull, cg_const_i64(c->vl));
-  cg_val bt = gm_mload(f, c, gm_gep(f, c->ty, brow, off2, false), tmask);
-  for (int r = 0; r < m; r++) {
-    cg_val at = gm_gep(f, c->ty, acc, cg_add(f, off2, cg_const_i64(r * ld)), true);
-    cg_val prod = gm_ev(f, "fmul contract %s %s, %s", c->vty, s[r].s, bt.s);
-    cg_val sum = gm_ev(f, "fadd contract %s %s, %s", c->vty, gm_vload(f, c, at, 64).s, prod.s);
-    gm_vstore(f, c, sum, at, 64);
-  }
+  cg_val last = cg_mul(f, nfull, cg_const_i64(c->vl));
+  fma_rows(f, c, m, s, gm_mload(f, c, gm_gep(f, c->ty, brow, last, false), tmask), acc, last, ld);
   gm_endif(f, t);
 }
 
