@@ -70,16 +70,14 @@ void gm_split(const gm_cfg *c, int64_t m, int64_t n, int64_t k, int64_t nbatch, 
 void gm_block(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const gm_mat *cm,
               cg_val m, cg_val n, cg_val k, cg_val acc);
 
-/* C[0:m, 0:n] = A[0:m, 0:k] B[0:k, 0:n] for m <= GM_STREAM_ROWS (a constant) and B
- * calc-typed, row-major and read where it lies, streaming B a row of the piece at a time with
- * the sums in an L1 buffer (gemm_stream.c): for a large B at one row, where the micro-kernel's
- * short pieces of rows fall well under memory bandwidth. The same bits as gm_block. n is an i64
- * IR value, at most gm_stream_width(c); gm_stream_ok says when it
- * applies. C is calc-typed with contiguous rows. */
-#define GM_STREAM_ROWS 1
+/* C[0, 0:n] = A[0, 0:k] B[0:k, 0:n] for one row of A and B calc-typed, row-major and read
+ * where it lies, streaming B's rows of the piece whole with the sums in an L1 buffer
+ * (gemm_stream.c): for a large B at one row, where the micro-kernel's short pieces of rows fall
+ * well under memory bandwidth. The same bits as gm_block. n is an i64 IR value, at most
+ * gm_stream_width(c); gm_stream_ok says when it applies. C is calc-typed. */
 bool gm_stream_ok(const gm_cfg *c, dpc_dtype t, int64_t m, int64_t n, int64_t k, int64_t b_cs);
 int64_t gm_stream_width(const gm_cfg *c); /* the most columns one gm_stream takes */
-void gm_stream(cg_fn *f, const gm_cfg *c, int m, const gm_mat *a, const gm_mat *b, const gm_mat *cm,
+void gm_stream(cg_fn *f, const gm_cfg *c, const gm_mat *a, const gm_mat *b, const gm_mat *cm,
                cg_val n, int64_t k);
 
 /* Most vectors across a micro-tile. */

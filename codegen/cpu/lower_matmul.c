@@ -100,7 +100,7 @@ static dpc_status lower_stream(cg_fn *f, const mm_geom *mg, const gm_cfg *c, cg_
   gm_mat A = {pa, t, mg->a_rs, mg->a_cs, false, false};
   gm_mat B = {gm_gep(f, st, pb, n0, true), t, mg->b_rs, 1, true, false};
   gm_mat C = {gm_gep(f, st, py, n0, true), t, mg->n, 1, false, false};
-  gm_stream(f, c, (int)mg->m, &A, &B, &C, ncur, mg->k);
+  gm_stream(f, c, &A, &B, &C, ncur, mg->k);
   if (f->grp) {
     /* fused: the bias, activation... on this piece of y while it is in cache */
     uint32_t axis = g->values[g->nodes[f->node].out].shape.rank - 2;
@@ -149,7 +149,6 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
    * last panel's vectors masked to the columns that exist), when every piece but the last is
    * whole panels (checked once they are cut).
    * The sums run in the same order either way: a row gets the same bits at any batch. */
-  gm_cfg cs = c; /* for gm_stream: KC follows k alone, as on the tiled path */
   bool stream = mg.nbatch == 1 && gm_stream_ok(&c, t, mg.m, mg.n, mg.k, mg.b_cs);
   bool few = mg.m <= 8 && mg.b_cs == 1 && gm_vec_ok(&c, t);
   bool tr = !few && ct.cost < 0.8 * c.cost;
@@ -183,7 +182,7 @@ static dpc_status lower(cg_kernel *k, dpc_diag *d) {
     cg_val all = gm_ev(f, "and i1 %s, %s", gm_ev(f, "icmp eq i64 %%begin, 0").s,
                        gm_ev(f, "icmp eq i64 %%end, %lld", (long long)k->total).s);
     uint32_t alone = gm_if(f, all);
-    dpc_status sst = lower_stream(f, &mg, &cs, pa, pb, py, d);
+    dpc_status sst = lower_stream(f, &mg, &c, pa, pb, py, d);
     if (sst) return sst;
     gm_endif(f, alone);
     tiled = gm_if(f, gm_ev(f, "xor i1 %s, true", all.s));
