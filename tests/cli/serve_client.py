@@ -308,9 +308,12 @@ def main():
                                 after[0] += 1
                 except (urllib.error.URLError, ConnectionError) as e:
                     # refused at the socket (the listener closed, or never accepted from the
-                    # backlog): not an accepted request; the client stops
+                    # backlog): not an accepted request; the client stops. Closing a listener
+                    # resets the connections in its backlog, which a client still writing its
+                    # body sees as a broken pipe and one waiting for its answer as a reset.
                     reason = getattr(e, "reason", e)
-                    if isinstance(reason, (ConnectionRefusedError, ConnectionResetError)) or \
+                    if isinstance(reason, (ConnectionRefusedError, ConnectionResetError,
+                                           BrokenPipeError)) or \
                             "Remote end closed" in str(e):
                         with lock:
                             refused[0] += 1
