@@ -35,6 +35,7 @@ DPC_COMPILER_API dpc_status dpc_net_benchmark(const dpc_net *n, const dpc_benchm
   if (DPC_API_HAS(o, warmup)) bo.warmup = o->warmup;
   if (DPC_API_HAS(o, steps) && o->steps) bo.steps = o->steps;
   if (DPC_API_HAS(o, profile)) bo.profile = o->profile;
+  if (DPC_API_HAS(o, profile_path)) bo.profile_path = o->profile_path;
   if (DPC_API_HAS(o, devices)) bo.devices = o->devices;
   if (DPC_API_HAS(o, accumulate)) bo.accumulate = o->accumulate;
   const dpc_strategy *s = DPC_API_HAS(o, strategy) ? o->strategy : NULL;

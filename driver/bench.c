@@ -11,6 +11,7 @@
 #include "runtime/session.h"
 #include "driver/train.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,16 +50,27 @@ static void fill_inputs(const dpc_graph *g, dpc_session *s) {
   }
 }
 
-/* What a kernel step computes, for the profile: its root's value and the group's ops. */
-static void describe(const dpc_graph *g, uint32_t node, char *out, size_t n) {
-  const dpc_node *nd = &g->nodes[node];
-  char lbl[96];
-  dpc_graph_value_label(g, nd->out, lbl, sizeof lbl);
-  size_t k = (size_t)snprintf(out, n, "%s: ", lbl);
+/* The ops of a kernel step, its fusion group's members first: "conv2d + add + clip". */
+static void ops_of(const dpc_graph *g, uint32_t node, char *out, size_t n) {
+  size_t k = 0;
+  out[0] = 0;
   for (uint32_t i = 0; i < node && k < n; i++)
     if (g->nodes[i].fused == node)
       k += (size_t)snprintf(out + k, n - k, "%s + ", dpc_op_name(g->nodes[i].op));
-  if (k < n) snprintf(out + k, n - k, "%s", dpc_op_name(nd->op));
+  if (k < n) snprintf(out + k, n - k, "%s", dpc_op_name(g->nodes[node].op));
+}
+
+/* What a profiled step computes: the value it writes and, for a kernel, its ops ("copy" for a
+ * copy), and that value's type. */
+static void step_what(const dpc_graph *g, const dpc_step *ps, char *lbl, size_t nl, char *ops,
+                      size_t no, char *type, size_t nt) {
+  uint32_t v = ps->kind == DPC_STEP_COPY ? ps->dst : g->nodes[ps->node].out;
+  dpc_graph_value_label(g, v, lbl, nl);
+  if (ps->kind == DPC_STEP_COPY)
+    snprintf(ops, no, "copy");
+  else
+    ops_of(g, ps->node, ops, no);
+  dpc_graph_format_type(g, g->values[v].dtype, &g->values[v].shape, type, nt);
 }
 
 /* The calibrated speed of the cores `threads` kernels run on (0: all of them): device 0 of
@@ -83,15 +95,22 @@ static dpc_status speed_of(uint32_t threads, const char *devices, dpc_device_spe
   return st;
 }
 
-/* Run `steps` more steps with every step timed; keep the slowest kernels. */
-static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uint32_t threads,
-                          const char *devices, dpc_cost_profile *collect, dpc_bench_result *r,
-                          dpc_diag *d) {
+/* Run `steps` more steps with every step timed; keep the slowest kernels, and with a
+ * profile_path write every one (device 0's, in the order they run). */
+static dpc_status profile(dpc_session *s, const dpc_plan *p, const dpc_bench_opts *o,
+                          dpc_bench_result *r, dpc_diag *d) {
+  uint32_t steps = o->steps;
+  dpc_cost_profile *collect = o->collect;
   dpc_device_speed sp;
+  FILE *out = NULL;
   dpc_node_cost *cost = calloc(p->g->n_nodes ? p->g->n_nodes : 1, sizeof *cost);
-  dpc_status st =
-      cost ? speed_of(threads, devices, &sp, d) : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_status st = cost ? speed_of(o->threads, o->devices, &sp, d)
+                       : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   if (!st) st = dpc_cost_graph(p->g, cost, d);
+  if (!st && o->profile_path && !(out = fopen(o->profile_path, "w")))
+    st = dpc_diag_fail(d, DPC_ERR_IO, "cannot write the profile to '%s': %s", o->profile_path,
+                       strerror(errno));
+  if (out) fprintf(out, "step\tmeasured_ms\tpredicted_ms\tvalue\ttype\tops\n");
   if (st) {
     free(cost);
     return st;
@@ -101,6 +120,7 @@ static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uin
   st = dpc_session_profile(s, true, d);
   for (uint32_t i = 0; !st && i < steps; i++) st = dpc_session_run(s, d);
   if (st) {
+    if (out) fclose(out);
     free(cost);
     return st;
   }
@@ -122,12 +142,15 @@ static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uin
     r->predicted_ms += pred;
     if (collect && pd->steps[j].kind == DPC_STEP_KERNEL &&
         dpc_cost_profile_add(collect, p->g, pd->steps[j].node, ms / 1e3, pred / 1e3)) {
-      free(cost);
-      return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+      st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+      break;
     }
     if (pd->steps[j].kind == DPC_STEP_KERNEL && p->g->nodes[pd->steps[j].node].fused != DPC_NONE)
       continue;
     r->n_kernels++;
+    char lbl[96], ops[160], type[96];
+    step_what(p->g, &pd->steps[j], lbl, sizeof lbl, ops, sizeof ops, type, sizeof type);
+    if (out) fprintf(out, "%u\t%.6f\t%.6f\t%s\t%s\t%s\n", j, ms, pred, lbl, type, ops);
     /* insertion into the sorted top list */
     uint32_t at = r->n_top;
     while (at > 0 && r->top[at - 1].ms < ms) at--;
@@ -138,16 +161,16 @@ static dpc_status profile(dpc_session *s, const dpc_plan *p, uint32_t steps, uin
     dpc_bench_kernel *e = &r->top[at];
     e->ms = ms;
     e->predicted_ms = pred;
-    if (pd->steps[j].kind == DPC_STEP_COPY) {
-      char lbl[96];
-      dpc_graph_value_label(p->g, pd->steps[j].dst, lbl, sizeof lbl);
+    if (pd->steps[j].kind == DPC_STEP_COPY)
       snprintf(e->what, sizeof e->what, "copy into %s", lbl);
-    } else {
-      describe(p->g, pd->steps[j].node, e->what, sizeof e->what);
-    }
+    else
+      snprintf(e->what, sizeof e->what, "%s: %s", lbl, ops);
   }
   free(cost);
-  return dpc_session_profile(s, false, d);
+  if (out && (ferror(out) | fclose(out)) && !st)
+    st = dpc_diag_fail(d, DPC_ERR_IO, "writing the profile to '%s' failed", o->profile_path);
+  dpc_status off = dpc_session_profile(s, false, d);
+  return st ? st : off;
 }
 
 dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_result *r,
@@ -277,7 +300,7 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
   }
   for (uint32_t k = 0; dp && k < D && k < DPC_MAX_DEVICES; k++)
     r->shares[k] = o->shares ? o->shares[k] : o->batch / D, r->n_shares = k + 1;
-  if (!st && o->profile) st = profile(s, plan, o->steps, o->threads, o->devices, o->collect, r, d);
+  if (!st && o->profile) st = profile(s, plan, o, r, d);
   if (!st) {
     qsort(times, o->steps, sizeof *times, cmp_double);
     r->median_s = times[o->steps / 2];

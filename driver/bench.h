@@ -31,6 +31,7 @@ typedef struct dpc_bench_opts {
   /* data parallel: --shares (even, auto or a list; NULL: even), or the shares themselves */
   const char *shares_spec;
   const uint32_t *shares;
+  const char *profile_path; /* with profile: every kernel's row to this file (dpc/plan.h) */
 } dpc_bench_opts;
 
 /* The most data-parallel replicas --shares sizes (auto measures each); any plan dpc makes, up to

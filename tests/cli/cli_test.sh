@@ -73,6 +73,21 @@ contains "$work/out" "samples/s" "bench prints samples/s"
 expect 0 "bench with a profile" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --batch 4 --steps 2 --warmup 1 --profile
 contains "$work/out" "profile: [0-9]* kernels" "the profile counts the kernels"
 contains "$work/out" "h1: matmul + add + relu" "the profile names a fused kernel by its group"
+expect 0 "bench with every kernel to a file" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --batch 4 \
+  --steps 2 --warmup 1 --profile-out "$work/profile.tsv"
+contains "$work/out" "profile: [0-9]* kernels" "--profile-out implies --profile"
+contains "$work/profile.tsv" "^step	measured_ms	predicted_ms	value	type	ops$" "the profile file has its header"
+contains "$work/profile.tsv" "^[0-9]*	[0-9.]*	[0-9.]*	h1	f32\[4, 512\]	matmul + add + relu$" \
+  "the profile file names a kernel's value, type and ops"
+kernels=$(sed -n 's/.*profile: \([0-9]*\) kernels.*/\1/p' "$work/out")
+rows=$(($(wc -l < "$work/profile.tsv") - 1))
+if [ -n "$kernels" ] && [ "$rows" -eq "$kernels" ]; then echo "ok   the profile file has a row per kernel ($rows)"; else
+  echo "FAIL the profile file has $rows rows for $kernels kernels"
+  fails=$((fails + 1))
+fi
+expect 1 "a profile file that cannot be written" -- "$dpc" bench "$src/examples/fashion_mlp.graph" \
+  --steps 1 --profile-out "$work/no/such/dir/p.tsv"
+contains "$work/err" "cannot write the profile to '.*no/such/dir/p.tsv'" "the refusal names the file"
 # a pipeline's device 0 also sends, receives and waits: those are not kernels to describe
 expect 0 "bench a pipeline with a profile" -- "$dpc" bench "$src/examples/fashion_mlp.graph" --devices cpu:2 \
   --strategy pipeline --accumulate 2 --batch 8 --steps 2 --warmup 1 --profile

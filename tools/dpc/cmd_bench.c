@@ -22,6 +22,9 @@ static const cli_opt bench_opts[] = {
     CLI_OPT_CUDA,
     {"json", false, false, "print one JSON object instead of text"},
     {"profile", false, false, "then time each kernel: where the step's time goes"},
+    {"profile-out", true, false,
+     "FILE: with the profile, every kernel in the order they run, tab-separated (implies "
+     "--profile)"},
     {"devices", true, false, "cpu (default), or cpu:N / numa: data-parallel training over them"},
     {"strategy", true, false,
      "with several devices: data (default), model (@ cpu:K placement, else METIS's), hybrid:mp=K "
@@ -90,7 +93,9 @@ int dpc_cmd_bench(int argc, char **argv) {
            "data: compile it as dpc train would, run warm-up steps, then time each step and print\n"
            "the median, the fastest and the 90th percentile, and samples/s at the median. The\n"
            "compile time printed is the JIT's: passes, plan and LLVM. --profile then times each\n"
-           "kernel (a fusion group is one) and lists the slowest. Figures and the commands\n"
+           "kernel (a fusion group is one) and lists the slowest; --profile-out FILE writes\n"
+           "all of them, in the order they run (step, measured_ms, predicted_ms, value, type,\n"
+           "ops), for a spreadsheet or a layer-by-layer comparison. Figures and the commands\n"
            "behind them: docs/benchmarks.md.\n");
     cli_print_options(bench_opts, NBENCH);
     return DPC_EXIT_OK;
@@ -98,7 +103,8 @@ int dpc_cmd_bench(int argc, char **argv) {
   if (p.npos != 1) return cli_usage_error("bench", "expects one model file (see dpc bench --help)");
   dpc_benchmark_opts o = {sizeof o, .batch = DPC_DEFAULT_BATCH, .warmup = 5, .steps = 50};
   o.inference = cli_get(bench_opts, NBENCH, &p, "inference") != NULL;
-  o.profile = cli_get(bench_opts, NBENCH, &p, "profile") != NULL;
+  o.profile_path = cli_get(bench_opts, NBENCH, &p, "profile-out");
+  o.profile = cli_get(bench_opts, NBENCH, &p, "profile") != NULL || o.profile_path;
   o.devices = cli_get(bench_opts, NBENCH, &p, "devices");
   o.shares = cli_get(bench_opts, NBENCH, &p, "shares");
   dpc_pipeline_schedule sched = DPC_SCHEDULE_NONE;
@@ -141,6 +147,14 @@ int dpc_cmd_bench(int argc, char **argv) {
   if (!get_u32(&p, "batch", &o.batch, 1) || !get_u32(&p, "threads", &o.threads, 1) ||
       !get_u32(&p, "steps", &o.steps, 1) || !get_u32(&p, "warmup", &o.warmup, 0))
     return DPC_EXIT_USAGE;
+  /* refused before the compile and the timed steps rather than after them */
+  FILE *pf = o.profile_path ? fopen(o.profile_path, "w") : NULL;
+  if (o.profile_path && !pf) {
+    fprintf(stderr, "dpc bench: error: cannot write the profile to '%s': %s\n", o.profile_path,
+            strerror(errno));
+    return DPC_EXIT_ERROR;
+  }
+  if (pf) fclose(pf);
   dpc_message *m = dpc_message_new();
   /* an unknown backend named as the library names it, with the ones it knows */
   dpc_build_opts bb = {sizeof bb, .backend = cli_get(bench_opts, NBENCH, &p, "backend")};
