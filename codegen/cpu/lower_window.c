@@ -347,9 +347,13 @@ static dpc_status lower_conv2d(cg_kernel *k, dpc_diag *d) {
   if (pw) {
     /* the pass's input channels as they lie: B[ci, pixel] */
     cg_val xoff = cg_add(f, cg_mulk(f, cg_add(f, plane0, q0), cv.P), cg_mulk(f, oy0, w->ow));
-    /* up to 16 output channels, the input planes are read in place, as matmul reads a thin
-     * product's B (MobileNetV2's 32 to 16 channels at 112x112: 0.167 to 0.136 ms) */
-    bool thin_b = ob <= 16 && gm_vec_ok(&c, cv.t);
+    /* up to 64 output channels, the input planes are read in place, as matmul reads a thin
+     * product's B: packing them copies activations that a network wrote long before (from
+     * memory at batch 8) for a product too thin to repay it (MobileNetV2's 32 to 16 channels at
+     * 112x112: 0.167 to 0.136 ms; at batch 8, 144 to 24 at 56x56 3.07 to 2.07 ms, 192 to 32 at
+     * 28x28 1.11 to 0.85). Past 64 channels packing is as fast or faster (96 and 160 channels
+     * even, 576 at 14x14 2.07 to 2.22 ms in place) */
+    bool thin_b = ob <= 64 && gm_vec_ok(&c, cv.t);
     gm_mat B = {gm_gep(f, st_ty, x, xoff, true), cv.t, cv.P, 1, thin_b};
     st = gm_block_then(f, &c, &A, &B, &C, ocur, cg_mulk(f, nrows, w->ow), nq, acc, hp, d);
   } else {
