@@ -1,6 +1,7 @@
 /*
- * pool2.h — max_pool2d with 2x2 windows at stride 2, and its gradient, on vectors of windows
- * (lower_pool2.c). lower_pool.c asks whether a pool fits and hands it over.
+ * pool2.h — max_pool2d with 2x2 windows at stride 2, and its gradient, and max_pool2d at stride
+ * 1, on vectors of windows (lower_pool2.c). lower_pool.c asks whether a pool fits and hands it
+ * over.
  */
 #ifndef DPC_CODEGEN_CPU_POOL2_H
 #define DPC_CODEGEN_CPU_POOL2_H
@@ -14,5 +15,10 @@ bool cg_pool2_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
 /* The kernel bodies for max_pool2d (x -> y) and max_pool2d_grad (dy, x -> dx). */
 dpc_status cg_lower_max_pool2(cg_kernel *k, const dpc_window *w);
 dpc_status cg_lower_max_pool2_grad(cg_kernel *k, const dpc_window *w);
+
+/* True for f32 max pools at stride 1 (any window up to 7x7 and padding, no dilation) whose
+ * output rows are at most 8 vectors; the forward's kernel body. */
+bool cg_pool_s1_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
+dpc_status cg_lower_max_pool_s1(cg_kernel *k, const dpc_window *w);
 
 #endif

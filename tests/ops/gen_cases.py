@@ -1115,6 +1115,12 @@ def gen_conv_pool():
     x = (-np.abs(randn(rng, (1, 1, 4, 4))) - 1).astype(f32)
     pool("max_pool2d", "negative_inputs_pad", x, "kernel=3, stride=1, pad=1", kernel=3, stride=1, pad=1)
     pool("max_pool2d", "k2_s2_wide_nan", pool2_input(), "kernel=2", kernel=2)
+    # stride 1, a vector of windows at a time: rows of 40 (three vectors of 16 lanes, the last
+    # part used), NaNs, ties, -inf and signed zeros in overlapping windows; padding on one side
+    pool("max_pool2d", "k3_s1_pad1_wide_nan", pool2_input(), "kernel=3, stride=1, pad=1",
+         kernel=3, stride=1, pad=1)
+    pool("max_pool2d", "k2_s1_pad_asymmetric", randn(np.random.default_rng(23), (1, 2, 5, 19)),
+         "kernel=[2, 3], stride=1, pad=[0, 2, 1, 0]", kernel=[2, 3], stride=1, pad=[0, 2, 1, 0])
     # avg pooling: the divisor with and without padding
     for cip in (0, 1):
         pool("avg_pool2d", f"pad1_count_include_pad{cip}", randn(rng, (1, 2, 5, 5)),
