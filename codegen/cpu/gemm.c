@@ -113,14 +113,14 @@ cg_val gm_gep(cg_fn *f, const char *ty, cg_val p, cg_val idx, bool inb) {
   return gm_ev(f, "getelementptr %s%s, %s* %s, i64 %s", inb ? "inbounds " : "", ty, ty, p.s, idx.s);
 }
 
-static cg_val splat_i32(cg_fn *f, const gm_cfg *c, cg_val x64) {
+cg_val gm_splat_i32(cg_fn *f, const gm_cfg *c, cg_val x64) {
   cg_val x = gm_ev(f, "trunc i64 %s to i32", x64.s);
   cg_val ins = gm_ev(f, "insertelement %s undef, i32 %s, i32 0", c->ity, x.s);
   return gm_ev(f, "shufflevector %s %s, %s undef, %s zeroinitializer", c->ity, ins.s, c->ity,
                c->ity);
 }
 
-static void iota(const gm_cfg *c, char *out, size_t cap) {
+void gm_iota(const gm_cfg *c, char *out, size_t cap) {
   size_t o = (size_t)snprintf(out, cap, "<");
   for (int l = 0; l < c->vl; l++)
     o += (size_t)snprintf(out + o, cap - o, "%si32 %d", l ? ", " : "", l);
@@ -148,11 +148,11 @@ cg_val gm_lanes(cg_fn *f, const gm_cfg *c, cg_val lo, cg_val hi) {
   /* clamp to [-1, vl] first: the i32 compare must not see a truncated i64 */
   cg_val m1 = cg_const_i64(-1), top = cg_const_i64(c->vl);
   char io[256];
-  iota(c, io, sizeof io);
-  cg_val h = splat_i32(f, c, gm_min(f, gm_max(f, hi, m1), top));
+  gm_iota(c, io, sizeof io);
+  cg_val h = gm_splat_i32(f, c, gm_min(f, gm_max(f, hi, m1), top));
   cg_val below = gm_ev(f, "icmp slt %s %s, %s", c->ity, io, h.s);
   if (!strcmp(lo.s, "0")) return below;
-  cg_val l = splat_i32(f, c, gm_min(f, gm_max(f, lo, m1), top));
+  cg_val l = gm_splat_i32(f, c, gm_min(f, gm_max(f, lo, m1), top));
   cg_val above = gm_ev(f, "icmp sge %s %s, %s", c->ity, io, l.s);
   return gm_ev(f, "and %s %s, %s", c->mty, below.s, above.s);
 }

@@ -99,7 +99,71 @@ dpc_status cg_lower_max_pool2(cg_kernel *k, const dpc_window *w) {
 bool cg_pool_s1_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
   int vl = vector_bits / 32;
   return t == DPC_F32 && vl >= 4 && w->sh == 1 && w->sw == 1 && w->dh == 1 && w->dw == 1 &&
-         w->kh * w->kw <= MAX_TAPS && (w->ow + vl - 1) / vl <= MAX_CHUNKS;
+         w->kh * w->kw <= MAX_TAPS && (w->ow + vl - 1) / vl <= MAX_CHUNKS &&
+         (w->w + vl - 1) / vl <= MAX_CHUNKS;
+}
+
+/* Row iy of a plane of `cols` columns at `plane` when 0 <= iy < rows, else row 0 (a mapped
+ * address, read with every lane off); *in says which. */
+static cg_val row_or_first(cg_fn *f, cg_val plane, cg_val iy, int64_t rows, int64_t cols,
+                           cg_val *in) {
+  *in = gm_ev(f, "and i1 %s, %s", gm_ev(f, "icmp sge i64 %s, 0", iy.s).s,
+              gm_ev(f, "icmp slt i64 %s, %lld", iy.s, (long long)rows).s);
+  cg_val at = gm_ev(f, "select i1 %s, i64 %s, i64 0", in->s, iy.s);
+  return gm_gep(f, "float", plane, cg_mul(f, at, cg_const_i64(cols)), false);
+}
+
+/* The lanes l of a vector starting at column c0 with 0 <= c0 + l < cols and lane l's own
+ * column (own0 + l) below own_cols, turned off unless `row_in`; NULL when no lane is on. */
+static bool tap_mask(cg_fn *f, const gm_cfg *c, int64_t c0, int64_t cols, int64_t own0,
+                     int64_t own_cols, cg_val row_in, cg_val *mask) {
+  bool on[64], any;
+  for (int l = 0; l < c->vl; l++) on[l] = own0 + l < own_cols && c0 + l >= 0 && c0 + l < cols;
+  cg_val lanes = gm_lane_const(f, c, on, &any);
+  if (!any) return false;
+  *mask = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", row_in.s, c->mty, lanes.s, c->mty);
+  return true;
+}
+
+/* The vl windows of output row oy from column ch*vl, their taps in the reference's order: their
+ * maximum as the forward keeps it (a later NaN replaces an earlier one) or, with codes, where
+ * in the plane (iy*W + ix) each window's argmax lies, as the gradient's reference finds it (the
+ * first tap holding the maximum, or the first NaN; -1 for no tap inside), an ity vector. */
+static cg_val windows_s1(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val xplane, cg_val oy,
+                         int64_t ch, cg_val *codes) {
+  cg_val rows[MAX_TAPS], in[MAX_TAPS];
+  for (int64_t ky = 0; ky < w->kh; ky++)
+    rows[ky] =
+        row_or_first(f, xplane, cg_add(f, oy, cg_const_i64(ky - w->pt)), w->h, w->w, &in[ky]);
+  /* max starts at -inf, the identity of max: a window with no tap inside gives -inf */
+  cg_val m = gm_splat(f, c, cg_const(DPC_F32, -INFINITY)), best = {{0}};
+  char io[256];
+  if (codes) {
+    best = gm_splat_i32(f, c, cg_const_i64(-1));
+    gm_iota(c, io, sizeof io);
+  }
+  for (int64_t ky = 0; ky < w->kh; ky++)
+    for (int64_t kx = 0; kx < w->kw; kx++) {
+      /* lane l is output column ch*vl + l, reading input column ix0 + l */
+      int64_t ix0 = ch * c->vl + kx - w->pl;
+      cg_val mask;
+      if (!tap_mask(f, c, ix0, w->w, ch * c->vl, w->ow, in[ky], &mask)) continue;
+      cg_val v = gm_mload(f, c, gm_gep(f, "float", rows[ky], cg_const_i64(ix0), false), mask);
+      cg_val take = takes_over(f, c, v, m, codes != NULL);
+      if (codes) /* the first tap inside wins even when every value is -inf */
+        take = cg_op2(f, "or", c->mty, take,
+                      gm_ev(f, "icmp slt %s %s, zeroinitializer", c->ity, best.s));
+      take = cg_op2(f, "and", c->mty, take, mask);
+      m = vsel(f, c, take, v, m);
+      if (!codes) continue;
+      cg_val iy = cg_add(f, oy, cg_const_i64(ky - w->pt));
+      cg_val pos = gm_ev(
+          f, "add %s %s, %s", c->ity, io,
+          gm_splat_i32(f, c, cg_add(f, cg_mul(f, iy, cg_const_i64(w->w)), cg_const_i64(ix0))).s);
+      best = gm_ev(f, "select %s %s, %s %s, %s %s", c->mty, take.s, c->ity, pos.s, c->ity, best.s);
+    }
+  if (codes) *codes = best;
+  return m;
 }
 
 dpc_status cg_lower_max_pool_s1(cg_kernel *k, const dpc_window *w) {
@@ -113,40 +177,87 @@ dpc_status cg_lower_max_pool_s1(cg_kernel *k, const dpc_window *w) {
   cg_val yplane = gm_gep(f, "float", yp, cg_mul(f, pl.i, cg_const_i64(w->oh * w->ow)), false);
   cg_loop oy = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(w->oh));
   cg_val yrow = gm_gep(f, "float", yplane, cg_mul(f, oy.i, cg_const_i64(w->ow)), false);
-  /* each tap row: whether it is inside the input, and its start (row 0 when not: mapped) */
-  cg_val inside[MAX_TAPS], xrow[MAX_TAPS];
-  for (int64_t ky = 0; ky < w->kh; ky++) {
-    cg_val iy = cg_add(f, oy.i, cg_const_i64(ky - w->pt));
-    cg_val in = gm_ev(f, "and i1 %s, %s", gm_ev(f, "icmp sge i64 %s, 0", iy.s).s,
-                      gm_ev(f, "icmp slt i64 %s, %lld", iy.s, (long long)w->h).s);
-    cg_val at = gm_ev(f, "select i1 %s, i64 %s, i64 0", in.s, iy.s);
-    inside[ky] = in;
-    xrow[ky] = gm_gep(f, "float", xplane, cg_mul(f, at, cg_const_i64(w->w)), false);
-  }
+  for (int64_t ch = 0; ch * c.vl < w->ow; ch++)
+    gm_mstore(f, &c, windows_s1(f, &c, w, xplane, oy.i, ch, NULL),
+              gm_gep(f, "float", yrow, cg_const_i64(ch * c.vl), false),
+              gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(w->ow - ch * c.vl)));
+  cg_loop_end(f, oy);
+  cg_loop_end(f, pl);
+  return DPC_OK;
+}
+
+/* Bytes of a plane's window codes (i32) the gradient keeps on the stack. */
+#define CODES_BYTES (256 * 1024)
+
+bool cg_pool_s1_grad_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
+  return cg_pool_s1_fits(w, t, vector_bits) && w->oh * w->ow * 4 <= CODES_BYTES &&
+         w->h * w->w <= INT32_MAX;
+}
+
+/* Each window's code once (windows_s1), then dx gathered a vector of positions at a time: the
+ * windows covering position ix of row iy are (iy + pt - ky, ix + pl - kx), visited in the
+ * reference's order (ky, then kx ascending), dy added in double where the window's code is the
+ * position, so every sum is the reference's. */
+dpc_status cg_lower_max_pool_s1_grad(cg_kernel *k, const dpc_window *w) {
+  cg_fn *f = k->f;
+  gm_cfg c;
+  gm_choose(&c, f->vector_bits, DPC_F32, 1, 1, 1); /* the vector types */
+  cg_val dyp = cg_arg_ptr(f, 0, DPC_F32), xp = cg_arg_ptr(f, 1, DPC_F32),
+         dxp = cg_arg_ptr(f, 2, DPC_F32);
+  k->total = w->n * w->c;
+  char dty[32], io[256];
+  snprintf(dty, sizeof dty, "<%d x double>", c.vl);
+  gm_iota(&c, io, sizeof io);
+  /* the codes as floats' bits: loaded and stored with the float vectors' masked moves */
+  cg_val codes = gm_alloca(f, "float", w->oh * w->ow);
+  cg_loop pl = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
+  cg_val xplane = gm_gep(f, "float", xp, cg_mul(f, pl.i, cg_const_i64(w->h * w->w)), false);
+  cg_val dxplane = gm_gep(f, "float", dxp, cg_mul(f, pl.i, cg_const_i64(w->h * w->w)), false);
+  cg_val dyplane = gm_gep(f, "float", dyp, cg_mul(f, pl.i, cg_const_i64(w->oh * w->ow)), false);
+  cg_loop oy = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(w->oh));
+  cg_val crow = gm_gep(f, "float", codes, cg_mul(f, oy.i, cg_const_i64(w->ow)), false);
   for (int64_t ch = 0; ch * c.vl < w->ow; ch++) {
-    /* max starts at -inf, the identity of max: a window with no tap inside gives -inf */
-    cg_val m = gm_splat(f, &c, cg_const(DPC_F32, -INFINITY));
-    for (int64_t ky = 0; ky < w->kh; ky++) {
-      cg_val row_on = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", inside[ky].s, c.mty,
-                            gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(c.vl)).s, c.mty);
-      for (int64_t kx = 0; kx < w->kw; kx++) {
-        /* lane l is output column ch*vl + l, reading input column ix0 + l */
-        int64_t ix0 = ch * c.vl + kx - w->pl;
-        bool on[64], any;
-        for (int l = 0; l < c.vl; l++)
-          on[l] = ch * c.vl + l < w->ow && ix0 + l >= 0 && ix0 + l < w->w;
-        cg_val cols = gm_lane_const(f, &c, on, &any);
-        if (!any) continue;
-        cg_val mask = cg_op2(f, "and", c.mty, cols, row_on);
-        cg_val v = gm_mload(f, &c, gm_gep(f, "float", xrow[ky], cg_const_i64(ix0), false), mask);
-        cg_val take = cg_op2(f, "and", c.mty, takes_over(f, &c, v, m, false), mask);
-        m = vsel(f, &c, take, v, m);
-      }
-    }
-    gm_mstore(f, &c, m, gm_gep(f, "float", yrow, cg_const_i64(ch * c.vl), false),
+    cg_val code;
+    windows_s1(f, &c, w, xplane, oy.i, ch, &code);
+    gm_mstore(f, &c, gm_ev(f, "bitcast %s %s to %s", c.ity, code.s, c.vty),
+              gm_gep(f, "float", crow, cg_const_i64(ch * c.vl), false),
               gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(w->ow - ch * c.vl)));
   }
   cg_loop_end(f, oy);
+  cg_loop iy = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(w->h));
+  cg_val dxrow = gm_gep(f, "float", dxplane, cg_mul(f, iy.i, cg_const_i64(w->w)), false);
+  cg_val rowpos = cg_mul(f, iy.i, cg_const_i64(w->w));
+  cg_val crows[MAX_TAPS], dyrows[MAX_TAPS], in[MAX_TAPS];
+  for (int64_t ky = 0; ky < w->kh; ky++) {
+    cg_val wy = cg_add(f, iy.i, cg_const_i64(w->pt - ky));
+    crows[ky] = row_or_first(f, codes, wy, w->oh, w->ow, &in[ky]);
+    dyrows[ky] = row_or_first(f, dyplane, wy, w->oh, w->ow, &in[ky]);
+  }
+  for (int64_t ch = 0; ch * c.vl < w->w; ch++) {
+    cg_val pos = gm_ev(f, "add %s %s, %s", c.ity, io,
+                       gm_splat_i32(f, &c, cg_add(f, rowpos, cg_const_i64(ch * c.vl))).s);
+    cg_val acc = {"zeroinitializer"};
+    for (int64_t ky = 0; ky < w->kh; ky++)
+      for (int64_t kx = 0; kx < w->kw; kx++) {
+        /* lane l is input column ch*vl + l, covered by window column ox0 + l */
+        int64_t ox0 = ch * c.vl + w->pl - kx;
+        cg_val mask;
+        if (!tap_mask(f, &c, ox0, w->ow, ch * c.vl, w->w, in[ky], &mask)) continue;
+        cg_val cv = gm_mload(f, &c, gm_gep(f, "float", crows[ky], cg_const_i64(ox0), false), mask);
+        cg_val g = gm_mload(f, &c, gm_gep(f, "float", dyrows[ky], cg_const_i64(ox0), false), mask);
+        cg_val eq = gm_ev(f, "icmp eq %s %s, %s", c.ity,
+                          gm_ev(f, "bitcast %s %s to %s", c.vty, cv.s, c.ity).s, pos.s);
+        /* a select, not a multiply: dy of a window whose maximum is elsewhere may be NaN */
+        cg_val add = gm_ev(f, "select %s %s, %s %s, %s zeroinitializer", c.mty,
+                           cg_op2(f, "and", c.mty, eq, mask).s, dty,
+                           gm_ev(f, "fpext %s %s to %s", c.vty, g.s, dty).s, dty);
+        acc = cg_op2(f, "fadd", dty, acc, add);
+      }
+    gm_mstore(f, &c, gm_ev(f, "fptrunc %s %s to %s", dty, acc.s, c.vty),
+              gm_gep(f, "float", dxrow, cg_const_i64(ch * c.vl), false),
+              gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(w->w - ch * c.vl)));
+  }
+  cg_loop_end(f, iy);
   cg_loop_end(f, pl);
   return DPC_OK;
 }

@@ -20,5 +20,8 @@ dpc_status cg_lower_max_pool2_grad(cg_kernel *k, const dpc_window *w);
  * output rows are at most 8 vectors; the forward's kernel body. */
 bool cg_pool_s1_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
 dpc_status cg_lower_max_pool_s1(cg_kernel *k, const dpc_window *w);
+/* The same for max_pool2d_grad, where a plane's window codes fit the stack. */
+bool cg_pool_s1_grad_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
+dpc_status cg_lower_max_pool_s1_grad(cg_kernel *k, const dpc_window *w);
 
 #endif

@@ -1862,6 +1862,22 @@ def gen_conv_pool_grads():
     dy[0, 0, 0, :3] = -0.0
     case(op, "k2_s2_wide_nan", f"input dy: {ty(dy)}\ninput x: {ty(x)}\ndx = {op}(dy, x, kernel=2)\noutput dx",
          {"dy": dy, "x": x}, {"dx": pool2d_grad(dy, x, "max", kernel=2).astype(f32)})
+    # 3x3 windows at stride 1 (the vectorised kernel, rows of 40: three vectors): the same NaNs,
+    # ties and -inf in overlapping windows; dy of -0, and a NaN dy, which must reach its
+    # window's argmax and no other position
+    dy = randn(np.random.default_rng(24), (2, 3, 6, 40))
+    dy[0, 1, 0, :5] = -0.0
+    dy[1, 0, 2, 10] = NAN
+    case(op, "k3_s1_pad1_wide_nan",
+         f"input dy: {ty(dy)}\ninput x: {ty(x)}\ndx = {op}(dy, x, kernel=3, stride=1, pad=1)\noutput dx",
+         {"dy": dy, "x": x},
+         {"dx": pool2d_grad(dy, x, "max", kernel=3, stride=1, pad=1).astype(f32)})
+    # windows all -inf: each window's first tap inside takes its dy
+    x = randn(np.random.default_rng(25), (1, 2, 6, 7))
+    x[0, 0, 1:5, 1:6] = -INF
+    x[0, 1] = -INF
+    pool(op, "minus_inf_windows_s1", None, "kernel=3, stride=1, pad=1", x=x, fd=False,
+         gen=np.random.default_rng(26), kernel=3, stride=1, pad=1)
     op = "avg_pool2d_grad"
     for cip in (0, 1):
         pool(op, f"pad1_count_include_pad{cip}", (1, 2, 5, 5), f"kernel=3, stride=1, pad=1, count_include_pad={cip}",
