@@ -69,7 +69,12 @@ static cg_val vsel(cg_fn *f, const gm_cfg *c, cg_val k, cg_val a, cg_val b) {
   return gm_ev(f, "select %s %s, %s %s, %s %s", c->mty, k.s, c->vty, a.s, c->vty, b.s);
 }
 
-dpc_status cg_lower_max_pool2(cg_kernel *k, const dpc_window *w) {
+/* The vector of windows of output row oy from column ch*vl: their maximum. */
+typedef cg_val (*chunk_fn)(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val xplane, cg_val oy,
+                           int64_t ch);
+
+/* A max pool's kernel body: every output row of every plane, a vector of windows at a time. */
+static dpc_status lower_rows(cg_kernel *k, const dpc_window *w, chunk_fn chunk) {
   cg_fn *f = k->f;
   gm_cfg c;
   gm_choose(&c, f->vector_bits, DPC_F32, 1, 1, 1); /* the vector types */
@@ -80,17 +85,37 @@ dpc_status cg_lower_max_pool2(cg_kernel *k, const dpc_window *w) {
   cg_val yplane = gm_gep(f, "float", yp, cg_mul(f, pl.i, cg_const_i64(w->oh * w->ow)), false);
   cg_loop oy = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(w->oh));
   cg_val yrow = gm_gep(f, "float", yplane, cg_mul(f, oy.i, cg_const_i64(w->ow)), false);
-  for (int64_t ch = 0; ch * c.vl < w->ow; ch++) {
-    cg_val t[4];
-    taps(f, &c, w, xplane, oy.i, ch, t);
-    cg_val m = t[0];
-    for (int j = 1; j < 4; j++) m = vsel(f, &c, takes_over(f, &c, t[j], m, false), t[j], m);
-    gm_mstore(f, &c, m, gm_gep(f, "float", yrow, cg_const_i64(ch * c.vl), false),
+  for (int64_t ch = 0; ch * c.vl < w->ow; ch++)
+    gm_mstore(f, &c, chunk(f, &c, w, xplane, oy.i, ch),
+              gm_gep(f, "float", yrow, cg_const_i64(ch * c.vl), false),
               gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(w->ow - ch * c.vl)));
-  }
   cg_loop_end(f, oy);
   cg_loop_end(f, pl);
   return DPC_OK;
+}
+
+static cg_val chunk2(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val xplane, cg_val oy,
+                     int64_t ch) {
+  cg_val t[4];
+  taps(f, c, w, xplane, oy, ch, t);
+  cg_val m = t[0];
+  for (int j = 1; j < 4; j++) m = vsel(f, c, takes_over(f, c, t[j], m, false), t[j], m);
+  return m;
+}
+
+dpc_status cg_lower_max_pool2(cg_kernel *k, const dpc_window *w) {
+  return lower_rows(k, w, chunk2);
+}
+
+/* A max pool gradient's start: the vector types, its arguments dy, x -> dx, one iteration a
+ * plane. */
+static void grad_start(cg_kernel *k, const dpc_window *w, gm_cfg *c, cg_val *dyp, cg_val *xp,
+                       cg_val *dxp) {
+  gm_choose(c, k->f->vector_bits, DPC_F32, 1, 1, 1);
+  *dyp = cg_arg_ptr(k->f, 0, DPC_F32);
+  *xp = cg_arg_ptr(k->f, 1, DPC_F32);
+  *dxp = cg_arg_ptr(k->f, 2, DPC_F32);
+  k->total = w->n * w->c;
 }
 
 /* Most taps a stride-1 window may have: the tap loops are unrolled. */
@@ -166,24 +191,13 @@ static cg_val windows_s1(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val 
   return m;
 }
 
+static cg_val chunk_s1(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val xplane, cg_val oy,
+                       int64_t ch) {
+  return windows_s1(f, c, w, xplane, oy, ch, NULL);
+}
+
 dpc_status cg_lower_max_pool_s1(cg_kernel *k, const dpc_window *w) {
-  cg_fn *f = k->f;
-  gm_cfg c;
-  gm_choose(&c, f->vector_bits, DPC_F32, 1, 1, 1); /* the vector types */
-  cg_val xp = cg_arg_ptr(f, 0, DPC_F32), yp = cg_arg_ptr(f, 1, DPC_F32);
-  k->total = w->n * w->c;
-  cg_loop pl = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
-  cg_val xplane = gm_gep(f, "float", xp, cg_mul(f, pl.i, cg_const_i64(w->h * w->w)), false);
-  cg_val yplane = gm_gep(f, "float", yp, cg_mul(f, pl.i, cg_const_i64(w->oh * w->ow)), false);
-  cg_loop oy = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(w->oh));
-  cg_val yrow = gm_gep(f, "float", yplane, cg_mul(f, oy.i, cg_const_i64(w->ow)), false);
-  for (int64_t ch = 0; ch * c.vl < w->ow; ch++)
-    gm_mstore(f, &c, windows_s1(f, &c, w, xplane, oy.i, ch, NULL),
-              gm_gep(f, "float", yrow, cg_const_i64(ch * c.vl), false),
-              gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(w->ow - ch * c.vl)));
-  cg_loop_end(f, oy);
-  cg_loop_end(f, pl);
-  return DPC_OK;
+  return lower_rows(k, w, chunk_s1);
 }
 
 /* Bytes of a plane's window codes (i32) the gradient keeps on the stack. */
@@ -201,10 +215,8 @@ bool cg_pool_s1_grad_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
 dpc_status cg_lower_max_pool_s1_grad(cg_kernel *k, const dpc_window *w) {
   cg_fn *f = k->f;
   gm_cfg c;
-  gm_choose(&c, f->vector_bits, DPC_F32, 1, 1, 1); /* the vector types */
-  cg_val dyp = cg_arg_ptr(f, 0, DPC_F32), xp = cg_arg_ptr(f, 1, DPC_F32),
-         dxp = cg_arg_ptr(f, 2, DPC_F32);
-  k->total = w->n * w->c;
+  cg_val dyp, xp, dxp;
+  grad_start(k, w, &c, &dyp, &xp, &dxp);
   char dty[32], io[256];
   snprintf(dty, sizeof dty, "<%d x double>", c.vl);
   gm_iota(&c, io, sizeof io);
@@ -265,10 +277,8 @@ dpc_status cg_lower_max_pool_s1_grad(cg_kernel *k, const dpc_window *w) {
 dpc_status cg_lower_max_pool2_grad(cg_kernel *k, const dpc_window *w) {
   cg_fn *f = k->f;
   gm_cfg c;
-  gm_choose(&c, f->vector_bits, DPC_F32, 1, 1, 1); /* the vector types */
-  cg_val dyp = cg_arg_ptr(f, 0, DPC_F32), xp = cg_arg_ptr(f, 1, DPC_F32),
-         dxp = cg_arg_ptr(f, 2, DPC_F32);
-  k->total = w->n * w->c;
+  cg_val dyp, xp, dxp;
+  grad_start(k, w, &c, &dyp, &xp, &dxp);
   /* a's and b's lanes alternately: the low half, then the high */
   int lo[64], hi[64];
   for (int l = 0; l < c.vl; l++) {
