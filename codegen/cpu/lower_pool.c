@@ -307,7 +307,7 @@ static dpc_status lower_pool(cg_kernel *k, dpc_diag *d, bool is_max) {
   if (st) return st;
   const dpc_window *w = &p.w;
   if (is_max && cg_pool2_fits(w, p.t, f->vector_bits)) return cg_lower_max_pool2(k, w);
-  if (is_max && cg_pool_s1_fits(w, p.t, f->vector_bits)) return cg_lower_max_pool_s1(k, w);
+  if (is_max && cg_pool_vec_fits(w, p.t, f->vector_bits)) return cg_lower_max_pool_vec(k, w);
   cg_val xp = cg_arg_ptr(f, 0, p.t), yp = cg_arg_ptr(f, 1, p.t);
   k->total = w->n * w->c;
   int64_t sy[4];

@@ -1,6 +1,7 @@
 /*
  * lower_pool2.c — max_pool2d with 2x2 windows at stride 2 (no padding, no dilation, even planes)
- * and its gradient, a vector of windows at a time. lower_pool.c hands these over.
+ * and its gradient, other max pools at stride 1 or 2 and the stride-1 gradient, a vector of
+ * windows at a time. lower_pool.c hands these over.
  *
  * The windows tile the plane, so every input position is in exactly one. A chunk of vl windows
  * of an output row reads two vectors from each of its two input rows; their even and odd lanes
@@ -14,11 +15,12 @@
  * fashion_cnn's first pool at batch 128 (32 planes of 28x28 an image), one core: the gradient
  * 7.0 -> 1.2-1.4 ms, the forward 1.2 -> 0.6 ms; both now move their bytes at memory speed.
  *
- * At stride 1 (an Inception branch's 3x3 pool with padding 1) neighbouring windows overlap, and
- * a vector of vl windows of an output row is vl consecutive positions of each tap's input row:
- * one masked load per tap, its lanes outside the input (the padding) or past the row's windows
- * turned off, and a row outside the input skipped. The taps are taken in the reference's order,
- * so the result is its to the bit.
+ * Other max pools at column stride 1 or 2 (an Inception branch's 3x3 pool with padding 1,
+ * ResNet's 3x3 stem pool at stride 2), any row stride, no dilation: a vector of vl windows of an
+ * output row reads, per tap, vl consecutive positions of the tap's input row (stride 1: one
+ * masked load) or their even lanes (stride 2: two), its lanes outside the input (the padding) or
+ * past the row's windows turned off, and a row outside the input skipped. The taps are taken in
+ * the reference's order, so the result is its to the bit. The stride-1 gradient is below.
  */
 #include "codegen/cpu/pool2.h"
 #include "codegen/cpu/gemm.h"
@@ -118,14 +120,14 @@ static void grad_start(cg_kernel *k, const dpc_window *w, gm_cfg *c, cg_val *dyp
   k->total = w->n * w->c;
 }
 
-/* Most taps a stride-1 window may have: the tap loops are unrolled. */
+/* Most taps a window may have here: the tap loops are unrolled. */
 #define MAX_TAPS 49
 
-bool cg_pool_s1_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
+bool cg_pool_vec_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
   int vl = vector_bits / 32;
-  return t == DPC_F32 && vl >= 4 && w->sh == 1 && w->sw == 1 && w->dh == 1 && w->dw == 1 &&
-         w->kh * w->kw <= MAX_TAPS && (w->ow + vl - 1) / vl <= MAX_CHUNKS &&
-         (w->w + vl - 1) / vl <= MAX_CHUNKS;
+  return t == DPC_F32 && vl >= 4 && w->sh >= 1 && (w->sw == 1 || w->sw == 2) && w->dh == 1 &&
+         w->dw == 1 && w->kh * w->kw <= MAX_TAPS && (w->ow + vl - 1) / vl <= MAX_CHUNKS &&
+         (w->w + vl - 1) / vl <= 2 * MAX_CHUNKS;
 }
 
 /* Row iy of a plane of `cols` columns at `plane` when 0 <= iy < rows, else row 0 (a mapped
@@ -138,15 +140,49 @@ static cg_val row_or_first(cg_fn *f, cg_val plane, cg_val iy, int64_t rows, int6
   return gm_gep(f, "float", plane, cg_mul(f, at, cg_const_i64(cols)), false);
 }
 
+/* The lanes on[] as a mask, turned off unless row_in; false when no lane is on. */
+static bool tap_mask_const(cg_fn *f, const gm_cfg *c, const bool *on, cg_val row_in, cg_val *mask,
+                           bool *any) {
+  cg_val lanes = gm_lane_const(f, c, on, any);
+  if (!*any) return false;
+  *mask = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", row_in.s, c->mty, lanes.s, c->mty);
+  return true;
+}
+
 /* The lanes l of a vector starting at column c0 with 0 <= c0 + l < cols and lane l's own
- * column (own0 + l) below own_cols, turned off unless `row_in`; NULL when no lane is on. */
+ * column (own0 + l) below own_cols, turned off unless `row_in`; false when no lane is on. */
 static bool tap_mask(cg_fn *f, const gm_cfg *c, int64_t c0, int64_t cols, int64_t own0,
                      int64_t own_cols, cg_val row_in, cg_val *mask) {
   bool on[64], any;
   for (int l = 0; l < c->vl; l++) on[l] = own0 + l < own_cols && c0 + l >= 0 && c0 + l < cols;
-  cg_val lanes = gm_lane_const(f, c, on, &any);
-  if (!any) return false;
-  *mask = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", row_in.s, c->mty, lanes.s, c->mty);
+  return tap_mask_const(f, c, on, row_in, mask, &any);
+}
+
+/* At stride 2: tap kx of the vl windows of output columns ch*vl.., input columns
+ * 2*(ch*vl + l) + kx - pl, as the even lanes of two masked loads; *mask the lanes whose window
+ * exists and whose column is inside the input (turned off unless row_in). False when none is. */
+static bool taps_s2(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val row, cg_val row_in,
+                    int64_t ch, int64_t kx, cg_val *v, cg_val *mask) {
+  int vl = c->vl, ev[64];
+  int64_t b = 2 * ch * vl + kx - w->pl; /* lane 0's column */
+  bool on[64], any_out, any[2];
+
+  for (int l = 0; l < vl; l++) {
+    int64_t col = b + 2 * l;
+    on[l] = ch * vl + l < w->ow && col >= 0 && col < w->w;
+    ev[l] = 2 * l;
+  }
+  if (!tap_mask_const(f, c, on, row_in, mask, &any_out)) return false;
+  cg_val half[2];
+  for (int h = 0; h < 2; h++) {
+    bool ld[64];
+    for (int j = 0; j < vl; j++) ld[j] = (j % 2 == 0) && on[(h * vl + j) / 2];
+    cg_val m;
+    tap_mask_const(f, c, ld, row_in, &m, &any[h]);
+    half[h] = any[h] ? gm_mload(f, c, gm_gep(f, "float", row, cg_const_i64(b + h * vl), false), m)
+                     : (cg_val){"zeroinitializer"};
+  }
+  *v = gm_shuffle(f, c, half[0], half[1], ev);
   return true;
 }
 
@@ -158,8 +194,9 @@ static cg_val windows_s1(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val 
                          int64_t ch, cg_val *codes) {
   cg_val rows[MAX_TAPS], in[MAX_TAPS];
   for (int64_t ky = 0; ky < w->kh; ky++)
-    rows[ky] =
-        row_or_first(f, xplane, cg_add(f, oy, cg_const_i64(ky - w->pt)), w->h, w->w, &in[ky]);
+    rows[ky] = row_or_first(f, xplane,
+                            cg_add(f, cg_mul(f, oy, cg_const_i64(w->sh)), cg_const_i64(ky - w->pt)),
+                            w->h, w->w, &in[ky]);
   /* max starts at -inf, the identity of max: a window with no tap inside gives -inf */
   cg_val m = gm_splat(f, c, cg_const(DPC_F32, -INFINITY)), best = {{0}};
   char io[256];
@@ -170,10 +207,14 @@ static cg_val windows_s1(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val 
   for (int64_t ky = 0; ky < w->kh; ky++)
     for (int64_t kx = 0; kx < w->kw; kx++) {
       /* lane l is output column ch*vl + l, reading input column ix0 + l */
-      int64_t ix0 = ch * c->vl + kx - w->pl;
-      cg_val mask;
-      if (!tap_mask(f, c, ix0, w->w, ch * c->vl, w->ow, in[ky], &mask)) continue;
-      cg_val v = gm_mload(f, c, gm_gep(f, "float", rows[ky], cg_const_i64(ix0), false), mask);
+      int64_t ix0 = ch * c->vl + kx - w->pl; /* at stride 1 */
+      cg_val mask, v;
+      if (w->sw == 1) {
+        if (!tap_mask(f, c, ix0, w->w, ch * c->vl, w->ow, in[ky], &mask)) continue;
+        v = gm_mload(f, c, gm_gep(f, "float", rows[ky], cg_const_i64(ix0), false), mask);
+      } else if (!taps_s2(f, c, w, rows[ky], in[ky], ch, kx, &v, &mask)) {
+        continue;
+      }
       cg_val take = takes_over(f, c, v, m, codes != NULL);
       if (codes) /* the first tap inside wins even when every value is -inf */
         take = cg_op2(f, "or", c->mty, take,
@@ -196,7 +237,7 @@ static cg_val chunk_s1(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val xp
   return windows_s1(f, c, w, xplane, oy, ch, NULL);
 }
 
-dpc_status cg_lower_max_pool_s1(cg_kernel *k, const dpc_window *w) {
+dpc_status cg_lower_max_pool_vec(cg_kernel *k, const dpc_window *w) {
   return lower_rows(k, w, chunk_s1);
 }
 
@@ -204,8 +245,8 @@ dpc_status cg_lower_max_pool_s1(cg_kernel *k, const dpc_window *w) {
 #define CODES_BYTES (256 * 1024)
 
 bool cg_pool_s1_grad_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
-  return cg_pool_s1_fits(w, t, vector_bits) && w->oh * w->ow * 4 <= CODES_BYTES &&
-         w->h * w->w <= INT32_MAX;
+  return cg_pool_vec_fits(w, t, vector_bits) && w->sh == 1 && w->sw == 1 &&
+         w->oh * w->ow * 4 <= CODES_BYTES && w->h * w->w <= INT32_MAX;
 }
 
 /* Each window's code once (windows_s1), then dx gathered a vector of positions at a time: the

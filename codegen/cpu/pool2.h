@@ -16,11 +16,12 @@ bool cg_pool2_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
 dpc_status cg_lower_max_pool2(cg_kernel *k, const dpc_window *w);
 dpc_status cg_lower_max_pool2_grad(cg_kernel *k, const dpc_window *w);
 
-/* True for f32 max pools at stride 1 (any window up to 7x7 and padding, no dilation) whose
- * output rows are at most 8 vectors; the forward's kernel body. */
-bool cg_pool_s1_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
-dpc_status cg_lower_max_pool_s1(cg_kernel *k, const dpc_window *w);
-/* The same for max_pool2d_grad, where a plane's window codes fit the stack. */
+/* True for f32 max pools at column stride 1 or 2 and any row stride (any window of up to 49
+ * taps and padding, no dilation) whose output rows are at most 8 vectors; the forward's kernel
+ * body. */
+bool cg_pool_vec_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
+dpc_status cg_lower_max_pool_vec(cg_kernel *k, const dpc_window *w);
+/* max_pool2d_grad at stride 1 where that fits and a plane's window codes fit the stack. */
 bool cg_pool_s1_grad_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
 dpc_status cg_lower_max_pool_s1_grad(cg_kernel *k, const dpc_window *w);
 

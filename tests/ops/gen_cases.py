@@ -1119,6 +1119,12 @@ def gen_conv_pool():
     # part used), NaNs, ties, -inf and signed zeros in overlapping windows; padding on one side
     pool("max_pool2d", "k3_s1_pad1_wide_nan", pool2_input(), "kernel=3, stride=1, pad=1",
          kernel=3, stride=1, pad=1)
+    # 3x3 at stride 2 (ResNet's stem), a vector of windows from the even lanes of two loads: rows
+    # of 40 (20 windows: a vector and part of another), NaNs, ties, -inf, signed zeros; ceil mode
+    pool("max_pool2d", "k3_s2_pad1_wide_nan", pool2_input(), "kernel=3, stride=2, pad=1",
+         kernel=3, stride=2, pad=1)
+    pool("max_pool2d", "k3_s2_ceil_wide", randn(np.random.default_rng(27), (1, 2, 7, 37)),
+         "kernel=3, stride=2, ceil_mode=1", kernel=3, stride=2, ceil_mode=1)
     pool("max_pool2d", "k2_s1_pad_asymmetric", randn(np.random.default_rng(23), (1, 2, 5, 19)),
          "kernel=[2, 3], stride=1, pad=[0, 2, 1, 0]", kernel=[2, 3], stride=1, pad=[0, 2, 1, 0])
     # avg pooling: the divisor with and without padding
