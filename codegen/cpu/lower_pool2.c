@@ -109,15 +109,25 @@ dpc_status cg_lower_max_pool2(cg_kernel *k, const dpc_window *w) {
   return lower_rows(k, w, chunk2);
 }
 
-/* A max pool gradient's start: the vector types, its arguments dy, x -> dx, one iteration a
- * plane. */
-static void grad_start(cg_kernel *k, const dpc_window *w, gm_cfg *c, cg_val *dyp, cg_val *xp,
-                       cg_val *dxp) {
-  gm_choose(c, k->f->vector_bits, DPC_F32, 1, 1, 1);
-  *dyp = cg_arg_ptr(k->f, 0, DPC_F32);
-  *xp = cg_arg_ptr(k->f, 1, DPC_F32);
-  *dxp = cg_arg_ptr(k->f, 2, DPC_F32);
+/* A max pool gradient's planes, dy, x -> dx: the vector types, then the loop over the planes
+ * (one iteration each) opened, with this iteration's plane of each; close it with
+ * cg_loop_end. */
+typedef struct grad_planes {
+  cg_val dy, x, dx;
+} grad_planes;
+
+static cg_loop grad_begin(cg_kernel *k, const dpc_window *w, gm_cfg *c, grad_planes *g) {
+  cg_fn *f = k->f;
+  gm_choose(c, f->vector_bits, DPC_F32, 1, 1, 1);
+  cg_val dyp = cg_arg_ptr(f, 0, DPC_F32), xp = cg_arg_ptr(f, 1, DPC_F32),
+         dxp = cg_arg_ptr(f, 2, DPC_F32);
   k->total = w->n * w->c;
+  cg_loop pl = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
+  cg_val in_at = cg_mul(f, pl.i, cg_const_i64(w->h * w->w));
+  g->x = gm_gep(f, "float", xp, in_at, false);
+  g->dx = gm_gep(f, "float", dxp, in_at, false);
+  g->dy = gm_gep(f, "float", dyp, cg_mul(f, pl.i, cg_const_i64(w->oh * w->ow)), false);
+  return pl;
 }
 
 /* Most taps a window may have here: the tap loops are unrolled. */
@@ -130,14 +140,17 @@ bool cg_pool_vec_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
          (w->w + vl - 1) / vl <= 2 * MAX_CHUNKS;
 }
 
-/* Row iy of a plane of `cols` columns at `plane` when 0 <= iy < rows, else row 0 (a mapped
- * address, read with every lane off); *in says which. */
-static cg_val row_or_first(cg_fn *f, cg_val plane, cg_val iy, int64_t rows, int64_t cols,
-                           cg_val *in) {
+/* Row iy when 0 <= iy < rows, else row 0 (a mapped address, read with every lane off); *in
+ * says which. */
+static cg_val row_or_first(cg_fn *f, cg_val iy, int64_t rows, cg_val *in) {
   *in = gm_ev(f, "and i1 %s, %s", gm_ev(f, "icmp sge i64 %s, 0", iy.s).s,
               gm_ev(f, "icmp slt i64 %s, %lld", iy.s, (long long)rows).s);
-  cg_val at = gm_ev(f, "select i1 %s, i64 %s, i64 0", in->s, iy.s);
-  return gm_gep(f, "float", plane, cg_mul(f, at, cg_const_i64(cols)), false);
+  return gm_ev(f, "select i1 %s, i64 %s, i64 0", in->s, iy.s);
+}
+
+/* Row r of a plane of `cols` columns. */
+static cg_val plane_row(cg_fn *f, cg_val plane, cg_val r, int64_t cols) {
+  return gm_gep(f, "float", plane, cg_mul(f, r, cg_const_i64(cols)), false);
 }
 
 /* The lanes on[] as a mask, turned off unless row_in; false when no lane is on. */
@@ -190,13 +203,13 @@ static bool taps_s2(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val row, 
  * maximum as the forward keeps it (a later NaN replaces an earlier one) or, with codes, where
  * in the plane (iy*W + ix) each window's argmax lies, as the gradient's reference finds it (the
  * first tap holding the maximum, or the first NaN; -1 for no tap inside), an ity vector. */
-static cg_val windows_s1(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val xplane, cg_val oy,
-                         int64_t ch, cg_val *codes) {
-  cg_val rows[MAX_TAPS], in[MAX_TAPS];
-  for (int64_t ky = 0; ky < w->kh; ky++)
-    rows[ky] = row_or_first(f, xplane,
-                            cg_add(f, cg_mul(f, oy, cg_const_i64(w->sh)), cg_const_i64(ky - w->pt)),
-                            w->h, w->w, &in[ky]);
+static cg_val windows_row(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val xplane, cg_val oy,
+                          int64_t ch, cg_val *codes) {
+  cg_val iy[MAX_TAPS], rows[MAX_TAPS], in[MAX_TAPS];
+  for (int64_t ky = 0; ky < w->kh; ky++) {
+    iy[ky] = cg_add(f, cg_mul(f, oy, cg_const_i64(w->sh)), cg_const_i64(ky - w->pt));
+    rows[ky] = plane_row(f, xplane, row_or_first(f, iy[ky], w->h, &in[ky]), w->w);
+  }
   /* max starts at -inf, the identity of max: a window with no tap inside gives -inf */
   cg_val m = gm_splat(f, c, cg_const(DPC_F32, -INFINITY)), best = {{0}};
   char io[256];
@@ -222,23 +235,23 @@ static cg_val windows_s1(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val 
       take = cg_op2(f, "and", c->mty, take, mask);
       m = vsel(f, c, take, v, m);
       if (!codes) continue;
-      cg_val iy = cg_add(f, oy, cg_const_i64(ky - w->pt));
       cg_val pos = gm_ev(
           f, "add %s %s, %s", c->ity, io,
-          gm_splat_i32(f, c, cg_add(f, cg_mul(f, iy, cg_const_i64(w->w)), cg_const_i64(ix0))).s);
+          gm_splat_i32(f, c, cg_add(f, cg_mul(f, iy[ky], cg_const_i64(w->w)), cg_const_i64(ix0)))
+              .s);
       best = gm_ev(f, "select %s %s, %s %s, %s %s", c->mty, take.s, c->ity, pos.s, c->ity, best.s);
     }
   if (codes) *codes = best;
   return m;
 }
 
-static cg_val chunk_s1(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val xplane, cg_val oy,
-                       int64_t ch) {
-  return windows_s1(f, c, w, xplane, oy, ch, NULL);
+static cg_val chunk_vec(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val xplane, cg_val oy,
+                        int64_t ch) {
+  return windows_row(f, c, w, xplane, oy, ch, NULL);
 }
 
 dpc_status cg_lower_max_pool_vec(cg_kernel *k, const dpc_window *w) {
-  return lower_rows(k, w, chunk_s1);
+  return lower_rows(k, w, chunk_vec);
 }
 
 /* Bytes of a plane's window codes (i32) the gradient keeps on the stack. */
@@ -249,29 +262,26 @@ bool cg_pool_s1_grad_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
          w->oh * w->ow * 4 <= CODES_BYTES && w->h * w->w <= INT32_MAX;
 }
 
-/* Each window's code once (windows_s1), then dx gathered a vector of positions at a time: the
+/* Each window's code once (windows_row), then dx gathered a vector of positions at a time: the
  * windows covering position ix of row iy are (iy + pt - ky, ix + pl - kx), visited in the
  * reference's order (ky, then kx ascending), dy added in double where the window's code is the
  * position, so every sum is the reference's. */
 dpc_status cg_lower_max_pool_s1_grad(cg_kernel *k, const dpc_window *w) {
   cg_fn *f = k->f;
   gm_cfg c;
-  cg_val dyp, xp, dxp;
-  grad_start(k, w, &c, &dyp, &xp, &dxp);
+  grad_planes gp;
   char dty[32], io[256];
-  snprintf(dty, sizeof dty, "<%d x double>", c.vl);
-  gm_iota(&c, io, sizeof io);
   /* the codes as floats' bits: loaded and stored with the float vectors' masked moves */
   cg_val codes = gm_alloca(f, "float", w->oh * w->ow);
-  cg_loop pl = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
-  cg_val xplane = gm_gep(f, "float", xp, cg_mul(f, pl.i, cg_const_i64(w->h * w->w)), false);
-  cg_val dxplane = gm_gep(f, "float", dxp, cg_mul(f, pl.i, cg_const_i64(w->h * w->w)), false);
-  cg_val dyplane = gm_gep(f, "float", dyp, cg_mul(f, pl.i, cg_const_i64(w->oh * w->ow)), false);
+  cg_loop pl = grad_begin(k, w, &c, &gp);
+  snprintf(dty, sizeof dty, "<%d x double>", c.vl);
+  gm_iota(&c, io, sizeof io);
+  cg_val xplane = gp.x, dxplane = gp.dx, dyplane = gp.dy;
   cg_loop oy = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(w->oh));
   cg_val crow = gm_gep(f, "float", codes, cg_mul(f, oy.i, cg_const_i64(w->ow)), false);
   for (int64_t ch = 0; ch * c.vl < w->ow; ch++) {
     cg_val code;
-    windows_s1(f, &c, w, xplane, oy.i, ch, &code);
+    windows_row(f, &c, w, xplane, oy.i, ch, &code);
     gm_mstore(f, &c, gm_ev(f, "bitcast %s %s to %s", c.ity, code.s, c.vty),
               gm_gep(f, "float", crow, cg_const_i64(ch * c.vl), false),
               gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(w->ow - ch * c.vl)));
@@ -283,8 +293,9 @@ dpc_status cg_lower_max_pool_s1_grad(cg_kernel *k, const dpc_window *w) {
   cg_val crows[MAX_TAPS], dyrows[MAX_TAPS], in[MAX_TAPS];
   for (int64_t ky = 0; ky < w->kh; ky++) {
     cg_val wy = cg_add(f, iy.i, cg_const_i64(w->pt - ky));
-    crows[ky] = row_or_first(f, codes, wy, w->oh, w->ow, &in[ky]);
-    dyrows[ky] = row_or_first(f, dyplane, wy, w->oh, w->ow, &in[ky]);
+    cg_val r = row_or_first(f, wy, w->oh, &in[ky]);
+    crows[ky] = plane_row(f, codes, r, w->ow);
+    dyrows[ky] = plane_row(f, dyplane, r, w->ow);
   }
   for (int64_t ch = 0; ch * c.vl < w->w; ch++) {
     cg_val pos = gm_ev(f, "add %s %s, %s", c.ity, io,
@@ -318,18 +329,15 @@ dpc_status cg_lower_max_pool_s1_grad(cg_kernel *k, const dpc_window *w) {
 dpc_status cg_lower_max_pool2_grad(cg_kernel *k, const dpc_window *w) {
   cg_fn *f = k->f;
   gm_cfg c;
-  cg_val dyp, xp, dxp;
-  grad_start(k, w, &c, &dyp, &xp, &dxp);
+  grad_planes gp;
+  cg_loop pl = grad_begin(k, w, &c, &gp);
+  cg_val xplane = gp.x, dxplane = gp.dx, dyplane = gp.dy;
   /* a's and b's lanes alternately: the low half, then the high */
   int lo[64], hi[64];
   for (int l = 0; l < c.vl; l++) {
     lo[l] = (l % 2 ? c.vl : 0) + l / 2;
     hi[l] = (l % 2 ? c.vl : 0) + c.vl / 2 + l / 2;
   }
-  cg_loop pl = cg_loop_begin(f, (cg_val){"%begin"}, (cg_val){"%end"});
-  cg_val xplane = gm_gep(f, "float", xp, cg_mul(f, pl.i, cg_const_i64(w->h * w->w)), false);
-  cg_val dxplane = gm_gep(f, "float", dxp, cg_mul(f, pl.i, cg_const_i64(w->h * w->w)), false);
-  cg_val dyplane = gm_gep(f, "float", dyp, cg_mul(f, pl.i, cg_const_i64(w->oh * w->ow)), false);
   cg_loop oy = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(w->oh));
   cg_val dyrow = gm_gep(f, "float", dyplane, cg_mul(f, oy.i, cg_const_i64(w->ow)), false);
   cg_val dxrow0 = gm_gep(f, "float", dxplane,
