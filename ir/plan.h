@@ -50,10 +50,11 @@ typedef struct dpc_plan {
 
 void dpc_plan_free(dpc_plan *p);
 
-/* Whether the plan's communication is matched, so its steps cannot hang (plan_check.c): every
+/* Whether the plan's steps are in an order that runs (plan_check.c): every step reads only
+ * values made by earlier steps of its device, received by earlier waits, or sources; every
  * wait's value is handed on by some device, every device a collective connects has one step for
  * it, and the step lists, played with waits and collectives blocking, all reach their ends. Else
- * an error naming the stuck step and the step it waits for. */
+ * an error naming the step that reads too early, or the stuck step and the step it waits for. */
 dpc_status dpc_plan_check_comm(const dpc_plan *p, dpc_diag *d);
 
 /* Alignment of every slot: a cache line, and enough for any vector load. */

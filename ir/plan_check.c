@@ -8,7 +8,8 @@
  * message names a stuck device's step and the step of the device it waits for. A wait whose
  * event nobody signals (a missing send), a signal nobody waits for (a missing receive: events
  * exist only for values read on another device), and a collective a member has no step for are
- * named before playing.
+ * named before playing, and after those any step that reads a value before its device has it (a
+ * reordering gone wrong: it hangs nothing, it computes on stale bytes).
  */
 #include "ir/plan.h"
 
@@ -60,6 +61,59 @@ static bool members_ready(const dpc_plan *p, const dpc_step *sp, const uint32_t 
     }
   }
   return true;
+}
+
+/* Whether every step reads only what is there: on its own device a value made by an earlier
+ * step, from another device one an earlier wait received, and sources anywhere. Playing the
+ * communication cannot see this: a reordering that runs a kernel before what it reads on its own
+ * device, or before its wait, hangs nothing and computes on stale bytes. */
+static dpc_status check_order(const dpc_plan *p, dpc_diag *d) {
+  const dpc_graph *g = p->g;
+  uint32_t *have = calloc(g->n_values ? g->n_values : 1, sizeof *have); /* device + 1 */
+  if (!have) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_status st = DPC_OK;
+  for (uint32_t i = 0; i < p->n_devs && !st; i++) {
+    uint32_t mark = i + 1;
+    for (uint32_t j = 0; j < p->devs[i].n_steps && !st; j++) {
+      const dpc_step *sp = &p->devs[i].steps[j];
+      uint32_t missing = DPC_NONE;
+      if (sp->kind == DPC_STEP_WAIT) {
+        if (sp->src < g->n_values) have[sp->src] = mark;
+        continue;
+      }
+      if (sp->kind == DPC_STEP_SIGNAL || sp->kind == DPC_STEP_COPY) {
+        if (sp->src < g->n_values && have[sp->src] != mark) missing = sp->src;
+      } else if (sp->kind == DPC_STEP_KERNEL) {
+        const dpc_node *nd = &g->nodes[sp->node];
+        bool comm = is_collective(p, sp);
+        for (uint32_t k = 0; k < nd->n_in && missing == DPC_NONE; k++) {
+          uint32_t v = dpc_node_inputs(g, nd)[k];
+          if (dpc_op_has(g->nodes[g->values[v].node].op, DPC_OPF_SOURCE)) continue;
+          if (comm && p->slots[v].device != i) continue; /* another member's share */
+          if (have[v] != mark) missing = v;
+        }
+        for (uint32_t k = 0; k < nd->n_out; k++)
+          if (!comm || p->slots[nd->out + k].device == i) have[nd->out + k] = mark;
+      }
+      if (missing == DPC_NONE) continue;
+      char a[256], v[96];
+      describe(p, i, j, a, sizeof a);
+      dpc_graph_value_label(g, missing, v, sizeof v);
+      uint32_t from = p->slots[missing].device;
+      if (from == i || from >= p->n_devs)
+        st = dpc_diag_fail(d, DPC_ERR_INVALID,
+                           "%s reads '%s' before the step that makes it (the plan's steps are out "
+                           "of order)",
+                           a, v);
+      else
+        st = dpc_diag_fail(d, DPC_ERR_INVALID,
+                           "%s reads '%s' from %s before it waits for it (the plan's steps are out "
+                           "of order)",
+                           a, v, p->devs[from].name);
+    }
+  }
+  free(have);
+  return st;
 }
 
 static dpc_status check_ends(const dpc_plan *p, const bool *signalled_somewhere,
@@ -115,6 +169,7 @@ dpc_status dpc_plan_check_comm(const dpc_plan *p, dpc_diag *d) {
       if (sp->kind == DPC_STEP_WAIT) waited[sp->event] = true;
     }
   if (!st) st = check_ends(p, somewhere, waited, d);
+  if (!st) st = check_order(p, d);
   for (bool moved = true; !st && moved;) {
     moved = false;
     for (uint32_t i = 0; i < n; i++)

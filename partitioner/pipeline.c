@@ -23,11 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The position of (phase, micro-batch) in stage s's order; shared first, the step last. */
+#define STEP_KEY(M) (3 * (M) + 1) /* past every forward and backward of either schedule */
+
+/* The position of (phase, micro-batch) in stage s's order; shared first, the step last. 1F1B's
+ * positions are not dense (a slot without a forward leaves a gap), so they reach 1 + w + 2(M-1)
+ * + 1 <= 3M: the step is placed past that, not at 2M + 1, which came before the last backwards
+ * of a stage with w > 2 (the optimizer read gradient sums still missing micro-batches). */
 static uint32_t position(uint8_t phase, uint32_t mb, uint32_t s, uint32_t S, uint32_t M,
                          dpc_pipeline_schedule kind) {
   if (phase == DPC_PHASE_SHARED || phase == DPC_PHASE_NONE) return 0;
-  if (phase == DPC_PHASE_STEP) return 2 * M + 1;
+  if (phase == DPC_PHASE_STEP) return STEP_KEY(M);
   bool fwd = phase == DPC_PHASE_FORWARD;
   if (kind == DPC_SCHEDULE_GPIPE) return 1 + (fwd ? mb : M + mb);
   uint32_t w = S - 1 - s < M ? S - 1 - s : M;
@@ -67,7 +72,7 @@ dpc_status dpc_pipeline_order(dpc_plan *p, uint32_t S, uint32_t M, dpc_pipeline_
     for (uint32_t j = 0; j < pd->n_steps;) {
       uint32_t first = j;
       while (j < pd->n_steps && pd->steps[j].kind == DPC_STEP_WAIT) j++;
-      uint32_t key = 2 * M + 2; /* a copy (state update): after the step */
+      uint32_t key = STEP_KEY(M) + 1; /* a copy (state update): after the step */
       if (j < pd->n_steps && pd->steps[j].kind == DPC_STEP_KERNEL) {
         const dpc_node *nd = &g->nodes[pd->steps[j].node];
         key = position(nd->phase, nd->mb, s, S, M, kind);

@@ -439,7 +439,8 @@ static bool check_fails(const dpc_plan *p, const char *a, const char *b, const c
 
 /* The communication check: the plans dpc builds pass it; hand-broken ones (a send or a receive
  * taken out, collectives in different orders on two devices, a wait moved before what it needs)
- * fail, naming the stuck step and the one it waits for. */
+ * fail, naming the stuck step and the one it waits for; so do kernels moved before a value they
+ * read, made on their device or received from another. */
 static void comm_check(void) {
   dpc_diag d;
   dpc_diag_init(&d);
@@ -470,7 +471,7 @@ static void comm_check(void) {
                         "minimize loss with sgd(lr=0.1)\n";
   const char *devs[2] = {"cpu:0", "cpu:1"};
   int64_t n8[1] = {8};
-  for (int broken = 0; broken < 4; broken++) {
+  for (int broken = 0; broken < 6; broken++) {
     g = NULL;
     p = NULL;
     dpc_pass_opts po = {.training = true};
@@ -497,6 +498,17 @@ static void comm_check(void) {
         p->devs[0].n_steps--; /* cpu:0 never takes h */
         check_fails(p, "cpu:1 step", "no device waits for (a missing receive)",
                     "a missing receive");
+      } else if (broken == 4 && w0 != DPC_NONE) {
+        uint32_t k = w0 + 1;
+        while (k < p->devs[0].n_steps && p->devs[0].steps[k].kind != DPC_STEP_KERNEL) k++;
+        move_step(p, 0, k, w0); /* cpu:0 reads h before it has it: no hang, stale bytes */
+        check_fails(p, "cpu:0 step", "from cpu:1 before it waits for it", "a read before its wait");
+      } else if (broken == 5) {
+        uint32_t k = p->devs[1].n_steps;
+        while (k-- > 0 && p->devs[1].steps[k].kind != DPC_STEP_KERNEL) {
+        }
+        move_step(p, 1, k, 0); /* cpu:1's last kernel (an update) before the gradient it reads */
+        check_fails(p, "cpu:1 step 1 reads", "before the step that makes it", "a kernel too early");
       }
     }
     dpc_plan_free(p);

@@ -688,10 +688,9 @@ static void pipeline_matches_accumulation(void) {
     const char *devices;
     uint32_t S, M;
     dpc_pipeline_schedule sched;
-  } runs[] = {{"cpu:2", 2, 4, DPC_SCHEDULE_GPIPE},
-              {"cpu:2", 2, 4, DPC_SCHEDULE_1F1B},
-              {"cpu:3", 3, 8, DPC_SCHEDULE_1F1B},
-              {"cpu:4", 2, 2, DPC_SCHEDULE_1F1B}};
+  } runs[] = {{"cpu:2", 2, 4, DPC_SCHEDULE_GPIPE}, {"cpu:2", 2, 4, DPC_SCHEDULE_1F1B},
+              {"cpu:3", 3, 8, DPC_SCHEDULE_1F1B},  {"cpu:4", 2, 2, DPC_SCHEDULE_1F1B},
+              {"cpu:4", 4, 4, DPC_SCHEDULE_1F1B},  {"cpu:4", 4, 8, DPC_SCHEDULE_1F1B}};
   for (size_t c = 0; c < sizeof runs / sizeof *runs; c++) {
     /* [0]: one device, no accumulation; [1]: accumulation of M per replica; [2]: the pipeline */
     uint32_t dp = runs[c].devices[4] - '0';
