@@ -1081,6 +1081,11 @@ def gen_conv_pool():
          "pad=2, dilation=2, groups=3", pad=2, dilation=2, groups=3)
     conv("depthwise_flat_dilation2", randn(r2, (2, 2, 7, 7)), randn(r2, (4, 1, 3, 3)),
          "pad=2, dilation=2, groups=2", pad=2, dilation=2, groups=2)
+    # small planes several images to a GEMM, 7 of them in blocks of 4 and 3 (MobileNetV2's last
+    # 7x7 planes), a 1x1 and a 3x3 (their own generator, so the cases above keep their data)
+    r4 = np.random.default_rng(803)
+    conv("images_ragged_1x1", randn(r4, (7, 6, 7, 7)), randn(r4, (20, 6, 1, 1)))
+    conv("images_ragged_3x3", randn(r4, (7, 3, 7, 7)), randn(r4, (18, 3, 3, 3)), "pad=1", pad=1)
 
     def pool(op, name, x, attrs, sym=None, **kw):
         kind = "max" if op == "max_pool2d" else "avg"
@@ -1769,10 +1774,11 @@ def pool2d_grad(dy, x, kind, kernel, stride=None, pad=0, dilation=1, ceil_mode=0
 def gen_conv_pool_grads():
     rng = np.random.default_rng(1300)
 
-    def conv(name, xs, ws, attrs="", sym=None, dtype=f32, **kw):
-        x, w = randn(rng, xs, dtype), randn(rng, ws, dtype, 0.5)
+    def conv(name, xs, ws, attrs="", sym=None, dtype=f32, gen=None, wtest=None, **kw):
+        g = gen if gen is not None else rng
+        x, w = randn(g, xs, dtype), randn(g, ws, dtype, 0.5)
         y = conv2d(x, w, **kw)
-        dy = randn(rng, y.shape, dtype)
+        dy = randn(g, y.shape, dtype)
         dx = conv2d_grad_input(dy, w, x.shape, **kw)
         dwt = conv2d_grad_weight(dy, x, w.shape, **kw)
         check_grad(f"conv2d_grad_input/{name}", lambda v: np.sum(up(dy) * conv2d(v, w, **kw)), up(x), dx)
@@ -1782,7 +1788,7 @@ def gen_conv_pool_grads():
         case("conv2d_grad_input", name, f"{decl}\ndx = conv2d_grad_input(dy, w, x{a})\noutput dx",
              {"dy": dy, "w": w, "x": x}, {"dx": dx.astype(dtype)})
         case("conv2d_grad_weight", name, f"{decl}\ndw = conv2d_grad_weight(dy, x, w{a})\noutput dw",
-             {"dy": dy, "w": w, "x": x}, {"dw": dwt.astype(dtype)})
+             {"dy": dy, "w": w, "x": x}, {"dw": dwt.astype(dtype)}, test=wtest)
 
     conv("basic_3x3", (1, 2, 5, 5), (3, 2, 3, 3))
     conv("stride2_asym_pad_dilation_groups", (2, 4, 9, 8), (6, 2, 3, 2),
@@ -1798,6 +1804,11 @@ def gen_conv_pool_grads():
     conv("pad_larger_than_kernel", (1, 1, 3, 3), (1, 1, 2, 2), "pad=2", pad=2)
     conv("symbolic_batch", (3, 1, 4, 4), (2, 1, 3, 3), "pad=1", sym="N", pad=1)
     conv("f16", (1, 2, 4, 4), (2, 2, 3, 3), "pad=1", dtype=f16, pad=1)
+    # 7 images of small planes in blocks of 4 and 3 (their own generator); a weight gradient
+    # sums 343 products in f32 (and 3087), so an absolute 1e-4 where the sum nearly cancels
+    r2 = np.random.default_rng(1201)
+    conv("images_ragged_1x1", (7, 6, 7, 7), (20, 6, 1, 1), gen=r2, wtest="atol=1e-4")
+    conv("images_ragged_3x3", (7, 3, 7, 7), (18, 3, 3, 3), "pad=1", gen=r2, wtest="atol=1e-4", pad=1)
     x, w, dy = randn(rng, (1, 2, 5, 5)), randn(rng, (3, 2, 3, 3)), randn(rng, (1, 3, 4, 3))
     decl = f"input dy: {ty(dy)}\ninput w: {ty(w)}\ninput x: {ty(x)}"
     case("conv2d_grad_input", "dy_shape_error", f"{decl}\ndx = conv2d_grad_input(dy, w, x)\noutput dx",
