@@ -470,8 +470,8 @@ static dpc_status lower_pool_grad(cg_kernel *k, dpc_diag *d, bool is_max) {
   if (st) return st;
   const dpc_window *w = &p.w;
   if (is_max && cg_pool2_fits(w, p.t, f->vector_bits)) return cg_lower_max_pool2_grad(k, w);
-  if (is_max && cg_pool_s1_grad_fits(w, p.t, f->vector_bits))
-    return cg_lower_max_pool_s1_grad(k, w);
+  if (is_max && cg_pool_vec_grad_fits(w, p.t, f->vector_bits))
+    return cg_lower_max_pool_vec_grad(k, w);
   if (is_max && scatter_fits(w)) {
     lower_max_pool_grad_scatter(k, &p);
     return DPC_OK;

@@ -20,7 +20,7 @@
  * output row reads, per tap, vl consecutive positions of the tap's input row (stride 1: one
  * masked load) or their even lanes (stride 2: two), its lanes outside the input (the padding) or
  * past the row's windows turned off, and a row outside the input skipped. The taps are taken in
- * the reference's order, so the result is its to the bit. The stride-1 gradient is below.
+ * the reference's order, so the result is its to the bit. Their gradient is below.
  */
 #include "codegen/cpu/pool2.h"
 #include "codegen/cpu/gemm.h"
@@ -213,14 +213,18 @@ static cg_val windows_row(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val
   /* max starts at -inf, the identity of max: a window with no tap inside gives -inf */
   cg_val m = gm_splat(f, c, cg_const(DPC_F32, -INFINITY)), best = {{0}};
   char io[256];
-  if (codes) {
+  if (codes) { /* lane l's column is sw * l past lane 0's */
     best = gm_splat_i32(f, c, cg_const_i64(-1));
-    gm_iota(c, io, sizeof io);
+    size_t o = (size_t)snprintf(io, sizeof io, "<");
+    for (int l = 0; l < c->vl; l++)
+      o += (size_t)snprintf(io + o, sizeof io - o, "%si32 %lld", l ? ", " : "",
+                            (long long)(l * w->sw));
+    snprintf(io + o, sizeof io - o, ">");
   }
   for (int64_t ky = 0; ky < w->kh; ky++)
     for (int64_t kx = 0; kx < w->kw; kx++) {
-      /* lane l is output column ch*vl + l, reading input column ix0 + l */
-      int64_t ix0 = ch * c->vl + kx - w->pl; /* at stride 1 */
+      /* lane l is output column ch*vl + l, reading input column ix0 + sw * l */
+      int64_t ix0 = w->sw * ch * c->vl + kx - w->pl;
       cg_val mask, v;
       if (w->sw == 1) {
         if (!tap_mask(f, c, ix0, w->w, ch * c->vl, w->ow, in[ky], &mask)) continue;
@@ -257,16 +261,51 @@ dpc_status cg_lower_max_pool_vec(cg_kernel *k, const dpc_window *w) {
 /* Bytes of a plane's window codes (i32) the gradient keeps on the stack. */
 #define CODES_BYTES (256 * 1024)
 
-bool cg_pool_s1_grad_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
-  return cg_pool_vec_fits(w, t, vector_bits) && w->sh == 1 && w->sw == 1 &&
-         w->oh * w->ow * 4 <= CODES_BYTES && w->h * w->w <= INT32_MAX;
+bool cg_pool_vec_grad_fits(const dpc_window *w, dpc_dtype t, int vector_bits) {
+  return cg_pool_vec_fits(w, t, vector_bits) && w->oh * w->ow * 4 <= CODES_BYTES &&
+         w->h * w->w <= INT32_MAX;
+}
+
+/* Tap kx's window of each lane of the vector of input columns ch*vl..: its code and dy from the
+ * rows crow and dyrow, in *code and *g; *mask the lanes that are in such a window (and row_in).
+ * At stride 1 the windows are consecutive; at stride 2 every other lane has one, lanes 2j and
+ * 2j+1 (or 2j-1 and 2j) the same, so one load of the half it needs and a shuffle spread it.
+ * False when no lane is in one. */
+static bool tap_windows(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val crow, cg_val dyrow,
+                        int64_t ch, int64_t kx, cg_val row_in, cg_val *code, cg_val *g,
+                        cg_val *mask) {
+  int64_t base = ch * c->vl + w->pl - kx; /* lane l is window column (base + l) / sw */
+  if (w->sw == 1) {
+    if (!tap_mask(f, c, base, w->ow, ch * c->vl, w->w, row_in, mask)) return false;
+    *code = gm_mload(f, c, gm_gep(f, "float", crow, cg_const_i64(base), false), *mask);
+    *g = gm_mload(f, c, gm_gep(f, "float", dyrow, cg_const_i64(base), false), *mask);
+    return true;
+  }
+  int64_t first = base >= 0 ? base / 2 : -((1 - base) / 2); /* floor(base / 2) */
+  bool on[64], need[64] = {false}, any;
+  int spread[64];
+  for (int l = 0; l < c->vl; l++) {
+    int64_t col = base + l;
+    spread[l] = (int)((col >= 0 ? col / 2 : -((1 - col) / 2)) - first);
+    on[l] = ch * c->vl + l < w->w && col >= 0 && col % 2 == 0 && col / 2 < w->ow;
+    if (on[l]) need[spread[l]] = true;
+  }
+  cg_val half;
+  if (!tap_mask_const(f, c, on, row_in, mask, &any) ||
+      !tap_mask_const(f, c, need, row_in, &half, &any))
+    return false;
+  cg_val cv = gm_mload(f, c, gm_gep(f, "float", crow, cg_const_i64(first), false), half);
+  cg_val dv = gm_mload(f, c, gm_gep(f, "float", dyrow, cg_const_i64(first), false), half);
+  *code = gm_shuffle(f, c, cv, cv, spread);
+  *g = gm_shuffle(f, c, dv, dv, spread);
+  return true;
 }
 
 /* Each window's code once (windows_row), then dx gathered a vector of positions at a time: the
- * windows covering position ix of row iy are (iy + pt - ky, ix + pl - kx), visited in the
- * reference's order (ky, then kx ascending), dy added in double where the window's code is the
- * position, so every sum is the reference's. */
-dpc_status cg_lower_max_pool_s1_grad(cg_kernel *k, const dpc_window *w) {
+ * windows covering position ix of row iy are ((iy + pt - ky) / sh, (ix + pl - kx) / sw) where
+ * those divide, visited in the reference's order (ky, then kx ascending), dy added in double
+ * where the window's code is the position, so every sum is the reference's. */
+dpc_status cg_lower_max_pool_vec_grad(cg_kernel *k, const dpc_window *w) {
   cg_fn *f = k->f;
   gm_cfg c;
   grad_planes gp;
@@ -287,41 +326,53 @@ dpc_status cg_lower_max_pool_s1_grad(cg_kernel *k, const dpc_window *w) {
               gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(w->ow - ch * c.vl)));
   }
   cg_loop_end(f, oy);
-  cg_loop iy = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(w->h));
-  cg_val dxrow = gm_gep(f, "float", dxplane, cg_mul(f, iy.i, cg_const_i64(w->w)), false);
-  cg_val rowpos = cg_mul(f, iy.i, cg_const_i64(w->w));
-  cg_val crows[MAX_TAPS], dyrows[MAX_TAPS], in[MAX_TAPS];
-  for (int64_t ky = 0; ky < w->kh; ky++) {
-    cg_val wy = cg_add(f, iy.i, cg_const_i64(w->pt - ky));
-    cg_val r = row_or_first(f, wy, w->oh, &in[ky]);
-    crows[ky] = plane_row(f, codes, r, w->ow);
-    dyrows[ky] = plane_row(f, dyplane, r, w->ow);
+  /* input rows a block of sh at a time: row iyb*sh + r is in the windows of tap rows ky with
+   * (r + pt - ky) divisible by sh, window row iyb + (r + pt - ky) / sh; the others are never
+   * generated (at stride 2, half the taps) */
+  int64_t sh = w->sh, rest = w->h % sh;
+  cg_loop ib = cg_loop_begin(f, cg_const_i64(0), cg_const_i64((w->h + sh - 1) / sh));
+  for (int64_t r = 0; r < sh; r++) {
+    cg_val iy = cg_add(f, cg_mul(f, ib.i, cg_const_i64(sh)), cg_const_i64(r));
+    /* a last block short of sh rows: this row's stores turned off */
+    cg_val row_ok = rest && r >= rest ? gm_ev(f, "icmp slt i64 %s, %lld", iy.s, (long long)w->h)
+                                      : (cg_val){"true"};
+    cg_val dxrow = gm_gep(f, "float", dxplane, cg_mul(f, iy, cg_const_i64(w->w)), false);
+    cg_val rowpos = cg_mul(f, iy, cg_const_i64(w->w));
+    cg_val crows[MAX_TAPS], dyrows[MAX_TAPS], in[MAX_TAPS];
+    bool tap_row[MAX_TAPS];
+    for (int64_t ky = 0; ky < w->kh; ky++) {
+      int64_t num = r + w->pt - ky;
+      tap_row[ky] = ((num % sh) + sh) % sh == 0;
+      if (!tap_row[ky]) continue;
+      cg_val wr = row_or_first(f, cg_add(f, ib.i, cg_const_i64(num / sh)), w->oh, &in[ky]);
+      in[ky] = gm_ev(f, "and i1 %s, %s", in[ky].s, row_ok.s);
+      crows[ky] = plane_row(f, codes, wr, w->ow);
+      dyrows[ky] = plane_row(f, dyplane, wr, w->ow);
+    }
+    for (int64_t ch = 0; ch * c.vl < w->w; ch++) {
+      cg_val pos = gm_ev(f, "add %s %s, %s", c.ity, io,
+                         gm_splat_i32(f, &c, cg_add(f, rowpos, cg_const_i64(ch * c.vl))).s);
+      cg_val acc = {"zeroinitializer"};
+      for (int64_t ky = 0; ky < w->kh; ky++)
+        for (int64_t kx = 0; tap_row[ky] && kx < w->kw; kx++) {
+          cg_val cv, g, mask;
+          if (!tap_windows(f, &c, w, crows[ky], dyrows[ky], ch, kx, in[ky], &cv, &g, &mask))
+            continue;
+          cg_val eq = gm_ev(f, "icmp eq %s %s, %s", c.ity,
+                            gm_ev(f, "bitcast %s %s to %s", c.vty, cv.s, c.ity).s, pos.s);
+          /* a select, not a multiply: dy of a window whose maximum is elsewhere may be NaN */
+          cg_val add = gm_ev(f, "select %s %s, %s %s, %s zeroinitializer", c.mty,
+                             cg_op2(f, "and", c.mty, eq, mask).s, dty,
+                             gm_ev(f, "fpext %s %s to %s", c.vty, g.s, dty).s, dty);
+          acc = cg_op2(f, "fadd", dty, acc, add);
+        }
+      cg_val lanes = gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(w->w - ch * c.vl));
+      lanes = gm_ev(f, "select i1 %s, %s %s, %s zeroinitializer", row_ok.s, c.mty, lanes.s, c.mty);
+      gm_mstore(f, &c, gm_ev(f, "fptrunc %s %s to %s", dty, acc.s, c.vty),
+                gm_gep(f, "float", dxrow, cg_const_i64(ch * c.vl), false), lanes);
+    }
   }
-  for (int64_t ch = 0; ch * c.vl < w->w; ch++) {
-    cg_val pos = gm_ev(f, "add %s %s, %s", c.ity, io,
-                       gm_splat_i32(f, &c, cg_add(f, rowpos, cg_const_i64(ch * c.vl))).s);
-    cg_val acc = {"zeroinitializer"};
-    for (int64_t ky = 0; ky < w->kh; ky++)
-      for (int64_t kx = 0; kx < w->kw; kx++) {
-        /* lane l is input column ch*vl + l, covered by window column ox0 + l */
-        int64_t ox0 = ch * c.vl + w->pl - kx;
-        cg_val mask;
-        if (!tap_mask(f, &c, ox0, w->ow, ch * c.vl, w->w, in[ky], &mask)) continue;
-        cg_val cv = gm_mload(f, &c, gm_gep(f, "float", crows[ky], cg_const_i64(ox0), false), mask);
-        cg_val g = gm_mload(f, &c, gm_gep(f, "float", dyrows[ky], cg_const_i64(ox0), false), mask);
-        cg_val eq = gm_ev(f, "icmp eq %s %s, %s", c.ity,
-                          gm_ev(f, "bitcast %s %s to %s", c.vty, cv.s, c.ity).s, pos.s);
-        /* a select, not a multiply: dy of a window whose maximum is elsewhere may be NaN */
-        cg_val add = gm_ev(f, "select %s %s, %s %s, %s zeroinitializer", c.mty,
-                           cg_op2(f, "and", c.mty, eq, mask).s, dty,
-                           gm_ev(f, "fpext %s %s to %s", c.vty, g.s, dty).s, dty);
-        acc = cg_op2(f, "fadd", dty, acc, add);
-      }
-    gm_mstore(f, &c, gm_ev(f, "fptrunc %s %s to %s", dty, acc.s, c.vty),
-              gm_gep(f, "float", dxrow, cg_const_i64(ch * c.vl), false),
-              gm_lanes(f, &c, cg_const_i64(0), cg_const_i64(w->w - ch * c.vl)));
-  }
-  cg_loop_end(f, iy);
+  cg_loop_end(f, ib);
   cg_loop_end(f, pl);
   return DPC_OK;
 }

@@ -21,8 +21,9 @@ dpc_status cg_lower_max_pool2_grad(cg_kernel *k, const dpc_window *w);
  * body. */
 bool cg_pool_vec_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
 dpc_status cg_lower_max_pool_vec(cg_kernel *k, const dpc_window *w);
-/* max_pool2d_grad at stride 1 where that fits and a plane's window codes fit the stack. */
-bool cg_pool_s1_grad_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
-dpc_status cg_lower_max_pool_s1_grad(cg_kernel *k, const dpc_window *w);
+/* max_pool2d_grad where the forward's vector kernel fits and a plane's window codes fit the
+ * stack. */
+bool cg_pool_vec_grad_fits(const dpc_window *w, dpc_dtype t, int vector_bits);
+dpc_status cg_lower_max_pool_vec_grad(cg_kernel *k, const dpc_window *w);
 
 #endif

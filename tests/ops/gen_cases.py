@@ -1895,6 +1895,18 @@ def gen_conv_pool_grads():
     x[0, 1] = -INF
     pool(op, "minus_inf_windows_s1", None, "kernel=3, stride=1, pad=1", x=x, fd=False,
          gen=np.random.default_rng(26), kernel=3, stride=1, pad=1)
+    # column stride 2 (ResNet's stem pool), several vectors a row: ties, NaNs and -inf; any row
+    # stride beside it, ceil mode; padding on a 2x2 (their own generator)
+    g2 = np.random.default_rng(28)
+    x = randint(g2, 0, 4, (2, 2, 12, 40), i32).astype(f32)
+    x[0, 0, 1, 5] = x[0, 1, 6, 33] = x[1, 0, 11, 39] = NAN
+    x[1, 1, 0:3, 0:7] = -INF
+    pool(op, "k3_s2_pad1_wide_nan", None, "kernel=3, stride=2, pad=1", x=x, fd=False, gen=g2,
+         kernel=3, stride=2, pad=1)
+    pool(op, "k3_s32_ceil_wide", (1, 2, 10, 37), "kernel=3, stride=[3, 2], pad=1, ceil_mode=1",
+         gen=g2, kernel=3, stride=[3, 2], pad=1, ceil_mode=1)
+    pool(op, "k2_s2_pad1_odd", (1, 1, 7, 9), "kernel=2, stride=2, pad=1", gen=g2, kernel=2,
+         stride=2, pad=1)
     op = "avg_pool2d_grad"
     for cip in (0, 1):
         pool(op, f"pad1_count_include_pad{cip}", (1, 2, 5, 5), f"kernel=3, stride=1, pad=1, count_include_pad={cip}",
