@@ -1,6 +1,6 @@
 /*
  * lower_pool2.c — max_pool2d with 2x2 windows at stride 2 (no padding, no dilation, even planes)
- * and its gradient, other max pools at stride 1 or 2 and the stride-1 gradient, a vector of
+ * and its gradient, other max pools at column stride 1 or 2 and their gradient, a vector of
  * windows at a time. lower_pool.c hands these over.
  *
  * The windows tile the plane, so every input position is in exactly one. A chunk of vl windows
