@@ -42,7 +42,16 @@ static void describe(const dpc_plan *p, uint32_t dev, uint32_t j, char *buf, siz
     dpc_graph_value_label(g, nd->out, v, sizeof v);
     snprintf(buf, n, "%s step %u (%s of '%s')", p->devs[dev].name, j + 1, dpc_op_name(nd->op), v);
   } else {
-    snprintf(buf, n, "%s step %u", p->devs[dev].name, j + 1);
+    /* in a micro-batched step, which part of dpc plan's pipeline order the kernel is */
+    const dpc_node *nd = sp->kind == DPC_STEP_KERNEL ? &g->nodes[sp->node] : NULL;
+    uint8_t ph = nd ? nd->phase : DPC_PHASE_NONE;
+    if (ph == DPC_PHASE_FORWARD || ph == DPC_PHASE_BACKWARD)
+      snprintf(buf, n, "%s step %u (in %c%u)", p->devs[dev].name, j + 1,
+               ph == DPC_PHASE_FORWARD ? 'F' : 'B', (unsigned)nd->mb);
+    else if (ph == DPC_PHASE_STEP)
+      snprintf(buf, n, "%s step %u (the optimizer's)", p->devs[dev].name, j + 1);
+    else
+      snprintf(buf, n, "%s step %u", p->devs[dev].name, j + 1);
   }
 }
 

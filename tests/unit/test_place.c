@@ -365,6 +365,9 @@ static void momentum_reduced(void) {
  * momentum's decay, the gradients' means and the optimizer's temporaries share bytes with the
  * micro-batches' values once those are done (kept apart, they held three more copies of the
  * weights). */
+static void move_step(dpc_plan *p, uint32_t dev, uint32_t j, uint32_t to);
+static bool check_fails(const dpc_plan *p, const char *a, const char *b, const char *what);
+
 static void accumulation_memory(void) {
   dpc_diag d;
   dpc_diag_init(&d);
@@ -401,6 +404,21 @@ static void accumulation_memory(void) {
                 (unsigned long long)bytes, (unsigned long long)one);
       CHECK_MSG(bytes <= 3 * weights + 2 * mib + mib, "K=%u: %.2f MiB for 4 MiB of weights", Ks[c],
                 (double)bytes / mib);
+    }
+    /* the order check names a micro-batched kernel's part: a backward of micro-batch 1, then the
+     * optimizer, moved to the front */
+    for (int which = 0; p && Ks[c] == 4 && which < 2; which++) {
+      uint8_t phase = which ? DPC_PHASE_STEP : DPC_PHASE_BACKWARD;
+      uint32_t j = 0;
+      while (j < p->devs[0].n_steps && (p->devs[0].steps[j].kind != DPC_STEP_KERNEL ||
+                                        p->g->nodes[p->devs[0].steps[j].node].phase != phase ||
+                                        (!which && p->g->nodes[p->devs[0].steps[j].node].mb != 1)))
+        j++;
+      CHECK_MSG(j < p->devs[0].n_steps, "K=4: no kernel of phase %u", phase);
+      if (j == p->devs[0].n_steps) break;
+      move_step(p, 0, j, 0);
+      check_fails(p, which ? "cpu:0 step 1 (the optimizer's) reads" : "cpu:0 step 1 (in B1) reads",
+                  "before the step that makes it", "a micro-batched kernel too early");
     }
     dpc_plan_free(p);
     dpc_graph_free(g);
