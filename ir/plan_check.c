@@ -45,13 +45,13 @@ static void describe(const dpc_plan *p, uint32_t dev, uint32_t j, char *buf, siz
     /* in a micro-batched step, which part of dpc plan's pipeline order the kernel is */
     const dpc_node *nd = sp->kind == DPC_STEP_KERNEL ? &g->nodes[sp->node] : NULL;
     uint8_t ph = nd ? nd->phase : DPC_PHASE_NONE;
+    char part[32] = "";
     if (ph == DPC_PHASE_FORWARD || ph == DPC_PHASE_BACKWARD)
-      snprintf(buf, n, "%s step %u (in %c%u)", p->devs[dev].name, j + 1,
-               ph == DPC_PHASE_FORWARD ? 'F' : 'B', (unsigned)nd->mb);
+      snprintf(part, sizeof part, " (in %c%u)", ph == DPC_PHASE_FORWARD ? 'F' : 'B',
+               (unsigned)nd->mb);
     else if (ph == DPC_PHASE_STEP)
-      snprintf(buf, n, "%s step %u (the optimizer's)", p->devs[dev].name, j + 1);
-    else
-      snprintf(buf, n, "%s step %u", p->devs[dev].name, j + 1);
+      snprintf(part, sizeof part, " (the optimizer's)");
+    snprintf(buf, n, "%s step %u%s", p->devs[dev].name, j + 1, part);
   }
 }
 

@@ -120,10 +120,10 @@ cg_val gm_splat_i32(cg_fn *f, const gm_cfg *c, cg_val x64) {
                c->ity);
 }
 
-void gm_iota(const gm_cfg *c, char *out, size_t cap) {
+void gm_iota(const gm_cfg *c, int step, char *out, size_t cap) {
   size_t o = (size_t)snprintf(out, cap, "<");
   for (int l = 0; l < c->vl; l++)
-    o += (size_t)snprintf(out + o, cap - o, "%si32 %d", l ? ", " : "", l);
+    o += (size_t)snprintf(out + o, cap - o, "%si32 %d", l ? ", " : "", l * step);
   snprintf(out + o, cap - o, ">");
 }
 
@@ -148,7 +148,7 @@ cg_val gm_lanes(cg_fn *f, const gm_cfg *c, cg_val lo, cg_val hi) {
   /* clamp to [-1, vl] first: the i32 compare must not see a truncated i64 */
   cg_val m1 = cg_const_i64(-1), top = cg_const_i64(c->vl);
   char io[256];
-  gm_iota(c, io, sizeof io);
+  gm_iota(c, 1, io, sizeof io);
   cg_val h = gm_splat_i32(f, c, gm_min(f, gm_max(f, hi, m1), top));
   cg_val below = gm_ev(f, "icmp slt %s %s, %s", c->ity, io, h.s);
   if (!strcmp(lo.s, "0")) return below;

@@ -153,9 +153,9 @@ cg_val gm_lanes(cg_fn *f, const gm_cfg *c, cg_val lo, cg_val hi);
 cg_val gm_mload(cg_fn *f, const gm_cfg *c, cg_val p, cg_val mask);
 void gm_mstore(cg_fn *f, const gm_cfg *c, cg_val v, cg_val p, cg_val mask);
 /* The i64 value x64, truncated to i32, in every lane of an ity vector; and the ity constant
- * <0, 1, ..., vl-1> as text (cap >= 256). */
+ * <0, step, ..., (vl-1)*step> as text (cap >= 256). */
 cg_val gm_splat_i32(cg_fn *f, const gm_cfg *c, cg_val x64);
-void gm_iota(const gm_cfg *c, char *out, size_t cap);
+void gm_iota(const gm_cfg *c, int step, char *out, size_t cap);
 /* The calc-type scalar s in every lane. */
 cg_val gm_splat(cg_fn *f, const gm_cfg *c, cg_val s);
 /* Whole-vector load and store at a calc-type element pointer with the given alignment. */

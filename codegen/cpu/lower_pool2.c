@@ -215,11 +215,7 @@ static cg_val windows_row(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val
   char io[256];
   if (codes) { /* lane l's column is sw * l past lane 0's */
     best = gm_splat_i32(f, c, cg_const_i64(-1));
-    size_t o = (size_t)snprintf(io, sizeof io, "<");
-    for (int l = 0; l < c->vl; l++)
-      o += (size_t)snprintf(io + o, sizeof io - o, "%si32 %lld", l ? ", " : "",
-                            (long long)(l * w->sw));
-    snprintf(io + o, sizeof io - o, ">");
+    gm_iota(c, (int)w->sw, io, sizeof io);
   }
   for (int64_t ky = 0; ky < w->kh; ky++)
     for (int64_t kx = 0; kx < w->kw; kx++) {
@@ -286,8 +282,8 @@ static bool tap_windows(cg_fn *f, const gm_cfg *c, const dpc_window *w, cg_val c
   int spread[64];
   for (int l = 0; l < c->vl; l++) {
     int64_t col = base + l;
-    spread[l] = (int)((col >= 0 ? col / 2 : -((1 - col) / 2)) - first);
     on[l] = ch * c->vl + l < w->w && col >= 0 && col % 2 == 0 && col / 2 < w->ow;
+    spread[l] = on[l] ? (int)(col / 2 - first) : 0; /* lanes off read element 0 */
     if (on[l]) need[spread[l]] = true;
   }
   cg_val half;
@@ -314,7 +310,7 @@ dpc_status cg_lower_max_pool_vec_grad(cg_kernel *k, const dpc_window *w) {
   cg_val codes = gm_alloca(f, "float", w->oh * w->ow);
   cg_loop pl = grad_begin(k, w, &c, &gp);
   snprintf(dty, sizeof dty, "<%d x double>", c.vl);
-  gm_iota(&c, io, sizeof io);
+  gm_iota(&c, 1, io, sizeof io);
   cg_val xplane = gp.x, dxplane = gp.dx, dyplane = gp.dy;
   cg_loop oy = cg_loop_begin(f, cg_const_i64(0), cg_const_i64(w->oh));
   cg_val crow = gm_gep(f, "float", codes, cg_mul(f, oy.i, cg_const_i64(w->ow)), false);
