@@ -100,7 +100,7 @@ static void pipeline_info(const dpc_plan *p, const dpc_sim_device *sum, double s
   double busy = 0;
   for (uint32_t i = 0; i < p->n_devs; i++) busy += sum[i].compute_s + sum[i].comm_s;
   double bubble = step > 0 ? 1 - busy / (p->n_devs * step) : 0;
-  r->stages = S, r->microbatches = M;
+  r->stages = S, r->microbatches = M, r->filled_stages = dpc_pipeline_filled(p, S, 0);
   r->schedule = kind == DPC_SCHEDULE_GPIPE ? DPC_SCHEDULE_GPIPE : DPC_SCHEDULE_1F1B;
   r->bubble_pct = bubble * 100;
   r->balanced_bubble_pct = 100.0 * (S - 1) / (M + S - 1);

@@ -485,7 +485,11 @@ static void page(dpc_buf *b, const dpc_html_input *in) {
   card(b, v, "memory of the fullest device");
   if (r->stages) {
     snprintf(v, sizeof v, "%.1f%%", r->bubble_pct);
-    snprintf(t, sizeof t, "bubble, %u stages x %u micro-batches", r->stages, r->microbatches);
+    if (r->filled_stages < r->stages)
+      snprintf(t, sizeof t, "bubble, %u stages (%u filled) x %u micro-batches", r->stages,
+               r->filled_stages, r->microbatches);
+    else
+      snprintf(t, sizeof t, "bubble, %u stages x %u micro-batches", r->stages, r->microbatches);
     card(b, v, t);
   }
   dpc_buf_puts(b, "</div>\n");

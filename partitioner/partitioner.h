@@ -191,6 +191,9 @@ dpc_status dpc_pipeline_order(dpc_plan *p, uint32_t S, uint32_t M, dpc_pipeline_
 /* Each device's stage: its place in its replica's line of mp devices (devices r mp .. r mp +
  * mp - 1), in the order forward values flow between them. Returns mp (0: out of memory). */
 uint32_t dpc_pipeline_stages(const dpc_plan *p, uint32_t mp, uint32_t *stage_of_device);
+/* How many devices of device dv's line of mp (its replica's stages) run forward kernels: the
+ * stages the placement filled, which dpc_pipeline_stages numbers first. */
+uint32_t dpc_pipeline_filled(const dpc_plan *p, uint32_t mp, uint32_t dv);
 /* The most bytes of activations (values a micro-batch's forward pass makes) alive at once on
  * device dv in its step order, from the kernel that makes one to the last that reads it: what
  * a planner that reuses buffers would hold for them. */

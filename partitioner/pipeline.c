@@ -54,13 +54,36 @@ static int cmp_unit(const void *a, const void *b) {
   return x->first < y->first ? -1 : x->first > y->first;
 }
 
+/* Whether device dv runs a kernel of a micro-batch's forward pass. */
+static bool runs_forward(const dpc_plan *p, uint32_t dv) {
+  for (uint32_t j = 0; j < p->devs[dv].n_steps; j++) {
+    const dpc_step *st = &p->devs[dv].steps[j];
+    if (st->kind == DPC_STEP_KERNEL && p->g->nodes[st->node].phase == DPC_PHASE_FORWARD)
+      return true;
+  }
+  return false;
+}
+
+uint32_t dpc_pipeline_filled(const dpc_plan *p, uint32_t mp, uint32_t dv) {
+  if (mp < 1) mp = 1;
+  uint32_t base = dv / mp * mp, filled = 0;
+  for (uint32_t b = base; b < base + mp && b < p->n_devs; b++) filled += runs_forward(p, b);
+  return filled;
+}
+
 dpc_status dpc_pipeline_order(dpc_plan *p, uint32_t S, uint32_t M, dpc_pipeline_schedule kind,
                               const uint32_t *stage_of_device, dpc_diag *d) {
   const dpc_graph *g = p->g;
+  uint32_t filled = 0;
   for (uint32_t dv = 0; dv < p->n_devs; dv++) {
     dpc_plan_device *pd = &p->devs[dv];
+    /* 1F1B's warm-up counts the stages that forward work flows through: with stages the
+     * placement left empty counted, the filled ones would warm up as if further from the end
+     * and run most of GPipe's order, holding as many activations */
+    if (S && dv % S == 0) filled = dpc_pipeline_filled(p, S, dv);
     if (!pd->n_steps) continue; /* a stage the placement left empty */
     uint32_t s = stage_of_device[dv];
+    uint32_t line = s < filled ? filled : s + 1; /* a device without forwards: no warm-up */
     unit *u = calloc(pd->n_steps ? pd->n_steps : 1, sizeof *u);
     dpc_step *out = malloc((pd->n_steps ? pd->n_steps : 1) * sizeof *out);
     if (!u || !out) {
@@ -75,7 +98,7 @@ dpc_status dpc_pipeline_order(dpc_plan *p, uint32_t S, uint32_t M, dpc_pipeline_
       uint32_t key = STEP_KEY(M) + 1; /* a copy (state update): after the step */
       if (j < pd->n_steps && pd->steps[j].kind == DPC_STEP_KERNEL) {
         const dpc_node *nd = &g->nodes[pd->steps[j].node];
-        key = position(nd->phase, nd->mb, s, S, M, kind);
+        key = position(nd->phase, nd->mb, s, line, M, kind);
       }
       j++;
       while (j < pd->n_steps && pd->steps[j].kind == DPC_STEP_SIGNAL) j++;

@@ -252,6 +252,7 @@ typedef struct dpc_plan_report {
   /* a pipeline: stages, micro-batches, schedule and the share of the devices' time idle, as
    * predicted and as (S-1)/(M+S-1) gives for balanced stages, in percent (stages 0: none) */
   uint32_t stages, microbatches;
+  uint32_t filled_stages; /* the stages the placement gave forward work (the rest stay idle) */
   dpc_pipeline_schedule schedule;
   double bubble_pct, balanced_bubble_pct;
 

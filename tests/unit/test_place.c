@@ -272,6 +272,71 @@ static void pipeline_bubble_and_memory(void) {
   dpc_diag_free(&d);
 }
 
+/* The forwards before device dv's first backward, in its step order. */
+static uint32_t forwards_first(const dpc_plan *p, uint32_t dv) {
+  uint32_t n = 0, last = UINT32_MAX;
+  for (uint32_t j = 0; j < p->devs[dv].n_steps; j++) {
+    const dpc_step *st = &p->devs[dv].steps[j];
+    if (st->kind != DPC_STEP_KERNEL) continue;
+    const dpc_node *nd = &p->g->nodes[st->node];
+    if (nd->phase == DPC_PHASE_BACKWARD) return n;
+    if (nd->phase == DPC_PHASE_FORWARD && nd->mb != last) n++, last = nd->mb;
+  }
+  return n;
+}
+
+/* A pipeline of 6 stages whose model fills 3 (its layers placed by hand on cpu:0..2): 1F1B warms
+ * up over the 3 stages forward work flows through, as a 3-stage pipeline does (stage s runs
+ * 3 - s forwards before its first backward), not over the 6 asked for (which would run 6 - s:
+ * nearly GPipe's order, holding as many activations). */
+static void pipeline_empty_stages(void) {
+  enum { L = 3, M = 8 };
+  dpc_diag d;
+  dpc_diag_init(&d);
+  const char *text =
+      "input x: f32[N, 64]\ninput y: i32[N]\n"
+      "param w0: f32[64, 64] = he_normal(seed=1)\n"
+      "param w1: f32[64, 64] = he_normal(seed=2)\n"
+      "param w2: f32[64, 64] = he_normal(seed=3)\n"
+      "h0 = relu(matmul(x, w0)) @ cpu:0\nh1 = relu(matmul(h0, w1)) @ cpu:1\n"
+      "h2 = relu(matmul(h1, w2)) @ cpu:2\n"
+      "loss = softmax_cross_entropy(h2, y) @ cpu:2\nminimize loss with sgd(lr=0.1)\n";
+  uint64_t peak[2][L] = {{0}};
+  for (int wide = 0; wide < 2; wide++) {
+    uint32_t S = wide ? 2 * L : L;
+    dpc_graph *g = NULL;
+    CHECK_MSG(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK, "%s", d.msg);
+    if (!g) continue;
+    dpc_pass_opts po = {.training = true};
+    int64_t vals[4] = {8, 8, 8, 8};
+    dpc_plan *p = NULL;
+    CHECK_MSG(dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK &&
+                  dpc_driver_plan(g, 8 * M,
+                                  &(dpc_driver_strategy){1, S, M, DPC_SCHEDULE_1F1B, false}, true,
+                                  &p, &d) == DPC_OK,
+              "%s", d.msg);
+    if (p) {
+      uint32_t stage[2 * L];
+      CHECK(dpc_pipeline_stages(p, S, stage) == S);
+      CHECK_MSG(dpc_pipeline_filled(p, S, 0) == L, "%u stages filled of %u",
+                dpc_pipeline_filled(p, S, 0), S);
+      for (uint32_t k = 0; k < L; k++) {
+        CHECK_MSG(stage[k] == k, "cpu:%u is stage %u", k, stage[k]);
+        CHECK_MSG(forwards_first(p, k) == L - k, "%u stages: stage %u runs %u forwards first", S, k,
+                  forwards_first(p, k));
+        peak[wide][k] = dpc_pipeline_live_peak(p, k);
+      }
+    }
+    dpc_plan_free(p);
+    dpc_graph_free(g);
+  }
+  for (uint32_t k = 0; k < L; k++)
+    CHECK_MSG(peak[1][k] == peak[0][k],
+              "stage %u: %llu bytes of activations in 6 stages, %llu in 3", k,
+              (unsigned long long)peak[1][k], (unsigned long long)peak[0][k]);
+  dpc_diag_free(&d);
+}
+
 /* Data parallel: small gradients share one all-reduce (a bucket), a large one has its own, and
  * the loss its own: w1 [512, 512] (1 MiB) alone, w2 [512, 10], b1, b2 together. */
 /* The data-parallel plan of model `text` (batch 8 a replica) on two devices; *g is the training
@@ -572,6 +637,7 @@ const unit_test unit_tests[] = {
     {"acyclic_on_examples", acyclic_on_examples},
     {"repair_chain", repair_chain},
     {"pipeline_bubble_and_memory", pipeline_bubble_and_memory},
+    {"pipeline_empty_stages", pipeline_empty_stages},
     {"gradient_buckets", gradient_buckets},
     {"momentum_reduced", momentum_reduced},
     {"accumulation_memory", accumulation_memory},

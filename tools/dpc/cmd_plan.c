@@ -136,6 +136,13 @@ static void print_pipeline(const dpc_plan_report *r) {
          "time (balanced stages: (S-1)/(M+S-1) = %.1f%%)\n",
          r->stages, r->microbatches, r->schedule == DPC_SCHEDULE_GPIPE ? "GPipe" : "1F1B",
          r->bubble_pct, r->balanced_bubble_pct);
+  if (r->filled_stages < r->stages) {
+    printf("  the placement put forward work on %u of the %u stages; the others stay idle:",
+           r->filled_stages, r->stages);
+    for (uint32_t i = 0; i < r->n_devices; i++)
+      if (r->devices[i].stage >= r->filled_stages) printf(" %s", r->devices[i].name);
+    printf("\n");
+  }
   for (uint32_t i = 0; i < r->n_devices; i++) {
     const dpc_plan_report_device *v = &r->devices[i];
     printf("  %-7s stage %u, live activations at most %6.2f MB:", v->name, v->stage,
