@@ -91,6 +91,23 @@ const dpc_codegen_backend *dpc_codegen_backend_of(const dpc_codegen *c) {
   return c->be;
 }
 
+dpc_status dpc_codegen_compile_devices(dpc_codegen *c, const dpc_plan *plan, uint32_t first,
+                                       uint32_t count, dpc_native_kernel *kernels, dpc_diag *d) {
+  if (!count) return DPC_OK;
+  if (first == 0 && count >= plan->n_devs) return dpc_codegen_compile_plan(c, plan, kernels, d);
+  /* the backends compile the kernel steps they find: a view whose other devices have none */
+  dpc_plan_device *devs = calloc(plan->n_devs, sizeof *devs);
+  if (!devs) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  memcpy(devs, plan->devs, plan->n_devs * sizeof *devs);
+  for (uint32_t k = 0; k < plan->n_devs; k++)
+    if (k < first || k - first >= count) devs[k].n_steps = 0;
+  dpc_plan view = *plan;
+  view.devs = devs;
+  dpc_status st = dpc_codegen_compile_plan(c, &view, kernels, d);
+  free(devs);
+  return st;
+}
+
 dpc_status dpc_codegen_compile_plan(dpc_codegen *c, const dpc_plan *plan,
                                     dpc_native_kernel *kernels, dpc_diag *d) {
   return c->be->compile_plan ? c->be->compile_plan(c->state, plan, kernels, d) : DPC_OK;

@@ -101,6 +101,10 @@ void dpc_codegen_free(dpc_codegen *c);
 const dpc_codegen_backend *dpc_codegen_backend_of(const dpc_codegen *c);
 dpc_status dpc_codegen_compile_plan(dpc_codegen *c, const dpc_plan *plan,
                                     dpc_native_kernel *kernels, dpc_diag *d);
+/* The same for the kernels of devices first .. first + count - 1 of the plan only (a plan whose
+ * devices are of two kinds is compiled by a backend for each). */
+dpc_status dpc_codegen_compile_devices(dpc_codegen *c, const dpc_plan *plan, uint32_t first,
+                                       uint32_t count, dpc_native_kernel *kernels, dpc_diag *d);
 /* Writes a temporary file beside `path` and renames it into place: on failure an existing
  * `path` is left as it was. */
 dpc_status dpc_codegen_write_artifact(dpc_codegen *c, const dpc_aot_plan *plans, uint32_t n,

@@ -185,7 +185,8 @@ dpc_status dpc_bench(const dpc_graph *src, const dpc_bench_opts *o, dpc_bench_re
                          "the batch size and the number of steps must be at least 1");
   /* GPUs: their host threads are planned as cpu:N is, and the session opens cuda:0..N-1 */
   char cpu_spec[32];
-  dpc_status gst = dpc_driver_gpu_spec(o->exec.backend, o->devices, cpu_spec, sizeof cpu_spec, d);
+  dpc_status gst =
+      dpc_driver_gpu_spec(o->exec.backend, o->devices, cpu_spec, sizeof cpu_spec, NULL, d);
   if (gst) return gst;
   if (cpu_spec[0]) {
     dpc_bench_opts on_gpus = *o;

@@ -325,10 +325,18 @@ static dpc_status gpu_list(const char *spec, uint32_t *count, dpc_diag *d) {
 }
 
 dpc_status dpc_driver_gpu_spec(const dpc_codegen_backend *be, const char *spec, char *cpu_spec,
-                               size_t n, dpc_diag *d) {
+                               size_t n, uint32_t *host_devices, dpc_diag *d) {
   cpu_spec[0] = 0;
+  if (host_devices) *host_devices = 0;
   const char *kind = dpc_codegen_device_kind(be);
   bool cuda = kind && !strcmp(kind, "cuda");
+  bool mixed = spec && !strncmp(spec, "cpu,cuda", 8);
+  if (mixed && !host_devices)
+    return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                         "%s: the CPU beside GPUs runs in dpc train (--strategy model or pipeline) "
+                         "only",
+                         spec);
+  if (mixed) spec += 4, *host_devices = 1;
   if (!spec || strncmp(spec, "cuda", 4)) return DPC_OK;
   if (!cuda)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
@@ -339,12 +347,17 @@ dpc_status dpc_driver_gpu_spec(const dpc_codegen_backend *be, const char *spec, 
   dpc_status st = gpu_list(spec, &count, d);
   if (st) return st;
   if ((st = dpc_cuda_driver_check((int)count - 1, d))) return st;
-  snprintf(cpu_spec, n, "cpu:%u", count);
+  snprintf(cpu_spec, n, "cpu:%u", count + (mixed ? 1 : 0));
   return DPC_OK;
 }
 
 dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d) {
   if (!strncmp(spec, "cuda", 4)) return gpu_list(spec, n, d);
+  if (!strncmp(spec, "cpu,cuda", 8)) { /* the host's CPU beside the GPUs */
+    dpc_status st = gpu_list(spec + 4, n, d);
+    if (!st) ++*n;
+    return st;
+  }
   return dpc_driver_count_cpu_devices(spec, n, d);
 }
 
@@ -644,31 +657,13 @@ dpc_status dpc_driver_place_on(dpc_graph *model, int64_t batch, uint32_t n,
   return st;
 }
 
-dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, uint32_t n,
-                            const dpc_driver_place_opts *o, bool *placed_auto,
-                            dpc_place_report *report, dpc_diag *d) {
-  *placed_auto = false;
-  if (report) memset(report, 0, sizeof *report);
-  for (uint32_t i = 0; i < model->n_nodes; i++)
-    if (model->nodes[i].device != DPC_NONE) return DPC_OK; /* the model's own placement */
-  if (o && o->gpus) {
-    dpc_device_speed *speed = calloc(n ? n : 1, sizeof *speed);
-    if (!speed) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
-    char what[320] = "";
-    dpc_status st = dpc_driver_gpu_speeds(n, speed, what, sizeof what, d);
-    if (o->note && o->note_len && st)
-      snprintf(o->note, o->note_len, "placing with this machine's CPU figures: %s",
-               d->msg ? d->msg : "the GPUs are not measured");
-    else if (o->note && o->note_len)
-      snprintf(o->note, o->note_len, "placing with %s", what);
-    if (!st) st = dpc_driver_place_on(model, batch, n, speed, o, report, d);
-    free(speed);
-    if (st != DPC_ERR_UNSUPPORTED) {
-      *placed_auto = !st;
-      return st;
-    }
-    dpc_diag_clear(d); /* said in the note: the CPU's calibration instead */
-  }
+/* A copy's cost between the host and a GPU beyond its bytes: not measured, roughly a copy's
+ * launch. */
+#define BUS_S 10e-6
+
+/* This machine's CPU devices of spec (n of them), as its calibration has them. */
+static dpc_status cpu_speeds(const char *spec, uint32_t n, const dpc_driver_place_opts *o,
+                             dpc_device_speed *speed, dpc_diag *d) {
   dpc_topology *t = NULL;
   dpc_device_list l = {0};
   dpc_calibration cal = {0};
@@ -677,19 +672,64 @@ dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, u
   if (!st && l.n != n)
     st = dpc_diag_fail(d, DPC_ERR_INTERNAL, "%s makes %u devices, not %u", spec, l.n, n);
   if (!st) st = dpc_calibrate(t, &l, &(dpc_calibrate_opts){0}, &cal, d);
-  dpc_device_speed *speed = st ? NULL : calloc(n, sizeof *speed);
-  if (!st && !speed) st = dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   for (uint32_t k = 0; !st && k < n; k++) {
     speed[k] = dpc_calibration_speed(&cal, &l, k, o ? o->profile : NULL);
     if (o && o->link_gbs > 0)
       speed[k].link_gbs = o->link_gbs, speed[k].link_latency_s = o->link_latency_s;
   }
-  if (!st) st = dpc_driver_place_on(model, batch, n, speed, o, report, d);
-  *placed_auto = !st;
-  free(speed);
   dpc_calibration_free(&cal);
   dpc_device_list_free(&l);
   dpc_topology_free(t);
+  return st;
+}
+
+/* Over GPUs: their measured figures, after the host's CPU devices (o->host_devices of them, as
+ * the calibration has them) in a mixed plan, whose crossings between the two go over the bus
+ * measured into cuda:0. DPC_ERR_UNSUPPORTED (said in o->note) when the GPUs are not measured. */
+static dpc_status gpu_speeds(const char *spec, uint32_t n, const dpc_driver_place_opts *o,
+                             dpc_device_speed *speed, dpc_diag *d) {
+  uint32_t h = o->host_devices < n ? o->host_devices : 0;
+  char what[320] = "";
+  double bus = 0;
+  dpc_device_speed *cpu = h ? calloc(n, sizeof *cpu) : NULL;
+  dpc_status st = h && !cpu ? dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory") : DPC_OK;
+  if (!st) st = dpc_driver_gpu_speeds(n - h, speed + h, what, sizeof what, d);
+  if (!st && h) st = cpu_speeds(spec, n, o, cpu, d);
+  if (!st && h) st = dpc_driver_bus_gbs(&bus, d);
+  for (uint32_t k = 0; !st && h && k < n; k++) {
+    if (k < h) speed[k] = cpu[k], speed[k].link_gbs = bus, speed[k].link_latency_s = BUS_S;
+    speed[k].host = k < h, speed[k].bus_gbs = bus, speed[k].bus_latency_s = BUS_S;
+  }
+  free(cpu);
+  if (o->note && o->note_len && st)
+    snprintf(o->note, o->note_len, "placing with this machine's CPU figures: %s",
+             d->msg ? d->msg : "the GPUs are not measured");
+  else if (o->note && o->note_len && h)
+    snprintf(o->note, o->note_len,
+             "placing with the CPU's calibration beside %s; %.1f GB/s between the CPU and cuda:0",
+             what, bus);
+  else if (o->note && o->note_len)
+    snprintf(o->note, o->note_len, "placing with %s", what);
+  return st;
+}
+
+dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, uint32_t n,
+                            const dpc_driver_place_opts *o, bool *placed_auto,
+                            dpc_place_report *report, dpc_diag *d) {
+  *placed_auto = false;
+  if (report) memset(report, 0, sizeof *report);
+  for (uint32_t i = 0; i < model->n_nodes; i++)
+    if (model->nodes[i].device != DPC_NONE) return DPC_OK; /* the model's own placement */
+  dpc_device_speed *speed = calloc(n ? n : 1, sizeof *speed);
+  if (!speed) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  dpc_status st = o && o->gpus ? gpu_speeds(spec, n, o, speed, d) : DPC_ERR_UNSUPPORTED;
+  if (st == DPC_ERR_UNSUPPORTED) { /* no GPUs, or not measured (said in the note) */
+    dpc_diag_clear(d);
+    st = cpu_speeds(spec, n, o, speed, d);
+  }
+  if (!st) st = dpc_driver_place_on(model, batch, n, speed, o, report, d);
+  *placed_auto = !st;
+  free(speed);
   return st;
 }
 

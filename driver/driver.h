@@ -101,9 +101,11 @@ dpc_status dpc_driver_check_backend_device(const dpc_codegen_backend *be, dpc_di
 /* --devices for the backend's kind. "cuda:0,cuda:1,...": GPUs in order from cuda:0, for the
  * cuda backend only, each of them present; *cpu_spec gets "cpu:N", the spec of N devices' host
  * threads (the session opens cuda:0..N-1 for them, as it opens cuda:K for any device K of a
- * cuda backend's plan). *cpu_spec is "" when spec names no GPU. */
+ * cuda backend's plan). *cpu_spec is "" when spec names no GPU. "cpu,cuda:0,...": the host's
+ * CPU as device 0 before the GPUs (*host_devices 1, cpu_spec counting it); refused where
+ * host_devices is NULL. */
 dpc_status dpc_driver_gpu_spec(const dpc_codegen_backend *be, const char *spec, char *cpu_spec,
-                               size_t n, dpc_diag *d);
+                               size_t n, uint32_t *host_devices, dpc_diag *d);
 
 /* How dpc_driver_place places: each device's memory (bytes, 0: no limit), a profile of the
  * kernels' times (NULL: the roofline), for a pipeline its micro-batches and schedule (the
@@ -121,6 +123,7 @@ typedef struct dpc_driver_place_opts {
    * (dpc_driver_gpu_speeds) in place of the CPU's calibration, which stays the fallback where a
    * GPU's GEMM rate cannot be measured; `note` (note_len bytes, may be NULL) says which */
   bool gpus;
+  uint32_t host_devices; /* with gpus: devices 0 .. host_devices - 1 are the host's CPU */
   char *note;
   size_t note_len;
 } dpc_driver_place_opts;
@@ -132,6 +135,9 @@ typedef struct dpc_driver_place_opts {
  * with the figures. */
 dpc_status dpc_driver_gpu_speeds(uint32_t n, dpc_device_speed *speed, char *what, size_t len,
                                  dpc_diag *d);
+/* GB/s of a copy from host memory into cuda:0's, the best of a few: the bus a mixed CPU and GPU
+ * plan's values cross. */
+dpc_status dpc_driver_bus_gbs(double *gbs, dpc_diag *d);
 
 /* Model parallel: unless the model places its nodes itself (`@ cpu:K`, device blocks), place
  * them on the n devices of `spec` with METIS, weighted by the devices' calibrated GEMM speed

@@ -52,3 +52,26 @@ dpc_status dpc_driver_gpu_speeds(uint32_t n, dpc_device_speed *speed, char *what
              n, gflops, gbs, link);
   return DPC_OK;
 }
+
+#define BUS_BYTES (16u << 20)
+
+dpc_status dpc_driver_bus_gbs(double *gbs, dpc_diag *d) {
+  *gbs = 0;
+  dpc_device *dev = NULL;
+  void *buf = NULL, *host = NULL;
+  dpc_status st = dpc_device_open("cuda:0", &dev, d);
+  if (!st) st = dev->ops->alloc(dev, BUS_BYTES, &buf, d);
+  if (!st) st = dpc_device_host_alloc(dev, BUS_BYTES, &host, d);
+  double best = 0;
+  for (int r = 0; !st && r < 4; r++) { /* the first warms the path */
+    double t0 = dpc_now_s();
+    st = dev->ops->copy(dev, DPC_COPY_H2D, buf, host, BUS_BYTES, NULL, d);
+    double t = dpc_now_s() - t0;
+    if (!st && r && t > 0 && (best == 0 || t < best)) best = t;
+  }
+  if (!st) *gbs = best > 0 ? BUS_BYTES / best / 1e9 : 0;
+  if (host) dpc_device_host_free(dev, host);
+  if (buf) dev->ops->free(dev, buf);
+  dpc_device_close(dev);
+  return st;
+}

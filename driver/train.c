@@ -130,11 +130,19 @@ static dpc_status apply_overrides(trainer *t, uint64_t total_steps, dpc_diag *d)
 
 /* ---- plans and sessions ---------------------------------------------------------------------- */
 
+/* The host's CPU devices of r's plan: those of a mixed plan over several devices (a plan on one
+ * device runs on the GPU). */
+static uint32_t host_devices(const trainer *t, const run_t *r) {
+  return r->plan->n_devs > 1 ? t->host_devices : 0;
+}
+
 dpc_status dpc_train_compile(trainer *t, run_t *r, dpc_diag *d) {
   if (!t->cg) return DPC_OK;
   r->native = calloc(r->plan->g->n_nodes ? r->plan->g->n_nodes : 1, sizeof *r->native);
-  return r->native ? dpc_codegen_compile_plan(t->cg, r->plan, r->native, d)
-                   : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  if (!r->native) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
+  uint32_t h = host_devices(t, r), n = r->plan->n_devs;
+  dpc_status st = h ? dpc_codegen_compile_devices(t->cg_host, r->plan, 0, h, r->native, d) : DPC_OK;
+  return st ? st : dpc_codegen_compile_devices(t->cg, r->plan, h, n - h, r->native, d);
 }
 
 /* Plan and open a session of graph `src` for batch size n, sharing persistent values with
@@ -147,7 +155,9 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
   dpc_status st = vals ? DPC_OK : dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   /* data parallel when training on several devices and the batch splits evenly between them */
   uint32_t D = t->replicas; /* devices */
-  bool model = training && D > 1 && t->strategy.kind == DPC_STRATEGY_MODEL;
+  /* a mixed plan evaluates split as it trains: on one device the GPU would read the CPU's params
+   * in host memory it cannot address */
+  bool model = D > 1 && (training ? t->strategy.kind == DPC_STRATEGY_MODEL : t->host_devices > 0);
   /* a pipeline is hybrid's layout: replicas of mp stages (one replica: mp = D) */
   bool hybrid =
       training && D > 1 &&
@@ -205,6 +215,7 @@ static dpc_status open_run(trainer *t, const dpc_graph *src, uint32_t n, bool tr
                          .threads = t->o->threads,
                          .devices = t->o->devices,
                          .device_kind = dpc_codegen_device_kind(t->o->exec.backend),
+                         .host_devices = host_devices(t, r),
                          .timeout_s = t->o->timeout_s,
                          .comm_thread = t->o->comm_thread,
                          .test = dpc_train_session_hooks(t),
@@ -278,7 +289,7 @@ static void cross_host_link(trainer *t, uint32_t n, dpc_driver_place_opts *po) {
 static void place_on_gpus(const trainer *t, dpc_driver_place_opts *po, char *note, size_t len) {
   const char *kind = dpc_codegen_device_kind(t->o->exec.backend);
   if (!kind || strcmp(kind, "cuda") || t->peers) return;
-  po->gpus = true, po->note = note, po->note_len = len;
+  po->gpus = true, po->host_devices = t->host_devices, po->note = note, po->note_len = len;
 }
 
 static void said_placement(const trainer *t, const char *note) {
@@ -497,6 +508,7 @@ static void trainer_free(trainer *t) {
   close_run(&t->train_full);
   dpc_artifact_close(t->art);
   dpc_codegen_free(t->cg);
+  dpc_codegen_free(t->cg_host);
   dpc_graph_free(t->model);
   free(t->shares);
   dpc_graph_free(t->train_g);
@@ -556,6 +568,9 @@ static dpc_status compile_graph(trainer *t, dpc_diag *d) {
   dpc_pass_opts po = o->passes;
   po.training = true;
   po.fuse = dpc_codegen_fusion(o->exec.backend);
+  const dpc_codegen_backend *host_be = NULL; /* a mixed plan's CPU: groups both backends compile */
+  if (t->host_devices && (st = dpc_codegen_backend_find("llvm", &host_be, d))) return st;
+  if (host_be) po.fuse &= dpc_codegen_fusion(host_be);
   if ((st = dpc_passes_run(t->train_g, &po, d))) return st;
   /* evaluation keeps the loss as a second output */
   if ((st = dpc_graph_add_output(t->eval_g, t->eval_g->obj.loss, d))) return st;
@@ -572,6 +587,7 @@ static dpc_status compile_graph(trainer *t, dpc_diag *d) {
              o->exec.backend->kind == DPC_KERNEL_CUDA ? "NVRTC" : "LLVM");
     if (o->on_start) o->on_start(o->user, what);
     if ((st = dpc_codegen_new(o->exec.backend, &o->exec.cpu, &t->cg, d))) return st;
+    if (host_be && (st = dpc_codegen_new(host_be, &o->exec.cpu, &t->cg_host, d))) return st;
   }
   if ((st = pick_shares(t, d))) return st;
   uint64_t tn = dpc_dataset_size(t->train_ds);
@@ -721,6 +737,11 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
     if ((st = dpc_driver_count_devices(o->devices, &t->replicas, d))) return st;
     if (t->peers) t->replicas = t->ranks * t->local; /* over the communicator given */
     if ((st = parse_strategy(t, d))) return st;
+    if (t->host_devices && t->strategy.kind == DPC_STRATEGY_PIPELINE && o->mp != t->replicas)
+      return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                           "the CPU beside GPUs runs one pipeline over all %u devices (--stages "
+                           "%u), not %u of %u stages: a second would have no CPU",
+                           t->replicas, t->replicas, t->replicas / (o->mp ? o->mp : 1), o->mp);
     if (t->peers && (st = check_mpi(t, d))) return st;
     if (t->replicas > 1 && o->artifact)
       return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
@@ -908,7 +929,17 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
   /* GPUs: their host threads are planned as cpu:N is, and the session opens cuda:0..N-1 */
   dpc_train_opts on_gpus;
   char cpu_spec[32];
-  if (!st) st = dpc_driver_gpu_spec(o->exec.backend, o->devices, cpu_spec, sizeof cpu_spec, d);
+  dpc_strategy_kind sk = DPC_STRATEGY_DATA;
+  if (o->strategy) (void)dpc_strategy_kind_parse(o->strategy, &sk);
+  if (!st && o->devices && !strncmp(o->devices, "cpu,cuda", 8) && sk != DPC_STRATEGY_MODEL &&
+      sk != DPC_STRATEGY_PIPELINE)
+    st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
+                       "%s: the CPU beside GPUs trains the model split between them (--strategy "
+                       "model or pipeline); data parallel replicas would all wait for the slowest",
+                       o->devices);
+  if (!st)
+    st = dpc_driver_gpu_spec(o->exec.backend, o->devices, cpu_spec, sizeof cpu_spec,
+                             &t.host_devices, d);
   if (!st && cpu_spec[0] && (o->async || o->local_sgd))
     st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                        "%s: across GPUs dpc trains synchronously (data, model, hybrid, pipeline); "

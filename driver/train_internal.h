@@ -47,6 +47,10 @@ typedef struct trainer {
   uint64_t batches, total_steps;
   run_t train_full, train_tail, eval_full, eval_tail; /* train_full owns params and state */
   dpc_codegen *cg; /* the codegen backend, shared by every plan; NULL on the reference one */
+  /* --devices cpu,cuda:0,...: device 0 of a plan over several is the host's CPU, its kernels
+   * compiled by cg_host (LLVM), the GPUs' after it by cg */
+  uint32_t host_devices;
+  dpc_codegen *cg_host;
   uint64_t step, epoch, batch_pos; /* where the run is: steps done, epoch, next batch */
   bool resumed;
   bool comm_noted;      /* the GPUs' all-reduce path said (on_note) */
@@ -69,7 +73,8 @@ typedef struct trainer {
 /* The test hooks a session of this run takes (NULL in production, where t->test is NULL). */
 static inline const dpc_session_test_hooks *dpc_train_session_hooks(trainer *t) {
   if (!t->test) return NULL;
-  t->session_hooks = (dpc_session_test_hooks){t->test->stall_device, t->test->memory};
+  t->session_hooks =
+      (dpc_session_test_hooks){t->test->stall_device, t->test->memory, t->test->host_devices};
   return &t->session_hooks;
 }
 

@@ -16,6 +16,7 @@ typedef struct dpc_train_test_hooks {
   uint32_t slow_worker;  /* asynchronous worker k - 1 sleeps 20 ms a step (0: none) */
   uint32_t hold_worker;  /* asynchronous worker k - 1 pushes as late as the staleness allows */
   bool memory;           /* dpc_session_test_hooks.memory: every device is a "testmem" one */
+  uint32_t host_devices; /* with memory: but the first ones, the CPU beside them */
 } dpc_train_test_hooks;
 
 /* dpc_train with test hooks (NULL: none, which is dpc_train). */

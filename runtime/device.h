@@ -90,6 +90,13 @@ struct dpc_device {
 dpc_status dpc_device_open(const char *name, dpc_device **out, dpc_diag *d);
 void dpc_device_close(dpc_device *dev);
 
+/* `bytes` from src (a handle of device `from`) into dst (a handle of device `to`), by whichever
+ * of the two can address both: the reader's peer copy between devices alike (two GPUs, or host
+ * memory on both sides), the GPU's own copy between a GPU and the host's CPU (into it, or out of
+ * it, finished before this returns). */
+dpc_status dpc_device_copy_between(dpc_device *to, void *dst, dpc_device *from, const void *src,
+                                   size_t bytes, dpc_diag *d);
+
 /* The host CPU's launch: the compiled kernel over the pool (or on the calling thread), else the
  * table's kernel. Other host devices reuse it once their handles are translated. */
 dpc_status dpc_device_cpu_launch(dpc_device *dev, const dpc_launch *l, int32_t *bad, dpc_diag *d);

@@ -106,6 +106,15 @@ dpc_status dpc_device_open(const char *name, dpc_device **out, dpc_diag *d) {
   return DPC_OK;
 }
 
+dpc_status dpc_device_copy_between(dpc_device *to, void *dst, dpc_device *from, const void *src,
+                                   size_t bytes, dpc_diag *d) {
+  if (to == from) return to->ops->copy(to, DPC_COPY_D2D, dst, src, bytes, NULL, d);
+  bool in = to->ops->host_visible, out = from->ops->host_visible;
+  if (in == out) return to->ops->copy(to, DPC_COPY_PEER, dst, src, bytes, from, d);
+  return out ? to->ops->copy(to, DPC_COPY_H2D, dst, src, bytes, NULL, d)
+             : from->ops->copy(from, DPC_COPY_D2H, dst, src, bytes, NULL, d);
+}
+
 void dpc_device_close(dpc_device *dev) {
   if (dev && !strcmp(dev->ops->kind, "cuda")) dpc_device_cuda_close(dev);
   free(dev);

@@ -24,7 +24,7 @@ dpc_status dpc_imports_refresh(dpc_imports *im, uint32_t idx, dpc_device *dev, d
                                const void *src, uint64_t run, dpc_diag *d) {
   dpc_import *x = &im->v[idx];
   if (x->fresh == run) return DPC_OK;
-  dpc_status st = dev->ops->copy(dev, DPC_COPY_PEER, x->buf, src, x->bytes, from, d);
+  dpc_status st = dpc_device_copy_between(dev, x->buf, from, src, x->bytes, d);
   if (!st) x->fresh = run;
   return st;
 }

@@ -2,8 +2,9 @@
  * imports.h — values a device reads from another device's memory, when the two do not share an
  * address space (a GPU beside a GPU): the reading device gets a buffer of its own for each such
  * value, and the value is copied into it (a peer copy on the reader's queue, after the wait for
- * its producer) before the first kernel that reads it in each run. Devices whose memory the host
- * addresses (the cpu) read each other's memory in place and need none.
+ * its producer) before the first kernel that reads it in each run; between a GPU and the host's
+ * CPU it is the GPU's copy into or out of its memory. Devices whose memory the host addresses
+ * (the cpu) read each other's memory in place and need none.
  *
  *   uint32_t k;
  *   dpc_imports_get(&im, devs[i], i, v, j, bytes, &k, &d);    // at session open

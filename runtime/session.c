@@ -314,10 +314,13 @@ dpc_status dpc_session_new(const dpc_plan *plan, const dpc_session_opts *o, dpc_
   }
   for (uint32_t i = 0; i < plan->n_devs; i++) {
     char name[48];
-    const char *kind = o && o->test && o->test->memory                        ? "testmem"
+    bool host = o && (i < o->host_devices || (o->test && i < o->test->host_devices));
+    const char *kind = host                                                   ? "cpu"
+                       : o && o->test && o->test->memory                      ? "testmem"
                        : o && o->device_kind && strcmp(o->device_kind, "cpu") ? o->device_kind
                                                                               : NULL;
-    snprintf(name, sizeof name, "%s:%u", kind ? kind : "", i);
+    uint32_t at = host || (kind && !strcmp(kind, "testmem")) ? i : i - (o ? o->host_devices : 0);
+    snprintf(name, sizeof name, "%s:%u", kind ? kind : "", at);
     if ((st = dpc_device_open(kind ? name : plan->devs[i].name, &s->devs[i], d))) goto fail;
     const dpc_device_ops *ops = s->devs[i]->ops;
     /* a buffer only partly used here is reserved, and its used parts zeroed below */
@@ -586,10 +589,9 @@ static dpc_status run_step(dpc_session *s, uint32_t i, uint32_t j, dpc_diag *d) 
   dpc_device *dev = s->devs[i];
   if (sp->kind == DPC_STEP_COPY) {
     uint32_t from = p->slots[sp->src].device, to = p->slots[sp->dst].device;
-    dpc_device *dst = s->devs[to];
-    return dst->ops->copy(dst, from == to ? DPC_COPY_D2D : DPC_COPY_PEER, s->tensors[sp->dst].data,
-                          s->tensors[sp->src].data, dpc_tensor_bytes(&s->tensors[sp->dst]),
-                          from == to ? NULL : s->devs[from], d);
+    return dpc_device_copy_between(s->devs[to], s->tensors[sp->dst].data, s->devs[from],
+                                   s->tensors[sp->src].data, dpc_tensor_bytes(&s->tensors[sp->dst]),
+                                   d);
   }
   if (s->handoff && sp->kind == DPC_STEP_SIGNAL)
     return dpc_handoff_signal(s->handoff, sp, s->tensors, d);

@@ -41,8 +41,11 @@ typedef struct dpc_session_opts {
   const char *devices;
   double timeout_s;
   /* What the plan's devices open as: NULL (or "cpu") for the names the plan gives them, "cuda"
-   * for cuda:0 .. cuda:(n-1), where kernels of the cuda backend run (runtime/device_cuda.c). */
+   * for cuda:0 .. cuda:(n-1), where kernels of the cuda backend run (runtime/device_cuda.c).
+   * With a device_kind, the plan's first host_devices devices are the host's CPU (cpu:0 ..) and
+   * the rest device_kind:0 ..: a plan mixing the CPU and GPUs. */
   const char *device_kind;
+  uint32_t host_devices;
   /* Tests only (runtime/session_testing.h): hooks that make a device misbehave; NULL here. */
   const struct dpc_session_test_hooks *test;
   /* Collectives on a thread of their own per device, so a gradient's all-reduce overlaps the

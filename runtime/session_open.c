@@ -16,13 +16,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether device i cannot address device j's memory in place: either is a GPU (two host-visible
+ * devices share the host's memory). */
+static bool apart(const dpc_session *s, uint32_t i, uint32_t j) {
+  return i != j && (!s->devs[i]->ops->host_visible || !s->devs[j]->ops->host_visible);
+}
+
 /* Step sa (a kernel on device i) reads value v from another device: its import, and every
  * argument pointer to v redirected to it (args[0..n) the pointers, vals the values behind
  * them). */
 static dpc_status import_value(dpc_session *s, uint32_t i, step_args *sa, uint32_t v, void **args,
                                dpc_tensor *views, const uint32_t *vals, uint32_t n, dpc_diag *d) {
   const dpc_slot *sl = &s->plan->slots[v];
-  if (sl->device == i || !sl->bytes) return DPC_OK;
+  if (sl->device == i || !sl->bytes || !apart(s, i, sl->device)) return DPC_OK;
   uint32_t k;
   dpc_status st = dpc_imports_get(&s->imports, s->devs[i], i, v, sl->device, sl->bytes, &k, d);
   if (st) return st;
@@ -41,19 +47,19 @@ static dpc_status import_value(dpc_session *s, uint32_t i, step_args *sa, uint32
   return DPC_OK;
 }
 
-/* Where a device cannot address another's memory (a GPU), each kernel's inputs held elsewhere
- * become imports (imports.h), copied in before it runs; then no pointer a kernel of such a
- * device is handed may be in another device's buffer, which is checked here once. */
+/* Where a device cannot address another's memory (a GPU, or the host's CPU beside a GPU), each
+ * kernel's inputs held there become imports (imports.h), copied in before it runs; then no
+ * pointer a kernel is handed may be in the buffer of a device it cannot address, which is
+ * checked here once. */
 dpc_status dpc_session_open_imports(dpc_session *s, const dpc_session_opts *o, const uint32_t *base,
                                     dpc_diag *d) {
   const dpc_plan *p = s->plan;
   const dpc_graph *g = p->g;
-  bool apart = false;
-  for (uint32_t i = 0; i < p->n_devs; i++) apart = apart || !s->devs[i]->ops->host_visible;
-  if (p->n_devs < 2 || (o && o->peers) || !apart) return DPC_OK;
+  bool gpu = false;
+  for (uint32_t i = 0; i < p->n_devs; i++) gpu = gpu || !s->devs[i]->ops->host_visible;
+  if (p->n_devs < 2 || (o && o->peers) || !gpu) return DPC_OK;
   dpc_status st = DPC_OK;
   for (uint32_t i = 0; !st && i < p->n_devs; i++) {
-    if (s->devs[i]->ops->host_visible) continue;
     for (uint32_t j = 0; !st && j < p->devs[i].n_steps; j++) {
       const dpc_step *sp = &p->devs[i].steps[j];
       step_args *sa = &s->steps[i][j];
@@ -75,7 +81,7 @@ dpc_status dpc_session_open_imports(dpc_session *s, const dpc_session_opts *o, c
       for (uint32_t k = 0; !st && !sa->fused && k < sa->n_ptrs; k++) {
         const unsigned char *q = sa->ptrs[k];
         for (uint32_t o2 = 0; !st && o2 < p->n_devs; o2++)
-          if (o2 != i && q >= s->mem[o2] && q < s->mem[o2] + p->devs[o2].bytes)
+          if (apart(s, i, o2) && q >= s->mem[o2] && q < s->mem[o2] + p->devs[o2].bytes)
             st = dpc_graph_fail_node(g, sp->node, d, DPC_ERR_INTERNAL,
                                      "%s would read or write %s's memory (argument %u)",
                                      p->devs[i].name, p->devs[o2].name, k);

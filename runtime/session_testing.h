@@ -15,6 +15,9 @@ typedef struct dpc_session_test_hooks {
   /* open the plan's devices as "testmem" (runtime/device.h), whose memory the host cannot
    * address, so that any access around the device's calls fails */
   bool memory;
+  /* with memory: the first host_devices devices stay cpu ones, as the host's CPU beside GPUs
+   * (dpc_session_opts.host_devices) */
+  uint32_t host_devices;
 } dpc_session_test_hooks;
 
 #endif

@@ -54,6 +54,12 @@ expect 2 "--devices cpu:1000" -- "$dpc" train "$mlp" --devices cpu:1000 --steps 
 contains "$work/err" "^dpc train: --devices cpu:1000: cpu:N takes a number of devices from 1" "cpu:1000 says the range"
 expect 2 "--devices cuda:0" -- "$dpc" train "$mlp" --devices cuda:0 --steps 1
 contains "$work/err" "^dpc train: --devices cuda:0: GPUs run the cuda backend's kernels: add --backend cuda" "cuda:0 says how a GPU runs a model"
+expect 2 "--devices cpu,cuda:0 without --backend cuda" -- "$dpc" train "$mlp" --devices cpu,cuda:0 --strategy model --steps 1
+contains "$work/err" "^dpc train: --devices cpu,cuda:0: GPUs run the cuda backend's kernels: add --backend cuda" "cpu,cuda:0 says how the split runs"
+expect 1 "--devices cpu,cuda:0, data parallel" -- "$dpc" train "$mlp" --devices cpu,cuda:0 --backend cuda --steps 1
+contains "$work/err" "^dpc train: error: cpu,cuda:0: the CPU beside GPUs trains the model split between them (--strategy model or pipeline)" "the CPU beside a GPU is not data parallel"
+expect 1 "--devices cpu,cuda:0 (bench)" -- "$dpc" bench "$mlp" --devices cpu,cuda:0 --backend cuda --strategy model
+contains "$work/err" "^dpc bench: error: cpu,cuda:0: the CPU beside GPUs runs in dpc train" "dpc bench says where the split runs"
 expect 2 "--devices cuda:1 --backend cuda" -- "$dpc" train "$mlp" --devices cuda:1 --backend cuda --steps 1
 contains "$work/err" "^dpc train: --devices cuda:1: GPUs are given in order from cuda:0" "cuda:1 alone says the order"
 if [ -z "$DPC_CUDA_DRIVER" ] && ! ldconfig -p 2>/dev/null | grep -q libcuda.so.1; then

@@ -762,6 +762,8 @@ static int device_basics(void) {
 /* The strategy of the device run (device-mp: model; device-pp: a pipeline of 2 stages and 4
  * micro-batches, 1F1B); NULL: the default over its devices. */
 static const char *g_strategy;
+/* device-mixed: the model's own placement over the host's CPU and cuda:0 */
+static bool g_mixed;
 
 /* What the trainer notes at its start (placement, the collectives' path), for the checks. */
 static char g_notes[2048];
@@ -769,6 +771,19 @@ static void keep_note(void *user, const char *msg) {
   (void)user;
   size_t at = strlen(g_notes);
   snprintf(g_notes + at, sizeof g_notes - at, "%s\n", msg);
+}
+
+/* The test losses of a training log's epochs (the lines that have one), at most max. */
+static int read_test_losses(const char *path, double *out, int max) {
+  FILE *f = fopen(path, "r");
+  char line[1024];
+  int n = 0;
+  while (f && fgets(line, sizeof line, f) && n < max) {
+    const char *p = strstr(line, "\"test_loss\": ");
+    if (p) out[n++] = strtod(p + 13, NULL);
+  }
+  if (f) fclose(f);
+  return n;
 }
 
 static int train_model(const char *model, const dpc_codegen_backend *be, const char *devices) {
@@ -798,6 +813,7 @@ static int train_model(const char *model, const dpc_codegen_backend *be, const c
     dpc_train_opts o;
     dpc_train_defaults(&o);
     o.data = data, o.batch = 8, o.epochs = 2, o.seed = 9, o.log_path = log[b];
+    if (g_mixed) o.test_data = data; /* evaluated split as it trains */
     o.exec.backend = b ? be : NULL;
     o.devices = b ? devices : NULL;
     o.strategy = b ? g_strategy : NULL;
@@ -818,10 +834,20 @@ static int train_model(const char *model, const dpc_codegen_backend *be, const c
     printf("FAIL: %d and %d steps logged, 12 expected\n", n0, n1);
     fails = 1;
   }
-  if (g_strategy && devices) { /* placed over the GPUs by their own figures */
+  if (g_strategy && devices && !g_mixed) { /* placed over the GPUs by their own figures */
     bool ok = strstr(g_notes, "placing with the GPUs' measured figures (the slowest of 2: GEMM ");
     printf("%s the placement over the GPUs: %s", ok ? "ok  " : "FAIL",
            g_notes[0] ? g_notes : "no note\n");
+    fails |= !ok;
+  }
+  if (g_mixed) { /* each epoch evaluated over the same split */
+    double e[2][4];
+    int m0 = read_test_losses(log[0], e[0], 4), m1 = read_test_losses(log[1], e[1], 4);
+    bool ok = m0 == 2 && m1 == 2;
+    for (int k = 0; ok && k < 2; k++) ok = fabs(e[0][k] - e[1][k]) <= 1e-5 * fabs(e[0][k]);
+    printf("%s test losses of %d and %d epochs: reference %.9g %.9g, %s %.9g %.9g\n",
+           ok ? "ok  " : "FAIL", m0, m1, m0 > 0 ? e[0][0] : 0, m0 > 1 ? e[0][1] : 0, be->name,
+           m1 > 0 ? e[1][0] : 0, m1 > 1 ? e[1][1] : 0);
     fails |= !ok;
   }
   for (int s = 0; s < n0 && s < n1; s++) {
@@ -869,8 +895,10 @@ int main(int argc, char **argv) {
   bool artifact =
       argc == 4 && (!strcmp(argv[1], "device-artifact") || !strcmp(argv[1], "device-artifact-dp"));
   bool fused = argc == 4 && !strcmp(argv[1], "device-fused");
+  g_mixed = argc == 4 && !strcmp(argv[1], "device-mixed");
+  if (g_mixed) g_strategy = "model";
   bool dev_mode = (argc == 4 && !strcmp(argv[1], "device-train")) || two_gpus || artifact ||
-                  fused || (argc == 5 && !strcmp(argv[1], "device"));
+                  fused || g_mixed || (argc == 5 && !strcmp(argv[1], "device"));
   /* data parallel over two GPUs: the test driver has two */
   if (two_gpus) setenv("DPC_FAKE_CUDA_GPUS", "2", 1);
   if (dev_mode) {
@@ -885,10 +913,11 @@ int main(int argc, char **argv) {
       char work[] = "/tmp/dpc_cuda_dev_XXXXXX";
       if (!mkdtemp(work)) return printf("FAIL: cannot make a scratch folder\n"), 1;
       g_work = work;
-      rc = artifact ? test_cuda_artifact(argv[2], strcmp(argv[3], "gpu") ? g_backend : NULL, work,
+      rc = artifact  ? test_cuda_artifact(argv[2], strcmp(argv[3], "gpu") ? g_backend : NULL, work,
                                          two_gpus ? "cuda:0,cuda:1" : NULL)
-           : fused  ? test_cuda_fused(argv[2], g_backend)
-                    : train_model(argv[2], g_backend, two_gpus ? "cuda:0,cuda:1" : NULL);
+           : fused   ? test_cuda_fused(argv[2], g_backend)
+           : g_mixed ? train_model(argv[2], g_backend, "cpu,cuda:0")
+                     : train_model(argv[2], g_backend, two_gpus ? "cuda:0,cuda:1" : NULL);
       if (two_gpus && !strcmp(argv[argc - 1], "fake")) {
         void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
         void *sym = h ? dlsym(h, "dpc_fake_cuda_gpu_launches") : NULL;
@@ -899,6 +928,17 @@ int main(int argc, char **argv) {
         printf("%s kernels launched on cuda:0 %u, on cuda:1 %u (%s)\n", both ? "ok  " : "FAIL", l0,
                l1, g_strategy ? "the model's parts on both GPUs" : "both replicas on their GPU");
         rc |= !both;
+      }
+      if (g_mixed && !strcmp(argv[argc - 1], "fake")) {
+        void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
+        void *sym = h ? dlsym(h, "dpc_fake_cuda_gpu_launches") : NULL;
+        unsigned (*on)(int) = NULL;
+        memcpy(&on, &sym, sizeof sym);
+        unsigned l0 = on ? on(0) : 0;
+        printf("%s kernels launched on cuda:0 %u (the layers placed on the GPU; the middle one "
+               "runs on the CPU)\n",
+               l0 ? "ok  " : "FAIL", l0);
+        rc |= !l0;
       }
       if (two_gpus && !g_strategy) /* the all-reduces took the path asked for */
         rc |= check_ran(g_reduces, g_nccl_off, "all-reduces ran on the test NCCL",
@@ -919,7 +959,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: test_cuda_ops table | (nvrtc|emu) CASES_DIR OP | train MODEL |\n"
                     "       fused GRAPH |\n"
                     "       device CASES_DIR OP fake|fake-kernels|gpu |\n"
-                    "       (device-train|device-dp|device-mp|device-pp|device-artifact|\n"
+                    "       (device-train|device-dp|device-mp|device-pp|device-mixed|\n"
+                    "        device-artifact|\n"
                     "        device-artifact-dp|device-fused) MODEL "
                     "fake|fake-kernels|fake-nolt|fake-host|gpu |\n"
                     "       device-basics\n");

@@ -879,12 +879,17 @@ static void every_strategy_on_test_memory(void) {
     uint32_t mp, K, local_sgd;
     dpc_pipeline_schedule sched;
     bool async;
+    uint32_t host; /* devices left cpu ones beside the test devices (a CPU beside GPUs) */
   } runs[] = {
       {"one device", NULL, NULL, true, 0, 1, 0, DPC_SCHEDULE_NONE, false},
       {"one device, reference kernels", NULL, NULL, false, 0, 1, 0, DPC_SCHEDULE_NONE, false},
       {"data parallel", "cpu:2", NULL, true, 0, 1, 0, DPC_SCHEDULE_NONE, false},
       {"data parallel, reference kernels", "cpu:2", NULL, false, 0, 1, 0, DPC_SCHEDULE_NONE, false},
       {"model parallel", "cpu:2", "model", true, 0, 1, 0, DPC_SCHEDULE_NONE, false},
+      {"model parallel, cpu beside the test device", "cpu:2", "model", true, 0, 1, 0,
+       DPC_SCHEDULE_NONE, false, 1},
+      {"pipeline 1F1B, cpu beside the test device", "cpu:2", "pipeline", true, 2, 4, 0,
+       DPC_SCHEDULE_1F1B, false, 1},
       {"hybrid", "cpu:4", "hybrid", true, 2, 1, 0, DPC_SCHEDULE_NONE, false},
       {"pipeline GPipe", "cpu:2", "pipeline", true, 2, 4, 0, DPC_SCHEDULE_GPIPE, false},
       {"pipeline 1F1B", "cpu:2", "pipeline", true, 2, 4, 0, DPC_SCHEDULE_1F1B, false},
@@ -901,7 +906,8 @@ static void every_strategy_on_test_memory(void) {
       o.devices = runs[c].devices, o.strategy = runs[c].strategy, o.mp = runs[c].mp;
       o.accumulate = runs[c].K, o.pipeline = runs[c].sched, o.local_sgd = runs[c].local_sgd;
       o.async = runs[c].async, o.staleness = 0;
-      const dpc_train_test_hooks *hooks = k == 1 ? &(dpc_train_test_hooks){.memory = true} : NULL;
+      const dpc_train_test_hooks *hooks =
+          k == 1 ? &(dpc_train_test_hooks){.memory = true, .host_devices = runs[c].host} : NULL;
       o.save_path = save[k], o.log_path = f.logs[k];
       CHECK_MSG(dpc_train_hooked(g, &o, hooks, &d) == DPC_OK, "%s on %s: %s", runs[c].what,
                 k ? "testmem" : "cpu", d.msg);

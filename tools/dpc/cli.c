@@ -161,20 +161,24 @@ int cli_schedules(const char *cmd, const cli_opt *opts, int nopts, const cli_par
 
 int cli_devices_or_gpus(const char *cmd, const char *spec, const char *backend, uint32_t *n) {
   bool cuda = backend && !strcmp(backend, "cuda");
-  if (cuda && strncmp(spec, "cuda", 4) && strcmp(spec, "cpu") && strcmp(spec, "cpu:1"))
+  bool mixed = !strncmp(spec, "cpu,cuda", 8); /* the host's CPU, then the GPUs */
+  const char *gpus = mixed ? spec + 4 : spec;
+  if (cuda && strncmp(gpus, "cuda", 4) && strcmp(spec, "cpu") && strcmp(spec, "cpu:1"))
     return cli_usage_error(cmd,
                            "--devices %s: with --backend cuda the devices are GPUs: cuda:0, "
-                           "or cuda:0,cuda:1,... to train across them",
+                           "or cuda:0,cuda:1,... to train across them, or cpu,cuda:0,... with "
+                           "the CPU beside them",
                            spec);
-  if (strncmp(spec, "cuda", 4)) return cli_devices(cmd, spec, n);
+  if (strncmp(gpus, "cuda", 4)) return cli_devices(cmd, spec, n);
   if (!cuda)
     return cli_usage_error(cmd,
                            "--devices %s: GPUs run the cuda backend's kernels: add "
                            "--backend cuda",
                            spec);
   dpc_message *m = dpc_message_new();
-  int rc = dpc_gpus_count(spec, n, m) ? cli_usage_error(cmd, "--devices %s", dpc_message_brief(m))
+  int rc = dpc_gpus_count(gpus, n, m) ? cli_usage_error(cmd, "--devices %s", dpc_message_brief(m))
                                       : DPC_EXIT_OK;
+  if (!rc && mixed) ++*n;
   dpc_message_free(m);
   return rc;
 }

@@ -59,7 +59,8 @@ static const cli_opt train_opts[] = {
     {"threads", true, false, "threads for compiled kernels (default: one per core)"},
     {"devices", true, false,
      "cpu (default), or cpu:N / numa: synchronous data parallel over those devices; mpi (run "
-     "under mpirun): each rank one device"},
+     "under mpirun): each rank one device; with --backend cuda: cuda:0,cuda:1,... (GPUs), or "
+     "cpu,cuda:0,... (the CPU beside them, --strategy model or pipeline)"},
     CLI_OPT_SHARES,
     {"strategy", true, false,
      "with several devices: data (default), model (the graph's @ cpu:K placement, else METIS's), "
