@@ -333,8 +333,8 @@ dpc_status dpc_driver_gpu_spec(const dpc_codegen_backend *be, const char *spec, 
   bool mixed = spec && !strncmp(spec, "cpu,cuda", 8);
   if (mixed && !host_devices)
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                         "%s: the CPU beside GPUs runs in dpc train (--strategy model or pipeline) "
-                         "only",
+                         "%s: the CPU beside GPUs runs in dpc train (the model or pipeline "
+                         "strategy) only",
                          spec);
   if (mixed) spec += 4, *host_devices = 1;
   if (!spec || strncmp(spec, "cuda", 4)) return DPC_OK;
@@ -724,7 +724,7 @@ dpc_status dpc_driver_place(dpc_graph *model, int64_t batch, const char *spec, u
   if (!speed) return dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory");
   dpc_status st = o && o->gpus ? gpu_speeds(spec, n, o, speed, d) : DPC_ERR_UNSUPPORTED;
   if (st == DPC_ERR_UNSUPPORTED) { /* no GPUs, or not measured (said in the note) */
-    dpc_diag_clear(d);
+    if (o && o->gpus) dpc_diag_clear(d);
     st = cpu_speeds(spec, n, o, speed, d);
   }
   if (!st) st = dpc_driver_place_on(model, batch, n, speed, o, report, d);

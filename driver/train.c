@@ -739,8 +739,8 @@ static dpc_status setup(trainer *t, const dpc_graph *src, dpc_diag *d) {
     if ((st = parse_strategy(t, d))) return st;
     if (t->host_devices && t->strategy.kind == DPC_STRATEGY_PIPELINE && o->mp != t->replicas)
       return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                           "the CPU beside GPUs runs one pipeline over all %u devices (--stages "
-                           "%u), not %u of %u stages: a second would have no CPU",
+                           "the CPU beside GPUs runs one pipeline over all %u devices (%u "
+                           "stages), not %u of %u stages: a second would have no CPU",
                            t->replicas, t->replicas, t->replicas / (o->mp ? o->mp : 1), o->mp);
     if (t->peers && (st = check_mpi(t, d))) return st;
     if (t->replicas > 1 && o->artifact)
@@ -934,8 +934,8 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
   if (!st && o->devices && !strncmp(o->devices, "cpu,cuda", 8) && sk != DPC_STRATEGY_MODEL &&
       sk != DPC_STRATEGY_PIPELINE)
     st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
-                       "%s: the CPU beside GPUs trains the model split between them (--strategy "
-                       "model or pipeline); data parallel replicas would all wait for the slowest",
+                       "%s: the CPU beside GPUs trains the model split between them (the model or "
+                       "pipeline strategy); data parallel replicas would all wait for the slowest",
                        o->devices);
   if (!st)
     st = dpc_driver_gpu_spec(o->exec.backend, o->devices, cpu_spec, sizeof cpu_spec,

@@ -57,7 +57,7 @@ contains "$work/err" "^dpc train: --devices cuda:0: GPUs run the cuda backend's 
 expect 2 "--devices cpu,cuda:0 without --backend cuda" -- "$dpc" train "$mlp" --devices cpu,cuda:0 --strategy model --steps 1
 contains "$work/err" "^dpc train: --devices cpu,cuda:0: GPUs run the cuda backend's kernels: add --backend cuda" "cpu,cuda:0 says how the split runs"
 expect 1 "--devices cpu,cuda:0, data parallel" -- "$dpc" train "$mlp" --devices cpu,cuda:0 --backend cuda --steps 1
-contains "$work/err" "^dpc train: error: cpu,cuda:0: the CPU beside GPUs trains the model split between them (--strategy model or pipeline)" "the CPU beside a GPU is not data parallel"
+contains "$work/err" "^dpc train: error: cpu,cuda:0: the CPU beside GPUs trains the model split between them (the model or pipeline strategy)" "the CPU beside a GPU is not data parallel"
 expect 1 "--devices cpu,cuda:0 (bench)" -- "$dpc" bench "$mlp" --devices cpu,cuda:0 --backend cuda --strategy model
 contains "$work/err" "^dpc bench: error: cpu,cuda:0: the CPU beside GPUs runs in dpc train" "dpc bench says where the split runs"
 expect 2 "--devices cuda:1 --backend cuda" -- "$dpc" train "$mlp" --devices cuda:1 --backend cuda --steps 1

@@ -866,6 +866,15 @@ done:
   return fails;
 }
 
+/* Kernels the test driver has launched on its GPU `gpu` (0 when it is not loaded). */
+static unsigned fake_launches(int gpu) {
+  void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
+  void *sym = h ? dlsym(h, "dpc_fake_cuda_gpu_launches") : NULL;
+  unsigned (*on)(int) = NULL;
+  memcpy(&on, &sym, sizeof sym);
+  return on ? on(gpu) : 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "train"))
     return train_model(argv[2], &dpc_codegen_cuda_emu, NULL);
@@ -919,22 +928,14 @@ int main(int argc, char **argv) {
            : g_mixed ? train_model(argv[2], g_backend, "cpu,cuda:0")
                      : train_model(argv[2], g_backend, two_gpus ? "cuda:0,cuda:1" : NULL);
       if (two_gpus && !strcmp(argv[argc - 1], "fake")) {
-        void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
-        void *sym = h ? dlsym(h, "dpc_fake_cuda_gpu_launches") : NULL;
-        unsigned (*on)(int) = NULL;
-        memcpy(&on, &sym, sizeof sym);
-        unsigned l0 = on ? on(0) : 0, l1 = on ? on(1) : 0;
+        unsigned l0 = fake_launches(0), l1 = fake_launches(1);
         bool both = l0 > 0 && l1 > 0;
         printf("%s kernels launched on cuda:0 %u, on cuda:1 %u (%s)\n", both ? "ok  " : "FAIL", l0,
                l1, g_strategy ? "the model's parts on both GPUs" : "both replicas on their GPU");
         rc |= !both;
       }
       if (g_mixed && !strcmp(argv[argc - 1], "fake")) {
-        void *h = dlopen(DPC_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
-        void *sym = h ? dlsym(h, "dpc_fake_cuda_gpu_launches") : NULL;
-        unsigned (*on)(int) = NULL;
-        memcpy(&on, &sym, sizeof sym);
-        unsigned l0 = on ? on(0) : 0;
+        unsigned l0 = fake_launches(0);
         printf("%s kernels launched on cuda:0 %u (the layers placed on the GPU; the middle one "
                "runs on the CPU)\n",
                l0 ? "ok  " : "FAIL", l0);
