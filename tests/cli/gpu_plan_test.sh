@@ -50,5 +50,22 @@ contains "$work/err" "^dpc train: --strategy auto: .*, predicted .* ms a step on
   "train auto over GPUs: the choice said"
 contains "$work/err" "^dpc train: note: all-reduces over NCCL 2.28.9" "train over GPUs: NCCL said"
 
+# the same beside the CPU: ranked with it as dpc plan --devices cpu,cuda:0 ranks; the run then
+# trains the choice (exit 0 where it placed every kernel on the CPU, 3 at a first GPU kernel, as
+# above)
+"$dpc" train "$fm" --backend cuda --devices cpu,cuda:0 --strategy auto --steps 1 \
+  >"$work/out" 2>"$work/err"
+rc=$?
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ]; then
+  echo "ok   train --strategy auto beside the CPU ran its choice (exit $rc)"
+else
+  echo "FAIL train --strategy auto beside the CPU: exit $rc"; sed 's/^/    /' "$work/err"
+  fails=$((fails + 1))
+fi
+contains "$work/err" "^dpc train: with the host's CPU: .*this machine's, measured" \
+  "train auto beside the CPU: the CPU measured"
+contains "$work/err" "^dpc train: --strategy auto: .*, predicted .* ms a step on the measured GPUs and this CPU" \
+  "train auto beside the CPU: the choice said"
+
 [ "$fails" -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" -eq 0 ]

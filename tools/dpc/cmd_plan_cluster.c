@@ -89,7 +89,7 @@ static void print_plan(const dpc_cluster_report *r, const char *model) {
 /* The host's CPU beside simulated GPUs: the file's "host", else this machine's CPU as dpc
  * devices measures it; the file's link to the GPUs, else PCIe 4.0 x16. Into *cl, and the line
  * that says which went in. */
-static dpc_status host_cpu(dpc_cluster *cl, char *said, size_t cap, dpc_message *m) {
+dpc_status cli_host_cpu(dpc_cluster *cl, char *said, size_t cap, dpc_message *m) {
   bool measured = !(cl->host_gflops > 0);
   if (measured) {
     dpc_devices_report *dr = NULL;
@@ -173,7 +173,7 @@ static int plan_for(const cli_opt *opts, int nopts, const cli_parsed *p, const c
   }
   char host_said[320] = "";
   bool with_host = gpus && sizes->host_cpu;
-  if (!st && with_host) st = host_cpu(&cl, host_said, sizeof host_said, m);
+  if (!st && with_host) st = cli_host_cpu(&cl, host_said, sizeof host_said, m);
   if (!st && with_host) printf("%s\n", host_said);
   if (!st) st = cli_load_batched("plan", p->pos[0], cli_get(opts, nopts, p, "loss"), &net, m);
   dpc_cluster_opts o = {sizeof o,

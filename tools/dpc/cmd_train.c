@@ -272,27 +272,42 @@ static int check_strategy(const cli_parsed *p, const dpc_trainer_opts *o, const 
 }
 
 /* --strategy auto over this machine's GPUs: each measured, the strategies ranked as `dpc plan
- * --devices cuda:0,cuda:1` ranks them for a host of such GPUs. */
+ * --devices cuda:0,cuda:1` ranks them for a host of such GPUs; with the CPU named first
+ * (cpu,cuda:0,...) as `dpc plan` ranks them with it: a strategy over the GPUs alone then trains
+ * on them (*devices loses the CPU), and model+cpu or pipeline+cpu trains split between both. */
 static int auto_on_gpus(const dpc_net *net, const dpc_trainer_opts *o, bool quiet, char *chosen,
-                        size_t n) {
+                        size_t n, const char **devices) {
   uint32_t count = 0, gpu[64];
+  bool mixed = !strncmp(o->devices, "cpu,", 4);
+  const char *gpus = mixed ? o->devices + 4 : o->devices;
   dpc_message *m = dpc_message_new();
-  int rc = dpc_gpus_count(o->devices, &count, m) || count > 64 ? cli_report("train", m) : 0;
+  int rc = dpc_gpus_count(gpus, &count, m) || count > 64 ? cli_report("train", m) : 0;
   for (uint32_t k = 0; k < count; k++) gpu[k] = k; /* in order from cuda:0 (dpc_gpus_count) */
   dpc_cluster cl;
   if (!rc) rc = cli_measured_gpus("train", gpu, count, quiet ? NULL : stderr, &cl);
+  char said[400];
+  if (!rc && mixed && cli_host_cpu(&cl, said, sizeof said, m)) rc = cli_report("train", m);
+  if (!rc && mixed && !quiet) fprintf(stderr, "dpc train: %s\n", said);
   dpc_cluster_report *r = NULL;
   dpc_cluster_opts co = {sizeof co, .batch = o->batch, .strategy = "auto",
-                         .memory_limit = o->device_memory};
+                         .memory_limit = o->device_memory, .with_host = mixed};
   if (!rc && dpc_net_plan_cluster(net, &cl, &co, &r, m)) rc = cli_report("train", m);
   if (!rc) {
     const dpc_cluster_candidate *b = &r->candidates[r->best];
-    snprintf(chosen, n, "%s", b->strategy);
+    /* model+cpu is model over cpu,cuda:0,...; pipeline+cpu[:...] a pipeline of a stage on each */
+    const char *plus = strstr(b->strategy, "+cpu"), *given = o->devices;
+    if (plus && !strncmp(b->strategy, "pipeline", 8))
+      snprintf(chosen, n, "pipeline:stages=%u%s%s", count + 1, plus[4] ? "," : "",
+               plus[4] ? plus + 5 : "");
+    else
+      snprintf(chosen, n, "%s", plus ? "model" : b->strategy);
+    if (mixed && !plus) *devices = gpus; /* the GPUs alone were predicted faster */
     if (!quiet)
       fprintf(stderr,
-              "dpc train: --strategy auto: %s, predicted %.3f ms a step on the measured GPUs, the "
-              "fastest of %u (dpc plan --devices %s --strategy auto --explain shows them)\n",
-              b->strategy, b->step_ms, r->n_candidates, o->devices);
+              "dpc train: --strategy auto: %s, predicted %.3f ms a step on the measured GPUs%s, "
+              "the fastest of %u (dpc plan --devices %s --strategy auto --explain shows them)%s\n",
+              b->strategy, b->step_ms, mixed ? " and this CPU" : "", r->n_candidates, given,
+              mixed && !plus ? "; it trains on the GPUs alone" : "");
   }
   dpc_cluster_report_free(r);
   dpc_message_free(m);
@@ -301,8 +316,8 @@ static int auto_on_gpus(const dpc_net *net, const dpc_trainer_opts *o, bool quie
 
 /* --strategy auto: the fastest predicted synchronous strategy on --devices that fits
  * --device-memory (dpc_net_plan_auto; `dpc plan --strategy auto --explain` shows the table). */
-static int choose_strategy(const cli_parsed *p, const dpc_trainer_opts *o, bool artifact,
-                           char *chosen, size_t n) {
+static int choose_strategy(const cli_parsed *p, dpc_trainer_opts *o, bool artifact, char *chosen,
+                           size_t n) {
   static const char *const chosen_by_auto[] = {
       "mp", "stages", "microbatches", "dp", "accumulate", "pipeline-schedule", "local-sgd"};
   for (size_t k = 0; k < sizeof chosen_by_auto / sizeof *chosen_by_auto; k++)
@@ -322,8 +337,8 @@ static int choose_strategy(const cli_parsed *p, const dpc_trainer_opts *o, bool 
                       .memory_limit = o->device_memory};
   bool quiet = cli_get(train_opts, NTRAIN, p, "quiet") != NULL;
   int rc = dpc_net_load(p->pos[0], &lo, &net, m) ? cli_report("train", m)
-           : o->devices && !strncmp(o->devices, "cuda", 4)
-               ? auto_on_gpus(net, o, quiet, chosen, n)
+           : o->devices && (!strncmp(o->devices, "cuda", 4) || !strncmp(o->devices, "cpu,cuda", 8))
+               ? auto_on_gpus(net, o, quiet, chosen, n, &o->devices)
                : cli_strategy_auto("train", net, &ao, quiet, chosen, n);
   dpc_net_free(net);
   dpc_message_free(m);

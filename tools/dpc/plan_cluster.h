@@ -36,6 +36,10 @@ int cli_plan_gpus(const cli_opt *opts, int nopts, const cli_parsed *p, const uin
  * host of them, for `dpc CMD`; the exit code (an error said on stderr when a GPU is missing or has
  * no GEMM rate). */
 int cli_measured_gpus(const char *cmd, const uint32_t *gpu, uint32_t n, FILE *say, dpc_cluster *cl);
+/* The host's CPU beside cl's GPUs: cl's own "host" where it describes one, else this machine's
+ * CPU as dpc devices measures it; cl's link to the GPUs, else PCIe 4.0 x16. The line that says
+ * which into said. */
+dpc_status cli_host_cpu(dpc_cluster *cl, char *said, size_t cap, dpc_message *m);
 
 /* `dpc plan MODEL --devices mpi[:cpu:L] --hosts H[xN] [--link GBS,US]`: the plan for H hosts of
  * N devices (L when not given) like this machine's `cpu:N` devices (their measured speeds),
