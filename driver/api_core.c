@@ -296,6 +296,10 @@ DPC_COMPILER_API dpc_status dpc_gpus_count(const char *spec, uint32_t *n, dpc_me
   return dpc_driver_count_devices(spec, n, m);
 }
 
+DPC_COMPILER_API const char *dpc_devices_gpus(const char *spec, bool *with_cpu) {
+  return dpc_driver_gpus(spec, with_cpu);
+}
+
 DPC_COMPILER_API dpc_status dpc_devices_count(const char *spec, uint32_t *n, dpc_message *m) {
   return dpc_driver_count_cpu_devices(spec ? spec : "cpu", n, m);
 }

@@ -330,35 +330,41 @@ dpc_status dpc_driver_gpu_spec(const dpc_codegen_backend *be, const char *spec, 
   if (host_devices) *host_devices = 0;
   const char *kind = dpc_codegen_device_kind(be);
   bool cuda = kind && !strcmp(kind, "cuda");
-  bool mixed = spec && !strncmp(spec, "cpu,cuda", 8);
+  bool mixed = false;
+  const char *gpus = dpc_driver_gpus(spec, &mixed);
   if (mixed && !host_devices)
     return dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                          "%s: the CPU beside GPUs runs in dpc train (the model or pipeline "
                          "strategy) only",
                          spec);
-  if (mixed) spec += 4, *host_devices = 1;
-  if (!spec || strncmp(spec, "cuda", 4)) return DPC_OK;
+  if (!gpus) return DPC_OK;
+  if (mixed) *host_devices = 1;
   if (!cuda)
     return dpc_diag_fail(d, DPC_ERR_INVALID,
                          "%s: GPU devices run the cuda backend's kernels, and the %s backend is "
                          "asked for",
-                         spec, be ? be->name : "llvm");
+                         gpus, be ? be->name : "llvm");
   uint32_t count = 0;
-  dpc_status st = gpu_list(spec, &count, d);
+  dpc_status st = gpu_list(gpus, &count, d);
   if (st) return st;
   if ((st = dpc_cuda_driver_check((int)count - 1, d))) return st;
   snprintf(cpu_spec, n, "cpu:%u", count + (mixed ? 1 : 0));
   return DPC_OK;
 }
 
+const char *dpc_driver_gpus(const char *spec, bool *with_cpu) {
+  bool cpu = spec && !strncmp(spec, "cpu,cuda", 8); /* the host's CPU, then the GPUs */
+  if (with_cpu) *with_cpu = cpu;
+  return cpu ? spec + 4 : spec && !strncmp(spec, "cuda", 4) ? spec : NULL;
+}
+
 dpc_status dpc_driver_count_devices(const char *spec, uint32_t *n, dpc_diag *d) {
-  if (!strncmp(spec, "cuda", 4)) return gpu_list(spec, n, d);
-  if (!strncmp(spec, "cpu,cuda", 8)) { /* the host's CPU beside the GPUs */
-    dpc_status st = gpu_list(spec + 4, n, d);
-    if (!st) ++*n;
-    return st;
-  }
-  return dpc_driver_count_cpu_devices(spec, n, d);
+  bool cpu = false;
+  const char *gpus = dpc_driver_gpus(spec, &cpu);
+  if (!gpus) return dpc_driver_count_cpu_devices(spec, n, d);
+  dpc_status st = gpu_list(gpus, n, d);
+  if (!st && cpu) ++*n; /* the host's CPU beside the GPUs */
+  return st;
 }
 
 dpc_status dpc_driver_count_cpu_devices(const char *spec, uint32_t *n, dpc_diag *d) {
@@ -693,9 +699,8 @@ static dpc_status gpu_speeds(const char *spec, uint32_t n, const dpc_driver_plac
   double bus = 0;
   dpc_device_speed *cpu = h ? calloc(n, sizeof *cpu) : NULL;
   dpc_status st = h && !cpu ? dpc_diag_fail(d, DPC_ERR_NOMEM, "out of memory") : DPC_OK;
-  if (!st) st = dpc_driver_gpu_speeds(n - h, speed + h, what, sizeof what, d);
+  if (!st) st = dpc_driver_gpu_speeds(n - h, speed + h, h ? &bus : NULL, what, sizeof what, d);
   if (!st && h) st = cpu_speeds(spec, n, o, cpu, d);
-  if (!st && h) st = dpc_driver_bus_gbs(&bus, d);
   for (uint32_t k = 0; !st && h && k < n; k++) {
     if (k < h) speed[k] = cpu[k], speed[k].link_gbs = bus, speed[k].link_latency_s = BUS_S;
     speed[k].host = k < h, speed[k].bus_gbs = bus, speed[k].bus_latency_s = BUS_S;

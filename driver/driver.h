@@ -41,6 +41,9 @@ void dpc_driver_device_names(uint32_t n, dpc_device_names *out);
 /* --devices mpi[:LOCAL] (train_mpi.c): whether spec names MPI ranks, and how many devices they
  * make (the world's ranks; an error when MPI is not initialized or not built in). */
 bool dpc_driver_is_mpi(const char *spec);
+/* The GPUs a spec names: spec itself for "cuda:0,...", the list after the CPU for
+ * "cpu,cuda:0,..." (*with_cpu true), NULL when it names none. with_cpu may be NULL. */
+const char *dpc_driver_gpus(const char *spec, bool *with_cpu);
 dpc_status dpc_driver_mpi_world(const char *spec, uint32_t *n, dpc_diag *d);
 /* FNV-1a over n bytes, continued from h (0xcbf29ce484222325 to start): what ranks compare to
  * know they run the same plan or serve the same file. */
@@ -132,12 +135,10 @@ typedef struct dpc_driver_place_opts {
  * machine's GPUs: the GEMM rate on cuBLAS, the copy bandwidth (read and write), and as the link
  * the slowest copy into a GPU from cuda:0 (10 us a message, not measured). DPC_ERR_UNSUPPORTED,
  * saying why, when a GEMM rate is not measured (no cuBLAS). `what` (may be NULL) gets a line
- * with the figures. */
-dpc_status dpc_driver_gpu_speeds(uint32_t n, dpc_device_speed *speed, char *what, size_t len,
-                                 dpc_diag *d);
-/* GB/s of a copy from host memory into cuda:0's, the best of a few: the bus a mixed CPU and GPU
- * plan's values cross. */
-dpc_status dpc_driver_bus_gbs(double *gbs, dpc_diag *d);
+ * with the figures. *bus (NULL: not measured) gets the GB/s of a copy from host memory into
+ * cuda:0's, the best of a few: the bus a mixed CPU and GPU plan's values cross. */
+dpc_status dpc_driver_gpu_speeds(uint32_t n, dpc_device_speed *speed, double *bus, char *what,
+                                 size_t len, dpc_diag *d);
 
 /* Model parallel: unless the model places its nodes itself (`@ cpu:K`, device blocks), place
  * them on the n devices of `spec` with METIS, weighted by the devices' calibrated GEMM speed

@@ -12,8 +12,29 @@
 /* A peer copy's cost beyond its bytes: not measured, roughly a copy's launch. */
 #define PEER_LATENCY_S 10e-6
 
-dpc_status dpc_driver_gpu_speeds(uint32_t n, dpc_device_speed *speed, char *what, size_t len,
-                                 dpc_diag *d) {
+#define BUS_BYTES (16u << 20)
+
+/* GB/s of a copy from host memory into dev's, the best of a few. */
+static dpc_status bus_gbs(dpc_device *dev, double *gbs, dpc_diag *d) {
+  *gbs = 0;
+  void *buf = NULL, *host = NULL;
+  dpc_status st = dev->ops->alloc(dev, BUS_BYTES, &buf, d);
+  if (!st) st = dpc_device_host_alloc(dev, BUS_BYTES, &host, d);
+  double best = 0;
+  for (int r = 0; !st && r < 4; r++) { /* the first warms the path */
+    double t0 = dpc_now_s();
+    st = dev->ops->copy(dev, DPC_COPY_H2D, buf, host, BUS_BYTES, NULL, d);
+    double t = dpc_now_s() - t0;
+    if (!st && r && t > 0 && (best == 0 || t < best)) best = t;
+  }
+  if (!st) *gbs = best > 0 ? BUS_BYTES / best / 1e9 : 0;
+  if (host) dpc_device_host_free(dev, host);
+  if (buf) dev->ops->free(dev, buf);
+  return st;
+}
+
+dpc_status dpc_driver_gpu_speeds(uint32_t n, dpc_device_speed *speed, double *bus, char *what,
+                                 size_t len, dpc_diag *d) {
   dpc_device *first = NULL;
   dpc_status st = DPC_OK;
   double link = 0, gflops = 0, gbs = 0;
@@ -29,6 +50,7 @@ dpc_status dpc_driver_gpu_speeds(uint32_t n, dpc_device_speed *speed, char *what
                          f.note);
     double peer = 0;
     if (!st && k > 0) st = dpc_device_cuda_peer_gbs(dev, first, &peer, d);
+    if (!st && k == 0 && bus) st = bus_gbs(dev, bus, d);
     if (!st) {
       speed[k] = (dpc_device_speed){.gflops = f.gemm_gflops, .mem_gbs = 2 * f.copy_gbs};
       if (peer > 0 && (link == 0 || peer < link)) link = peer;
@@ -51,27 +73,4 @@ dpc_status dpc_driver_gpu_speeds(uint32_t n, dpc_device_speed *speed, char *what
              "%.0f GB/s between GPUs)",
              n, gflops, gbs, link);
   return DPC_OK;
-}
-
-#define BUS_BYTES (16u << 20)
-
-dpc_status dpc_driver_bus_gbs(double *gbs, dpc_diag *d) {
-  *gbs = 0;
-  dpc_device *dev = NULL;
-  void *buf = NULL, *host = NULL;
-  dpc_status st = dpc_device_open("cuda:0", &dev, d);
-  if (!st) st = dev->ops->alloc(dev, BUS_BYTES, &buf, d);
-  if (!st) st = dpc_device_host_alloc(dev, BUS_BYTES, &host, d);
-  double best = 0;
-  for (int r = 0; !st && r < 4; r++) { /* the first warms the path */
-    double t0 = dpc_now_s();
-    st = dev->ops->copy(dev, DPC_COPY_H2D, buf, host, BUS_BYTES, NULL, d);
-    double t = dpc_now_s() - t0;
-    if (!st && r && t > 0 && (best == 0 || t < best)) best = t;
-  }
-  if (!st) *gbs = best > 0 ? BUS_BYTES / best / 1e9 : 0;
-  if (host) dpc_device_host_free(dev, host);
-  if (buf) dev->ops->free(dev, buf);
-  dpc_device_close(dev);
-  return st;
 }

@@ -931,8 +931,9 @@ dpc_status dpc_train_hooked(const dpc_graph *src, const dpc_train_opts *o,
   char cpu_spec[32];
   dpc_strategy_kind sk = DPC_STRATEGY_DATA;
   if (o->strategy) (void)dpc_strategy_kind_parse(o->strategy, &sk);
-  if (!st && o->devices && !strncmp(o->devices, "cpu,cuda", 8) && sk != DPC_STRATEGY_MODEL &&
-      sk != DPC_STRATEGY_PIPELINE)
+  bool mixed = false;
+  (void)dpc_driver_gpus(o->devices, &mixed);
+  if (!st && mixed && sk != DPC_STRATEGY_MODEL && sk != DPC_STRATEGY_PIPELINE)
     st = dpc_diag_fail(d, DPC_ERR_UNSUPPORTED,
                        "%s: the CPU beside GPUs trains the model split between them (the model or "
                        "pipeline strategy); data parallel replicas would all wait for the slowest",

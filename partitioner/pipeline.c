@@ -128,19 +128,20 @@ uint32_t dpc_pipeline_stages(const dpc_plan *p, uint32_t mp, uint32_t *stage_of_
     free(edge), free(has), free(done);
     return 0;
   }
-  for (uint32_t b = 0; b < n; b++)
+  for (uint32_t b = 0; b < n; b++) {
+    has[b] = runs_forward(p, b);
     for (uint32_t j = 0; j < p->devs[b].n_steps; j++) {
       const dpc_step *st = &p->devs[b].steps[j];
       if (st->kind != DPC_STEP_KERNEL) continue;
       const dpc_node *nd = &g->nodes[st->node];
       if (nd->phase != DPC_PHASE_FORWARD) continue;
-      has[b] = true;
       for (uint32_t k = 0; k < nd->n_in; k++) {
         uint32_t v = dpc_node_inputs(g, nd)[k], a = p->slots[v].device;
         if (a < n && a != b && g->nodes[g->values[v].node].phase == DPC_PHASE_FORWARD)
           edge[(size_t)a * n + b] = true;
       }
     }
+  }
   /* within each replica's group of mp devices: a topological order of the devices, the first
    * ready (lowest index) first; devices without a forward kernel last */
   for (uint32_t base = 0; base < n; base += mp) {

@@ -133,6 +133,9 @@ DPC_COMPILER_API dpc_status dpc_devices_count(const char *spec, uint32_t *n, dpc
  * order from cuda:0; DPC_ERR_INVALID naming the spec otherwise). Whether they are there is
  * checked when they are opened. */
 DPC_COMPILER_API dpc_status dpc_gpus_count(const char *spec, uint32_t *n, dpc_message *m);
+/* The GPUs a --devices spec names: spec for "cuda:0,...", the list after the host's CPU for
+ * "cpu,cuda:0,..." (*with_cpu true; with_cpu may be NULL), NULL when it names none. */
+DPC_COMPILER_API const char *dpc_devices_gpus(const char *spec, bool *with_cpu);
 /* A size in bytes: "512M", "2G", "1500000" (K, M, G are powers of 1024). False when malformed. */
 DPC_COMPILER_API bool dpc_parse_size(const char *text, uint64_t *out);
 

@@ -185,6 +185,25 @@ static void repair_chain(void) {
   dpc_diag_free(&d);
 }
 
+/* text's training graph, parsed, passed, bound to a batch of `mb` and planned as a pipeline of S
+ * stages, M micro-batches (the plan holds its own graph); NULL (the check failed, said)
+ * otherwise. */
+static dpc_plan *plan_pipeline(const char *text, int64_t mb, uint32_t S, uint32_t M,
+                               dpc_pipeline_schedule sc, dpc_diag *d) {
+  dpc_graph *g = NULL;
+  CHECK_MSG(dpc_parse_graph("t.graph", text, strlen(text), &g, d) == DPC_OK, "%s", d->msg);
+  if (!g) return NULL;
+  dpc_pass_opts po = {.training = true};
+  int64_t vals[4] = {mb, mb, mb, mb};
+  dpc_plan *p = NULL;
+  CHECK_MSG(dpc_passes_run(g, &po, d) == DPC_OK && dpc_graph_bind(g, vals, d) == DPC_OK &&
+                dpc_driver_plan(g, mb * M, &(dpc_driver_strategy){1, S, M, sc, false}, true, &p,
+                                d) == DPC_OK,
+            "%s", d->msg);
+  dpc_graph_free(g);
+  return p;
+}
+
 /* A pipeline of S equal stages (one layer each, placed by hand), M micro-batches: the
  * simulator's bubble is (S-1)/(M+S-1) of the devices' time, give or take the optimizer step
  * and the hand-overs; 1F1B holds fewer activations than GPipe on every stage that has fewer
@@ -209,19 +228,7 @@ static void pipeline_bubble_and_memory(void) {
     uint32_t M = Ms[m];
     uint64_t peak[2][S] = {{0}}, bytes[2][S] = {{0}};
     for (int sc = 0; sc < 2; sc++) {
-      dpc_graph *g = NULL;
-      CHECK_MSG(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK, "%s", d.msg);
-      if (!g) continue;
-      dpc_pass_opts po = {.training = true};
-      int64_t vals[4] = {32, 32, 32, 32};
-      dpc_plan *p = NULL;
-      CHECK_MSG(
-          dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK &&
-              dpc_driver_plan(g, 32 * M,
-                              &(dpc_driver_strategy){
-                                  1, S, M, sc ? DPC_SCHEDULE_1F1B : DPC_SCHEDULE_GPIPE, false},
-                              true, &p, &d) == DPC_OK,
-          "%s", d.msg);
+      dpc_plan *p = plan_pipeline(text, 32, S, M, sc ? DPC_SCHEDULE_1F1B : DPC_SCHEDULE_GPIPE, &d);
       if (p) {
         dpc_node_cost *c = calloc(p->g->n_nodes, sizeof *c);
         dpc_sim_device sim[S];
@@ -249,7 +256,6 @@ static void pipeline_bubble_and_memory(void) {
         free(c);
       }
       dpc_plan_free(p);
-      dpc_graph_free(g);
     }
     /* 1F1B holds min(S - s, M) micro-batches' activations on stage s, GPipe M */
     for (int k = 0; k < S; k++)
@@ -304,17 +310,7 @@ static void pipeline_empty_stages(void) {
   uint64_t peak[2][L] = {{0}};
   for (int wide = 0; wide < 2; wide++) {
     uint32_t S = wide ? 2 * L : L;
-    dpc_graph *g = NULL;
-    CHECK_MSG(dpc_parse_graph("t.graph", text, strlen(text), &g, &d) == DPC_OK, "%s", d.msg);
-    if (!g) continue;
-    dpc_pass_opts po = {.training = true};
-    int64_t vals[4] = {8, 8, 8, 8};
-    dpc_plan *p = NULL;
-    CHECK_MSG(dpc_passes_run(g, &po, &d) == DPC_OK && dpc_graph_bind(g, vals, &d) == DPC_OK &&
-                  dpc_driver_plan(g, 8 * M,
-                                  &(dpc_driver_strategy){1, S, M, DPC_SCHEDULE_1F1B, false}, true,
-                                  &p, &d) == DPC_OK,
-              "%s", d.msg);
+    dpc_plan *p = plan_pipeline(text, 8, S, M, DPC_SCHEDULE_1F1B, &d);
     if (p) {
       uint32_t stage[2 * L];
       CHECK(dpc_pipeline_stages(p, S, stage) == S);
@@ -328,7 +324,6 @@ static void pipeline_empty_stages(void) {
       }
     }
     dpc_plan_free(p);
-    dpc_graph_free(g);
   }
   for (uint32_t k = 0; k < L; k++)
     CHECK_MSG(peak[1][k] == peak[0][k],

@@ -161,15 +161,15 @@ int cli_schedules(const char *cmd, const cli_opt *opts, int nopts, const cli_par
 
 int cli_devices_or_gpus(const char *cmd, const char *spec, const char *backend, uint32_t *n) {
   bool cuda = backend && !strcmp(backend, "cuda");
-  bool mixed = !strncmp(spec, "cpu,cuda", 8); /* the host's CPU, then the GPUs */
-  const char *gpus = mixed ? spec + 4 : spec;
-  if (cuda && strncmp(gpus, "cuda", 4) && strcmp(spec, "cpu") && strcmp(spec, "cpu:1"))
+  bool mixed = false; /* the host's CPU, then the GPUs */
+  const char *gpus = dpc_devices_gpus(spec, &mixed);
+  if (cuda && !gpus && strcmp(spec, "cpu") && strcmp(spec, "cpu:1"))
     return cli_usage_error(cmd,
                            "--devices %s: with --backend cuda the devices are GPUs: cuda:0, "
                            "or cuda:0,cuda:1,... to train across them, or cpu,cuda:0,... with "
                            "the CPU beside them",
                            spec);
-  if (strncmp(gpus, "cuda", 4)) return cli_devices(cmd, spec, n);
+  if (!gpus) return cli_devices(cmd, spec, n);
   if (!cuda)
     return cli_usage_error(cmd,
                            "--devices %s: GPUs run the cuda backend's kernels: add "

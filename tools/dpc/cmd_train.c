@@ -278,8 +278,8 @@ static int check_strategy(const cli_parsed *p, const dpc_trainer_opts *o, const 
 static int auto_on_gpus(const dpc_net *net, const dpc_trainer_opts *o, bool quiet, char *chosen,
                         size_t n, const char **devices) {
   uint32_t count = 0, gpu[64];
-  bool mixed = !strncmp(o->devices, "cpu,", 4);
-  const char *gpus = mixed ? o->devices + 4 : o->devices;
+  bool mixed = false;
+  const char *gpus = dpc_devices_gpus(o->devices, &mixed);
   dpc_message *m = dpc_message_new();
   int rc = dpc_gpus_count(gpus, &count, m) || count > 64 ? cli_report("train", m) : 0;
   for (uint32_t k = 0; k < count; k++) gpu[k] = k; /* in order from cuda:0 (dpc_gpus_count) */
@@ -337,7 +337,7 @@ static int choose_strategy(const cli_parsed *p, dpc_trainer_opts *o, bool artifa
                       .memory_limit = o->device_memory};
   bool quiet = cli_get(train_opts, NTRAIN, p, "quiet") != NULL;
   int rc = dpc_net_load(p->pos[0], &lo, &net, m) ? cli_report("train", m)
-           : o->devices && (!strncmp(o->devices, "cuda", 4) || !strncmp(o->devices, "cpu,cuda", 8))
+           : dpc_devices_gpus(o->devices, NULL)
                ? auto_on_gpus(net, o, quiet, chosen, n, &o->devices)
                : cli_strategy_auto("train", net, &ao, quiet, chosen, n);
   dpc_net_free(net);
