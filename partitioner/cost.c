@@ -282,8 +282,15 @@ static uint64_t size_class(uint64_t numel) {
   return c;
 }
 
+/* A kernel's size: the elements its root writes and reads. The output alone would give a weight
+ * gradient the same size at every batch, and its factor timed at one batch would stand for all
+ * (a data-parallel share's is not the whole batch's). */
 static uint64_t out_numel(const dpc_graph *g, uint32_t node) {
-  return (uint64_t)dpc_shape_numel(&g->values[g->nodes[node].out].shape);
+  const dpc_node *n = &g->nodes[node];
+  uint64_t e = (uint64_t)dpc_shape_numel(&g->values[n->out].shape);
+  for (uint32_t k = 0; k < n->n_in; k++)
+    e += (uint64_t)dpc_shape_numel(&g->values[dpc_node_inputs(g, n)[k]].shape);
+  return e;
 }
 
 /* FNV-1a over a kernel's ops: its fusion group's, then its root's. */

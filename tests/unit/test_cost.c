@@ -171,6 +171,51 @@ static void fused_bytes(void) {
   dpc_graph_free(g);
 }
 
+/* The node computing the gradient of param `name`: a matmul whose output has its shape. */
+static uint32_t weight_grad(const dpc_graph *g, const char *name) {
+  uint32_t w = dpc_graph_find(g, name);
+  for (uint32_t i = 0; w != DPC_NONE && i < g->n_nodes; i++) {
+    const dpc_shape *o = &g->values[g->nodes[i].out].shape, *ws = &g->values[w].shape;
+    if (g->nodes[i].op == DPC_OP_MATMUL && dpc_shape_numel(o) == dpc_shape_numel(ws) &&
+        o->rank == ws->rank)
+      return i;
+  }
+  return DPC_NONE;
+}
+
+/* A weight gradient writes as much at every batch: timed at one batch (the whole one), its
+ * factor must not stand for another's (a data-parallel share's), which reads less. */
+static void weight_grad_keys_by_batch(void) {
+  dpc_graph *g128 = example("fashion_mlp", true, 0, 128),
+            *g32 = example("fashion_mlp", true, 0, 32);
+  if (g128 && g32) {
+    uint32_t a = weight_grad(g128, "w1"), b = weight_grad(g32, "w1");
+    CHECK(a != DPC_NONE && b != DPC_NONE);
+    if (a != DPC_NONE && b != DPC_NONE) {
+      CHECK(dpc_cost_kernel_key(g128, a) != dpc_cost_kernel_key(g32, b));
+      /* timed at both batches, the whole batch's profile first (as dpc plan --profile merges
+       * them): the batch-32 kernel takes its own factor */
+      dpc_node_cost *c = costs(g32);
+      dpc_cost_profile pr = {0}, share = {0};
+      CHECK(dpc_cost_profile_add(&pr, g128, a, 4e-3, 1e-3) == DPC_OK);
+      CHECK(dpc_cost_profile_add(&share, g32, b, 2e-3, 1e-3) == DPC_OK);
+      dpc_cost_profile_finish(&pr);
+      dpc_cost_profile_finish(&share);
+      CHECK(dpc_cost_profile_merge(&pr, &share) == DPC_OK);
+      dpc_device_speed fast = {100, 100, NULL}, timed = {100, 100, &pr};
+      double t = c ? dpc_cost_kernel_seconds(g32, c, b, &fast) : 0;
+      CHECK_MSG(c && fabs(dpc_cost_kernel_seconds(g32, c, b, &timed) - 2 * t) < 1e-12 * t,
+                "%.6g s against %.6g s untimed", c ? dpc_cost_kernel_seconds(g32, c, b, &timed) : 0,
+                t);
+      dpc_cost_profile_free(&share);
+      dpc_cost_profile_free(&pr);
+      free(c);
+    }
+  }
+  dpc_graph_free(g128);
+  dpc_graph_free(g32);
+}
+
 static void symbolic_is_an_error(void) {
   dpc_diag d;
   dpc_diag_init(&d);
@@ -190,6 +235,7 @@ const unit_test unit_tests[] = {
     {"exact_flops", exact_flops},
     {"mlp_training", mlp_training},
     {"fused_bytes", fused_bytes},
+    {"weight_grad_keys_by_batch", weight_grad_keys_by_batch},
     {"symbolic_is_an_error", symbolic_is_an_error},
     {NULL, NULL},
 };
