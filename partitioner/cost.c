@@ -321,6 +321,28 @@ static uint64_t sig_key(uint64_t ops, uint64_t size_class) {
   return (ops ^ 0x9e3779b97f4a7c15ull ^ (size_class + 1)) * 1099511628211ull;
 }
 
+static bool is_gemm(dpc_op op) {
+  return op == DPC_OP_MATMUL || op == DPC_OP_CONV2D || op == DPC_OP_CONV2D_GRAD_INPUT ||
+         op == DPC_OP_CONV2D_GRAD_WEIGHT;
+}
+
+/* The key of a kernel's GEMM or convolution by its op and operands' sizes, whatever is fused
+ * around it (salted apart from the others), or 0 when it has none: a weight gradient that data
+ * parallel keeps apart for its all-reduce runs the same GEMM as the one fused into the momentum
+ * update on one device, which the profile timed. */
+static uint64_t gemm_key(const dpc_graph *g, uint32_t node) {
+  for (uint32_t i = 0; i <= node; i++) {
+    const dpc_node *n = &g->nodes[i];
+    if ((i != node && n->fused != node) || !is_gemm(n->op)) continue;
+    uint64_t h = (0xc2b2ae3d27d4eb4full ^ (uint64_t)n->op) * 1099511628211ull;
+    for (uint32_t k = 0; k < n->n_in; k++)
+      h = (h ^ (uint64_t)dpc_shape_numel(&g->values[dpc_node_inputs(g, n)[k]].shape)) *
+          1099511628211ull;
+    return h ? h : 1;
+  }
+  return 0;
+}
+
 double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint32_t node,
                                const dpc_device_speed *s) {
   const dpc_node *root = &g->nodes[node];
@@ -331,12 +353,14 @@ double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint3
   double memory = bytes / (s->mem_gbs * 1e9);
   double t = compute > memory ? compute : memory;
   if (s->profile) {
-    /* this kernel at this size; else the same ops timed at a size of its class or the next
-     * (a pipeline's sums of gradients over micro-batches, a fusion group cut by a stage); else
-     * the roofline alone */
+    /* this kernel at this size; else its GEMM timed with other ops around it; else the same
+     * ops timed at a size of its class or the next (a pipeline's sums of gradients over
+     * micro-batches, a fusion group cut by a stage); else the roofline alone */
     const dpc_cost_profile *p = s->profile;
     uint64_t ops = ops_hash(g, node), numel = out_numel(g, node);
     uint32_t i = find(p, size_key(ops, numel));
+    uint64_t gk = i == p->n ? gemm_key(g, node) : 0;
+    if (gk) i = find(p, gk);
     if (i == p->n) {
       uint64_t sc = size_class(numel);
       i = find(p, sig_key(ops, sc));
@@ -385,8 +409,10 @@ dpc_status dpc_cost_profile_add(dpc_cost_profile *p, const dpc_graph *g, uint32_
                                 double measured, double predicted) {
   /* the kernel at its size, and its ops in its size class */
   uint64_t ops = ops_hash(g, node), numel = out_numel(g, node);
+  uint64_t gk = gemm_key(g, node);
   if (add_timing(p, size_key(ops, numel), measured, predicted) ||
-      add_timing(p, sig_key(ops, size_class(numel)), measured, predicted))
+      add_timing(p, sig_key(ops, size_class(numel)), measured, predicted) ||
+      (gk && add_timing(p, gk, measured, predicted)))
     return DPC_ERR_NOMEM;
   dpc_op op = g->nodes[node].op;
   p->op_ms[op] += measured * 1e3, p->op_pred_ms[op] += predicted * 1e3;

@@ -134,8 +134,9 @@ static void fused_bytes(void) {
     CHECK(dpc_cost_profile_add(&pr, g, root, 3e-3, 1e-3) == DPC_OK);
     dpc_cost_profile_finish(&pr);
     dpc_device_speed timed = {1, 1e9, &pr};
-    /* two entries: the kernel at its size, and its ops in its size class */
-    CHECK(pr.n == 2 && fabs(pr.factor[0] - 3) < 1e-12 && fabs(pr.factor[1] - 3) < 1e-12);
+    /* three entries: the kernel at its size, its ops in its size class, its GEMM */
+    CHECK(pr.n == 3 && fabs(pr.factor[0] - 3) < 1e-12 && fabs(pr.factor[1] - 3) < 1e-12 &&
+          fabs(pr.factor[2] - 3) < 1e-12);
     CHECK(fabs(dpc_cost_kernel_seconds(g, c, root, &timed) - 3 * s) < 1e-12 * s);
     uint32_t logits = g->values[dpc_graph_find(g, "logits")].node;
     CHECK(dpc_cost_kernel_key(g, logits) != dpc_cost_kernel_key(g, root));
@@ -160,7 +161,7 @@ static void fused_bytes(void) {
     CHECK(dpc_cost_profile_add(&other, g, root, 5e-3, 1e-3) == DPC_OK);
     dpc_cost_profile_finish(&other);
     CHECK(dpc_cost_profile_merge(&pr, &other) == DPC_OK);
-    CHECK(pr.n == 4);
+    CHECK(pr.n == 6);
     CHECK(fabs(dpc_cost_kernel_seconds(g, c, root, &timed) - 3 * s) < 1e-12 * s);
     double lf = dpc_cost_kernel_seconds(g, c, logits, &fast);
     CHECK(fabs(dpc_cost_kernel_seconds(g, c, logits, &timed) - 0.5 * lf) < 1e-12 * lf);
@@ -216,6 +217,35 @@ static void weight_grad_keys_by_batch(void) {
   dpc_graph_free(g32);
 }
 
+/* A weight gradient kept apart (as data parallel keeps it, for its all-reduce) takes the factor
+ * timed for the same GEMM fused into the momentum update (as one device runs it). */
+static void gemm_factor_across_fusions(void) {
+  dpc_graph *fused = example("fashion_mlp", true, dpc_cpu_fusion(), 64),
+            *apart = example("fashion_mlp", true, 0, 64);
+  if (fused && apart) {
+    uint32_t m = weight_grad(fused, "w1"), b = weight_grad(apart, "w1");
+    CHECK(m != DPC_NONE && b != DPC_NONE);
+    uint32_t root = m != DPC_NONE && fused->nodes[m].fused != DPC_NONE ? fused->nodes[m].fused : m;
+    CHECK_MSG(root != m, "w1's gradient is not fused into its update");
+    if (b != DPC_NONE && root != m) {
+      CHECK(dpc_cost_kernel_key(fused, root) != dpc_cost_kernel_key(apart, b));
+      dpc_node_cost *c = costs(apart);
+      dpc_cost_profile pr = {0};
+      CHECK(dpc_cost_profile_add(&pr, fused, root, 3e-3, 1e-3) == DPC_OK);
+      dpc_cost_profile_finish(&pr);
+      dpc_device_speed fast = {100, 100, NULL}, timed = {100, 100, &pr};
+      double t = c ? dpc_cost_kernel_seconds(apart, c, b, &fast) : 0;
+      CHECK_MSG(c && fabs(dpc_cost_kernel_seconds(apart, c, b, &timed) - 3 * t) < 1e-12 * t,
+                "%.6g s against %.6g s untimed",
+                c ? dpc_cost_kernel_seconds(apart, c, b, &timed) : 0, t);
+      dpc_cost_profile_free(&pr);
+      free(c);
+    }
+  }
+  dpc_graph_free(fused);
+  dpc_graph_free(apart);
+}
+
 static void symbolic_is_an_error(void) {
   dpc_diag d;
   dpc_diag_init(&d);
@@ -236,6 +266,7 @@ const unit_test unit_tests[] = {
     {"mlp_training", mlp_training},
     {"fused_bytes", fused_bytes},
     {"weight_grad_keys_by_batch", weight_grad_keys_by_batch},
+    {"gemm_factor_across_fusions", gemm_factor_across_fusions},
     {"symbolic_is_an_error", symbolic_is_an_error},
     {NULL, NULL},
 };
