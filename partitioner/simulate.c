@@ -38,8 +38,8 @@ static void summarise(const dpc_plan *p, const dpc_node_cost *c, const dpc_devic
           s->comm_s += sp.coll_per_host
                            ? dpc_allreduce_seconds(v, sp.coll_per_host, sp.coll_hosts, &l, &b)
                            : dpc_allreduce_seconds(v, n->n_in, 1, &l, NULL);
-        } else {
-          s->comm_s += bytes / (sp.mem_gbs * 1e9);
+        } else { /* in shared memory: each byte moved is read and written, as a copy's */
+          s->comm_s += 2.0 * bytes / (sp.mem_gbs * 1e9);
         }
         continue;
       }
