@@ -285,7 +285,7 @@ static uint64_t size_class(uint64_t numel) {
 /* A kernel's size: the elements its root writes and reads. The output alone would give a weight
  * gradient the same size at every batch, and its factor timed at one batch would stand for all
  * (a data-parallel share's is not the whole batch's). */
-static uint64_t out_numel(const dpc_graph *g, uint32_t node) {
+static uint64_t kernel_numel(const dpc_graph *g, uint32_t node) {
   const dpc_node *n = &g->nodes[node];
   uint64_t e = (uint64_t)dpc_shape_numel(&g->values[n->out].shape);
   for (uint32_t k = 0; k < n->n_in; k++)
@@ -357,7 +357,7 @@ double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint3
      * ops timed at a size of its class or the next (a pipeline's sums of gradients over
      * micro-batches, a fusion group cut by a stage); else the roofline alone */
     const dpc_cost_profile *p = s->profile;
-    uint64_t ops = ops_hash(g, node), numel = out_numel(g, node);
+    uint64_t ops = ops_hash(g, node), numel = kernel_numel(g, node);
     uint32_t i = find(p, size_key(ops, numel));
     uint64_t gk = i == p->n ? gemm_key(g, node) : 0;
     if (gk) i = find(p, gk);
@@ -375,7 +375,7 @@ double dpc_cost_kernel_seconds(const dpc_graph *g, const dpc_node_cost *c, uint3
 /* ---- measured corrections ------------------------------------------------------------------- */
 
 uint64_t dpc_cost_kernel_key(const dpc_graph *g, uint32_t node) {
-  return size_key(ops_hash(g, node), out_numel(g, node));
+  return size_key(ops_hash(g, node), kernel_numel(g, node));
 }
 
 /* While adding, factor[i] holds kernel kind i's measured sum and factor[cap + i] its predicted
@@ -407,8 +407,8 @@ static dpc_status add_timing(dpc_cost_profile *p, uint64_t key, double measured,
 
 dpc_status dpc_cost_profile_add(dpc_cost_profile *p, const dpc_graph *g, uint32_t node,
                                 double measured, double predicted) {
-  /* the kernel at its size, and its ops in its size class */
-  uint64_t ops = ops_hash(g, node), numel = out_numel(g, node);
+  /* the kernel at its size, its ops in its size class, and its GEMM */
+  uint64_t ops = ops_hash(g, node), numel = kernel_numel(g, node);
   uint64_t gk = gemm_key(g, node);
   if (add_timing(p, size_key(ops, numel), measured, predicted) ||
       add_timing(p, sig_key(ops, size_class(numel)), measured, predicted) ||

@@ -72,11 +72,12 @@ typedef struct dpc_device_speed {
   double bus_gbs, bus_latency_s;
 } dpc_device_speed;
 
-/* Measured over predicted time, per kernel kind: a kernel is known by its key (its ops and the
- * size of its output), and failing that by its ops and the power of two of that size (the sums
- * over the sizes of that class timed; the next class up or down when that has none); one not
- * timed at any size near its own keeps the roofline's figure. (A factor per root op was
- * tried for those: a fused GELU makes `mul` kernels look 7x slow, and every other `mul`
+/* Measured over predicted time, per kernel kind: a kernel is known by its key (its ops and its
+ * size: the elements its root reads and writes), failing that by its GEMM or convolution (op and
+ * operand sizes) timed inside another fusion, and failing that by its ops and the power of two of
+ * its size (the sums over the sizes of that class timed; the next class up or down when that has
+ * none); one not timed at any size near its own keeps the roofline's figure. (A factor per root
+ * op was tried for those: a fused GELU makes `mul` kernels look 7x slow, and every other `mul`
  * inherited it; the sums by op are kept for the report.) */
 typedef struct dpc_cost_profile {
   double op_factor[DPC_OP_COUNT];                       /* 0: none known */
