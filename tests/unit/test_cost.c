@@ -184,6 +184,17 @@ static uint32_t weight_grad(const dpc_graph *g, const char *name) {
   return DPC_NONE;
 }
 
+/* The profile's factor on the kernel rooted at node: its time with pr over its time without
+ * (NAN when its costs are not there). */
+static double profiled_factor(const dpc_graph *g, uint32_t node, const dpc_cost_profile *pr) {
+  dpc_node_cost *c = costs(g);
+  dpc_device_speed fast = {100, 100, NULL}, timed = {100, 100, pr};
+  double t = c ? dpc_cost_kernel_seconds(g, c, node, &fast) : 0;
+  double f = t > 0 ? dpc_cost_kernel_seconds(g, c, node, &timed) / t : NAN;
+  free(c);
+  return f;
+}
+
 /* A weight gradient writes as much at every batch: timed at one batch (the whole one), its
  * factor must not stand for another's (a data-parallel share's), which reads less. */
 static void weight_grad_keys_by_batch(void) {
@@ -196,21 +207,16 @@ static void weight_grad_keys_by_batch(void) {
       CHECK(dpc_cost_kernel_key(g128, a) != dpc_cost_kernel_key(g32, b));
       /* timed at both batches, the whole batch's profile first (as dpc plan --profile merges
        * them): the batch-32 kernel takes its own factor */
-      dpc_node_cost *c = costs(g32);
       dpc_cost_profile pr = {0}, share = {0};
       CHECK(dpc_cost_profile_add(&pr, g128, a, 4e-3, 1e-3) == DPC_OK);
       CHECK(dpc_cost_profile_add(&share, g32, b, 2e-3, 1e-3) == DPC_OK);
       dpc_cost_profile_finish(&pr);
       dpc_cost_profile_finish(&share);
       CHECK(dpc_cost_profile_merge(&pr, &share) == DPC_OK);
-      dpc_device_speed fast = {100, 100, NULL}, timed = {100, 100, &pr};
-      double t = c ? dpc_cost_kernel_seconds(g32, c, b, &fast) : 0;
-      CHECK_MSG(c && fabs(dpc_cost_kernel_seconds(g32, c, b, &timed) - 2 * t) < 1e-12 * t,
-                "%.6g s against %.6g s untimed", c ? dpc_cost_kernel_seconds(g32, c, b, &timed) : 0,
-                t);
+      double f = profiled_factor(g32, b, &pr);
+      CHECK_MSG(fabs(f - 2) < 1e-12, "%.6g times the roofline", f);
       dpc_cost_profile_free(&share);
       dpc_cost_profile_free(&pr);
-      free(c);
     }
   }
   dpc_graph_free(g128);
@@ -229,17 +235,12 @@ static void gemm_factor_across_fusions(void) {
     CHECK_MSG(root != m, "w1's gradient is not fused into its update");
     if (b != DPC_NONE && root != m) {
       CHECK(dpc_cost_kernel_key(fused, root) != dpc_cost_kernel_key(apart, b));
-      dpc_node_cost *c = costs(apart);
       dpc_cost_profile pr = {0};
       CHECK(dpc_cost_profile_add(&pr, fused, root, 3e-3, 1e-3) == DPC_OK);
       dpc_cost_profile_finish(&pr);
-      dpc_device_speed fast = {100, 100, NULL}, timed = {100, 100, &pr};
-      double t = c ? dpc_cost_kernel_seconds(apart, c, b, &fast) : 0;
-      CHECK_MSG(c && fabs(dpc_cost_kernel_seconds(apart, c, b, &timed) - 3 * t) < 1e-12 * t,
-                "%.6g s against %.6g s untimed",
-                c ? dpc_cost_kernel_seconds(apart, c, b, &timed) : 0, t);
+      double f = profiled_factor(apart, b, &pr);
+      CHECK_MSG(fabs(f - 3) < 1e-12, "%.6g times the roofline", f);
       dpc_cost_profile_free(&pr);
-      free(c);
     }
   }
   dpc_graph_free(fused);
